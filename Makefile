@@ -1,0 +1,34 @@
+# zeroshard: the entry points. Each target installs what is missing first, so on a
+# fresh Debian 12 machine each is one command.
+#
+#   make train    build and run the main job
+#   make test     build and run every test, then print how many ran and passed
+#   make bench    build with -c opt and run the benchmark suites
+#   make deps     install missing Debian packages (idempotent)
+#   make CUDA=0 … build CPU-only, even where /usr/local/cuda exists
+
+BAZEL       ?= bazel
+# A disk cache in the home directory lets a fresh clone reuse earlier compiles.
+DISK_CACHE  ?= $(HOME)/.cache/zeroshard/bazel-disk
+BAZEL_FLAGS := --disk_cache=$(DISK_CACHE)
+ifeq ($(CUDA),0)
+BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
+endif
+
+.PHONY: deps test train bench bench-peers clean
+
+deps:
+	@./tools/install_deps.sh
+
+test: deps
+	$(BAZEL) test $(BAZEL_FLAGS) --keep_going //... ; status=$$?; \
+	  $(BAZEL) query 'tests(//...)' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
+	  summary=$$?; \
+	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
+
+bench: deps
+	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all
+	./bazel-bin/bench/kernels_bench --benchmark_counters_tabular=true
+
+clean:
+	$(BAZEL) clean

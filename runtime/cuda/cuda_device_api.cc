@@ -1,0 +1,149 @@
+// device_api.h over the CUDA runtime (cudart). Built when the toolkit is present.
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/device_api.h"
+
+namespace zeroshard::cuda {
+
+namespace {
+
+absl::Status SetDevice(int device) {
+  ZS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  return absl::OkStatus();
+}
+
+cudaMemcpyKind ToCuda(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::kHostToDevice: return cudaMemcpyHostToDevice;
+    case CopyKind::kDeviceToHost: return cudaMemcpyDeviceToHost;
+    case CopyKind::kDeviceToDevice: return cudaMemcpyDeviceToDevice;
+  }
+  return cudaMemcpyDefault;
+}
+
+}  // namespace
+
+bool BuiltWithCuda() { return true; }
+
+absl::StatusOr<int> CudaDeviceCount() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    // No driver or no device: not an error for the caller, just none to use.
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+absl::StatusOr<std::string> CudaDeviceName(int device) {
+  cudaDeviceProp prop;
+  ZS_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  return absl::StrFormat("%s, sm_%d%d, %.1f GiB", prop.name, prop.major, prop.minor,
+                         static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+}
+
+absl::StatusOr<void*> CudaMalloc(int device, size_t bytes) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  void* p = nullptr;
+  ZS_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
+  return p;
+}
+
+absl::Status CudaFree(int device, void* ptr) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  ZS_CUDA_RETURN_IF_ERROR(cudaFree(ptr));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> CudaHostAllocPinned(size_t bytes) {
+  void* p = nullptr;
+  ZS_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+  return p;
+}
+
+absl::Status CudaHostFree(void* ptr) {
+  ZS_CUDA_RETURN_IF_ERROR(cudaFreeHost(ptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaMemcpy(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) {
+  if (bytes == 0) return absl::OkStatus();
+  if (stream == nullptr) {
+    ZS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, ToCuda(kind)));
+  } else {
+    ZS_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, src, bytes, ToCuda(kind), static_cast<cudaStream_t>(stream)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> CudaStreamCreate(int device) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  cudaStream_t stream = nullptr;
+  ZS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return static_cast<void*>(stream);
+}
+
+absl::Status CudaStreamDestroy(void* stream) {
+  ZS_CUDA_RETURN_IF_ERROR(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
+  return absl::OkStatus();
+}
+
+absl::Status CudaStreamSynchronize(void* stream) {
+  ZS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> CudaEventCreate(int device, bool enable_timing) {
+  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  cudaEvent_t event = nullptr;
+  ZS_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&event, enable_timing ? cudaEventDefault : cudaEventDisableTiming));
+  return static_cast<void*>(event);
+}
+
+absl::Status CudaEventDestroy(void* event) {
+  ZS_CUDA_RETURN_IF_ERROR(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEventRecord(void* event, void* stream) {
+  ZS_CUDA_RETURN_IF_ERROR(
+      cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+  return absl::OkStatus();
+}
+
+absl::Status CudaStreamWaitEvent(void* stream, void* event) {
+  ZS_CUDA_RETURN_IF_ERROR(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CudaEventQuery(void* event) {
+  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  ZS_CUDA_RETURN_IF_ERROR(err);
+  return true;
+}
+
+absl::Status CudaEventSynchronize(void* event) {
+  ZS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> CudaEventElapsedMs(void* start, void* end) {
+  float ms = 0;
+  ZS_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
+                                               static_cast<cudaEvent_t>(end)));
+  return ms;
+}
+
+}  // namespace zeroshard::cuda

@@ -1,0 +1,27 @@
+#include "runtime/device.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace zeroshard {
+
+std::string Device::ToString() const {
+  return is_cpu() ? std::string("cpu") : absl::StrCat("cuda:", index);
+}
+
+absl::StatusOr<Device> ParseDevice(absl::string_view text) {
+  if (text == "cpu") return Device::Cpu();
+  if (text == "cuda") return Device::Cuda(0);
+  absl::string_view rest = text;
+  int index = -1;
+  if (absl::ConsumePrefix(&rest, "cuda:") && absl::SimpleAtoi(rest, &index) && index >= 0) {
+    return Device::Cuda(index);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device \"", text, "\": expected \"cpu\", \"cuda\" or \"cuda:<n>\""));
+}
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.ToString(); }
+
+}  // namespace zeroshard

@@ -1,0 +1,54 @@
+// Storage: one contiguous block of bytes on one device, shared by the tensors
+// that view it.
+//
+//   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Storage> s, Storage::Allocate(1024, &allocator));
+//   s->data();                               // 64-byte aligned
+//   auto w = Storage::Wrap(user_ptr, n, Device::Cpu());   // borrows, never frees
+//
+// Allocated storage returns its bytes to the allocator when the last tensor
+// viewing it goes away. Wrapped storage belongs to the caller, who keeps it
+// alive while tensors view it (or passes a deleter).
+#ifndef ZEROSHARD_RUNTIME_STORAGE_H_
+#define ZEROSHARD_RUNTIME_STORAGE_H_
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+
+namespace zeroshard {
+
+class Storage {
+ public:
+  // `allocator` == nullptr means DefaultCpuAllocator().
+  static absl::StatusOr<std::shared_ptr<Storage>> Allocate(size_t nbytes, Allocator* allocator);
+  static std::shared_ptr<Storage> Wrap(void* data, size_t nbytes, Device device,
+                                       std::function<void(void*)> deleter = nullptr);
+
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  // The allocator the bytes came from; nullptr for wrapped storage.
+  Allocator* allocator() const { return allocator_; }
+
+ private:
+  Storage(void* data, size_t nbytes, Device device, Allocator* allocator,
+          std::function<void(void*)> deleter);
+
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+  Allocator* allocator_;
+  std::function<void(void*)> deleter_;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_RUNTIME_STORAGE_H_

@@ -1,0 +1,49 @@
+"""`cuda_library`: compiles `.cu` files with nvcc in one genrule each.
+
+There are no CUDA rules for Bazel offline, so each `.cu` becomes a position
+independent object (`<name>_cu/<file>.pic.o`) that a `cc_library` links
+(`alwayslink`). Headers the `.cu` files include must be listed in `hdrs` (their
+own) or `textual_deps` (files of other packages, e.g. `//runtime:half.h`).
+When CUDA is disabled (see cuda_configure.bzl) the library is empty.
+"""
+
+load("@local_cuda//:defs.bzl", "CUDA_ARCHS", "CUDA_ENABLED", "NVCC")
+
+def _gencode_flags():
+    return " ".join([
+        "-gencode arch=compute_%s,code=sm_%s" % (a, a)
+        for a in CUDA_ARCHS
+    ])
+
+def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_flags = [], visibility = None):
+    if not CUDA_ENABLED:
+        native.cc_library(name = name, hdrs = hdrs, deps = deps, visibility = visibility)
+        return
+    objs = []
+    for src in srcs:
+        stem = src[:-len(".cu")] if src.endswith(".cu") else src
+        out = "%s_cu/%s.pic.o" % (name, stem)
+        native.genrule(
+            name = "%s_cu_%s" % (name, stem.replace("/", "_")),
+            srcs = [src] + hdrs + textual_deps,
+            outs = [out],
+            cmd = " ".join([
+                NVCC,
+                "-c -O3 -std=c++20 -Xcompiler -fPIC",
+                "--expt-relaxed-constexpr",
+                _gencode_flags(),
+                "-I. -I$(GENDIR)",
+                " ".join(nvcc_flags),
+                "-o $@ $(location %s)" % src,
+            ]),
+            message = "nvcc %s" % src,
+        )
+        objs.append(out)
+    native.cc_library(
+        name = name,
+        srcs = objs,
+        hdrs = hdrs,
+        deps = deps + ["@local_cuda//:cudart"],
+        alwayslink = 1,
+        visibility = visibility,
+    )

@@ -1,0 +1,77 @@
+"""Repository rule that exposes the local CUDA toolkit, or an empty stand-in.
+
+CUDA is enabled when `$ZEROSHARD_CUDA_PATH` (default `/usr/local/cuda`) holds
+`bin/nvcc`, unless `ZEROSHARD_CUDA=0`. Switch it off for a CPU-only build with
+
+    bazel build --repo_env=ZEROSHARD_CUDA=0 //...      (or: make CUDA=0 ...)
+
+The generated repository `@local_cuda` holds:
+  defs.bzl   CUDA_ENABLED, NVCC, CUDA_ARCHS and `if_cuda(yes, no)`
+  BUILD      cc_library targets cudart, cublas, cudnn, nccl (empty when disabled)
+"""
+
+_HEADER_GLOB = """glob([
+        "include/*.h",
+        "include/*.hpp",
+        "include/crt/**",
+        "include/nvtx3/**",
+    ])"""
+
+def _lib(name, libs):
+    return """
+cc_library(
+    name = "{name}",
+    deps = [":headers"],
+    linkopts = ["-L{{root}}/lib64", "-Wl,-rpath,{{root}}/lib64"] + {libs},
+    visibility = ["//visibility:public"],
+)
+""".format(name = name, libs = repr(["-l" + l for l in libs]))
+
+def _cuda_configure_impl(rctx):
+    root = rctx.os.environ.get("ZEROSHARD_CUDA_PATH", "/usr/local/cuda")
+    switch = rctx.os.environ.get("ZEROSHARD_CUDA", "1").lower()
+    archs = rctx.os.environ.get("ZEROSHARD_CUDA_ARCHS", "80,90")
+    nvcc = rctx.path(root + "/bin/nvcc")
+    enabled = switch not in ("0", "off", "false", "no") and nvcc.exists
+
+    build = ""
+    if enabled:
+        rctx.symlink(root + "/include", "include")
+        build += """
+cc_library(
+    name = "headers",
+    hdrs = {glob},
+    includes = ["include"],
+    visibility = ["//visibility:public"],
+)
+""".format(glob = _HEADER_GLOB)
+        build += _lib("cudart", ["cudart"])
+        build += _lib("cublas", ["cublasLt", "cublas"])
+        build += _lib("cudnn", ["cudnn"])
+        build += _lib("nccl", ["nccl"])
+        build = build.replace("{root}", root)
+    else:
+        for name in ["headers", "cudart", "cublas", "cudnn", "nccl"]:
+            build += 'cc_library(name = "%s", visibility = ["//visibility:public"])\n' % name
+    rctx.file("BUILD", build)
+    rctx.file("WORKSPACE", 'workspace(name = "local_cuda")\n')
+    rctx.file("defs.bzl", """
+CUDA_ENABLED = {enabled}
+CUDA_ROOT = "{root}"
+NVCC = "{root}/bin/nvcc"
+CUDA_ARCHS = {archs}
+
+def if_cuda(if_true, if_false = []):
+    \"\"\"Returns `if_true` when the CUDA toolkit is enabled, else `if_false`.\"\"\"
+    return if_true if CUDA_ENABLED else if_false
+""".format(
+        enabled = "True" if enabled else "False",
+        root = root,
+        archs = repr([a.strip() for a in archs.split(",") if a.strip()]),
+    ))
+
+cuda_configure = repository_rule(
+    implementation = _cuda_configure_impl,
+    environ = ["ZEROSHARD_CUDA", "ZEROSHARD_CUDA_PATH", "ZEROSHARD_CUDA_ARCHS"],
+    local = True,
+)
