@@ -30,7 +30,8 @@
 
 // `ZS_ASSIGN_OR_RETURN(lhs, expr)`: evaluates `expr` (an absl::StatusOr<T>);
 // on error returns its status, otherwise moves the value into `lhs`, which may
-// be a declaration (`Tensor t`, `auto t`) or an existing variable.
+// be a declaration (`Tensor t`, `auto t`) or an existing variable. It expands
+// to several statements: inside an `if` or a loop, put it in braces.
 #define ZS_ASSIGN_OR_RETURN(lhs, expr) \
   ZS_ASSIGN_OR_RETURN_IMPL_(ZS_STATUS_CONCAT_(zs_statusor_, __LINE__), lhs, expr)
 

@@ -488,20 +488,25 @@ void CopyCpu(const Tensor& dst, const Tensor& src) {
   });
 }
 
-// True when the two tensors' byte ranges intersect.
-bool MayOverlap(const Tensor& a, const Tensor& b) {
+}  // namespace
+
+bool MemoryOverlaps(const Tensor& a, const Tensor& b) {
   if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) return false;
   auto range = [](const Tensor& t) {
     int64_t last = t.offset();
     for (int64_t i = 0; i < t.dim(); ++i) last += (t.size(i) - 1) * t.stride(i);
-    return std::pair<int64_t, int64_t>(t.offset() * t.itemsize(), (last + 1) * t.itemsize());
+    const int64_t item = static_cast<int64_t>(t.itemsize());
+    return std::pair<int64_t, int64_t>(t.offset() * item, (last + 1) * item);
   };
   auto [a0, a1] = range(a);
   auto [b0, b1] = range(b);
   return a0 < b1 && b0 < a1;
 }
 
-}  // namespace
+bool IsSameView(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && a.raw_data() == b.raw_data() && a.dtype() == b.dtype() &&
+         a.shape() == b.shape() && a.strides() == b.strides();
+}
 
 absl::Status Tensor::CopyFrom(const Tensor& src) const {
   if (!defined() || !src.defined()) {
@@ -528,8 +533,7 @@ absl::Status Tensor::CopyFrom(const Tensor& src) const {
   const Device dst_device = device();
   const Device src_device = src.device();
   if (dst_device.is_cpu() && src_device.is_cpu()) {
-    if (MayOverlap(*this, source) && !(raw_data() == source.raw_data() && dtype_ == source.dtype() &&
-                                       strides_ == source.strides())) {
+    if (MemoryOverlaps(*this, source) && !IsSameView(*this, source)) {
       // Overlapping but not identical: go through a temporary.
       ZS_ASSIGN_OR_RETURN(Tensor tmp, source.Clone(DefaultCpuAllocator()));
       CopyCpu(*this, tmp);

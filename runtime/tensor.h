@@ -190,6 +190,11 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+// True when the byte ranges [first element, last element] of `a` and `b` intersect.
+bool MemoryOverlaps(const Tensor& a, const Tensor& b);
+// True when `a` and `b` address exactly the same elements in the same order.
+bool IsSameView(const Tensor& a, const Tensor& b);
+
 // Returns OK if `t` is defined and has `dtype`, else an InvalidArgument naming `what`.
 absl::Status CheckDType(const Tensor& t, DType dtype, absl::string_view what);
 // Returns OK if `t` has exactly `shape`.

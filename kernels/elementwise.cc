@@ -1,0 +1,211 @@
+#include "kernels/elementwise.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/device_check.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+const char* UnaryOpName(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kNeg: return "Neg";
+    case UnaryOp::kExp: return "Exp";
+    case UnaryOp::kLog: return "Log";
+    case UnaryOp::kTanh: return "Tanh";
+    case UnaryOp::kSqrt: return "Sqrt";
+    case UnaryOp::kRsqrt: return "Rsqrt";
+    case UnaryOp::kRelu: return "Relu";
+    case UnaryOp::kGelu: return "Gelu";
+    case UnaryOp::kSigmoid: return "Sigmoid";
+    case UnaryOp::kAbs: return "Abs";
+    case UnaryOp::kSquare: return "Square";
+  }
+  return "?";
+}
+
+const char* BinaryOpName(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd: return "Add";
+    case BinaryOp::kSub: return "Sub";
+    case BinaryOp::kMul: return "Mul";
+    case BinaryOp::kDiv: return "Div";
+    case BinaryOp::kPow: return "Pow";
+    case BinaryOp::kMax: return "Maximum";
+    case BinaryOp::kMin: return "Minimum";
+    case BinaryOp::kGeluBackward: return "GeluBackward";
+    case BinaryOp::kReluBackward: return "ReluBackward";
+  }
+  return "?";
+}
+
+namespace {
+
+// The inputs of one elementwise call, prepared for the device kernels:
+// expanded to out's shape and, for mixed float dtypes, widened to f32.
+struct Prepared {
+  Tensor a;
+  Tensor b;
+};
+
+absl::Status CheckOutput(absl::string_view op, const Tensor& out,
+                         std::initializer_list<const Tensor*> inputs) {
+  if (!out.defined()) return absl::InvalidArgumentError(absl::StrCat(op, ": undefined output"));
+  if (out.has_internal_overlap()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": the output ", out.DebugString(), " has a broadcast (stride 0) dimension"));
+  }
+  for (const Tensor* in : inputs) {
+    if (!in->defined()) return absl::InvalidArgumentError(absl::StrCat(op, ": undefined input"));
+    if (MemoryOverlaps(out, *in) && !IsSameView(out, *in)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": the output ", out.DebugString(), " partially overlaps the input ",
+          in->DebugString(), " (only exact in-place is allowed)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Decides the storage types the kernel runs with and converts inputs as needed.
+absl::StatusOr<Prepared> PrepareDTypes(absl::string_view op, bool op_supports_integers,
+                                       const Tensor& a, const Tensor* b, const Tensor& out) {
+  const bool a_int = !IsFloatingPoint(a.dtype());
+  const bool b_int = b != nullptr && !IsFloatingPoint(b->dtype());
+  const bool out_int = !IsFloatingPoint(out.dtype());
+  Prepared p{a, b != nullptr ? *b : Tensor()};
+  if (a_int || b_int || out_int) {
+    const bool same = a.dtype() == out.dtype() && (b == nullptr || b->dtype() == out.dtype());
+    if (!same) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": integer tensors must all share one dtype: got ", DTypeName(a.dtype()),
+          b != nullptr ? absl::StrCat(", ", DTypeName(b->dtype())) : "", " -> ",
+          DTypeName(out.dtype()), " (cast first)"));
+    }
+    if (!op_supports_integers) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": not defined for integer dtype ",
+                                                     DTypeName(a.dtype()),
+                                                     ", expected f32, bf16 or f16"));
+    }
+    return p;
+  }
+  const bool uniform = a.dtype() == out.dtype() && (b == nullptr || b->dtype() == out.dtype());
+  if (!uniform) {
+    // Mixed float dtypes: compute from f32 inputs, round once into out.
+    if (a.dtype() != DType::kF32) {
+      ZS_ASSIGN_OR_RETURN(p.a, a.To(DType::kF32));
+    }
+    if (b != nullptr && b->dtype() != DType::kF32) {
+      ZS_ASSIGN_OR_RETURN(p.b, b->To(DType::kF32));
+    }
+  }
+  return p;
+}
+
+absl::Status ExpandTo(absl::string_view op, Tensor& t, const Tensor& out, const char* which) {
+  if (t.shape() == out.shape()) return absl::OkStatus();
+  auto e = t.Expand(out.shape());
+  if (!e.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": input ", which, " of shape ",
+                                                   ShapeToString(t.shape()),
+                                                   " does not broadcast to the output shape ",
+                                                   ShapeToString(out.shape())));
+  }
+  t = *std::move(e);
+  return absl::OkStatus();
+}
+
+DType CommonDType(DType a, DType b) { return a == b ? a : DType::kF32; }
+
+}  // namespace
+
+absl::Status Unary(UnaryOp op, const Tensor& x, const Tensor& out) {
+  const char* name = UnaryOpName(op);
+  ZS_RETURN_IF_ERROR(CheckOutput(name, out, {&x}));
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &out}, name));
+  ZS_ASSIGN_OR_RETURN(Prepared p,
+                      PrepareDTypes(name, UnaryOpSupportsIntegers(op), x, nullptr, out));
+  ZS_RETURN_IF_ERROR(ExpandTo(name, p.a, out, "x"));
+  switch (out.device().type) {
+    case DeviceType::kCpu: cpu::Unary(op, p.a, out); return absl::OkStatus();
+    case DeviceType::kCuda: break;
+  }
+  return NoDeviceKernel(name, out.device());
+}
+
+absl::Status Binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const char* name = BinaryOpName(op);
+  ZS_RETURN_IF_ERROR(CheckOutput(name, out, {&a, &b}));
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&a, &b, &out}, name));
+  ZS_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(a.shape(), b.shape()));
+  if (shape != out.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": inputs of shapes ", ShapeToString(a.shape()), " and ", ShapeToString(b.shape()),
+        " broadcast to ", ShapeToString(shape), " but the output is ",
+        ShapeToString(out.shape())));
+  }
+  ZS_ASSIGN_OR_RETURN(Prepared p, PrepareDTypes(name, BinaryOpSupportsIntegers(op), a, &b, out));
+  ZS_RETURN_IF_ERROR(ExpandTo(name, p.a, out, "a"));
+  ZS_RETURN_IF_ERROR(ExpandTo(name, p.b, out, "b"));
+  switch (out.device().type) {
+    case DeviceType::kCpu: cpu::Binary(op, p.a, p.b, out); return absl::OkStatus();
+    case DeviceType::kCuda: break;
+  }
+  return NoDeviceKernel(name, out.device());
+}
+
+absl::Status Affine(const Tensor& x, double alpha, double beta, const Tensor& out) {
+  ZS_RETURN_IF_ERROR(CheckOutput("Affine", out, {&x}));
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &out}, "Affine"));
+  ZS_ASSIGN_OR_RETURN(Prepared p, PrepareDTypes("Affine", false, x, nullptr, out));
+  ZS_RETURN_IF_ERROR(ExpandTo("Affine", p.a, out, "x"));
+  switch (out.device().type) {
+    case DeviceType::kCpu:
+      cpu::Affine(p.a, static_cast<float>(alpha), static_cast<float>(beta), out);
+      return absl::OkStatus();
+    case DeviceType::kCuda: break;
+  }
+  return NoDeviceKernel("Affine", out.device());
+}
+
+absl::Status PowScalar(const Tensor& x, double exponent, const Tensor& out) {
+  ZS_RETURN_IF_ERROR(CheckOutput("PowScalar", out, {&x}));
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &out}, "PowScalar"));
+  ZS_ASSIGN_OR_RETURN(Prepared p, PrepareDTypes("PowScalar", false, x, nullptr, out));
+  ZS_RETURN_IF_ERROR(ExpandTo("PowScalar", p.a, out, "x"));
+  switch (out.device().type) {
+    case DeviceType::kCpu: cpu::PowScalar(p.a, static_cast<float>(exponent), out); return absl::OkStatus();
+    case DeviceType::kCuda: break;
+  }
+  return NoDeviceKernel("PowScalar", out.device());
+}
+
+absl::Status Cast(const Tensor& x, const Tensor& out) {
+  if (!out.defined() || !x.defined()) return absl::InvalidArgumentError("Cast: undefined tensor");
+  return out.CopyFrom(x);
+}
+
+absl::StatusOr<Tensor> Unary(UnaryOp op, const Tensor& x) {
+  if (!x.defined()) return absl::InvalidArgumentError(absl::StrCat(UnaryOpName(op), ": undefined input"));
+  ZS_ASSIGN_OR_RETURN(Tensor out, Tensor::EmptyLike(x));
+  ZS_RETURN_IF_ERROR(Unary(op, x, out));
+  return out;
+}
+
+absl::StatusOr<Tensor> Binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat(BinaryOpName(op), ": undefined input"));
+  }
+  ZS_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(a.shape(), b.shape()));
+  ZS_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(shape, CommonDType(a.dtype(), b.dtype()), a.allocator()));
+  ZS_RETURN_IF_ERROR(Binary(op, a, b, out));
+  return out;
+}
+
+absl::StatusOr<Tensor> Affine(const Tensor& x, double alpha, double beta) {
+  if (!x.defined()) return absl::InvalidArgumentError("Affine: undefined input");
+  ZS_ASSIGN_OR_RETURN(Tensor out, Tensor::EmptyLike(x));
+  ZS_RETURN_IF_ERROR(Affine(x, alpha, beta, out));
+  return out;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,164 @@
+#include "kernels/matmul.h"
+
+#include <omp.h>
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/device_check.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+namespace {
+
+// The shape bookkeeping of one MatMul call.
+struct MatMulPlan {
+  int64_t batch = 1;  // number of 2-D products
+  int64_t m = 0, k = 0, n = 0;
+  bool b_shared = false;  // b is one matrix for every batch
+  Shape out_shape;
+};
+
+absl::StatusOr<MatMulPlan> Plan(const Tensor& a, const Tensor& b, const MatMulOptions& o) {
+  if (!a.defined() || !b.defined()) return absl::InvalidArgumentError("MatMul: undefined input");
+  if (a.dim() < 2 || b.dim() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("MatMul: expected inputs with at least 2 dims, got ",
+                                                   ShapeToString(a.shape()), " and ",
+                                                   ShapeToString(b.shape())));
+  }
+  MatMulPlan p;
+  p.m = o.transpose_a ? a.size(-1) : a.size(-2);
+  p.k = o.transpose_a ? a.size(-2) : a.size(-1);
+  const int64_t kb = o.transpose_b ? b.size(-1) : b.size(-2);
+  p.n = o.transpose_b ? b.size(-2) : b.size(-1);
+  if (kb != p.k) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatMul: inner dimensions differ: op(a) is [", p.m, ", ", p.k, "] (a ",
+        ShapeToString(a.shape()), o.transpose_a ? ", transposed" : "", ") and op(b) is [", kb,
+        ", ", p.n, "] (b ", ShapeToString(b.shape()), o.transpose_b ? ", transposed" : "",
+        "); expected ", p.k, " == ", kb));
+  }
+  const Shape a_batch(a.shape().begin(), a.shape().end() - 2);
+  const Shape b_batch(b.shape().begin(), b.shape().end() - 2);
+  p.b_shared = b.dim() == 2;
+  if (!p.b_shared && a_batch != b_batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatMul: batch dimensions differ: a ", ShapeToString(a.shape()), ", b ",
+        ShapeToString(b.shape()), " (expected equal leading dimensions, or a 2-D b)"));
+  }
+  p.batch = NumElements(a_batch);
+  p.out_shape = a_batch;
+  p.out_shape.push_back(p.m);
+  p.out_shape.push_back(p.n);
+  return p;
+}
+
+// A float tensor each of whose 2-D slices is row- or column-major: the input
+// itself when it already is (and is f32), else a contiguous f32 copy.
+absl::StatusOr<Tensor> AsGemmOperand(const Tensor& t) {
+  const bool f32 = t.dtype() == DType::kF32;
+  const bool unit = t.stride(-1) == 1 || t.stride(-2) == 1 || t.size(-1) == 1 || t.size(-2) == 1;
+  if (f32 && unit) return t;
+  if (f32) return t.Clone();
+  return t.To(DType::kF32);
+}
+
+cpu::ConstMatrixRef MatrixAt(const Tensor& t, int64_t batch_index, bool transpose) {
+  // Offset of batch `batch_index` in the leading dims (row-major batch order).
+  int64_t offset = 0;
+  int64_t rem = batch_index;
+  for (int64_t d = t.dim() - 3; d >= 0; --d) {
+    offset += (rem % t.size(d)) * t.stride(d);
+    rem /= t.size(d);
+  }
+  const float* base = static_cast<const float*>(t.raw_data()) + offset;
+  cpu::ConstMatrixRef m{base, t.size(-2), t.size(-1), t.stride(-2), t.stride(-1)};
+  if (m.rows == 1) m.row_stride = m.cols;  // any stride describes a single row
+  if (m.cols == 1) m.col_stride = 1;
+  if (transpose) {
+    std::swap(m.rows, m.cols);
+    std::swap(m.row_stride, m.col_stride);
+  }
+  return m;
+}
+
+void MatMulCpu(const MatMulPlan& p, const Tensor& a, const Tensor& b, const Tensor& out,
+               const MatMulOptions& o) {
+  auto one = [&](int64_t i) {
+    const cpu::ConstMatrixRef am = MatrixAt(a, i, o.transpose_a);
+    const cpu::ConstMatrixRef bm = MatrixAt(b, p.b_shared ? 0 : i, o.transpose_b);
+    const cpu::ConstMatrixRef cm_const = MatrixAt(out, i, false);
+    const cpu::MatrixRef cm{const_cast<float*>(cm_const.data), cm_const.rows, cm_const.cols,
+                            cm_const.row_stride, cm_const.col_stride};
+    cpu::Gemm(am, bm, cm, o.alpha, o.beta);
+  };
+  // Many small products: one per thread (each GEMM single-threaded). Few or
+  // large ones: one after the other, each using every thread.
+  const int64_t flops_each = 2 * p.m * p.n * p.k;
+  if (p.batch >= 2 * omp_get_max_threads() && flops_each < (int64_t{1} << 24)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < p.batch; ++i) one(i);
+  } else {
+    for (int64_t i = 0; i < p.batch; ++i) one(i);
+  }
+}
+
+}  // namespace
+
+absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const MatMulOptions& o) {
+  ZS_ASSIGN_OR_RETURN(MatMulPlan p, Plan(a, b, o));
+  if (!out.defined()) return absl::InvalidArgumentError("MatMul: undefined output");
+  if (out.shape() != p.out_shape) {
+    return absl::InvalidArgumentError(absl::StrCat("MatMul: output has shape ",
+                                                   ShapeToString(out.shape()), ", expected ",
+                                                   ShapeToString(p.out_shape)));
+  }
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&a, &b, &out}, "MatMul"));
+  for (const Tensor* t : {&a, &b, &out}) {
+    if (!IsFloatingPoint(t->dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat("MatMul: expected f32, bf16 or f16 tensors, got ",
+                                                     DTypeName(t->dtype())));
+    }
+  }
+  if (MemoryOverlaps(out, a) || MemoryOverlaps(out, b)) {
+    return absl::InvalidArgumentError("MatMul: the output overlaps an input");
+  }
+  if (out.has_internal_overlap()) {
+    return absl::InvalidArgumentError("MatMul: the output has a broadcast (stride 0) dimension");
+  }
+  if (!out.device().is_cpu()) return NoDeviceKernel("MatMul", out.device());
+  if (out.numel() == 0) return absl::OkStatus();
+  if (p.k == 0) return o.beta == 0.0f ? out.Fill(0.0) : absl::OkStatus();  // empty sum
+
+  ZS_ASSIGN_OR_RETURN(Tensor ga, AsGemmOperand(a));
+  ZS_ASSIGN_OR_RETURN(Tensor gb, AsGemmOperand(b));
+  // The output: written directly when it is f32 with a unit stride, else
+  // through an f32 buffer (holding out's values when beta needs them).
+  const bool direct = out.dtype() == DType::kF32 && (out.stride(-1) == 1 || out.stride(-2) == 1);
+  if (direct) {
+    MatMulCpu(p, ga, gb, out, o);
+    return absl::OkStatus();
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor acc, o.beta == 0.0f
+                                      ? Tensor::Empty(out.shape(), DType::kF32, DefaultCpuAllocator())
+                                      : out.To(DType::kF32));
+  if (IsSameView(acc, out)) {  // f32 but strided: work on a copy
+    ZS_ASSIGN_OR_RETURN(acc, out.Clone());
+  }
+  MatMulCpu(p, ga, gb, acc, o);
+  return out.CopyFrom(acc);
+}
+
+absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, const MatMulOptions& o) {
+  ZS_ASSIGN_OR_RETURN(MatMulPlan p, Plan(a, b, o));
+  const DType dtype = a.dtype() == b.dtype() ? a.dtype() : DType::kF32;
+  ZS_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(p.out_shape, dtype, a.allocator()));
+  MatMulOptions without_beta = o;
+  without_beta.beta = 0.0f;
+  ZS_RETURN_IF_ERROR(MatMul(a, b, out, without_beta));
+  return out;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,38 @@
+// Matrix multiplication: 2-D and batched, either operand transposed, with
+// out = alpha * op(a) op(b) + beta * out.
+//
+//   // y[B*T, 3C] = x[B*T, C] @ W[3C, C]^T      (nn.Linear's layout)
+//   ZS_RETURN_IF_ERROR(MatMul(x, w, y, {.transpose_b = true}));
+//   // dW[3C, C] += dy^T @ x                     (accumulate into a gradient)
+//   ZS_RETURN_IF_ERROR(MatMul(dy, x, dw, {.transpose_a = true, .beta = 1.0f}));
+//   // Batched: a [..., M, K] @ b [..., K, N] -> [..., M, N]; a 2-D b is shared.
+//
+// Shapes: op(a) is [..., M, K] and op(b) [..., K, N]; the batch dimensions of a
+// and b must be equal, or b must be 2-D (one matrix for every batch). Transposes
+// and strided views cost nothing (each 2-D slice may be row- or column-major);
+// other layouts are copied first. Dtypes: f32, bf16, f16 in any mix; the
+// product is accumulated in fp32 and rounded once into out's dtype.
+#ifndef ZEROSHARD_KERNELS_MATMUL_H_
+#define ZEROSHARD_KERNELS_MATMUL_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/tensor.h"
+
+namespace zeroshard {
+
+struct MatMulOptions {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  float alpha = 1.0f;
+  float beta = 0.0f;  // 0: out's previous contents are ignored
+};
+
+absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out,
+                    const MatMulOptions& options = {});
+// Allocates out ([..., M, N], a's dtype when a and b agree, else f32).
+absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, const MatMulOptions& options = {});
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_KERNELS_MATMUL_H_

@@ -1,0 +1,166 @@
+// MatMul against a double-precision reference: odd sizes, transposes, strided
+// views, batches, a shared right operand, beta accumulation, 16-bit dtypes,
+// every instruction set, and the errors.
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa.h"
+#include "tests/kernels/kernel_testing.h"
+#include "tests/testing.h"
+
+namespace zeroshard {
+namespace {
+
+using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::HasSubstr;
+using ::zeroshard::testing::RandomTensor;
+using ::zeroshard::testing::RoundingRtol;
+using ::zeroshard::testing::StatusIs;
+using ::zeroshard::testing::ToDoubles;
+
+// Reference: batch of op(a) @ op(b) from materialised (contiguous) inputs.
+std::vector<double> Reference(const Tensor& a, const Tensor& b, const MatMulOptions& o,
+                              const std::vector<double>* prior = nullptr) {
+  const std::vector<double> av = ToDoubles(a), bv = ToDoubles(b);
+  const int64_t ar = a.size(-2), ac = a.size(-1), br = b.size(-2), bc = b.size(-1);
+  const int64_t m = o.transpose_a ? ac : ar, k = o.transpose_a ? ar : ac;
+  const int64_t n = o.transpose_b ? br : bc;
+  const int64_t batch = a.numel() / (ar * ac);
+  const bool shared = b.dim() == 2;
+  std::vector<double> out(batch * m * n);
+  for (int64_t t = 0; t < batch; ++t) {
+    const double* A = av.data() + t * ar * ac;
+    const double* B = bv.data() + (shared ? 0 : t * br * bc);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = o.transpose_a ? A[p * ac + i] : A[i * ac + p];
+          const double y = o.transpose_b ? B[j * bc + p] : B[p * bc + j];
+          s += x * y;
+        }
+        const int64_t idx = t * m * n + i * n + j;
+        out[idx] = o.alpha * s + (prior ? o.beta * (*prior)[idx] : 0.0);
+      }
+  }
+  return out;
+}
+
+TEST(MatMul, OddSizesEveryTransposeAgainstReference) {
+  uint64_t seed = 1;
+  for (int64_t m : {1, 7, 33}) {
+    for (int64_t k : {1, 7, 257}) {
+      for (int64_t n : {1, 33}) {
+        for (bool ta : {false, true}) {
+          for (bool tb : {false, true}) {
+            MatMulOptions o{.transpose_a = ta, .transpose_b = tb};
+            Tensor a = ta ? RandomTensor({k, m}, DType::kF32, -1, 1, seed++)
+                          : RandomTensor({m, k}, DType::kF32, -1, 1, seed++);
+            Tensor b = tb ? RandomTensor({n, k}, DType::kF32, -1, 1, seed++)
+                          : RandomTensor({k, n}, DType::kF32, -1, 1, seed++);
+            ZS_ASSERT_OK_AND_ASSIGN(Tensor c, MatMul(a, b, o));
+            ExpectClose(c, Reference(a, b, o), 1e-5, 1e-5,
+                        absl::StrCat("m", m, " k", k, " n", n, " ta", ta, " tb", tb));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMul, StridedViewsAreUsedWithoutCopiesAndMatch) {
+  // a is a column slice of a wider buffer; b a transposed view.
+  Tensor wide = RandomTensor({33, 100}, DType::kF32, -1, 1, 7);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor a, wide.Narrow(1, 10, 57));  // [33, 57], row stride 100
+  Tensor bt = RandomTensor({40, 57}, DType::kF32, -1, 1, 8);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor b, bt.Transpose(0, 1));      // [57, 40], column-major
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor a_copy, a.Contiguous());
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor b_copy, b.Contiguous());
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor outbuf, Tensor::Zeros({40, 33}, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor out, outbuf.Transpose(0, 1));  // write column-major
+  ZS_ASSERT_OK(MatMul(a, b, out));
+  ExpectClose(out, Reference(a_copy, b_copy, {}), 1e-5, 1e-5, "strided");
+}
+
+TEST(MatMul, BatchedSharedAndAccumulating) {
+  Tensor a = RandomTensor({2, 3, 7, 33}, DType::kF32, -1, 1, 9);
+  Tensor b = RandomTensor({2, 3, 33, 5}, DType::kF32, -1, 1, 10);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor c, MatMul(a, b));
+  EXPECT_EQ(c.shape(), (Shape{2, 3, 7, 5}));
+  ExpectClose(c, Reference(a, b, {}), 1e-5, 1e-5, "batched");
+  Tensor w = RandomTensor({9, 33}, DType::kF32, -1, 1, 11);  // nn.Linear weight [out, in]
+  MatMulOptions lin{.transpose_b = true};
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor y, MatMul(a, w, lin));
+  ExpectClose(y, Reference(a, w, lin), 1e-5, 1e-5, "shared b");
+  // Accumulate: out = 0.5 * a @ b + 2 * out.
+  Tensor prior = RandomTensor({2, 3, 7, 5}, DType::kF32, -1, 1, 12);
+  const std::vector<double> pv = ToDoubles(prior);
+  MatMulOptions acc{.alpha = 0.5f, .beta = 2.0f};
+  ZS_ASSERT_OK(MatMul(a, b, prior, acc));
+  ExpectClose(prior, Reference(a, b, acc, &pv), 1e-5, 1e-5, "beta");
+  // Many small products run one per thread.
+  Tensor q = RandomTensor({64, 8, 16}, DType::kF32, -1, 1, 13);
+  Tensor kk = RandomTensor({64, 8, 16}, DType::kF32, -1, 1, 14);
+  MatMulOptions qk{.transpose_b = true};
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor s, MatMul(q, kk, qk));
+  ExpectClose(s, Reference(q, kk, qk), 1e-5, 1e-5, "many small");
+}
+
+TEST(MatMul, SixteenBitInputsAccumulateInFp32) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    Tensor a = RandomTensor({7, 257}, dtype, -1, 1, 15);
+    Tensor b = RandomTensor({257, 33}, dtype, -1, 1, 16);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor c, MatMul(a, b));
+    EXPECT_EQ(c.dtype(), dtype);
+    // Inputs are exact in double; only the output rounding (and fp32 sums) differ.
+    ExpectClose(c, Reference(a, b, {}), 1e-4, RoundingRtol(dtype) + 1e-5,
+                std::string(DTypeName(dtype)));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor c32, Tensor::Empty({7, 33}, DType::kF32));
+    ZS_ASSERT_OK(MatMul(a, b, c32));
+    ExpectClose(c32, Reference(a, b, {}), 1e-5, 1e-5, std::string(DTypeName(dtype)) + "->f32");
+  }
+}
+
+TEST(MatMul, EveryInstructionSetAgreesWithReference) {
+  Tensor a = RandomTensor({65, 130}, DType::kF32, -1, 1, 17);
+  Tensor b = RandomTensor({130, 97}, DType::kF32, -1, 1, 18);
+  const std::vector<double> want = Reference(a, b, {});
+  std::vector<float> c(65 * 97);
+  for (cpu::CpuIsa isa : {cpu::CpuIsa::kBaseline, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+    if (isa > cpu::DetectedCpuIsa()) continue;
+    cpu::GemmWithIsa(isa, {a.data<float>(), 65, 130, 130, 1}, {b.data<float>(), 130, 97, 97, 1},
+                     {c.data(), 65, 97, 97, 1}, 1.0f, 0.0f);
+    std::vector<double> got(c.begin(), c.end());
+    ExpectClose(got, want, 1e-5, 1e-5, std::string(cpu::CpuIsaName(isa)));
+  }
+}
+
+TEST(MatMul, Errors) {
+  Tensor a = RandomTensor({3, 4}, DType::kF32, -1, 1, 1);
+  Tensor b = RandomTensor({5, 2}, DType::kF32, -1, 1, 2);
+  EXPECT_THAT(MatMul(a, b), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("inner dimensions differ: op(a) is [3, 4] (a [3, "
+                                               "4]) and op(b) is [5, 2]")));
+  Tensor v = RandomTensor({4}, DType::kF32, -1, 1, 3);
+  EXPECT_THAT(MatMul(a, v), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("at least 2 dims")));
+  Tensor a3 = RandomTensor({2, 3, 4}, DType::kF32, -1, 1, 4);
+  Tensor b3 = RandomTensor({3, 4, 2}, DType::kF32, -1, 1, 5);
+  EXPECT_THAT(MatMul(a3, b3), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("batch dimensions differ")));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor out, Tensor::Empty({3, 3}, DType::kF32));
+  Tensor b2 = RandomTensor({4, 2}, DType::kF32, -1, 1, 6);
+  EXPECT_THAT(MatMul(a, b2, out), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("output has shape [3, 3], expected [3, 2]")));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor ints, Tensor::Zeros({4, 2}, DType::kI32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor out2, Tensor::Empty({3, 2}, DType::kF32));
+  EXPECT_THAT(MatMul(a, ints, out2), StatusIs(absl::StatusCode::kInvalidArgument,
+                                              HasSubstr("expected f32, bf16 or f16")));
+}
+
+}  // namespace
+}  // namespace zeroshard
