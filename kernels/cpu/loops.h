@@ -90,6 +90,31 @@ void MapBinary(const Tensor& a, const Tensor& b, const Tensor& out, const Fn& fn
       });
 }
 
+// Deterministic reductions keep kLanes independent partial results, combined in
+// lane order at the end: the order is fixed by the code, not by the vector
+// width, so every instruction set and thread count gives the same bits (the
+// build disables implicit FMA contraction for the same reason).
+//
+//   float s = LaneReduce<float>(n, 0.0f, [&](int64_t i) { return x[i]; },
+//                               [](float a, float b) { return a + b; });
+//
+// Call it inside RunWithIsa so the lane loop is vectorised.
+inline constexpr int kLanes = 16;
+
+template <typename Acc, typename Load, typename Combine>
+Acc LaneReduce(int64_t n, Acc init, const Load& load, const Combine& combine) {
+  Acc acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) acc[j] = init;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], load(i + j));
+  }
+  for (int j = 0; i < n; ++i, ++j) acc[j] = combine(acc[j], load(i));
+  Acc result = acc[0];
+  for (int j = 1; j < kLanes; ++j) result = combine(result, acc[j]);
+  return result;
+}
+
 // Calls fn.template operator()<TIn, TOut>() for the supported (input, output)
 // storage pairs: equal types, or f32 in and a 16-bit float out.
 template <typename Fn>

@@ -12,25 +12,6 @@ namespace zeroshard::cpu {
 
 namespace {
 
-// Reductions keep kLanes independent partial results, combined in lane order at
-// the end: the order is fixed by the code, not by the vector width, so every
-// instruction set and thread count gives the same bits.
-constexpr int kLanes = 16;
-
-template <typename Acc, typename Load, typename Combine>
-Acc LaneReduce(int64_t n, Acc init, const Load& load, const Combine& combine) {
-  Acc acc[kLanes];
-  for (int j = 0; j < kLanes; ++j) acc[j] = init;
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], load(i + j));
-  }
-  for (int j = 0; i < n; ++i, ++j) acc[j] = combine(acc[j], load(i));
-  Acc result = acc[0];
-  for (int j = 1; j < kLanes; ++j) result = combine(result, acc[j]);
-  return result;
-}
-
 template <typename A>
 A MaxNan(A a, A b) {
   if constexpr (std::is_integral_v<A>) {
