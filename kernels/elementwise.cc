@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/elementwise_launch.h"
+#include "runtime/cuda/device_api.h"
 #include "kernels/device_check.h"
 #include "runtime/status.h"
 
@@ -116,6 +118,23 @@ absl::Status ExpandTo(absl::string_view op, Tensor& t, const Tensor& out, const 
 
 DType CommonDType(DType a, DType b) { return a == b ? a : DType::kF32; }
 
+// The CUDA kernels take contiguous operands of out's exact shape (no
+// broadcasting or strides yet) and float dtypes.
+absl::Status CheckCudaLayout(absl::string_view op, const Tensor& out,
+                             std::initializer_list<const Tensor*> inputs) {
+  bool ok = out.is_contiguous() && IsFloatingPoint(out.dtype());
+  for (const Tensor* t : inputs) ok = ok && t->is_contiguous() && t->shape() == out.shape();
+  if (ok) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      op, " on ", out.device().ToString(),
+      ": the CUDA kernel takes contiguous float operands of the output's shape; broadcast or "
+      "strided operands need Contiguous() first"));
+}
+
+std::string LaunchName(absl::string_view op, const Tensor& out) {
+  return absl::StrCat(op, " on ", out.device().ToString());
+}
+
 }  // namespace
 
 absl::Status Unary(UnaryOp op, const Tensor& x, const Tensor& out) {
@@ -127,7 +146,13 @@ absl::Status Unary(UnaryOp op, const Tensor& x, const Tensor& out) {
   ZS_RETURN_IF_ERROR(ExpandTo(name, p.a, out, "x"));
   switch (out.device().type) {
     case DeviceType::kCpu: cpu::Unary(op, p.a, out); return absl::OkStatus();
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda:
+      ZS_RETURN_IF_ERROR(CheckCudaLayout(name, out, {&p.a}));
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchUnary(static_cast<int>(op), static_cast<int>(p.a.dtype()),
+                            static_cast<int>(out.dtype()), p.a.raw_data(), out.raw_data(),
+                            out.numel(), nullptr),
+          LaunchName(name, out));
   }
   return NoDeviceKernel(name, out.device());
 }
@@ -148,7 +173,13 @@ absl::Status Binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor&
   ZS_RETURN_IF_ERROR(ExpandTo(name, p.b, out, "b"));
   switch (out.device().type) {
     case DeviceType::kCpu: cpu::Binary(op, p.a, p.b, out); return absl::OkStatus();
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda:
+      ZS_RETURN_IF_ERROR(CheckCudaLayout(name, out, {&p.a, &p.b}));
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchBinary(static_cast<int>(op), static_cast<int>(p.a.dtype()),
+                             static_cast<int>(out.dtype()), p.a.raw_data(), p.b.raw_data(),
+                             out.raw_data(), out.numel(), nullptr),
+          LaunchName(name, out));
   }
   return NoDeviceKernel(name, out.device());
 }
@@ -162,7 +193,13 @@ absl::Status Affine(const Tensor& x, double alpha, double beta, const Tensor& ou
     case DeviceType::kCpu:
       cpu::Affine(p.a, static_cast<float>(alpha), static_cast<float>(beta), out);
       return absl::OkStatus();
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda:
+      ZS_RETURN_IF_ERROR(CheckCudaLayout("Affine", out, {&p.a}));
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchAffine(static_cast<int>(p.a.dtype()), static_cast<int>(out.dtype()),
+                             p.a.raw_data(), out.raw_data(), static_cast<float>(alpha),
+                             static_cast<float>(beta), out.numel(), nullptr),
+          LaunchName("Affine", out));
   }
   return NoDeviceKernel("Affine", out.device());
 }

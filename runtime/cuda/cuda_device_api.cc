@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/device_api.h"
@@ -144,6 +145,14 @@ absl::StatusOr<float> CudaEventElapsedMs(void* start, void* end) {
   ZS_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
                                                static_cast<cudaEvent_t>(end)));
   return ms;
+}
+
+absl::Status CudaLaunchStatus(int code, const std::string& what) {
+  if (code == 0) return absl::OkStatus();
+  cudaGetLastError();
+  const cudaError_t err = static_cast<cudaError_t>(code);
+  return absl::InternalError(absl::StrCat(what, ": CUDA launch failed: ", cudaGetErrorName(err),
+                                          " (", cudaGetErrorString(err), ")"));
 }
 
 }  // namespace zeroshard::cuda

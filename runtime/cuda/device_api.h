@@ -50,6 +50,10 @@ absl::StatusOr<bool> CudaEventQuery(void* event);
 absl::Status CudaEventSynchronize(void* event);
 absl::StatusOr<float> CudaEventElapsedMs(void* start, void* end);
 
+// The Status for a cudaError_t returned as int by a kernel launcher (0 is OK);
+// `what` names the launch ("Gelu on cuda:0").
+absl::Status CudaLaunchStatus(int code, const std::string& what);
+
 }  // namespace zeroshard::cuda
 
 #endif  // ZEROSHARD_RUNTIME_CUDA_DEVICE_API_H_

@@ -35,4 +35,9 @@ absl::StatusOr<bool> CudaEventQuery(void*) { return NotBuilt("CudaEventQuery"); 
 absl::Status CudaEventSynchronize(void*) { return NotBuilt("CudaEventSynchronize"); }
 absl::StatusOr<float> CudaEventElapsedMs(void*, void*) { return NotBuilt("CudaEventElapsedMs"); }
 
+absl::Status CudaLaunchStatus(int code, const std::string& what) {
+  if (code == 0) return absl::OkStatus();
+  return NotBuilt(what.c_str());
+}
+
 }  // namespace zeroshard::cuda
