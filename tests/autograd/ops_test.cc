@@ -1,0 +1,288 @@
+// Every differentiable op: forward against a double-precision reference, and
+// the autograd gradient of L = sum(w * op(x...)) against central finite
+// differences of that reference computed in double.
+#include "autograd/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "runtime/status.h"
+#include "tests/kernels/kernel_testing.h"
+#include "tests/testing.h"
+
+namespace zeroshard {
+namespace {
+
+using autograd::Variable;
+using ::zeroshard::testing::RandomTensor;
+using ::zeroshard::testing::RandomValues;
+using ::zeroshard::testing::ToDoubles;
+
+using Vec = std::vector<double>;
+using RefFn = std::function<Vec(const std::vector<Vec>&)>;
+using OpFn = std::function<absl::StatusOr<Variable>(const std::vector<Variable>&)>;
+
+// Runs op and ref on `inputs`, then compares gradients (up to `max_checks`
+// elements per input) with central differences (step h) of the reference.
+void CheckOp(const std::string& name, const OpFn& op, const RefFn& ref, std::vector<Tensor> inputs,
+             double tol = 2e-4, double h = 1e-4) {
+  SCOPED_TRACE(name);
+  std::vector<Variable> vars;
+  std::vector<Vec> xd;
+  for (const Tensor& t : inputs) {
+    vars.emplace_back(t, true);
+    xd.push_back(ToDoubles(t));
+  }
+  ZS_ASSERT_OK_AND_ASSIGN(Variable y, op(vars));
+  const Vec want = ref(xd);
+  ::zeroshard::testing::ExpectClose(y.value(), want, 1e-5, 1e-5, name + " forward");
+  // L = sum(w * y) with fixed random w.
+  const std::vector<float> wv = RandomValues(y.numel(), -1, 1, 77);
+  Variable w(Tensor::FromVector(wv, y.shape()).value());
+  ZS_ASSERT_OK_AND_ASSIGN(Variable wy, ops::Mul(y, w));
+  ZS_ASSERT_OK_AND_ASSIGN(Variable loss, ops::SumAll(wy));
+  ZS_ASSERT_OK(autograd::Backward(loss));
+  auto loss_ref = [&](const std::vector<Vec>& x) {
+    const Vec r = ref(x);
+    double s = 0;
+    for (size_t i = 0; i < r.size(); ++i) s += wv[i] * r[i];
+    return s;
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_TRUE(vars[i].grad().defined()) << "input " << i << " got no gradient";
+    const Vec g = ToDoubles(vars[i].grad());
+    const size_t n = xd[i].size();
+    const size_t stride = n > 40 ? n / 40 : 1;
+    for (size_t j = 0; j < n; j += stride) {
+      std::vector<Vec> xp = xd, xm = xd;
+      xp[i][j] += h;
+      xm[i][j] -= h;
+      const double fd = (loss_ref(xp) - loss_ref(xm)) / (2 * h);
+      EXPECT_NEAR(g[j], fd, tol * (1 + std::fabs(fd))) << "input " << i << " element " << j;
+    }
+  }
+}
+
+Tensor R(Shape s, float lo = -1, float hi = 1, uint64_t seed = 1) {
+  return RandomTensor(s, DType::kF32, lo, hi, seed);
+}
+
+// Index helpers for the references.
+Vec Map(const Vec& x, const std::function<double(double)>& f) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = f(x[i]);
+  return y;
+}
+
+TEST(Ops, Unary) {
+  const double c = std::sqrt(2 / M_PI);
+  struct Case {
+    std::string name;
+    std::function<absl::StatusOr<Variable>(const Variable&)> op;
+    std::function<double(double)> f;
+    float lo, hi;
+  };
+  const std::vector<Case> cases = {
+      {"Neg", ops::Neg, [](double x) { return -x; }, -2, 2},
+      {"Exp", ops::Exp, [](double x) { return std::exp(x); }, -2, 2},
+      {"Log", ops::Log, [](double x) { return std::log(x); }, 0.5f, 3},
+      {"Tanh", ops::Tanh, [](double x) { return std::tanh(x); }, -2, 2},
+      {"Sqrt", ops::Sqrt, [](double x) { return std::sqrt(x); }, 0.5f, 3},
+      {"Rsqrt", ops::Rsqrt, [](double x) { return 1 / std::sqrt(x); }, 0.5f, 3},
+      {"Relu", ops::Relu, [](double x) { return x > 0 ? x : 0; }, 0.1f, 2},
+      {"Gelu", ops::Gelu,
+       [c](double x) { return 0.5 * x * (1 + std::tanh(c * (x + 0.044715 * x * x * x))); }, -3, 3},
+      {"Sigmoid", ops::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, -3, 3},
+      {"Square", ops::Square, [](double x) { return x * x; }, -2, 2},
+      {"PowScalar", [](const Variable& x) { return ops::PowScalar(x, 1.7); },
+       [](double x) { return std::pow(x, 1.7); }, 0.5f, 2},
+      {"Affine", [](const Variable& x) { return ops::Affine(x, -1.5, 0.25); },
+       [](double x) { return -1.5 * x + 0.25; }, -2, 2},
+  };
+  for (const Case& k : cases) {
+    CheckOp(k.name, [&](const std::vector<Variable>& v) { return k.op(v[0]); },
+            [&](const std::vector<Vec>& x) { return Map(x[0], k.f); }, {R({7, 5}, k.lo, k.hi, 3)});
+  }
+}
+
+TEST(Ops, BinaryWithBroadcasting) {
+  // a [3, 1, 5] with b [4, 1]: result [3, 4, 5].
+  auto ref = [](const std::function<double(double, double)>& f) {
+    return [f](const std::vector<Vec>& x) {
+      Vec y(60);
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j)
+          for (int k = 0; k < 5; ++k) y[(i * 4 + j) * 5 + k] = f(x[0][i * 5 + k], x[1][j]);
+      return y;
+    };
+  };
+  const std::vector<Tensor> in = {R({3, 1, 5}, 0.5f, 2, 1), R({4, 1}, 0.5f, 2, 2)};
+  CheckOp("Add", [](auto& v) { return ops::Add(v[0], v[1]); }, ref([](double a, double b) { return a + b; }), in);
+  CheckOp("Sub", [](auto& v) { return ops::Sub(v[0], v[1]); }, ref([](double a, double b) { return a - b; }), in);
+  CheckOp("Mul", [](auto& v) { return ops::Mul(v[0], v[1]); }, ref([](double a, double b) { return a * b; }), in);
+  CheckOp("Div", [](auto& v) { return ops::Div(v[0], v[1]); }, ref([](double a, double b) { return a / b; }), in);
+}
+
+// Reference batched matmul on row-major inputs with optional transposes.
+Vec RefMatMul(const Vec& a, const Vec& b, int64_t batch, int64_t m, int64_t k, int64_t n, bool ta,
+              bool tb, bool shared_b) {
+  Vec c(batch * m * n, 0.0);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = ta ? a[t * m * k + p * m + i] : a[t * m * k + i * k + p];
+          const int64_t bo = shared_b ? 0 : t * k * n;
+          const double y = tb ? b[bo + j * k + p] : b[bo + p * n + j];
+          s += x * y;
+        }
+        c[(t * m + i) * n + j] = s;
+      }
+  return c;
+}
+
+TEST(Ops, MatMulEveryTransposeBatchedAndShared) {
+  const int64_t m = 3, k = 5, n = 4;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Tensor a = ta ? R({2, k, m}, -1, 1, 5) : R({2, m, k}, -1, 1, 5);
+      Tensor b = tb ? R({2, n, k}, -1, 1, 6) : R({2, k, n}, -1, 1, 6);
+      CheckOp("MatMul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb),
+              [&](auto& v) { return ops::MatMul(v[0], v[1], {.transpose_a = ta, .transpose_b = tb}); },
+              [&](const std::vector<Vec>& x) { return RefMatMul(x[0], x[1], 2, m, k, n, ta, tb, false); },
+              {a, b});
+    }
+    // b shared by the batch.
+    Tensor a = R({2, m, k}, -1, 1, 7);
+    Tensor b = ta ? R({n, k}, -1, 1, 8) : R({k, n}, -1, 1, 8);
+    CheckOp("MatMul shared b, tb=" + std::to_string(ta),
+            [&](auto& v) { return ops::MatMul(v[0], v[1], {.transpose_b = ta}); },
+            [&](const std::vector<Vec>& x) { return RefMatMul(x[0], x[1], 2, m, k, n, false, ta, true); },
+            {a, b});
+  }
+}
+
+TEST(Ops, Linear) {
+  // x [2, 3, 5] @ w[4, 5]^T + b[4]
+  CheckOp("Linear", [](auto& v) { return ops::Linear(v[0], v[1], v[2]); },
+          [](const std::vector<Vec>& x) {
+            Vec y = RefMatMul(x[0], x[1], 1, 6, 5, 4, false, true, true);
+            for (int r = 0; r < 6; ++r)
+              for (int j = 0; j < 4; ++j) y[r * 4 + j] += x[2][j];
+            return y;
+          },
+          {R({2, 3, 5}, -1, 1, 9), R({4, 5}, -1, 1, 10), R({4}, -1, 1, 11)});
+}
+
+TEST(Ops, Reductions) {
+  // x [3, 4, 5]
+  auto reduce = [](int dim, bool mean) {
+    return [dim, mean](const std::vector<Vec>& x) {
+      const int sizes[3] = {3, 4, 5};
+      Vec y(60 / sizes[dim], 0.0);
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j)
+          for (int k = 0; k < 5; ++k) {
+            const int idx[3] = {i, j, k};
+            int o = 0;
+            for (int d = 0; d < 3; ++d) {
+              if (d == dim) continue;
+              o = o * sizes[d] + idx[d];
+            }
+            y[o] += x[0][(i * 4 + j) * 5 + k] / (mean ? sizes[dim] : 1);
+          }
+      return y;
+    };
+  };
+  for (int dim = 0; dim < 3; ++dim) {
+    CheckOp("Sum dim " + std::to_string(dim), [dim](auto& v) { return ops::Sum(v[0], dim); },
+            reduce(dim, false), {R({3, 4, 5})});
+    CheckOp("Mean keepdim dim " + std::to_string(dim),
+            [dim](auto& v) { return ops::Mean(v[0], dim, true); }, reduce(dim, true), {R({3, 4, 5})});
+  }
+  CheckOp("SumAll", [](auto& v) { return ops::SumAll(v[0]); },
+          [](const std::vector<Vec>& x) {
+            double s = 0;
+            for (double v : x[0]) s += v;
+            return Vec{s};
+          },
+          {R({7, 3})});
+  CheckOp("MeanAll", [](auto& v) { return ops::MeanAll(v[0]); },
+          [](const std::vector<Vec>& x) {
+            double s = 0;
+            for (double v : x[0]) s += v;
+            return Vec{s / x[0].size()};
+          },
+          {R({7, 3})});
+}
+
+TEST(Ops, Views) {
+  // Each view feeds an elementwise op so the gradient flows through a real node.
+  CheckOp("Transpose", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(Variable t, ops::Transpose(v[0], 0, 1));
+            return ops::Square(t);
+          },
+          [](const std::vector<Vec>& x) {
+            Vec y(12);
+            for (int i = 0; i < 3; ++i)
+              for (int j = 0; j < 4; ++j) y[j * 3 + i] = x[0][i * 4 + j] * x[0][i * 4 + j];
+            return y;
+          },
+          {R({3, 4})});
+  CheckOp("Permute+Reshape", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(Variable p, ops::Permute(v[0], {2, 0, 1}));
+            ZS_ASSIGN_OR_RETURN(Variable r, ops::Reshape(p, {4, 6}));
+            return ops::Exp(r);
+          },
+          [](const std::vector<Vec>& x) {
+            Vec y(24);
+            int o = 0;
+            for (int k = 0; k < 4; ++k)
+              for (int i = 0; i < 2; ++i)
+                for (int j = 0; j < 3; ++j) y[o++] = std::exp(x[0][(i * 3 + j) * 4 + k]);
+            return y;
+          },
+          {R({2, 3, 4})});
+  CheckOp("Narrow", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(Variable n, ops::Narrow(v[0], 1, 1, 2));
+            return ops::Square(n);
+          },
+          [](const std::vector<Vec>& x) {
+            Vec y;
+            for (int i = 0; i < 3; ++i)
+              for (int j = 1; j < 3; ++j) y.push_back(x[0][i * 4 + j] * x[0][i * 4 + j]);
+            return y;
+          },
+          {R({3, 4})});
+  CheckOp("Expand+Contiguous", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(Variable e, ops::Expand(v[0], {3, 4}));
+            ZS_ASSIGN_OR_RETURN(Variable c, ops::Contiguous(e));
+            return ops::Square(c);
+          },
+          [](const std::vector<Vec>& x) {
+            Vec y;
+            for (int i = 0; i < 3; ++i)
+              for (int j = 0; j < 4; ++j) y.push_back(x[0][j] * x[0][j]);
+            return y;
+          },
+          {R({1, 4})});
+}
+
+TEST(Ops, CastRoundTripsTheGradient) {
+  Variable x(R({5}), true);
+  ZS_ASSERT_OK_AND_ASSIGN(Variable h, ops::Cast(x, DType::kBF16));
+  EXPECT_EQ(h.dtype(), DType::kBF16);
+  ZS_ASSERT_OK_AND_ASSIGN(Variable s, ops::SumAll(h));
+  ZS_ASSERT_OK(autograd::Backward(s));
+  EXPECT_EQ(x.grad().dtype(), DType::kF32);
+  EXPECT_EQ(ToDoubles(x.grad()), Vec(5, 1.0));
+}
+
+}  // namespace
+}  // namespace zeroshard
