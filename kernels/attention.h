@@ -40,8 +40,10 @@
 // - lse: f32 [B, H, T].
 // - Any strides: views whose last dimension has unit stride (e.g. carved out of
 //   a fused buffer) are used in place; other inputs are copied per head.
-// - Outputs must not overlap the inputs, and have no broadcast (stride 0)
-//   dimension. dq, dk and dv may be disjoint views of one buffer.
+// - Outputs must not overlap the inputs (checked conservatively: the byte
+//   ranges spanned must be disjoint) and have no broadcast (stride 0)
+//   dimension. dq, dk and dv may be interleaved views of one buffer (they are
+//   not checked against each other: they must not share elements).
 #ifndef ZEROSHARD_KERNELS_ATTENTION_H_
 #define ZEROSHARD_KERNELS_ATTENTION_H_
 

@@ -60,14 +60,15 @@ void PhiloxWords(uint64_t seed, uint64_t first, int64_t n, uint32_t* words) {
     generate(words);
     return;
   }
-  alignas(64) uint32_t tmp[kChunk + 8];
-  if (lead + n + 3 <= static_cast<int64_t>(sizeof(tmp) / sizeof(tmp[0]))) {
-    generate(tmp);
-    std::copy(tmp + lead, tmp + lead + n, words);
+  if (n > kChunk) {  // unaligned and long: in pieces of kChunk (a multiple of 4)
+    for (int64_t done = 0; done < n; done += kChunk) {
+      PhiloxWords(seed, first + static_cast<uint64_t>(done), std::min(kChunk, n - done), words + done);
+    }
     return;
   }
-  // Large unaligned requests (not used by the kernels here): block by block.
-  for (int64_t i = 0; i < n; ++i) words[i] = PhiloxWordAt(seed, first + static_cast<uint64_t>(i));
+  alignas(64) uint32_t tmp[kChunk + 8];  // lead + n + 3 <= kChunk + 6 words
+  generate(tmp);
+  std::copy(tmp + lead, tmp + lead + n, words);
 }
 
 void Dropout(const Tensor& x, const DropoutParams& dp, const PhiloxStream& stream,

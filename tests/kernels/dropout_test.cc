@@ -77,10 +77,10 @@ TEST(Philox, VectorisedWordsMatchScalarForAnyStartAndLength) {
   const uint64_t seed = 0x0123456789abcdefull;
   // Starts of every alignment, and blocks just below 2^32 (carry into counter word 1).
   const uint64_t carry = uint64_t{4} * uint64_t{0xffffffff} - 6;
-  std::vector<uint32_t> words(2048 + 3);
+  std::vector<uint32_t> words(5000 + 3);
   for (uint64_t first : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4},
                          uint64_t{1001}, carry, carry + 1, carry + 3}) {
-    for (int64_t n : {1, 2, 7, 33, 257, 2048}) {
+    for (int64_t n : {1, 2, 7, 33, 257, 2048, 5000}) {
       cpu::PhiloxWords(seed, first, n, words.data());
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(words[i], PhiloxWordAt(seed, first + i)) << "first " << first << " n " << n
