@@ -3,7 +3,8 @@
 // blocks, strided q/k/v views of a fused qkv buffer (and gradients written into
 // a fused dqkv buffer), inputs copied per head, a central finite-difference
 // check of the reference's gradient, masked entries contributing exactly 0,
-// bitwise determinism across thread counts, and the errors.
+// bitwise determinism across thread counts, every instruction set, and the
+// errors.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/isa.h"
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
 
@@ -343,6 +345,23 @@ TEST(Attention, BitwiseDeterministicAcrossThreadCounts) {
   omp_set_num_threads(threads);
   EXPECT_EQ(runs[1], runs[0]);
   EXPECT_EQ(runs[2], runs[0]);
+}
+
+TEST(Attention, EveryInstructionSetMatchesReference) {
+  // Each instruction set's GEMMs and row loops (results may differ in the last
+  // bits between instruction sets, as Eigen's kernels do; each is checked).
+  uint64_t seed = 1200;
+  for (cpu::CpuIsa isa : {cpu::CpuIsa::kBaseline, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+    if (isa > cpu::DetectedCpuIsa()) continue;
+    cpu::SetActiveCpuIsa(isa);
+    for (bool causal : {true, false}) {
+      const Dims d{1, 3, 70, 33, causal};
+      CheckAgainstReference(d, MakeInputs(d, DType::kF32, seed),
+                            absl::StrCat(cpu::CpuIsaName(isa), " ", Name(d, DType::kF32)));
+      seed += 4;
+    }
+  }
+  cpu::SetActiveCpuIsa(cpu::DetectedCpuIsa());
 }
 
 TEST(Attention, EmptyBatchOrSequenceIsANoOp) {
