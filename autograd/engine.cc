@@ -170,7 +170,9 @@ absl::Status QueueCallback(std::function<absl::Status()> fn) {
   if (graph_tasks.empty()) {
     return absl::FailedPreconditionError("QueueCallback: no backward pass is running on this thread");
   }
-  graph_tasks.back()->callbacks.push_back(std::move(fn));
+  // The outermost pass: an inner pass (a checkpoint's recompute) ends before
+  // the backward the caller means has finished.
+  graph_tasks.front()->callbacks.push_back(std::move(fn));
   return absl::OkStatus();
 }
 

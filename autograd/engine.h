@@ -16,8 +16,8 @@
 // Callbacks: QueueCallback(fn), called from a hook during backward, runs fn
 // once after the whole pass has finished (FSDP waits for its outstanding
 // reduce-scatters from such a callback). Backward may be re-entered from a
-// node (activation checkpointing recomputes and runs an inner backward); inner
-// callbacks run when the inner pass ends.
+// node (activation checkpointing recomputes and runs an inner backward);
+// callbacks always wait for the outermost pass.
 #ifndef ZEROSHARD_AUTOGRAD_ENGINE_H_
 #define ZEROSHARD_AUTOGRAD_ENGINE_H_
 
@@ -39,7 +39,8 @@ absl::Status Backward(const std::vector<Variable>& roots, const std::vector<Tens
 // Backward of a one-element root (a loss) with seed 1.
 absl::Status Backward(const Variable& root, const BackwardOptions& options = {});
 
-// Runs `fn` when the current backward pass finishes. FailedPrecondition
+// Runs `fn` when the outermost backward pass running on this thread finishes
+// (also when called from inside a checkpoint's inner pass). FailedPrecondition
 // outside a backward pass.
 absl::Status QueueCallback(std::function<absl::Status()> fn);
 // True while this thread runs a backward pass.

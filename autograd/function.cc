@@ -14,7 +14,7 @@ absl::StatusOr<std::vector<Tensor>> FunctionNode::Apply(std::vector<Tensor> grad
   return fn_(grads);
 }
 
-bool ShouldRecord(std::initializer_list<const Variable*> inputs) {
+bool ShouldRecord(const std::vector<const Variable*>& inputs) {
   if (!GradMode::IsEnabled()) return false;
   for (const Variable* v : inputs) {
     if (v != nullptr && v->requires_grad()) return true;
@@ -22,8 +22,12 @@ bool ShouldRecord(std::initializer_list<const Variable*> inputs) {
   return false;
 }
 
+bool ShouldRecord(std::initializer_list<const Variable*> inputs) {
+  return ShouldRecord(std::vector<const Variable*>(inputs));
+}
+
 namespace {
-std::vector<Edge> EdgesOf(std::initializer_list<const Variable*> inputs) {
+std::vector<Edge> EdgesOf(const std::vector<const Variable*>& inputs) {
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
   for (const Variable* v : inputs) edges.push_back(v != nullptr ? GradientEdge(*v) : Edge{});
@@ -35,12 +39,18 @@ Variable Record(std::string name, Tensor value, std::initializer_list<const Vari
                 BackwardFn fn) {
   if (!ShouldRecord(inputs)) return Variable(std::move(value));
   auto node = std::make_shared<FunctionNode>(std::move(name), 1, std::move(fn));
-  node->set_next_edges(EdgesOf(inputs));
+  node->set_next_edges(EdgesOf(std::vector<const Variable*>(inputs)));
   return Variable::FromNode(std::move(value), std::move(node), 0);
 }
 
 std::vector<Variable> RecordMulti(std::string name, std::vector<Tensor> values,
                                   std::initializer_list<const Variable*> inputs, BackwardFn fn) {
+  return RecordMulti(std::move(name), std::move(values), std::vector<const Variable*>(inputs),
+                     std::move(fn));
+}
+
+std::vector<Variable> RecordMulti(std::string name, std::vector<Tensor> values,
+                                  const std::vector<const Variable*>& inputs, BackwardFn fn) {
   std::vector<Variable> out;
   out.reserve(values.size());
   if (!ShouldRecord(inputs)) {

@@ -54,6 +54,9 @@ Variable Record(std::string name, Tensor value, std::initializer_list<const Vari
 // The outputs of a multi-output op (gradients of unused outputs arrive undefined).
 std::vector<Variable> RecordMulti(std::string name, std::vector<Tensor> values,
                                   std::initializer_list<const Variable*> inputs, BackwardFn fn);
+std::vector<Variable> RecordMulti(std::string name, std::vector<Tensor> values,
+                                  const std::vector<const Variable*>& inputs, BackwardFn fn);
+bool ShouldRecord(const std::vector<const Variable*>& inputs);
 
 }  // namespace zeroshard::autograd
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "autograd/function.h"
+#include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "runtime/status.h"
@@ -462,6 +463,37 @@ absl::StatusOr<Variable> Contiguous(const Variable& x) {
   if (x.value().is_contiguous()) return x;
   ZS_ASSIGN_OR_RETURN(Tensor y, x.value().Contiguous());
   return Record("Contiguous", y, {&x}, [](std::vector<Tensor>& g) -> GradsOr { return Grads{g[0]}; });
+}
+
+// ================================================================ nn ops
+
+absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const Variable& v,
+                                   const AttentionOptions& options) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&q, &k, &v}, "Attention"));
+  ZS_ASSIGN_OR_RETURN(AttentionOutputs fwd,
+                      AttentionForward(q.value(), k.value(), v.value(), options));
+  if (!autograd::ShouldRecord({&q, &k, &v})) return Variable(fwd.out);
+  const Tensor qv = q.value(), kv = k.value(), vv = v.value(), out = fwd.out, lse = fwd.lse;
+  return Record("Attention", fwd.out, {&q, &k, &v},
+                [qv, kv, vv, out, lse, options](std::vector<Tensor>& g) -> GradsOr {
+                  ZS_ASSIGN_OR_RETURN(AttentionGrads d,
+                                      AttentionBackward(g[0], qv, kv, vv, out, lse, options));
+                  return Grads{d.dq, d.dk, d.dv};
+                });
+}
+
+absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& generator,
+                                 bool training) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Dropout"));
+  if (!training || p == 0.0) return x;
+  const PhiloxStream stream = generator.Next(x.numel());
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Dropout(x.value(), p, stream));
+  const DType dtype = x.dtype();
+  return Record("Dropout", y, {&x}, [p, stream, dtype](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, Tensor::Empty(g[0].shape(), dtype, g[0].allocator()));
+    ZS_RETURN_IF_ERROR(DropoutBackward(g[0], p, stream, dx));
+    return Grads{dx};
+  });
 }
 
 }  // namespace zeroshard::ops

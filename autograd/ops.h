@@ -14,6 +14,8 @@
 
 #include "absl/status/statusor.h"
 #include "autograd/variable.h"
+#include "kernels/attention.h"
+#include "kernels/math/philox.h"
 #include "kernels/matmul.h"
 #include "runtime/tensor.h"
 
@@ -63,6 +65,16 @@ absl::StatusOr<Variable> Permute(const Variable& x, absl::Span<const int64_t> di
 absl::StatusOr<Variable> Narrow(const Variable& x, int64_t dim, int64_t start, int64_t length);
 absl::StatusOr<Variable> Expand(const Variable& x, absl::Span<const int64_t> shape);
 absl::StatusOr<Variable> Contiguous(const Variable& x);
+
+// ---------------------------------------------------------------- nn ops
+// softmax(scale q k^T + causal mask) v over q, k, v [B, H, T, D]; saves the
+// row log-sum-exp instead of the probabilities (backward recomputes them).
+absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const Variable& v,
+                                   const AttentionOptions& options = {});
+// Inverted dropout with probability p from `generator` (which advances); the
+// identity when !training or p == 0. Backward replays the same stream.
+absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& generator,
+                                 bool training);
 
 }  // namespace zeroshard::ops
 

@@ -91,7 +91,7 @@ Variable Variable::detach() const {
   return v;
 }
 
-int Variable::AddGradHook(GradHook hook) {
+int Variable::AddGradHook(GradHook hook) const {
   const int handle = NextHookHandle();
   if (is_leaf()) {
     impl_->grad_hooks.emplace_back(handle, std::move(hook));
@@ -101,13 +101,13 @@ int Variable::AddGradHook(GradHook hook) {
   return handle;
 }
 
-int Variable::AddPostAccumulateGradHook(PostAccumulateGradHook hook) {
+int Variable::AddPostAccumulateGradHook(PostAccumulateGradHook hook) const {
   const int handle = NextHookHandle();
   impl_->post_accumulate_hooks.emplace_back(handle, std::move(hook));
   return handle;
 }
 
-void Variable::RemoveHook(int handle) {
+void Variable::RemoveHook(int handle) const {
   if (!impl_) return;
   auto drop = [handle](auto& v) {
     v.erase(std::remove_if(v.begin(), v.end(), [&](const auto& e) { return e.first == handle; }),

@@ -101,9 +101,10 @@ class Variable {
   Variable detach() const;
 
   // Hook registration; returns a handle for RemoveHook.
-  int AddGradHook(GradHook hook);
-  int AddPostAccumulateGradHook(PostAccumulateGradHook hook);
-  void RemoveHook(int handle);
+  // Hooks live in the shared state, so registering through a const handle is fine.
+  int AddGradHook(GradHook hook) const;
+  int AddPostAccumulateGradHook(PostAccumulateGradHook hook) const;
+  void RemoveHook(int handle) const;
 
   const std::string& name() const;
   void set_name(std::string name);

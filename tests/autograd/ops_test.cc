@@ -286,3 +286,66 @@ TEST(Ops, CastRoundTripsTheGradient) {
 
 }  // namespace
 }  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+// Reference causal attention in double over [B, H, T, D].
+Vec RefAttention(const Vec& q, const Vec& k, const Vec& v, int B, int H, int T, int D) {
+  Vec out(q.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  for (int bh = 0; bh < B * H; ++bh) {
+    const int o = bh * T * D;
+    for (int i = 0; i < T; ++i) {
+      std::vector<double> s(i + 1);
+      double m = -1e300;
+      for (int j = 0; j <= i; ++j) {
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += q[o + i * D + d] * k[o + j * D + d];
+        s[j] = dot * scale;
+        m = std::max(m, s[j]);
+      }
+      double z = 0;
+      for (int j = 0; j <= i; ++j) z += std::exp(s[j] - m);
+      for (int j = 0; j <= i; ++j) {
+        const double p = std::exp(s[j] - m) / z;
+        for (int d = 0; d < D; ++d) out[o + i * D + d] += p * v[o + j * D + d];
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Ops, CausalAttention) {
+  const int B = 2, H = 2, T = 5, D = 3;
+  CheckOp("Attention", [](auto& v) { return ops::Attention(v[0], v[1], v[2]); },
+          [&](const std::vector<Vec>& x) { return RefAttention(x[0], x[1], x[2], B, H, T, D); },
+          {R({B, H, T, D}, -1, 1, 21), R({B, H, T, D}, -1, 1, 22), R({B, H, T, D}, -1, 1, 23)});
+}
+
+TEST(Ops, DropoutScalesKeptElementsAndReplaysTheMaskInBackward) {
+  PhiloxGenerator gen{.seed = 5};
+  Variable x(R({1000}, 0.5f, 1.5f, 3), true);
+  ZS_ASSERT_OK_AND_ASSIGN(Variable y, ops::Dropout(x, 0.25, gen, /*training=*/true));
+  EXPECT_EQ(gen.offset, 1000u);
+  ZS_ASSERT_OK_AND_ASSIGN(Variable s, ops::SumAll(y));
+  ZS_ASSERT_OK(autograd::Backward(s));
+  const Vec xv = ToDoubles(x.value()), yv = ToDoubles(y.value()), g = ToDoubles(x.grad());
+  int kept = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    if (yv[i] == 0) {
+      EXPECT_EQ(g[i], 0.0);
+    } else {
+      ++kept;
+      EXPECT_FLOAT_EQ(yv[i], static_cast<float>(xv[i]) * static_cast<float>(1 / 0.75));
+      EXPECT_FLOAT_EQ(g[i], static_cast<float>(1 / 0.75));
+    }
+  }
+  EXPECT_NEAR(kept, 750, 4 * std::sqrt(1000 * 0.25 * 0.75));
+  ZS_ASSERT_OK_AND_ASSIGN(Variable e, ops::Dropout(x, 0.25, gen, /*training=*/false));
+  EXPECT_TRUE(e.SameAs(x));
+  EXPECT_EQ(gen.offset, 1000u);
+}
+
+}  // namespace
+}  // namespace zeroshard
