@@ -53,19 +53,11 @@ absl::Status CheckParam(absl::string_view op, absl::string_view name, const Tens
 
 // mean or rstd: f32, of x's leading shape or [rows].
 absl::Status CheckStat(absl::string_view op, absl::string_view name, const Tensor& t, const Tensor& x) {
-  const Shape lead = LeadingShape(x);
-  const int64_t rows = NumElements(lead);
   if (t.dtype() != DType::kF32) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has dtype ", DTypeName(t.dtype()),
                                                    ", expected f32"));
   }
-  if (t.shape() != lead && !(t.dim() == 1 && t.size(0) == rows)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": ", name, " has shape ", ShapeToString(t.shape()), ", expected ", ShapeToString(lead),
-        lead.size() == 1 ? "" : absl::StrCat(" or [", rows, "]"), " (one value per row of x ",
-        ShapeToString(x.shape()), ")"));
-  }
-  return absl::OkStatus();
+  return CheckPerRowShape(op, name, t, x);
 }
 
 // `t` ([C], optional) as C contiguous floats; `fill` where t is undefined.

@@ -91,4 +91,24 @@ Shape LeadingShape(const Tensor& t) {
   return t.dim() == 0 ? Shape{} : Shape(t.shape().begin(), t.shape().end() - 1);
 }
 
+absl::Status CheckPerRowShape(absl::string_view op, absl::string_view name, const Tensor& t,
+                              const Tensor& x) {
+  const Shape lead = LeadingShape(x);
+  const int64_t rows = NumElements(lead);
+  if (t.shape() == lead || (t.dim() == 1 && t.size(0) == rows)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": ", name, " has shape ", ShapeToString(t.shape()), ", expected ", ShapeToString(lead),
+      lead.size() == 1 ? "" : absl::StrCat(" or [", rows, "]"), " (one value per row of ",
+      ShapeToString(x.shape()), ")"));
+}
+
+std::string IndexToString(absl::Span<const int64_t> shape, int64_t flat) {
+  Shape index(shape.size());
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    index[d] = shape[d] > 0 ? flat % shape[d] : 0;
+    flat = shape[d] > 0 ? flat / shape[d] : 0;
+  }
+  return ShapeToString(index);
+}
+
 }  // namespace zeroshard

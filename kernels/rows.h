@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -87,6 +88,14 @@ absl::Status CheckFloatRows(absl::string_view op, absl::string_view name, const 
 
 // The leading shape of a [..., C] tensor: its shape without the last dimension.
 Shape LeadingShape(const Tensor& t);
+
+// Checks that `t` holds one value per row of `x` [..., C]: its shape is x's
+// leading shape [...] or [rows].
+absl::Status CheckPerRowShape(absl::string_view op, absl::string_view name, const Tensor& t,
+                              const Tensor& x);
+
+// "[2, 5]": the multi-index of element `flat` (row-major) of a tensor of `shape`.
+std::string IndexToString(absl::Span<const int64_t> shape, int64_t flat);
 
 }  // namespace zeroshard
 

@@ -239,7 +239,9 @@ TEST(LayerNorm, BackwardOptionalOutputsStridesAndInPlace) {
   ExpectClose(dw, g.dw, 2e-6 * 9, 1e-5, "dweight only");
   const std::vector<double> fv = ToDoubles(flat);
   for (int64_t i = 0; i < 100; ++i) {
-    if (i < 10 || i >= 76 || i % 2 == 1) ASSERT_EQ(fv[i], 0.0) << i;
+    if (i < 10 || i >= 76 || i % 2 == 1) {
+      ASSERT_EQ(fv[i], 0.0) << i;
+    }
   }
   // Only dx, in place over x.
   ZS_ASSERT_OK(LayerNormBackward(dy, x, mean, rstd, w, x, Tensor(), Tensor()));
@@ -341,7 +343,7 @@ TEST(LayerNorm, Errors) {
   EXPECT_THAT(LayerNormForward(x, w, Tensor(), kEps, out, mean_bf16, rstd),
               StatusIs(kInvalidArgument, HasSubstr("mean has dtype bf16, expected f32")));
   EXPECT_THAT(LayerNormForward(x, w, Tensor(), kEps, out, mean, mean4),
-              StatusIs(kInvalidArgument, HasSubstr("rstd has shape [4], expected [3] (one value per row of x [3, 4])")));
+              StatusIs(kInvalidArgument, HasSubstr("rstd has shape [4], expected [3] (one value per row of [3, 4])")));
   EXPECT_THAT(LayerNormForward(x, w, Tensor(), kEps, out, mean, mean),
               StatusIs(kInvalidArgument, HasSubstr("the output rstd")));
   ZS_ASSERT_OK_AND_ASSIGN(Tensor xt, x.Transpose(0, 1));
