@@ -40,11 +40,12 @@ inline constexpr double kLayerNormDefaultEps = 1e-5;
 absl::Status LayerNormForward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                               const Tensor& out, const Tensor& mean, const Tensor& rstd);
 
-// `param_grad` says whether dweight and dbias are overwritten or added to.
+// `param_grad` says whether dweight and dbias are overwritten or added to
+// (no default: the call site shows which).
 absl::Status LayerNormBackward(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                const Tensor& rstd, const Tensor& weight, const Tensor& dx,
                                const Tensor& dweight, const Tensor& dbias,
-                               GradMode param_grad = GradMode::kOverwrite);
+                               GradMode param_grad);
 
 }  // namespace zeroshard
 

@@ -205,7 +205,7 @@ TEST(LayerNorm, BackwardMatchesDoubleReference) {
           ZS_ASSERT_OK_AND_ASSIGN(Tensor dx, Tensor::Empty(shape, out_dtype));
           ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, Tensor::Empty({c}, out_dtype));
           ZS_ASSERT_OK_AND_ASSIGN(Tensor db, Tensor::Empty({c}, out_dtype));
-          ZS_ASSERT_OK(LayerNormBackward(dy, x, mean, rstd, w, dx, dw, db));
+          ZS_ASSERT_OK(LayerNormBackward(dy, x, mean, rstd, w, dx, dw, db, GradMode::kOverwrite));
           const RefGrads g = RefBackward(ToDoubles(dy), ToDoubles(x),
                                          affine ? ToDoubles(w) : std::vector<double>(c, 1.0),
                                          ToDoubles(mean), ToDoubles(rstd), c);
@@ -235,7 +235,7 @@ TEST(LayerNorm, BackwardOptionalOutputsStridesAndInPlace) {
   // Only dweight, into a strided slice of a flat gradient buffer.
   ZS_ASSERT_OK_AND_ASSIGN(Tensor flat, Tensor::Zeros({100}, DType::kF32));
   ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, flat.Slice(0, 10, 76, 2));  // [33], stride 2
-  ZS_ASSERT_OK(LayerNormBackward(dy, x, mean, rstd, w, Tensor(), dw, Tensor()));
+  ZS_ASSERT_OK(LayerNormBackward(dy, x, mean, rstd, w, Tensor(), dw, Tensor(), GradMode::kOverwrite));
   ExpectClose(dw, g.dw, 2e-6 * 9, 1e-5, "dweight only");
   const std::vector<double> fv = ToDoubles(flat);
   for (int64_t i = 0; i < 100; ++i) {
@@ -244,7 +244,7 @@ TEST(LayerNorm, BackwardOptionalOutputsStridesAndInPlace) {
     }
   }
   // Only dx, in place over x.
-  ZS_ASSERT_OK(LayerNormBackward(dy, x, mean, rstd, w, x, Tensor(), Tensor()));
+  ZS_ASSERT_OK(LayerNormBackward(dy, x, mean, rstd, w, x, Tensor(), Tensor(), GradMode::kOverwrite));
   ExpectClose(x, g.dx, 2e-5, 1e-4, "dx in place over x");
 }
 
@@ -293,7 +293,7 @@ TEST(LayerNorm, BitwiseIndependentOfThreadsAndInstructionSet) {
     Tensor dw = Tensor::Empty({65}, DType::kF32).value();
     Tensor db = Tensor::Empty({65}, DType::kF32).value();
     EXPECT_TRUE(LayerNormForward(x, w, b, kEps, out, mean, rstd).ok());
-    EXPECT_TRUE(LayerNormBackward(dy, x, mean, rstd, w, dx, dw, db).ok());
+    EXPECT_TRUE(LayerNormBackward(dy, x, mean, rstd, w, dx, dw, db, GradMode::kOverwrite).ok());
     std::vector<double> all;
     for (const Tensor* t : {&out, &mean, &rstd, &dx, &dw, &db}) {
       for (double v : ToDoubles(*t)) all.push_back(v);
@@ -354,19 +354,19 @@ TEST(LayerNorm, Errors) {
               StatusIs(kInvalidArgument, HasSubstr("only exact in-place is allowed")));
   ZS_EXPECT_OK(LayerNormForward(x, Tensor(), Tensor(), kEps, xt_again, Tensor(), Tensor()));  // exact in place
   // Backward.
-  EXPECT_THAT(LayerNormBackward(out, x, Tensor(), rstd, w, out, Tensor(), Tensor()),
+  EXPECT_THAT(LayerNormBackward(out, x, Tensor(), rstd, w, out, Tensor(), Tensor(), GradMode::kOverwrite),
               StatusIs(kInvalidArgument, HasSubstr("LayerNormBackward: mean is undefined; expected the one "
                                                    "LayerNormForward saved")));
-  EXPECT_THAT(LayerNormBackward(w5, x, mean, rstd, w, Tensor(), Tensor(), Tensor()),
+  EXPECT_THAT(LayerNormBackward(w5, x, mean, rstd, w, Tensor(), Tensor(), Tensor(), GradMode::kOverwrite),
               StatusIs(kInvalidArgument, HasSubstr("dy has shape [5], expected [3, 4] (the shape of x)")));
-  EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, Tensor(), w5, Tensor()),
+  EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, Tensor(), w5, Tensor(), GradMode::kOverwrite),
               StatusIs(kInvalidArgument, HasSubstr("dweight has shape [5], expected [4]")));
-  EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, Tensor(), Tensor(), ints),
+  EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, Tensor(), Tensor(), ints, GradMode::kOverwrite),
               StatusIs(kInvalidArgument, HasSubstr("dbias has dtype i32")));
-  EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, Tensor(), w, Tensor()),
+  EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, Tensor(), w, Tensor(), GradMode::kOverwrite),
               StatusIs(kInvalidArgument, HasSubstr("the output dweight")));
   EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, Tensor(), w5.Narrow(0, 0, 4).value(),
-                                w5.Narrow(0, 1, 4).value()),
+                                w5.Narrow(0, 1, 4).value(), GradMode::kOverwrite),
               StatusIs(kInvalidArgument, HasSubstr("the output dbias")));
   // CUDA tensors.
   std::vector<float> h1(12), h2(12), h3(3), h4(3);
@@ -376,7 +376,7 @@ TEST(LayerNorm, Errors) {
   const Tensor gr = Tensor::Wrap(h4.data(), {3}, DType::kF32, Device::Cuda(0));
   EXPECT_THAT(LayerNormForward(gx, Tensor(), Tensor(), kEps, gy, gm, gr),
               StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("LayerNormForward: no kernel for cuda:0")));
-  EXPECT_THAT(LayerNormBackward(gy, gx, gm, gr, Tensor(), Tensor(), Tensor(), Tensor()),
+  EXPECT_THAT(LayerNormBackward(gy, gx, gm, gr, Tensor(), Tensor(), Tensor(), Tensor(), GradMode::kOverwrite),
               StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("LayerNormBackward: no kernel for cuda:0")));
   EXPECT_THAT(LayerNormForward(gx, w, Tensor(), kEps, gy, Tensor(), Tensor()),
               StatusIs(kInvalidArgument, HasSubstr("tensors on different devices")));
