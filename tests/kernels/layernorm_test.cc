@@ -243,6 +243,14 @@ TEST(LayerNorm, BackwardOptionalOutputsStridesAndInPlace) {
       ASSERT_EQ(fv[i], 0.0) << i;
     }
   }
+  // Everything, with dx in place over dy (an f32 copy of it, same values).
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor dy32, dy.To(DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor dw2, Tensor::Empty({33}, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor db2, Tensor::Empty({33}, DType::kF32));
+  ZS_ASSERT_OK(LayerNormBackward(dy32, x, mean, rstd, w, dy32, dw2, db2, GradMode::kOverwrite));
+  ExpectClose(dy32, g.dx, 2e-5, 1e-4, "dx in place over dy");
+  ExpectClose(dw2, g.dw, 2e-6 * 9, 1e-5, "dweight beside an in-place dx");
+  ExpectClose(db2, g.db, 2e-6 * 9, 1e-5, "dbias beside an in-place dx");
   // Only dx, in place over x.
   ZS_ASSERT_OK(LayerNormBackward(dy, x, mean, rstd, w, x, Tensor(), Tensor(), GradMode::kOverwrite));
   ExpectClose(x, g.dx, 2e-5, 1e-4, "dx in place over x");

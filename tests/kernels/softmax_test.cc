@@ -152,6 +152,13 @@ TEST(Softmax, StridedInputsAndOutputs) {
     ZS_ASSERT_OK(Forward(log, xp, ot));
     ExpectClose(ot, RefForward(ToDoubles(xp), 7, log), ForwardAtol(log), ForwardRtol(log, DType::kF32),
                 "permuted in, transposed out");
+    // A broadcast input (stride 0 along the leading dimension): every batch the same rows.
+    Tensor xb = RandomTensor({1, 7, 33}, DType::kF32, -4, 4, 42);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor xe, xb.Expand({3, 7, 33}));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor oe, Tensor::Empty({3, 7, 33}, DType::kF32));
+    ZS_ASSERT_OK(Forward(log, xe, oe));
+    ExpectClose(oe, RefForward(ToDoubles(xe), 33, log), ForwardAtol(log), ForwardRtol(log, DType::kF32),
+                "broadcast in");
   }
 }
 
