@@ -6,6 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/function.h"
 #include "kernels/dropout.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/softmax.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "runtime/status.h"
@@ -479,6 +482,89 @@ absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const V
                   ZS_ASSIGN_OR_RETURN(AttentionGrads d,
                                       AttentionBackward(g[0], qv, kv, vv, out, lse, options));
                   return Grads{d.dq, d.dk, d.dv};
+                });
+}
+
+absl::StatusOr<Variable> Softmax(const Variable& x) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Softmax"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Softmax(x.value()));
+  return Record("Softmax", y, {&x}, [y](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, SoftmaxBackward(y, g[0]));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> LogSoftmax(const Variable& x) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "LogSoftmax"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::LogSoftmax(x.value()));
+  return Record("LogSoftmax", y, {&x}, [y](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, LogSoftmaxBackward(y, g[0]));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> LayerNorm(const Variable& x, const Variable& weight, const Variable& bias,
+                                   double eps) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "LayerNorm"));
+  const Tensor xv = x.value();
+  Shape rows(xv.shape().begin(), xv.shape().end() - 1);
+  ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::EmptyLike(xv));
+  ZS_ASSIGN_OR_RETURN(Tensor mean, Tensor::Empty(rows, DType::kF32, xv.allocator()));
+  ZS_ASSIGN_OR_RETURN(Tensor rstd, Tensor::Empty(rows, DType::kF32, xv.allocator()));
+  const Tensor wv = weight.defined() ? weight.value() : Tensor();
+  const Tensor bv = bias.defined() ? bias.value() : Tensor();
+  ZS_RETURN_IF_ERROR(LayerNormForward(xv, wv, bv, eps, y, mean, rstd));
+  if (!autograd::ShouldRecord({&x, &weight, &bias})) return Variable(y);
+  const bool need_x = x.requires_grad();
+  const bool need_w = weight.defined() && weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  return Record("LayerNorm", y, {&x, &weight, &bias},
+                [xv, wv, bv, mean, rstd, need_x, need_w, need_b](std::vector<Tensor>& g) -> GradsOr {
+                  Grads out(3);
+                  if (need_x) {
+                    ZS_ASSIGN_OR_RETURN(out[0], Tensor::EmptyLike(xv));
+                  }
+                  if (need_w) {
+                    ZS_ASSIGN_OR_RETURN(out[1], Tensor::EmptyLike(wv));
+                  }
+                  if (need_b) {
+                    ZS_ASSIGN_OR_RETURN(out[2], Tensor::EmptyLike(bv));
+                  }
+                  ZS_RETURN_IF_ERROR(LayerNormBackward(g[0], xv, mean, rstd, wv, out[0], out[1],
+                                                       out[2], zeroshard::GradMode::kOverwrite));
+                  return out;
+                });
+}
+
+absl::StatusOr<Variable> Embedding(const Variable& weight, const Tensor& ids) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&weight}, "Embedding"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Embedding(weight.value(), ids));
+  const Shape wshape = weight.shape();
+  const DType wdtype = weight.dtype();
+  return Record("Embedding", y, {&weight}, [ids, wshape, wdtype](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dw, Tensor::Empty(wshape, wdtype, g[0].allocator()));
+    ZS_RETURN_IF_ERROR(EmbeddingBackward(g[0], ids, dw, zeroshard::GradMode::kOverwrite));
+    return Grads{dw};
+  });
+}
+
+absl::StatusOr<Variable> CrossEntropy(const Variable& logits, const Tensor& targets,
+                                      const CrossEntropyOptions& options) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&logits}, "CrossEntropy"));
+  const Tensor lv = logits.value();
+  ZS_ASSIGN_OR_RETURN(Tensor lse, Tensor::Empty(targets.shape(), DType::kF32, lv.allocator()));
+  ZS_ASSIGN_OR_RETURN(CrossEntropyStats stats,
+                      CrossEntropyForward(lv, targets, Tensor(), lse, options));
+  ZS_ASSIGN_OR_RETURN(Tensor loss, Tensor::Full({}, stats.mean_loss, DType::kF32, lv.allocator()));
+  const int64_t valid = stats.valid_rows;
+  return Record("CrossEntropy", loss, {&logits},
+                [lv, targets, lse, valid, options](std::vector<Tensor>& g) -> GradsOr {
+                  // Each valid row's loss has weight 1 / valid in the mean.
+                  ZS_ASSIGN_OR_RETURN(Tensor dloss,
+                                      zeroshard::Affine(g[0], valid > 0 ? 1.0 / valid : 0.0, 0.0));
+                  ZS_ASSIGN_OR_RETURN(Tensor dlogits, Tensor::EmptyLike(lv));
+                  ZS_RETURN_IF_ERROR(CrossEntropyBackward(lv, targets, lse, dloss, dlogits, options));
+                  return Grads{dlogits};
                 });
 }
 

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "autograd/variable.h"
 #include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
 #include "kernels/math/philox.h"
 #include "kernels/matmul.h"
 #include "runtime/tensor.h"
@@ -71,6 +72,18 @@ absl::StatusOr<Variable> Contiguous(const Variable& x);
 // row log-sum-exp instead of the probabilities (backward recomputes them).
 absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const Variable& v,
                                    const AttentionOptions& options = {});
+// Softmax / log-softmax over the last axis.
+absl::StatusOr<Variable> Softmax(const Variable& x);
+absl::StatusOr<Variable> LogSoftmax(const Variable& x);
+// LayerNorm over the last axis with weight and bias [C] (either may be undefined).
+absl::StatusOr<Variable> LayerNorm(const Variable& x, const Variable& weight, const Variable& bias,
+                                   double eps = 1e-5);
+// Rows of weight [V, C] picked by ids [...] (i32/i64): [..., C].
+absl::StatusOr<Variable> Embedding(const Variable& weight, const Tensor& ids);
+// Mean cross-entropy of logits [..., V] against targets [...] over the rows
+// whose target is not ignore_index: a 0-d f32 variable.
+absl::StatusOr<Variable> CrossEntropy(const Variable& logits, const Tensor& targets,
+                                      const CrossEntropyOptions& options = {});
 // Inverted dropout with probability p from `generator` (which advances); the
 // identity when !training or p == 0. Backward replays the same stream.
 absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& generator,

@@ -349,3 +349,76 @@ TEST(Ops, DropoutScalesKeptElementsAndReplaysTheMaskInBackward) {
 
 }  // namespace
 }  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+Vec RefSoftmaxRows(const Vec& x, int rows, int c, bool log) {
+  Vec y(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double m = -1e300, z = 0;
+    for (int j = 0; j < c; ++j) m = std::max(m, x[r * c + j]);
+    for (int j = 0; j < c; ++j) z += std::exp(x[r * c + j] - m);
+    for (int j = 0; j < c; ++j) {
+      y[r * c + j] = log ? x[r * c + j] - m - std::log(z) : std::exp(x[r * c + j] - m) / z;
+    }
+  }
+  return y;
+}
+
+TEST(Ops, SoftmaxAndLogSoftmax) {
+  CheckOp("Softmax", [](auto& v) { return ops::Softmax(v[0]); },
+          [](const std::vector<Vec>& x) { return RefSoftmaxRows(x[0], 6, 7, false); }, {R({2, 3, 7}, -2, 2, 31)});
+  CheckOp("LogSoftmax", [](auto& v) { return ops::LogSoftmax(v[0]); },
+          [](const std::vector<Vec>& x) { return RefSoftmaxRows(x[0], 6, 7, true); }, {R({2, 3, 7}, -2, 2, 32)});
+}
+
+TEST(Ops, LayerNorm) {
+  const int rows = 6, c = 7;
+  CheckOp("LayerNorm", [](auto& v) { return ops::LayerNorm(v[0], v[1], v[2], 1e-5); },
+          [&](const std::vector<Vec>& x) {
+            Vec y(rows * c);
+            for (int r = 0; r < rows; ++r) {
+              double mean = 0, var = 0;
+              for (int j = 0; j < c; ++j) mean += x[0][r * c + j] / c;
+              for (int j = 0; j < c; ++j) var += (x[0][r * c + j] - mean) * (x[0][r * c + j] - mean) / c;
+              for (int j = 0; j < c; ++j) {
+                y[r * c + j] = (x[0][r * c + j] - mean) / std::sqrt(var + 1e-5) * x[1][j] + x[2][j];
+              }
+            }
+            return y;
+          },
+          {R({2, 3, c}, -2, 2, 41), R({c}, 0.5f, 1.5f, 42), R({c}, -0.5f, 0.5f, 43)}, 5e-4);
+}
+
+TEST(Ops, EmbeddingAndCrossEntropy) {
+  const std::vector<int64_t> ids_v = {3, 0, 3, 5, 1, 3};
+  const Tensor ids = Tensor::FromVector(ids_v, {2, 3}).value();
+  CheckOp("Embedding", [&](auto& v) { return ops::Embedding(v[0], ids); },
+          [&](const std::vector<Vec>& x) {
+            Vec y;
+            for (int64_t id : ids_v)
+              for (int j = 0; j < 4; ++j) y.push_back(x[0][id * 4 + j]);
+            return y;
+          },
+          {R({6, 4}, -1, 1, 51)});
+  // Row 2 is ignored: the mean is over the other three rows.
+  const std::vector<int64_t> tg = {2, 0, -100, 4};
+  const Tensor targets = Tensor::FromVector(tg, {4}).value();
+  CheckOp("CrossEntropy", [&](auto& v) { return ops::CrossEntropy(v[0], targets); },
+          [&](const std::vector<Vec>& x) {
+            const Vec lsm = RefSoftmaxRows(x[0], 4, 5, true);
+            double s = 0;
+            int n = 0;
+            for (int r = 0; r < 4; ++r) {
+              if (tg[r] < 0) continue;
+              s -= lsm[r * 5 + tg[r]];
+              ++n;
+            }
+            return Vec{s / n};
+          },
+          {R({4, 5}, -2, 2, 52)});
+}
+
+}  // namespace
+}  // namespace zeroshard
