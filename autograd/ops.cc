@@ -468,6 +468,43 @@ absl::StatusOr<Variable> Contiguous(const Variable& x) {
   return Record("Contiguous", y, {&x}, [](std::vector<Tensor>& g) -> GradsOr { return Grads{g[0]}; });
 }
 
+absl::StatusOr<std::vector<Variable>> Split(const Variable& x, int64_t dim,
+                                            absl::Span<const int64_t> sizes) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Split"));
+  ZS_ASSIGN_OR_RETURN(const int64_t d, x.value().CheckDim(dim, "Split"));
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  if (total != x.size(d)) {
+    return absl::InvalidArgumentError(absl::StrCat("Split: sizes ", ShapeToString(sizes), " sum to ",
+                                                   total, " but dimension ", d, " has size ", x.size(d)));
+  }
+  std::vector<Tensor> pieces;
+  std::vector<int64_t> starts;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    ZS_ASSIGN_OR_RETURN(Tensor piece, x.value().Narrow(d, start, s));
+    pieces.push_back(piece);
+    starts.push_back(start);
+    start += s;
+  }
+  const Shape shape = x.shape();
+  const DType dtype = x.dtype();
+  const std::vector<int64_t> lengths(sizes.begin(), sizes.end());
+  return autograd::RecordMulti(
+      "Split", pieces, {&x}, [shape, dtype, d, starts, lengths](std::vector<Tensor>& g) -> GradsOr {
+        bool all = true;
+        for (const Tensor& t : g) all = all && t.defined();
+        ZS_ASSIGN_OR_RETURN(Tensor dx, all ? Tensor::Empty(shape, dtype, g[0].allocator())
+                                           : Tensor::Zeros(shape, dtype, DefaultCpuAllocator()));
+        for (size_t i = 0; i < g.size(); ++i) {
+          if (!g[i].defined()) continue;
+          ZS_ASSIGN_OR_RETURN(Tensor slot, dx.Narrow(d, starts[i], lengths[i]));
+          ZS_RETURN_IF_ERROR(slot.CopyFrom(g[i]));
+        }
+        return Grads{dx};
+      });
+}
+
 // ================================================================ nn ops
 
 absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const Variable& v,

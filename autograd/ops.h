@@ -66,6 +66,10 @@ absl::StatusOr<Variable> Permute(const Variable& x, absl::Span<const int64_t> di
 absl::StatusOr<Variable> Narrow(const Variable& x, int64_t dim, int64_t start, int64_t length);
 absl::StatusOr<Variable> Expand(const Variable& x, absl::Span<const int64_t> shape);
 absl::StatusOr<Variable> Contiguous(const Variable& x);
+// Views of consecutive pieces of `dim` with the given sizes (summing to its
+// size); the backward writes every piece's gradient into one buffer.
+absl::StatusOr<std::vector<Variable>> Split(const Variable& x, int64_t dim,
+                                            absl::Span<const int64_t> sizes);
 
 // ---------------------------------------------------------------- nn ops
 // softmax(scale q k^T + causal mask) v over q, k, v [B, H, T, D]; saves the

@@ -422,3 +422,30 @@ TEST(Ops, EmbeddingAndCrossEntropy) {
 
 }  // namespace
 }  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+TEST(Ops, SplitIntoThreeLikeQkv) {
+  // x [2, 9] split along dim 1 into 2, 3, 4; each piece squared and scaled by its index.
+  CheckOp("Split", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(std::vector<Variable> p, ops::Split(v[0], 1, {2, 3, 4}));
+            ZS_ASSIGN_OR_RETURN(Variable a, ops::Square(p[0]));
+            ZS_ASSIGN_OR_RETURN(Variable c, ops::Scale(p[2], 3.0));
+            ZS_ASSIGN_OR_RETURN(Variable sa, ops::SumAll(a));
+            ZS_ASSIGN_OR_RETURN(Variable sc, ops::SumAll(c));
+            return ops::Add(sa, sc);  // the middle piece gets no gradient
+          },
+          [](const std::vector<Vec>& x) {
+            double s = 0;
+            for (int r = 0; r < 2; ++r) {
+              for (int j = 0; j < 2; ++j) s += x[0][r * 9 + j] * x[0][r * 9 + j];
+              for (int j = 5; j < 9; ++j) s += 3 * x[0][r * 9 + j];
+            }
+            return Vec{s};
+          },
+          {R({2, 9}, -1, 1, 61)});
+}
+
+}  // namespace
+}  // namespace zeroshard
