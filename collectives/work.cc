@@ -62,6 +62,12 @@ absl::Status CommThread::Run(std::function<absl::Status()> task) {
   return s;
 }
 
+void CommThread::Drain() {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };
+  mu_.Await(absl::Condition(&idle));
+}
+
 void CommThread::Loop() {
   if (on_start_) on_start_();
   while (true) {

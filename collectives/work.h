@@ -82,6 +82,8 @@ class CommThread {
   std::shared_ptr<Work> Enqueue(std::function<absl::Status()> task);
   // Runs `task` after every earlier one and returns its status.
   absl::Status Run(std::function<absl::Status()> task);
+  // Returns once every task given so far has finished.
+  void Drain();
 
  private:
   struct Item {
