@@ -26,6 +26,8 @@ namespace {
 // Larger messages are sent as several pieces (MPI counts are ints).
 constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
 constexpr int kHandshakeTag = 1;
+// AllReduce up to this many bytes exchanges whole inputs (one round).
+constexpr int64_t kDirectAllReduceBytes = int64_t{32} << 10;
 
 absl::Status MpiError(int code, absl::string_view call) {
   if (code == MPI_SUCCESS) return absl::OkStatus();
@@ -467,6 +469,25 @@ absl::Status MpiCommunicator::AllReduceData(Exchange& ex, const CollectiveCall& 
   }
   const int rs_tag = 2 + static_cast<int>(d.seq % data_tag_modulus_) * 2;
   const int ag_tag = rs_tag + 1;
+  if (d.count * esize <= kDirectAllReduceBytes) {
+    // Latency-bound: one exchange of whole inputs, then every rank reduces
+    // all of them in rank order (the same bits everywhere) - one message
+    // round instead of two.
+    const int64_t bytes = d.count * esize;
+    for (int k = 1; k < n; ++k) {
+      const int p = (me + k) % n;
+      ZS_RETURN_IF_ERROR(ex.Recv(Scratch(0, p, bytes), bytes, p, rs_tag, Exchange::kFirstRecvGroup));
+    }
+    for (int k = 1; k < n; ++k) ZS_RETURN_IF_ERROR(ex.Send(in, bytes, (me + n - k) % n, rs_tag));
+    ZS_RETURN_IF_ERROR(ex.WaitGroup(Exchange::kFirstRecvGroup));
+    // In place, the output is the input our sends read.
+    if (in == out) ZS_RETURN_IF_ERROR(ex.WaitGroup(Exchange::kSendGroup));
+    absl::InlinedVector<const void*, 16> all(n);
+    for (int s = 0; s < n; ++s) all[s] = s == me ? static_cast<const void*>(in) : Scratch(0, s, bytes);
+    void* outs[] = {out};
+    ReduceBuffers(d.dtype, d.reduce_op, all, outs, d.count);
+    return absl::OkStatus();
+  }
   const int64_t chunk = std::max<int64_t>(1, mpi_options_.chunk_bytes / esize);
   // Chunks of rank p's block: [lo + c * chunk, min(hi, lo + (c + 1) * chunk)).
   auto chunks_of = [&](int p) {

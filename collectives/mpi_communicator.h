@@ -24,7 +24,9 @@
 //     result is bitwise the in-process backend's. (OpenMPI's own
 //     MPI_Reduce_scatter_block is several times slower on one node.)
 //   - AllReduce: the ReduceScatter above on 1/size of the elements per rank,
-//     each reduced chunk sent on to every peer at once (the all-gather half).
+//     each reduced chunk sent on to every peer at once (the all-gather half);
+//     up to 32 KiB, one exchange of whole inputs and a local reduction in
+//     rank order (one message round instead of two).
 //   - Broadcast: the root sends to every peer.
 //   - Barrier: the handshake below alone.
 //   Each collective starts with a handshake: every rank sends its
