@@ -28,6 +28,9 @@ constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
 constexpr int kHandshakeTag = 1;
 // AllReduce up to this many bytes exchanges whole inputs (one round).
 constexpr int64_t kDirectAllReduceBytes = int64_t{32} << 10;
+// AllGather and AllReduce up to this many bytes per rank (without check
+// mode) send their handshake inside their one data message per peer.
+constexpr int64_t kPiggybackBytes = int64_t{8} << 10;
 
 absl::Status MpiError(int code, absl::string_view call) {
   if (code == MPI_SUCCESS) return absl::OkStatus();
@@ -134,6 +137,18 @@ class MpiCommunicator::Exchange {
     return absl::OkStatus();
   }
 
+  // A message of `bytes` (< 2 GiB) whose first bytes are the sender's
+  // CollectiveDesc: it stands in for that peer's handshake.
+  absl::Status RecvWithHeader(void* buf, int64_t bytes, int peer, int tag, int group) {
+    data_posted_ = true;
+    MPI_Request req;
+    ZS_MPI_RETURN_IF_ERROR(
+        MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_.comm_, &req));
+    Add(req, Meta{.is_send = false, .handshake = false, .peer = peer, .group = group,
+                  .header = static_cast<const char*>(buf)});
+    return absl::OkStatus();
+  }
+
   absl::Status Send(const void* buf, int64_t bytes, int peer, int tag, int group = kSendGroup) {
     data_posted_ = true;
     const char* p = static_cast<const char*>(buf);
@@ -163,6 +178,9 @@ class MpiCommunicator::Exchange {
     bool handshake;
     int peer;
     int group;
+    // A data message that starts with the sender's CollectiveDesc (small
+    // collectives carry the handshake in their data).
+    const char* header = nullptr;
   };
 
   void Add(MPI_Request req, Meta meta) {
@@ -201,7 +219,12 @@ class MpiCommunicator::Exchange {
         const Meta& m = meta_[indices[k]];
         --pending_;
         --PendingIn(m.group);
-        if (m.handshake && !m.is_send) OnHandshake(m.peer);
+        if (m.handshake && !m.is_send) OnHandshake(m.peer, incoming_[m.peer]);
+        if (m.header != nullptr) {
+          CollectiveDesc desc;
+          std::memcpy(&desc, m.header, sizeof(desc));
+          OnHandshake(m.peer, desc);
+        }
       }
       if (completed > 0) {
         idle = 0;
@@ -225,8 +248,8 @@ class MpiCommunicator::Exchange {
     }
   }
 
-  void OnHandshake(int peer) {
-    theirs_[peer] = incoming_[peer];
+  void OnHandshake(int peer, const CollectiveDesc& desc) {
+    theirs_[peer] = desc;
     arrived_[peer] = true;
     if (theirs_[peer].SameCollective(*mine_)) return;
     mismatch_ = true;
@@ -361,6 +384,18 @@ absl::Status MpiCommunicator::RunCollective(const CollectiveCall& call) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   Exchange ex(*this, d, deadline);
+  const int64_t payload = d.count * static_cast<int64_t>(DTypeSize(d.dtype));
+  if (!options().check_mode && !d.invalid_args && size() > 1 && payload <= kPiggybackBytes &&
+      (d.op == CollectiveOp::kAllGather || d.op == CollectiveOp::kAllReduce)) {
+    absl::Status s = SmallData(ex, call);
+    if (s.ok()) s = ex.WaitAll();
+    if (s.ok()) s = FinishSmall(call);
+    if (!s.ok()) {
+      orphans_.push_back(std::move(stage_));  // a send may still read it
+      Abort(s);
+    }
+    return s;
+  }
   absl::Status s = ex.StartHandshake();
   // Check mode, invalid arguments (no data of ours will move) and barriers
   // complete the handshake before any data.
@@ -547,6 +582,54 @@ absl::Status MpiCommunicator::AllReduceData(Exchange& ex, const CollectiveCall& 
       ZS_RETURN_IF_ERROR(ex.Recv(out + b * esize, (e - b) * esize, p, ag_tag, ag_group));
     }
   }
+  return absl::OkStatus();
+}
+
+// Small AllGather / AllReduce: one message per peer, [my CollectiveDesc |
+// my input], which is also the handshake. Receives land in per-peer slots
+// of the scratch; FinishSmall moves them into place once all have arrived.
+absl::Status MpiCommunicator::SmallData(Exchange& ex, const CollectiveCall& call) {
+  const CollectiveDesc& d = call.desc;
+  const int n = size(), me = rank();
+  const int64_t payload = d.count * static_cast<int64_t>(DTypeSize(d.dtype));
+  const int64_t message = static_cast<int64_t>(sizeof(CollectiveDesc)) + payload;
+  const int tag = 2 + static_cast<int>(d.seq % data_tag_modulus_) * 2;
+  if (stage_ == nullptr || static_cast<int64_t>(stage_->size()) < message) {
+    stage_ = std::make_shared<std::vector<char>>(message);
+  }
+  std::memcpy(stage_->data(), &d, sizeof(d));
+  if (payload > 0) std::memcpy(stage_->data() + sizeof(d), call.input.raw_data(), payload);
+  Scratch(0, 0, message);  // size it once
+  for (int k = 1; k < n; ++k) {
+    const int p = (me + k) % n;
+    ZS_RETURN_IF_ERROR(
+        ex.RecvWithHeader(Scratch(0, p, message), message, p, tag, Exchange::kFirstRecvGroup));
+  }
+  for (int k = 1; k < n; ++k) {
+    ZS_RETURN_IF_ERROR(ex.Send(stage_->data(), message, (me + n - k) % n, tag));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MpiCommunicator::FinishSmall(const CollectiveCall& call) {
+  const CollectiveDesc& d = call.desc;
+  const int n = size(), me = rank();
+  const int64_t payload = d.count * static_cast<int64_t>(DTypeSize(d.dtype));
+  const int64_t message = static_cast<int64_t>(sizeof(CollectiveDesc)) + payload;
+  if (payload == 0) return absl::OkStatus();
+  auto data_of = [&](int p) { return Scratch(0, p, message) + sizeof(CollectiveDesc); };
+  char* out = static_cast<char*>(call.output.raw_data());
+  if (d.op == CollectiveOp::kAllGather) {
+    for (int p = 0; p < n; ++p) {
+      if (p != me) std::memcpy(out + p * payload, data_of(p), payload);
+    }
+    if (!d.in_place) std::memcpy(out + me * payload, call.input.raw_data(), payload);
+    return absl::OkStatus();
+  }
+  absl::InlinedVector<const void*, 16> all(n);
+  for (int p = 0; p < n; ++p) all[p] = p == me ? call.input.raw_data() : data_of(p);
+  void* outs[] = {out};
+  ReduceBuffers(d.dtype, d.reduce_op, all, outs, d.count);
   return absl::OkStatus();
 }
 

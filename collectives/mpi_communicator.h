@@ -30,7 +30,10 @@
 //   - Broadcast: the root sends to every peer.
 //   - Barrier: the handshake below alone.
 //   Each collective starts with a handshake: every rank sends its
-//   CollectiveDesc to every peer. It is what names the rank that never
+//   CollectiveDesc to every peer (small AllGather / AllReduce without check
+//   mode put it in front of their single data message instead, which saves
+//   a message round; a mismatch then shows up as a timeout or a truncation
+//   error rather than a named mismatch). It is what names the rank that never
 //   arrived on a timeout, and what check mode compares before any data moves
 //   (without check mode it is compared as it arrives, and a mismatch aborts
 //   the communicator since data may already be in flight). Data messages are
@@ -95,6 +98,8 @@ class MpiCommunicator final : public Communicator {
   absl::Status ReduceScatterData(Exchange& ex, const CollectiveCall& call);
   absl::Status AllReduceData(Exchange& ex, const CollectiveCall& call);
   absl::Status BroadcastData(Exchange& ex, const CollectiveCall& call);
+  absl::Status SmallData(Exchange& ex, const CollectiveCall& call);
+  absl::Status FinishSmall(const CollectiveCall& call);
   // Scratch for `bytes` in each of 2 x (size - 1) receive slots.
   char* Scratch(int slot, int peer, int64_t bytes);
 
@@ -102,6 +107,7 @@ class MpiCommunicator final : public Communicator {
   const MpiOptions mpi_options_;
   int data_tag_modulus_ = 1;  // data tags are 2 + seq % modulus
   std::unique_ptr<char[]> scratch_;
+  std::shared_ptr<std::vector<char>> stage_;  // outgoing [desc | payload] of small collectives
   int64_t scratch_slot_bytes_ = 0;
   // Buffers that sends of a failed collective may still read.
   std::vector<std::shared_ptr<const void>> orphans_;

@@ -138,8 +138,8 @@ TEST(CpuReduceTest, SeveralOutputsAndInPlace) {
 }
 
 TEST(CpuReduceTest, LargeOutputsUseStreamingStores) {
-  CheckReduce<float>(2, 1, (int64_t{3} << 20) / 4 * 3 + 5, false);  // 2.25 MiB, odd tail
-  CheckReduce<BFloat16>(2, 2, (int64_t{3} << 20) + 3, true);
+  CheckReduce<float>(2, 1, (int64_t{9} << 20) / 4 + 5, false);  // 9 MiB, odd tail
+  CheckReduce<BFloat16>(2, 2, (int64_t{2} << 20) + 3, true);      // 2 x 4 MiB
 }
 
 }  // namespace
