@@ -3,17 +3,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include <gmock/gmock.h>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "collectives/communicator.h"
 #include "runtime/dtype.h"
 #include "runtime/status.h"
+#include "runtime/cuda/cuda_allocator.h"
 #include "runtime/tensor.h"
 #include "tests/testing.h"
 
@@ -23,6 +26,24 @@ CommunicatorOptions CollectivesTest::DefaultOptions() {
   CommunicatorOptions options;
   options.timeout = absl::Seconds(60);  // fail, don't hang, on a bug
   return options;
+}
+
+Allocator* TensorAllocator(const Communicator& comm) {
+  if (comm.device().is_cpu()) return nullptr;
+  // One allocator per GPU for the whole test binary (test-only registry).
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* allocators = new std::map<int, std::unique_ptr<Allocator>>();
+  absl::MutexLock lock(&mu);
+  std::unique_ptr<Allocator>& a = (*allocators)[comm.device().index];
+  if (a == nullptr) a = std::make_unique<CudaAllocator>(comm.device().index);
+  return a.get();
+}
+
+void CollectivesTest::SetUp() {
+  if (GetParam().skip) {
+    const std::string why = GetParam().skip();
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
 }
 
 void ExpectAllOk(const std::vector<absl::Status>& statuses) {
@@ -44,10 +65,20 @@ double Value(int rank, int64_t i) { return static_cast<double>((rank * 7 + i * 3
 // Element counts: empty, one, odd, and past the reduction chunk (2048).
 constexpr int64_t kCounts[] = {0, 1, 7, 1001, 5003};
 
-absl::StatusOr<Tensor> MakeTensor(DType dtype, int64_t n, const std::function<double(int64_t)>& f) {
+// Tensors live where the communicator works (device memory for NCCL).
+absl::StatusOr<Tensor> MakeTensor(const Communicator& comm, DType dtype, int64_t n,
+                                  const std::function<double(int64_t)>& f) {
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(f(i));
-  return Tensor::FromVector<float>(v, {n}, dtype);
+  return Tensor::FromVector<float>(v, {n}, dtype, TensorAllocator(comm));
+}
+absl::StatusOr<Tensor> Zeros(const Communicator& comm, absl::Span<const int64_t> shape,
+                             DType dtype) {
+  return Tensor::Zeros(shape, dtype, TensorAllocator(comm));
+}
+absl::StatusOr<Tensor> Full(const Communicator& comm, absl::Span<const int64_t> shape,
+                            double value, DType dtype) {
+  return Tensor::Full(shape, value, dtype, TensorAllocator(comm));
 }
 
 // `v` rounded to `dtype` (as a reduction's result is stored).
@@ -103,15 +134,15 @@ TEST_P(CollectivesTest, AllGather) {
     for (DType dtype : kAllDTypes) {
       for (int64_t count : kCounts) {
         for (bool in_place : {false, true}) {
-          ZS_ASSIGN_OR_RETURN(Tensor out, Tensor::Full({n * count}, -99, dtype));
+          ZS_ASSIGN_OR_RETURN(Tensor out, Full(comm, {n * count}, -99, dtype));
           Tensor in;
           if (in_place) {
             ZS_ASSIGN_OR_RETURN(in, out.Narrow(0, r * count, count));
             ZS_ASSIGN_OR_RETURN(Tensor values,
-                                MakeTensor(dtype, count, [&](int64_t i) { return Value(r, i); }));
+                                MakeTensor(comm, dtype, count, [&](int64_t i) { return Value(r, i); }));
             ZS_RETURN_IF_ERROR(in.CopyFrom(values));
           } else {
-            ZS_ASSIGN_OR_RETURN(in, MakeTensor(dtype, count, [&](int64_t i) { return Value(r, i); }));
+            ZS_ASSIGN_OR_RETURN(in, MakeTensor(comm, dtype, count, [&](int64_t i) { return Value(r, i); }));
           }
           ZS_RETURN_IF_ERROR(comm.AllGather(in, out));
           ZS_RETURN_IF_ERROR(CheckTensor(
@@ -134,12 +165,12 @@ TEST_P(CollectivesTest, ReduceScatter) {
         for (int64_t m : kCounts) {
           for (bool in_place : {false, true}) {
             ZS_ASSIGN_OR_RETURN(Tensor in,
-                                MakeTensor(dtype, n * m, [&](int64_t j) { return Value(r, j); }));
+                                MakeTensor(comm, dtype, n * m, [&](int64_t j) { return Value(r, j); }));
             Tensor out;
             if (in_place) {
               ZS_ASSIGN_OR_RETURN(out, in.Narrow(0, r * m, m));
             } else {
-              ZS_ASSIGN_OR_RETURN(out, Tensor::Full({m}, -99, dtype));
+              ZS_ASSIGN_OR_RETURN(out, Full(comm, {m}, -99, dtype));
             }
             ZS_RETURN_IF_ERROR(comm.ReduceScatter(in, out, op));
             ZS_RETURN_IF_ERROR(CheckTensor(
@@ -165,10 +196,10 @@ TEST_P(CollectivesTest, AllReduce) {
         for (int64_t count : kCounts) {
           for (bool in_place : {false, true}) {
             ZS_ASSIGN_OR_RETURN(Tensor in,
-                                MakeTensor(dtype, count, [&](int64_t i) { return Value(r, i); }));
+                                MakeTensor(comm, dtype, count, [&](int64_t i) { return Value(r, i); }));
             Tensor out = in;
             if (!in_place) {
-              ZS_ASSIGN_OR_RETURN(out, Tensor::Full({count}, -99, dtype));
+              ZS_ASSIGN_OR_RETURN(out, Full(comm, {count}, -99, dtype));
             }
             ZS_RETURN_IF_ERROR(comm.AllReduce(in, out, op));
             ZS_RETURN_IF_ERROR(CheckTensor(
@@ -191,7 +222,7 @@ TEST_P(CollectivesTest, Broadcast) {
     for (int root : {0, n - 1, n / 2}) {
       for (DType dtype : kAllDTypes) {
         for (int64_t count : kCounts) {
-          ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(dtype, count, [&](int64_t i) {
+          ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(comm, dtype, count, [&](int64_t i) {
                                 return r == root ? Value(root, i) : -99.0;
                               }));
           ZS_RETURN_IF_ERROR(comm.Broadcast(t, root));
@@ -221,12 +252,12 @@ TEST_P(CollectivesTest, HalfSumsAccumulateInFp32) {
     for (auto [dtype, big] : {std::pair{DType::kBF16, 256.0}, std::pair{DType::kF16, 2048.0}}) {
       const double mine = r == 0 ? big : 1.0;
       const double want = StoredAs(dtype, static_cast<float>(big + (n - 1)));
-      ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(dtype, 33, [&](int64_t) { return mine; }));
+      ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(comm, dtype, 33, [&](int64_t) { return mine; }));
       ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kSum));
       ZS_RETURN_IF_ERROR(CheckTensor(t, [&](int64_t) { return want; },
                                      absl::StrCat("AllReduce sum ", DTypeName(dtype))));
-      ZS_ASSIGN_OR_RETURN(Tensor in, MakeTensor(dtype, 3 * n, [&](int64_t) { return mine; }));
-      ZS_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros({3}, dtype));
+      ZS_ASSIGN_OR_RETURN(Tensor in, MakeTensor(comm, dtype, 3 * n, [&](int64_t) { return mine; }));
+      ZS_ASSIGN_OR_RETURN(Tensor out, Zeros(comm, {3}, dtype));
       ZS_RETURN_IF_ERROR(comm.ReduceScatter(in, out, ReduceOp::kSum));
       ZS_RETURN_IF_ERROR(CheckTensor(out, [&](int64_t) { return want; },
                                      absl::StrCat("ReduceScatter sum ", DTypeName(dtype))));
@@ -236,9 +267,10 @@ TEST_P(CollectivesTest, HalfSumsAccumulateInFp32) {
 }
 
 TEST_P(CollectivesTest, MaxPropagatesNaN) {
+  if (!GetParam().max_propagates_nan) GTEST_SKIP() << "this backend's MAX ignores NaN";
   ExpectAllOk(Run([](Communicator& comm) -> absl::Status {
     const int n = comm.size(), r = comm.rank();
-    ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(DType::kF32, 4, [&](int64_t i) {
+    ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(comm, DType::kF32, 4, [&](int64_t i) {
                           return (i == 1 && r == n - 1) ? std::nan("") : static_cast<double>(r);
                         }));
     ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kMax));
@@ -258,12 +290,12 @@ TEST_P(CollectivesTest, AsyncCollectivesCompleteInAnyWaitOrder) {
     const int n = comm.size(), r = comm.rank();
     const int64_t count = 3001;
     ZS_ASSIGN_OR_RETURN(Tensor shard,
-                        MakeTensor(DType::kF32, count, [&](int64_t i) { return Value(r, i); }));
-    ZS_ASSIGN_OR_RETURN(Tensor full, Tensor::Zeros({n * count}, DType::kF32));
+                        MakeTensor(comm, DType::kF32, count, [&](int64_t i) { return Value(r, i); }));
+    ZS_ASSIGN_OR_RETURN(Tensor full, Zeros(comm, {n * count}, DType::kF32));
     ZS_ASSIGN_OR_RETURN(Tensor grads,
-                        MakeTensor(DType::kBF16, n * 5, [&](int64_t j) { return Value(r, j); }));
-    ZS_ASSIGN_OR_RETURN(Tensor grad_shard, Tensor::Zeros({5}, DType::kBF16));
-    ZS_ASSIGN_OR_RETURN(Tensor b, MakeTensor(DType::kI64, 9, [&](int64_t i) {
+                        MakeTensor(comm, DType::kBF16, n * 5, [&](int64_t j) { return Value(r, j); }));
+    ZS_ASSIGN_OR_RETURN(Tensor grad_shard, Zeros(comm, {5}, DType::kBF16));
+    ZS_ASSIGN_OR_RETURN(Tensor b, MakeTensor(comm, DType::kI64, 9, [&](int64_t i) {
                           return r == 0 ? Value(0, i) : 0.0;
                         }));
     ZS_ASSIGN_OR_RETURN(auto w1, comm.AllGatherAsync(shard, full));
@@ -271,7 +303,7 @@ TEST_P(CollectivesTest, AsyncCollectivesCompleteInAnyWaitOrder) {
     ZS_ASSIGN_OR_RETURN(auto w3, comm.BroadcastAsync(b, 0));
     ZS_ASSIGN_OR_RETURN(auto w4, comm.BarrierAsync());
     // A blocking collective issued behind them runs after them.
-    ZS_ASSIGN_OR_RETURN(Tensor x, MakeTensor(DType::kI32, 3, [&](int64_t) { return 1.0; }));
+    ZS_ASSIGN_OR_RETURN(Tensor x, MakeTensor(comm, DType::kI32, 3, [&](int64_t) { return 1.0; }));
     ZS_RETURN_IF_ERROR(comm.AllReduce(x, ReduceOp::kSum));
     ZS_RETURN_IF_ERROR(w4->Wait());
     ZS_RETURN_IF_ERROR(w3->Wait());
@@ -302,7 +334,7 @@ TEST_P(CollectivesTest, ManyAsyncInFlight) {
     std::vector<Tensor> tensors;
     std::vector<std::shared_ptr<Work>> works;
     for (int k = 0; k < 20; ++k) {
-      ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(DType::kF32, 17 + k, [&](int64_t i) {
+      ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(comm, DType::kF32, 17 + k, [&](int64_t i) {
                             return Value(r, i + k);
                           }));
       ZS_ASSIGN_OR_RETURN(auto w, comm.AllReduceAsync(t, t, ReduceOp::kSum));
@@ -341,14 +373,14 @@ TEST_P(CollectivesTest, SplitByParityReversedKeys) {
                                               sub->size(), ", expected ", want_rank, " of ",
                                               members.size()));
     }
-    ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(DType::kI64, 3, [&](int64_t) { return r; }));
+    ZS_ASSIGN_OR_RETURN(Tensor t, MakeTensor(comm, DType::kI64, 3, [&](int64_t) { return r; }));
     ZS_RETURN_IF_ERROR(sub->AllReduce(t, ReduceOp::kSum));
     int64_t sum = 0;
     for (int s : members) sum += s;
     ZS_RETURN_IF_ERROR(CheckTensor(t, [&](int64_t) { return sum; }, "AllReduce in sub-group"));
     // AllGather in the sub-group follows sub-group rank order.
-    ZS_ASSIGN_OR_RETURN(Tensor one, MakeTensor(DType::kI32, 1, [&](int64_t) { return r; }));
-    ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Zeros({sub->size()}, DType::kI32));
+    ZS_ASSIGN_OR_RETURN(Tensor one, MakeTensor(comm, DType::kI32, 1, [&](int64_t) { return r; }));
+    ZS_ASSIGN_OR_RETURN(Tensor all, Zeros(comm, {sub->size()}, DType::kI32));
     ZS_RETURN_IF_ERROR(sub->AllGather(one, all));
     ZS_RETURN_IF_ERROR(CheckTensor(all, [&](int64_t j) { return members[j]; },
                                    "AllGather in sub-group"));
@@ -380,9 +412,9 @@ TEST_P(CollectivesTest, HybridShardAndReplicaGroupsOverlap) {
     const int shard_size = n >= 4 ? 2 : 1;  // world = replicas x shard_size
     ZS_ASSIGN_OR_RETURN(auto shard_group, comm.Split(r / shard_size, r));
     ZS_ASSIGN_OR_RETURN(auto replica_group, comm.Split(r % shard_size, r));
-    ZS_ASSIGN_OR_RETURN(Tensor full, Tensor::Zeros({shard_size * 4}, DType::kF32));
-    ZS_ASSIGN_OR_RETURN(Tensor mine, MakeTensor(DType::kF32, 4, [&](int64_t i) { return r + i; }));
-    ZS_ASSIGN_OR_RETURN(Tensor grad, MakeTensor(DType::kF32, 6, [&](int64_t) { return r; }));
+    ZS_ASSIGN_OR_RETURN(Tensor full, Zeros(comm, {shard_size * 4}, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor mine, MakeTensor(comm, DType::kF32, 4, [&](int64_t i) { return r + i; }));
+    ZS_ASSIGN_OR_RETURN(Tensor grad, MakeTensor(comm, DType::kF32, 6, [&](int64_t) { return r; }));
     ZS_ASSIGN_OR_RETURN(auto gather, shard_group->AllGatherAsync(mine, full));
     ZS_ASSIGN_OR_RETURN(auto reduce, replica_group->AllReduceAsync(grad, grad, ReduceOp::kSum));
     ZS_RETURN_IF_ERROR(reduce->Wait());
@@ -401,15 +433,15 @@ TEST_P(CollectivesTest, HybridShardAndReplicaGroupsOverlap) {
 TEST_P(CollectivesTest, InvalidLayoutsAreRejectedWithWhatWasExpected) {
   std::vector<absl::Status> statuses = Run([](Communicator& comm) -> absl::Status {
     const int n = comm.size(), r = comm.rank();
-    ZS_ASSIGN_OR_RETURN(Tensor in, Tensor::Zeros({10}, DType::kF32));
-    ZS_ASSIGN_OR_RETURN(Tensor bad_out, Tensor::Zeros({n * 10 + 1}, DType::kF32));
-    ZS_ASSIGN_OR_RETURN(Tensor out_bf16, Tensor::Zeros({n * 10}, DType::kBF16));
-    ZS_ASSIGN_OR_RETURN(Tensor m, Tensor::Zeros({4, 6}, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor in, Zeros(comm, {10}, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor bad_out, Zeros(comm, {n * 10 + 1}, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor out_bf16, Zeros(comm, {n * 10}, DType::kBF16));
+    ZS_ASSIGN_OR_RETURN(Tensor m, Zeros(comm, {4, 6}, DType::kF32));
     ZS_ASSIGN_OR_RETURN(Tensor mt, m.Transpose(0, 1));
-    ZS_ASSIGN_OR_RETURN(Tensor buf, Tensor::Zeros({20}, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor buf, Zeros(comm, {20}, DType::kF32));
     ZS_ASSIGN_OR_RETURN(Tensor a, buf.Narrow(0, 0, 10));
     ZS_ASSIGN_OR_RETURN(Tensor b, buf.Narrow(0, 1, 10));
-    ZS_ASSIGN_OR_RETURN(Tensor gathered, Tensor::Zeros({n * 10}, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor gathered, Zeros(comm, {n * 10}, DType::kF32));
     ZS_ASSIGN_OR_RETURN(Tensor wrong_slice, gathered.Narrow(0, ((r + 1) % n) * 10, 10));
     struct Expect {
       absl::Status status;
@@ -449,9 +481,9 @@ TEST_P(CollectivesTest, ArgumentErrorOnOneRankFailsEveryRank) {
   std::vector<absl::Status> statuses = Run(
       [](Communicator& comm) -> absl::Status {
         const int n = comm.size();
-        ZS_ASSIGN_OR_RETURN(Tensor in, Tensor::Zeros({10}, DType::kF32));
+        ZS_ASSIGN_OR_RETURN(Tensor in, Zeros(comm, {10}, DType::kF32));
         ZS_ASSIGN_OR_RETURN(Tensor out,
-                            Tensor::Zeros({n * 10 + (comm.rank() == 1 ? 3 : 0)}, DType::kF32));
+                            Zeros(comm, {n * 10 + (comm.rank() == 1 ? 3 : 0)}, DType::kF32));
         absl::Status s;
         if (comm.rank() == 1) {
           s = comm.AllGather(in, out);
@@ -504,7 +536,7 @@ TEST_P(CollectivesTest, MismatchedCountNamesTheRank) {
                           [odd](Communicator& comm) -> absl::Status {
                             ZS_RETURN_IF_ERROR(comm.Barrier());
                             const int64_t count = comm.rank() == odd ? 12 : 10;
-                            ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({count}, DType::kF32));
+                            ZS_ASSIGN_OR_RETURN(Tensor t, Zeros(comm, {count}, DType::kF32));
                             absl::Status s = comm.AllReduce(t, ReduceOp::kSum);
                             ZS_RETURN_IF_ERROR(comm.Barrier());  // still usable
                             return s;
@@ -520,9 +552,9 @@ TEST_P(CollectivesTest, MismatchedDTypeNamesTheRank) {
                           [odd](Communicator& comm) -> absl::Status {
                             ZS_RETURN_IF_ERROR(comm.Barrier());
                             const DType dtype = comm.rank() == odd ? DType::kBF16 : DType::kF32;
-                            ZS_ASSIGN_OR_RETURN(Tensor in, Tensor::Zeros({4}, dtype));
+                            ZS_ASSIGN_OR_RETURN(Tensor in, Zeros(comm, {4}, dtype));
                             ZS_ASSIGN_OR_RETURN(Tensor out,
-                                                Tensor::Zeros({4 * comm.size()}, dtype));
+                                                Zeros(comm, {4 * comm.size()}, dtype));
                             absl::Status s = comm.AllGather(in, out);
                             ZS_RETURN_IF_ERROR(comm.Barrier());
                             return s;
@@ -537,7 +569,7 @@ TEST_P(CollectivesTest, MismatchedOpNamesTheRank) {
   ExpectMismatchNamed(Run(
                           [odd](Communicator& comm) -> absl::Status {
                             ZS_RETURN_IF_ERROR(comm.Barrier());
-                            ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({6}, DType::kF32));
+                            ZS_ASSIGN_OR_RETURN(Tensor t, Zeros(comm, {6}, DType::kF32));
                             absl::Status s = comm.rank() == odd ? comm.Broadcast(t, 0)
                                                                 : comm.AllReduce(t, ReduceOp::kMax);
                             ZS_RETURN_IF_ERROR(comm.Barrier());
@@ -551,13 +583,14 @@ TEST_P(CollectivesTest, MismatchedOpNamesTheRank) {
 // and the communicator is aborted.
 TEST_P(CollectivesTest, TimeoutNamesTheMissingRank) {
   if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  if (!GetParam().names_missing_rank) GTEST_SKIP() << "this backend cannot name the missing rank";
   const int missing = world_size() - 1;
   for (bool with_data : {false, true}) {
     CommunicatorOptions options = DefaultOptions();
     options.timeout = absl::Milliseconds(200);
     std::vector<absl::Status> statuses = Run(
         [missing, with_data](Communicator& comm) -> absl::Status {
-          ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({5}, DType::kF32));
+          ZS_ASSIGN_OR_RETURN(Tensor t, Zeros(comm, {5}, DType::kF32));
           ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kSum));
           if (comm.rank() == missing) return absl::OkStatus();
           const absl::Time start = absl::Now();
@@ -589,10 +622,83 @@ TEST_P(CollectivesTest, TimeoutNamesTheMissingRank) {
   }
 }
 
+// Check mode compares every rank's descriptor before moving data; the data
+// must come out the same.
+TEST_P(CollectivesTest, EveryOpInCheckMode) {
+  ExpectAllOk(Run(
+      [](Communicator& comm) -> absl::Status {
+        const int n = comm.size(), r = comm.rank();
+        for (int64_t count : {int64_t{7}, int64_t{5003}}) {
+          ZS_ASSIGN_OR_RETURN(Tensor in, MakeTensor(comm, DType::kBF16, n * count,
+                                                    [&](int64_t j) { return Value(r, j); }));
+          ZS_ASSIGN_OR_RETURN(Tensor block, Zeros(comm, {count}, DType::kBF16));
+          ZS_RETURN_IF_ERROR(comm.ReduceScatter(in, block, ReduceOp::kSum));
+          ZS_RETURN_IF_ERROR(CheckTensor(
+              block,
+              [&](int64_t i) {
+                return Expected(DType::kBF16, ReduceOp::kSum, n,
+                                [&](int s) { return Value(s, r * count + i); });
+              },
+              "ReduceScatter in check mode"));
+          ZS_ASSIGN_OR_RETURN(Tensor all, Zeros(comm, {n * count}, DType::kBF16));
+          ZS_RETURN_IF_ERROR(comm.AllGather(block, all));
+          ZS_RETURN_IF_ERROR(CheckTensor(
+              all,
+              [&](int64_t j) {
+                const int owner = static_cast<int>(j / count);
+                return Expected(DType::kBF16, ReduceOp::kSum, n,
+                                [&](int s) { return Value(s, owner * count + j % count); });
+              },
+              "AllGather in check mode"));
+          ZS_RETURN_IF_ERROR(comm.AllReduce(in, ReduceOp::kMax));
+          ZS_RETURN_IF_ERROR(CheckTensor(
+              in,
+              [&](int64_t j) {
+                return Expected(DType::kBF16, ReduceOp::kMax, n, [&](int s) { return Value(s, j); });
+              },
+              "AllReduce in check mode"));
+          ZS_RETURN_IF_ERROR(comm.Broadcast(all, n - 1));
+          ZS_RETURN_IF_ERROR(comm.Barrier());
+        }
+        return absl::OkStatus();
+      },
+      CheckMode()));
+}
+
+// A bucket of collectives between GroupStart and GroupEnd (one NCCL launch;
+// host backends run them one by one).
+TEST_P(CollectivesTest, GroupedCollectives) {
+  ExpectAllOk(Run([](Communicator& comm) -> absl::Status {
+    const int n = comm.size(), r = comm.rank();
+    std::vector<Tensor> bucket;
+    std::vector<std::shared_ptr<Work>> works;
+    ZS_RETURN_IF_ERROR(comm.GroupStart());
+    for (int k = 0; k < 5; ++k) {
+      ZS_ASSIGN_OR_RETURN(Tensor g, MakeTensor(comm, k % 2 ? DType::kBF16 : DType::kF32, 100 + k,
+                                               [&](int64_t i) { return Value(r, i + k); }));
+      ZS_ASSIGN_OR_RETURN(auto w, comm.AllReduceAsync(g, g, ReduceOp::kAvg));
+      bucket.push_back(g);
+      works.push_back(w);
+    }
+    ZS_RETURN_IF_ERROR(comm.GroupEnd());
+    for (int k = 0; k < 5; ++k) {
+      ZS_RETURN_IF_ERROR(works[k]->Wait());
+      ZS_RETURN_IF_ERROR(CheckTensor(
+          bucket[k],
+          [&](int64_t i) {
+            return Expected(bucket[k].dtype(), ReduceOp::kAvg, n,
+                            [&](int s) { return Value(s, i + k); });
+          },
+          absl::StrCat("grouped AllReduce #", k)));
+    }
+    return absl::OkStatus();
+  }));
+}
+
 TEST_P(CollectivesTest, RingOfRecentCollectives) {
   ExpectAllOk(Run([](Communicator& comm) -> absl::Status {
-    ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({3}, DType::kBF16));
-    ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Zeros({3 * comm.size()}, DType::kBF16));
+    ZS_ASSIGN_OR_RETURN(Tensor t, Zeros(comm, {3}, DType::kBF16));
+    ZS_ASSIGN_OR_RETURN(Tensor all, Zeros(comm, {3 * comm.size()}, DType::kBF16));
     ZS_RETURN_IF_ERROR(comm.AllGather(t, all));
     ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kAvg));
     ZS_RETURN_IF_ERROR(comm.Barrier());

@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "collectives/communicator.h"
+#include "runtime/allocator.h"
 
 namespace zeroshard::testing {
 
@@ -35,6 +36,11 @@ struct Backend {
   std::string name;  // a gtest-safe name, e.g. "local4", "mpi"
   int world_size = 1;
   std::function<std::vector<absl::Status>(const RankFn&, const CommunicatorOptions&)> run;
+  // Why the backend cannot run here (e.g. "needs 2 GPUs"), or "" / unset.
+  std::function<std::string()> skip;
+  // What the backend promises beyond the common contract.
+  bool names_missing_rank = true;  // on a timeout
+  bool max_propagates_nan = true;
 };
 
 inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
@@ -44,6 +50,7 @@ inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
 class CollectivesTest : public ::testing::TestWithParam<Backend> {
  public:
   static CommunicatorOptions DefaultOptions();
+  void SetUp() override;
 
  protected:
   int world_size() const { return GetParam().world_size; }
@@ -54,6 +61,10 @@ class CollectivesTest : public ::testing::TestWithParam<Backend> {
     return GetParam().run(fn, options);
   }
 };
+
+// Where a test's tensors live: nullptr (the default CPU allocator) for host
+// backends, a CudaAllocator for the communicator's GPU otherwise.
+Allocator* TensorAllocator(const Communicator& comm);
 
 // Expects every rank's status to be OK, naming the ranks that failed.
 void ExpectAllOk(const std::vector<absl::Status>& statuses);
