@@ -418,7 +418,11 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
   }
   im.in_flight.emplace_back(d.seq, done);
   auto work = std::make_shared<NcclWork>(im.shared, d, prefix, done);
-  if (call.blocking) ZS_RETURN_IF_ERROR(work->Wait());
+  if (call.blocking) {
+    ZS_RETURN_IF_ERROR(work->Wait());
+    trace().SetState(d.seq, CollectiveState::kCompleted);
+    im.in_flight.pop_back();
+  }
   return std::shared_ptr<Work>(work);
 }
 
