@@ -191,7 +191,12 @@ const SafetensorsEntry* SafetensorsHeader::Find(absl::string_view name) const {
 
 absl::StatusOr<uint64_t> ParseSafetensorsHeaderSize(absl::string_view prefix, uint64_t file_size,
                                                     absl::string_view source) {
-  if (file_size < 8 || prefix.size() < 8) {
+  if (file_size >= 8 && prefix.size() < 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ParseSafetensorsHeaderSize(", Quoted(source), "): given ", prefix.size(),
+        " bytes; pass the first 8 bytes of the file"));
+  }
+  if (file_size < 8) {
     return Corrupt(source, "the file is ", file_size,
                    " bytes, shorter than the 8-byte header size; is it truncated?");
   }
@@ -464,8 +469,9 @@ absl::Status SafetensorsFile::ReadRangeImpl(const SafetensorsEntry& entry, int64
                                             int64_t count, const Tensor& out) const {
   const int64_t numel = entry.numel();
   if (element_offset < 0 || count < 0 || element_offset > numel || count > numel - element_offset) {
+    // (element_offset + count is not printed: it may overflow.)
     return absl::OutOfRangeError(absl::StrCat(
-        "reading elements [", element_offset, ", ", element_offset + count, ") of entry ",
+        "reading ", count, " elements from element ", element_offset, " of entry ",
         Quoted(entry.name), " of ", Quoted(path_), ": it has ", numel, " elements (shape ",
         ShapeToString(entry.shape), ")"));
   }

@@ -24,9 +24,9 @@
 //   bytes [8 + N, EOF) the data section: each tensor's elements, row-major,
 //                      little-endian, at [begin, end) relative to 8 + N.
 // Dtypes are spelled as the format spells them; zeroshard reads and writes
-// "F32", "BF16", "F16", "I32", "I64" (the other dtypes of the format, such as
-// "F64", "U8", "BOOL", are refused with Unimplemented; strings the format does
-// not define with InvalidArgument... see Note [Safetensors validation]).
+// "F32", "BF16", "F16", "I32", "I64". The format's other dtypes ("F64", "U8",
+// "BOOL", ...) are refused with Unimplemented, strings it does not define with
+// InvalidArgument, both naming the entry.
 //
 // Note [Safetensors validation]
 // The reader trusts nothing in the file. Before Open returns it checks, naming the
