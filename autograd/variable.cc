@@ -45,7 +45,7 @@ Variable Variable::FromImpl(std::shared_ptr<VariableImpl> impl) {
 
 const Tensor& Variable::value() const { return impl_ ? impl_->value : UndefinedTensor(); }
 
-absl::Status Variable::set_value(Tensor value) {
+absl::Status Variable::set_value(Tensor value) const {
   if (!impl_) return absl::FailedPreconditionError("set_value on an undefined Variable");
   if (!is_leaf()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -55,7 +55,7 @@ absl::Status Variable::set_value(Tensor value) {
   return absl::OkStatus();
 }
 
-absl::Status Variable::set_requires_grad(bool requires_grad) {
+absl::Status Variable::set_requires_grad(bool requires_grad) const {
   if (!impl_) return absl::FailedPreconditionError("set_requires_grad on an undefined Variable");
   if (!is_leaf()) {
     return absl::FailedPreconditionError(
@@ -69,7 +69,7 @@ const std::shared_ptr<Node>& Variable::grad_fn() const { return impl_ ? impl_->g
 
 const Tensor& Variable::grad() const { return impl_ ? impl_->grad : UndefinedTensor(); }
 
-absl::Status Variable::set_grad(Tensor grad) {
+absl::Status Variable::set_grad(Tensor grad) const {
   if (!impl_) return absl::FailedPreconditionError("set_grad on an undefined Variable");
   if (grad.defined() && grad.shape() != impl_->value.shape()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -80,7 +80,7 @@ absl::Status Variable::set_grad(Tensor grad) {
   return absl::OkStatus();
 }
 
-void Variable::reset_grad() {
+void Variable::reset_grad() const {
   if (impl_) impl_->grad = Tensor();
 }
 
@@ -125,7 +125,7 @@ void Variable::RemoveHook(int handle) const {
 
 const std::string& Variable::name() const { return impl_ ? impl_->name : EmptyName(); }
 
-void Variable::set_name(std::string name) {
+void Variable::set_name(std::string name) const {
   if (impl_) impl_->name = std::move(name);
 }
 

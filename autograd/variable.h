@@ -7,7 +7,8 @@
 //   ZS_RETURN_IF_ERROR(Backward(loss));
 //   w.grad();                           // d loss / d w, accumulated (+=) across backwards
 //
-// Handle semantics: copies share one state (like Tensor). A leaf is a Variable
+// Handle semantics: copies share one state (like Tensor), so the methods that
+// change that state (set_value, set_grad, hooks) are const on the handle. A leaf is a Variable
 // made by the user (parameters, inputs); every op result that requires a
 // gradient is a non-leaf with a grad_fn (see node.h). Only leaves keep .grad().
 //
@@ -74,7 +75,7 @@ class Variable {
   const Tensor& value() const;
   // Points this variable at another tensor (e.g. a parameter at its slice of a
   // gathered flat buffer). Leaves only: a non-leaf's value is what its node saw.
-  absl::Status set_value(Tensor value);
+  absl::Status set_value(Tensor value) const;
 
   const Shape& shape() const { return value().shape(); }
   int64_t dim() const { return value().dim(); }
@@ -85,7 +86,7 @@ class Variable {
 
   bool requires_grad() const { return impl_ != nullptr && impl_->requires_grad; }
   // Leaves only; an error for a non-leaf.
-  absl::Status set_requires_grad(bool requires_grad);
+  absl::Status set_requires_grad(bool requires_grad) const;
   bool is_leaf() const { return impl_ == nullptr || impl_->grad_fn == nullptr; }
   const std::shared_ptr<Node>& grad_fn() const;
   int output_nr() const { return impl_ ? impl_->output_nr : 0; }
@@ -93,9 +94,9 @@ class Variable {
   // The accumulated gradient of a leaf (undefined until a backward reaches it).
   const Tensor& grad() const;
   // Installs a gradient buffer (same shape as the value); later backward passes add into it.
-  absl::Status set_grad(Tensor grad);
+  absl::Status set_grad(Tensor grad) const;
   // Forgets the gradient (the next backward allocates a fresh one).
-  void reset_grad();
+  void reset_grad() const;
 
   // The same value, cut from the graph: a leaf that does not require grad.
   Variable detach() const;
@@ -107,7 +108,7 @@ class Variable {
   void RemoveHook(int handle) const;
 
   const std::string& name() const;
-  void set_name(std::string name);
+  void set_name(std::string name) const;
 
   // Identity: two handles of one variable.
   bool SameAs(const Variable& other) const { return impl_ == other.impl_; }
