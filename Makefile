@@ -17,6 +17,11 @@ endif
 
 .PHONY: deps test train bench bench-peers clean
 
+# The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
+# bundled Shakespeare (bytes). Extra flags: make train ARGS="--steps=50".
+TRAIN_ARGS ?= --world_size=4 --sharding_strategy=FULL_SHARD --auto_wrap=block --steps=300 \
+              --data=data/tinyshakespeare.txt
+
 deps:
 	@./tools/install_deps.sh
 
@@ -25,6 +30,10 @@ test: deps
 	  $(BAZEL) query 'tests(//...)' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
 	  summary=$$?; \
 	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
+
+train: deps
+	$(BAZEL) build $(BAZEL_FLAGS) -c opt //examples:train_gpt
+	OMP_WAIT_POLICY=PASSIVE ./bazel-bin/examples/train_gpt $(TRAIN_ARGS) $(ARGS)
 
 bench: deps
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all

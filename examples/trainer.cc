@@ -1,0 +1,232 @@
+#include "examples/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "checkpoint/safetensors.h"
+#include "examples/token_data.h"
+#include "runtime/sharding/sharded_model.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+using autograd::Variable;
+
+std::string TrainOptions::ToString() const {
+  return absl::StrCat(
+      model.ToString(), "\n  data ", data, " (validation: last ", val_fraction * 100, "%)",
+      "\n  batch ", batch_size, " rows/rank x ", model.block_size, " tokens, grad_accum_steps ",
+      grad_accum_steps, no_sync ? " (no_sync)" : "", ", steps ", steps,
+      "\n  optimizer ", optim::OptimizerKindName(optimizer.kind), " weight_decay ", optimizer.weight_decay,
+      ", lr ", lr.ToString(), ", grad_clip ", grad_clip, ", seed ", seed,
+      "\n  sharding ", sharding.ToString());
+}
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The global mean of a per-rank value.
+absl::StatusOr<double> MeanOverRanks(Communicator& comm, double v) {
+  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, v, DType::kF32));
+  ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kAvg));
+  return t.Item();
+}
+
+absl::StatusOr<double> EvalLoss(nn::Gpt& gpt, const TokenData& val, const TrainOptions& o,
+                                Communicator& comm) {
+  autograd::NoGradGuard no_grad;
+  gpt.Eval();
+  double sum = 0;
+  for (int64_t i = 0; i < o.eval_iters; ++i) {
+    ZS_ASSIGN_OR_RETURN(Batch b, val.GetBatch({.step = i, .rank = comm.rank(), .world_size = comm.size(),
+                                               .batch_size = o.batch_size,
+                                               .block_size = o.model.block_size}));
+    ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt.Forward(b.inputs, b.targets));
+    ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
+    sum += l;
+  }
+  gpt.Train();
+  return MeanOverRanks(comm, sum / std::max<int64_t>(o.eval_iters, 1));
+}
+
+// Samples `n` tokens after `prompt` (every rank runs the same forwards; the
+// random draws are the same everywhere).
+absl::StatusOr<std::vector<int64_t>> Generate(nn::Gpt& gpt, std::vector<int64_t> tokens, int64_t n,
+                                              double temperature, int64_t top_k, uint64_t seed) {
+  autograd::NoGradGuard no_grad;
+  gpt.Eval();
+  std::mt19937_64 rng(seed);
+  const int64_t block = gpt.config().block_size;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - block);
+    std::vector<int64_t> ctx(tokens.begin() + start, tokens.end());
+    ZS_ASSIGN_OR_RETURN(Tensor ids, Tensor::FromVector(ctx, {1, static_cast<int64_t>(ctx.size())}));
+    ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt.Forward(ids));
+    ZS_ASSIGN_OR_RETURN(Tensor last, out.logits.value().Select(1, -1));
+    ZS_ASSIGN_OR_RETURN(std::vector<float> logits, last.ToVector<float>());
+    std::vector<double> p(logits.size());
+    std::vector<float> sorted = logits;
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const float kth = sorted[std::min<size_t>(std::max<int64_t>(top_k, 1), sorted.size()) - 1];
+    double m = -INFINITY, z = 0;
+    for (float l : logits) m = std::max<double>(m, l);
+    for (size_t v = 0; v < logits.size(); ++v) {
+      p[v] = logits[v] < kth ? 0.0 : std::exp((logits[v] - m) / temperature);
+      z += p[v];
+    }
+    double u = std::uniform_real_distribution<double>(0.0, z)(rng);
+    int64_t pick = static_cast<int64_t>(p.size()) - 1;
+    for (size_t v = 0; v < p.size(); ++v) {
+      if (u < p[v]) {
+        pick = static_cast<int64_t>(v);
+        break;
+      }
+      u -= p[v];
+    }
+    tokens.push_back(pick);
+  }
+  gpt.Train();
+  return tokens;
+}
+
+}  // namespace
+
+absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary* summary) {
+  const bool lead = comm.rank() == 0;
+  auto say = [&](const std::string& s) {
+    if (lead) {
+      std::fputs(s.c_str(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  ZS_RETURN_IF_ERROR(o.lr.Validate());
+  ZS_ASSIGN_OR_RETURN(TokenData all, TokenData::Load(o.data));
+  if (all.vocab_size() > o.model.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("the data holds token ids up to ", all.vocab_size() - 1,
+                                                   " but the model's vocab_size is ", o.model.vocab_size));
+  }
+  ZS_ASSIGN_OR_RETURN(TokenData train, all.Split(0.0, 1.0 - o.val_fraction));
+  ZS_ASSIGN_OR_RETURN(TokenData val, all.Split(1.0 - o.val_fraction, 1.0));
+  const double unigram = train.UnigramEntropy();
+  say(absl::StrFormat("zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
+                      comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
+
+  CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank()),
+                                            .capacity_bytes = o.device_memory_limit});
+  auto gpt = std::make_shared<nn::Gpt>(o.model, o.seed + 1000003ull * comm.rank());
+  if (!o.init_from.empty()) {
+    ZS_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(o.init_from));
+    nn::NamedTensors state;
+    for (const auto& [name, slot] : gpt->NamedParameterSlots()) {
+      if (!file.Contains(name)) continue;
+      ZS_ASSIGN_OR_RETURN(Tensor t, file.Read(name));
+      state.emplace_back(name, t);
+    }
+    ZS_ASSIGN_OR_RETURN(nn::LoadStateDictResult r, gpt->LoadStateDict(state, /*strict=*/false));
+    if (!r.missing_keys.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--init_from ", o.init_from, " lacks ",
+                                                     r.missing_keys.size(), " parameters, e.g. ",
+                                                     r.missing_keys[0]));
+    }
+  }
+  ShardingOptions sharding = o.sharding;
+  sharding.init_seed = o.seed;
+  ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
+  say(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
+                      sharded->Plan().ToString()));
+  optim::OptimizerOptions opt_options = o.optimizer;
+  opt_options.lr = o.lr.lr;
+  ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, opt_options));
+  optim::LrScheduler scheduler(o.lr);
+
+  TrainSummary s;
+  s.unigram_entropy = unigram;
+  const int64_t tokens_per_step = o.batch_size * o.model.block_size * comm.size() * o.grad_accum_steps;
+  const double start = Now();
+  double window_start = start;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    double loss_sum = 0;
+    for (int64_t m = 0; m < o.grad_accum_steps; ++m) {
+      ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
+                                                   .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
+                                                   .world_size = comm.size(), .batch_size = o.batch_size,
+                                                   .block_size = o.model.block_size}));
+      ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
+      ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
+      loss_sum += l;
+      ZS_ASSIGN_OR_RETURN(Variable scaled, ops::Scale(out.loss, 1.0 / o.grad_accum_steps));
+      if (o.no_sync && m + 1 < o.grad_accum_steps) {
+        auto scope = sharded->NoSync();
+        ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
+      } else {
+        ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
+      }
+    }
+    double grad_scale = 1.0;
+    if (o.grad_clip > 0) {
+      ZS_RETURN_IF_ERROR(sharded->ClipGradNorm(o.grad_clip).status());
+    }
+    const double lr = scheduler.lr();
+    ZS_RETURN_IF_ERROR(opt.Step(lr, grad_scale));
+    ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+    scheduler.Step();
+    ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(comm, loss_sum / o.grad_accum_steps));
+    s.losses.push_back(loss);
+    if ((step + 1) % o.log_every == 0 || step == 0 || step + 1 == o.steps) {
+      const double now = Now();
+      const int64_t steps_in_window = step == 0 ? 1 : ((step + 1) % o.log_every == 0 ? o.log_every : (step + 1) % o.log_every);
+      const double ms = (now - window_start) * 1000.0 / steps_in_window;
+      window_start = now;
+      say(absl::StrFormat("step %d loss %.9g lr %.3e %.1f ms/step %.0f tokens/s\n", step, loss, lr, ms,
+                          tokens_per_step / (ms / 1000.0)));
+    }
+    if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
+      ZS_ASSIGN_OR_RETURN(double vl, EvalLoss(*gpt, val, o, comm));
+      say(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
+      window_start = Now();
+    }
+  }
+  s.seconds = Now() - start;
+  s.tokens = tokens_per_step * o.steps;
+  ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm));
+  s.peak_bytes = device.stats().peak_bytes_in_use;
+  say(absl::StrFormat("final val loss %.6f vs unigram entropy %.4f nats\n", s.final_val_loss, unigram));
+  if (o.sample_tokens > 0 && all.vocab_size() <= 256) {
+    std::vector<int64_t> prompt = {'\n'};
+    ZS_ASSIGN_OR_RETURN(std::vector<int64_t> text,
+                        Generate(*gpt, prompt, o.sample_tokens, o.temperature, o.top_k, o.seed));
+    std::string str;
+    for (size_t i = 1; i < text.size(); ++i) str.push_back(static_cast<char>(text[i]));
+    say(absl::StrCat("sample (temperature ", o.temperature, ", top-k ", o.top_k, "):\n", str, "\n"));
+  }
+  if (!o.save.empty()) {
+    ZS_RETURN_IF_ERROR(sharded->SummonFullParams([&]() -> absl::Status {
+      if (!lead) return absl::OkStatus();
+      SafetensorsTensors tensors;
+      for (auto& [name, t] : gpt->StateDict()) tensors.emplace_back(name, t);
+      return WriteSafetensors(o.save, tensors, {{"format", "pt"}});
+    }, /*writeback=*/false, /*rank0_only=*/true));
+    say(absl::StrCat("saved ", o.save, "\n"));
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor peak, Tensor::Full({1}, static_cast<double>(s.peak_bytes), DType::kF32));
+  ZS_RETURN_IF_ERROR(comm.AllReduce(peak, ReduceOp::kMax));
+  say(absl::StrFormat("done: %d steps, %d tokens in %.1f s (%.0f tokens/s), final train loss %.6f, "
+                      "peak memory per rank %s (max over ranks %s)\n",
+                      o.steps, s.tokens, s.seconds, s.tokens / s.seconds, s.losses.back(),
+                      FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value()))));
+  if (summary != nullptr && lead) *summary = s;
+  return absl::OkStatus();
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,70 @@
+// The training loop of the main job: a GPT trained on a token file with a
+// ShardedModel over any Communicator, printing progress. The command-line
+// program (examples/train_gpt.cc) fills TrainOptions from flags and runs
+// RunTraining on every rank.
+//
+//   TrainOptions o;                         // defaults: the tiny GPT of `make train`
+//   o.data = "data/tinyshakespeare.txt";
+//   std::vector<absl::Status> s = RunRanks(4, [&](Communicator& comm) {
+//     return RunTraining(o, comm);
+//   });
+#ifndef ZEROSHARD_EXAMPLES_TRAINER_H_
+#define ZEROSHARD_EXAMPLES_TRAINER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "autograd/nn/gpt.h"
+#include "collectives/communicator.h"
+#include "optim/lr_schedule.h"
+#include "optim/sharded_optimizer.h"
+#include "runtime/sharding/sharding_options.h"
+
+namespace zeroshard {
+
+struct TrainOptions {
+  nn::GptConfig model{.vocab_size = 256, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128};
+  std::string data = "data/tinyshakespeare.txt";
+  double val_fraction = 0.1;   // the last 10% of the tokens
+  int64_t batch_size = 8;      // rows per rank per micro-step
+  int64_t grad_accum_steps = 1;
+  bool no_sync = false;        // accumulate unsharded gradients (FSDP no_sync) instead of sharded
+  int64_t steps = 200;
+  optim::LrSchedule lr{.kind = optim::LrScheduleKind::kCosine, .lr = 1e-3, .min_lr = 1e-4,
+                       .warmup_steps = 20, .decay_steps = 200};
+  optim::OptimizerOptions optimizer{.kind = optim::OptimizerKind::kAdamW, .lr = 1e-3, .weight_decay = 0.1};
+  double grad_clip = 1.0;      // 0: off
+  uint64_t seed = 1337;
+  std::string init_from;       // a .safetensors with nanoGPT names (optional)
+  std::string save;            // write the trained weights here (optional)
+  int64_t log_every = 10;
+  int64_t eval_every = 100;    // 0: only at the end
+  int64_t eval_iters = 10;
+  int64_t sample_tokens = 200; // generated at the end (byte vocabularies only)
+  double temperature = 0.8;
+  int64_t top_k = 40;
+  ShardingOptions sharding;
+  int64_t device_memory_limit = 0;  // bytes per rank of the "device" allocator; 0: unlimited
+
+  std::string ToString() const;
+};
+
+// What a finished run reports (rank 0's view; losses are global means).
+struct TrainSummary {
+  std::vector<double> losses;  // per step
+  double final_val_loss = 0;
+  double unigram_entropy = 0;
+  double seconds = 0;
+  int64_t tokens = 0;
+  int64_t peak_bytes = 0;      // this rank's device allocator
+};
+
+// Runs on every rank; rank 0 prints. `summary` (optional) receives rank 0's figures.
+absl::Status RunTraining(const TrainOptions& options, Communicator& comm,
+                         TrainSummary* summary = nullptr);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_EXAMPLES_TRAINER_H_
