@@ -70,6 +70,9 @@ ABSL_FLAG(int64_t, sample_tokens, 200, "tokens to generate at the end");
 ABSL_FLAG(double, temperature, 0.8, "sampling temperature");
 ABSL_FLAG(int64_t, top_k, 40, "sample among the k most likely tokens");
 ABSL_FLAG(int64_t, device_memory_limit, 0, "bytes per rank (0: unlimited)");
+ABSL_FLAG(std::string, trace, "", "write a Chrome trace (Perfetto) of a few steps to this file");
+ABSL_FLAG(int64_t, trace_from, 2, "first traced step");
+ABSL_FLAG(int64_t, trace_steps, 2, "traced steps");
 
 namespace zeroshard {
 namespace {
@@ -117,6 +120,9 @@ absl::StatusOr<TrainOptions> OptionsFromFlags() {
   o.temperature = absl::GetFlag(FLAGS_temperature);
   o.top_k = absl::GetFlag(FLAGS_top_k);
   o.device_memory_limit = absl::GetFlag(FLAGS_device_memory_limit);
+  o.trace = absl::GetFlag(FLAGS_trace);
+  o.trace_from = absl::GetFlag(FLAGS_trace_from);
+  o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   ShardingOptions& s = o.sharding;
   ZS_ASSIGN_OR_RETURN(s.strategy, ParseShardingStrategy(absl::GetFlag(FLAGS_sharding_strategy)));
   s.hybrid_shard_size = absl::GetFlag(FLAGS_hybrid_shard_size);
@@ -166,6 +172,8 @@ int main(int argc, char** argv) {
   if (backend != "local") return Fail(absl::InvalidArgumentError(absl::StrCat("--backend=", backend, ": expected local or mpi")));
   const int world = absl::GetFlag(FLAGS_world_size);
   if (absl::Status s = options->sharding.Validate(world); !s.ok()) return Fail(s);
+  TraceRecorder trace;  // one recorder for every in-process rank
+  if (!options->trace.empty()) options->shared_trace = &trace;
   std::vector<absl::Status> statuses =
       RunRanks(world, [&](Communicator& comm) { return RunTraining(*options, comm); });
   int rc = 0;

@@ -155,7 +155,18 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   const int64_t tokens_per_step = o.batch_size * o.model.block_size * comm.size() * o.grad_accum_steps;
   const double start = Now();
   double window_start = start;
+  // Tracing: in-process ranks record into the caller's shared recorder (rank
+  // 0 writes the file); an MPI rank records and writes its own.
+  std::unique_ptr<TraceRecorder> own_trace;
+  TraceRecorder* trace = o.shared_trace;
+  if (!o.trace.empty() && trace == nullptr) {
+    own_trace = std::make_unique<TraceRecorder>();
+    trace = own_trace.get();
+  }
   for (int64_t step = 0; step < o.steps; ++step) {
+    const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
+    sharded->set_trace(tracing ? trace : nullptr);
+    ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
     double loss_sum = 0;
     for (int64_t m = 0; m < o.grad_accum_steps; ++m) {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
@@ -195,6 +206,18 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       ZS_ASSIGN_OR_RETURN(double vl, EvalLoss(*gpt, val, o, comm));
       say(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
       window_start = Now();
+    }
+  }
+  sharded->set_trace(nullptr);
+  if (!o.trace.empty()) {
+    if (o.shared_trace != nullptr) {
+      ZS_RETURN_IF_ERROR(comm.Barrier());  // every rank's spans are in before rank 0 writes
+      if (lead) ZS_RETURN_IF_ERROR(o.shared_trace->WriteJson(o.trace));
+      say(absl::StrCat("trace: ", o.trace, " (", o.shared_trace->size(), " spans)\n"));
+    } else {
+      const std::string path = comm.size() > 1 ? absl::StrCat(o.trace, ".rank", comm.rank()) : o.trace;
+      ZS_RETURN_IF_ERROR(own_trace->WriteJson(path));
+      say(absl::StrCat("trace: ", path, " (one file per rank)\n"));
     }
   }
   s.seconds = Now() - start;

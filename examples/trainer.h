@@ -21,6 +21,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/sharded_optimizer.h"
 #include "runtime/sharding/sharding_options.h"
+#include "runtime/trace.h"
 
 namespace zeroshard {
 
@@ -47,6 +48,10 @@ struct TrainOptions {
   int64_t top_k = 40;
   ShardingOptions sharding;
   int64_t device_memory_limit = 0;  // bytes per rank of the "device" allocator; 0: unlimited
+  std::string trace;           // Chrome trace of steps [trace_from, trace_from + trace_steps)
+  int64_t trace_from = 2;
+  int64_t trace_steps = 2;
+  TraceRecorder* shared_trace = nullptr;  // in-process ranks share one recorder (set by the caller)
 
   std::string ToString() const;
 };

@@ -250,6 +250,14 @@ absl::Status ShardedModel::InstallHooks(ShardedUnit& unit) {
   return absl::OkStatus();
 }
 
+void ShardedModel::set_trace(TraceRecorder* trace) {
+  trace_ = trace;
+  if (trace_ != nullptr) {
+    trace_->NameThread(2 * world_.rank(), absl::StrCat("rank ", world_.rank(), " compute"));
+    trace_->NameThread(2 * world_.rank() + 1, absl::StrCat("rank ", world_.rank(), " comm"));
+  }
+}
+
 std::vector<ShardedUnit*> ShardedModel::units() {
   std::vector<ShardedUnit*> out;
   for (auto& u : units_) out.push_back(u.get());
@@ -270,6 +278,7 @@ absl::Status ShardedModel::StartGather(ShardedUnit& unit) {
   ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full.Narrow(0, unit.flat.shard_offset(), unit.flat.shard_numel()));
   ZS_RETURN_IF_ERROR(mine.CopyFrom(unit.shard));
   ZS_ASSIGN_OR_RETURN(unit.gather_work, shard_group_->AllGatherAsync(mine, unit.full));
+  if (trace_ != nullptr) unit.gather_issue_us = trace_->NowUs();
   unit.state = ShardedUnit::State::kGathering;
   ++unit.gathers;
   return absl::OkStatus();
@@ -278,9 +287,15 @@ absl::Status ShardedModel::StartGather(ShardedUnit& unit) {
 absl::Status ShardedModel::Gather(ShardedUnit& unit) {
   ZS_RETURN_IF_ERROR(StartGather(unit));
   if (unit.state == ShardedUnit::State::kGathering) {
+    const double wait_start = trace_ ? trace_->NowUs() : 0;
     ZS_RETURN_IF_ERROR(unit.gather_work->Wait());
     unit.gather_work.reset();
     unit.state = ShardedUnit::State::kGathered;
+    if (trace_ != nullptr) {
+      const double now = trace_->NowUs();
+      trace_->AddSpan("wait all-gather " + unit.name, "wait", 2 * world_.rank(), wait_start, now);
+      trace_->AddSpan("all-gather " + unit.name, "comm", 2 * world_.rank() + 1, unit.gather_issue_us, now);
+    }
   }
   for (const FlatParamSlot& p : unit.flat.params()) {
     if (p.var.defined()) continue;
@@ -352,6 +367,7 @@ absl::Status ShardedModel::OnPreForward(ShardedUnit& unit) {
   if (std::find(forward_order_.begin(), forward_order_.end(), unit.index) == forward_order_.end()) {
     forward_order_.push_back(unit.index);
   }
+  if (trace_ != nullptr) unit.forward_start_us = trace_->NowUs();
   ZS_RETURN_IF_ERROR(Gather(unit));
   if (options_.forward_prefetch && !unit.is_root) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInForwardOrder(unit)));
@@ -373,6 +389,9 @@ absl::Status ShardedModel::OnPostForward(ShardedUnit& unit, std::vector<Variable
     }
   }
   if (unit.is_root) in_forward_ = false;
+  if (trace_ != nullptr) {
+    trace_->AddSpan("forward " + unit.name, "compute", 2 * world_.rank(), unit.forward_start_us, trace_->NowUs());
+  }
   // Without a backward to come (evaluation), nothing needs the gathered bytes.
   if (!backward_follows || (!unit.is_root && options_.ReshardAfterForward())) {
     ZS_RETURN_IF_ERROR(Reshard(unit));
@@ -384,6 +403,7 @@ absl::Status ShardedModel::OnPreBackward(ShardedUnit& unit) {
   if (unit.backward_started) return absl::OkStatus();
   unit.backward_started = true;
   unit.landed = 0;
+  if (trace_ != nullptr) unit.backward_start_us = trace_->NowUs();
   if (!callback_queued_) {
     callback_queued_ = true;
     ZS_RETURN_IF_ERROR(autograd::QueueCallback([this] { return FinishBackward(); }));
@@ -417,6 +437,11 @@ absl::Status ShardedModel::OnGradLanded(ShardedUnit& unit) {
 absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
   if (unit.reduced) return absl::OkStatus();
   unit.reduced = true;
+  if (trace_ != nullptr) {
+    unit.reduce_issue_us = trace_->NowUs();
+    trace_->AddSpan("backward " + unit.name, "compute", 2 * world_.rank(), unit.backward_start_us,
+                    unit.reduce_issue_us);
+  }
   if (sync_gradients_) {
     ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full_grad.Narrow(0, unit.flat.shard_offset(),
                                                            unit.flat.shard_numel()));
@@ -441,8 +466,14 @@ absl::Status ShardedModel::FinishBackward() {
     if (u->backward_started && !u->reduced) ZS_RETURN_IF_ERROR(ReduceUnit(*u));  // unused parameters
   }
   for (ShardedUnit* u : reduce_order_) {
+    const double wait_start = trace_ ? trace_->NowUs() : 0;
     ZS_RETURN_IF_ERROR(u->reduce_work->Wait());
     u->reduce_work.reset();
+    if (trace_ != nullptr) {
+      const double now = trace_->NowUs();
+      trace_->AddSpan("wait reduce-scatter " + u->name, "wait", 2 * world_.rank(), wait_start, now);
+      trace_->AddSpan("reduce-scatter " + u->name, "comm", 2 * world_.rank() + 1, u->reduce_issue_us, now);
+    }
     ZS_ASSIGN_OR_RETURN(Tensor mine, u->full_grad.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
     if (replica_group_->size() > 1) {
       ZS_RETURN_IF_ERROR(replica_group_->AllReduce(mine, ReduceOp::kAvg));

@@ -60,6 +60,7 @@
 #include "runtime/allocator.h"
 #include "runtime/sharding/flat_parameter.h"
 #include "runtime/sharding/sharding_options.h"
+#include "runtime/trace.h"
 
 namespace zeroshard {
 
@@ -88,6 +89,8 @@ struct ShardedUnit {
   bool reduced = false;           // reduction launched in this backward pass
   int landed = 0;                 // gradients accumulated in this backward pass
   int gathers = 0;                // all-gathers issued (for tests and traces)
+  // Trace timestamps (microseconds of the TraceRecorder).
+  double forward_start_us = 0, backward_start_us = 0, gather_issue_us = 0, reduce_issue_us = 0;
 };
 
 // Bytes a rank holds, planned from the layout and measured from its allocator.
@@ -154,6 +157,11 @@ class ShardedModel {
   // the end of every backward through an engine callback; public for tests).
   absl::Status FinishBackward();
 
+  // Records this rank's spans into `trace` (nullptr: off): row 2r holds
+  // compute (forward and backward per unit, waits), row 2r+1 communication
+  // (from issuing a collective to observing its completion).
+  void set_trace(TraceRecorder* trace);
+
   MemoryPlan Plan() const;
   // Units, flat sizes, padding, dtype, device, where each parameter lives.
   std::string ToString() const;
@@ -201,6 +209,7 @@ class ShardedModel {
   bool callback_queued_ = false;
   bool sync_gradients_ = true;
   std::vector<ShardedUnit*> reduce_order_;  // units in the order their reductions started
+  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace zeroshard
