@@ -367,6 +367,15 @@ TEST(LayerNorm, Errors) {
                                                    "LayerNormForward saved")));
   EXPECT_THAT(LayerNormBackward(w5, x, mean, rstd, w, Tensor(), Tensor(), Tensor(), GradMode::kOverwrite),
               StatusIs(kInvalidArgument, HasSubstr("dy has shape [5], expected [3, 4] (the shape of x)")));
+  EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, w5, Tensor(), Tensor(), GradMode::kOverwrite),
+              StatusIs(kInvalidArgument, HasSubstr("dx has shape [5], expected [3, 4] (the shape of x)")));
+  EXPECT_THAT(LayerNormBackward(ints, x, mean, rstd, w, out, Tensor(), Tensor(), GradMode::kOverwrite),
+              StatusIs(kInvalidArgument, HasSubstr("LayerNormBackward: dy has dtype i32")));
+  EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, ints.Select(0, 0).value(), Tensor(), Tensor(), Tensor(),
+                                GradMode::kOverwrite),
+              StatusIs(kInvalidArgument, HasSubstr("weight has dtype i32, expected f32, bf16 or f16")));
+  EXPECT_THAT(LayerNormBackward(out, x, mean, mean_bf16, w, Tensor(), Tensor(), Tensor(), GradMode::kOverwrite),
+              StatusIs(kInvalidArgument, HasSubstr("rstd has dtype bf16, expected f32")));
   EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, Tensor(), w5, Tensor(), GradMode::kOverwrite),
               StatusIs(kInvalidArgument, HasSubstr("dweight has shape [5], expected [4]")));
   EXPECT_THAT(LayerNormBackward(out, x, mean, rstd, w, Tensor(), Tensor(), ints, GradMode::kOverwrite),
