@@ -15,7 +15,19 @@ void TraceRecorder::AddSpan(std::string name, std::string category, int tid, dou
 
 void TraceRecorder::NameThread(int tid, std::string name) {
   absl::MutexLock lock(&mu_);
+  for (const auto& [t, n] : thread_names_) {
+    if (t == tid) return;
+  }
   thread_names_.emplace_back(tid, std::move(name));
+}
+
+double TraceRecorder::TotalUs(const std::string& category, int tid) const {
+  absl::MutexLock lock(&mu_);
+  double total = 0;
+  for (const Span& s : spans_) {
+    if (s.category == category && (tid < 0 || s.tid == tid)) total += s.dur_us;
+  }
+  return total;
 }
 
 size_t TraceRecorder::size() const {

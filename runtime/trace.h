@@ -37,6 +37,8 @@ class TraceRecorder {
   // Names a row ("rank 0 compute").
   void NameThread(int tid, std::string name);
   size_t size() const;
+  // Sum of the durations of spans of `category` on row `tid` (-1: every row).
+  double TotalUs(const std::string& category, int tid = -1) const;
   absl::Status WriteJson(const std::string& path) const;
 
  private:
