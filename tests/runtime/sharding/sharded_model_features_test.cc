@@ -1,0 +1,230 @@
+// ShardedModel features beyond training parity: deferred per-shard init equals
+// the unsharded init bit for bit, gradient-norm clipping equals the unsharded
+// norm, summon_full_params with write-back, frozen parameters, memory bounds
+// (16 bytes per parameter / N of sharded state; at most limit_all_gathers
+// gathered units), printing, and argument errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/engine.h"
+#include "autograd/nn/gpt.h"
+#include "collectives/local_communicator.h"
+#include "optim/sharded_optimizer.h"
+#include "runtime/sharding/sharded_model.h"
+#include "tests/runtime/sharding/parity.h"
+#include "tests/testing.h"
+
+namespace zeroshard {
+namespace {
+
+using ::zeroshard::testing::BlockOptions;
+using ::zeroshard::testing::HasSubstr;
+using ::zeroshard::testing::StatusIs;
+using ::zeroshard::testing::TinyConfig;
+using ::zeroshard::testing::TinyData;
+
+void ExpectAllOk(const std::vector<absl::Status>& st) {
+  for (size_t i = 0; i < st.size(); ++i) EXPECT_TRUE(st[i].ok()) << "rank " << i << ": " << st[i];
+}
+
+TEST(ShardedFeatures, DeferredShardInitEqualsUnshardedInitBitwise) {
+  auto ref = std::make_shared<nn::Gpt>(TinyConfig());
+  ASSERT_TRUE(ref->Materialize(77).ok());
+  std::map<std::string, std::vector<float>> want;
+  for (auto& [n, v] : ref->NamedParameters()) want[n] = v.value().ToVector<float>().value();
+  ExpectAllOk(RunRanks(3, [&](Communicator& comm) -> absl::Status {
+    auto gpt = std::make_shared<nn::Gpt>(TinyConfig());  // never materialised whole
+    ShardingOptions o = BlockOptions(ShardingStrategy::kFullShard);
+    o.init_seed = 77;
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o));
+    return sharded->SummonFullParams([&]() -> absl::Status {
+      for (auto& [n, v] : gpt->NamedParameters()) {
+        ZS_ASSIGN_OR_RETURN(std::vector<float> got, v.value().ToVector<float>());
+        EXPECT_EQ(got, want[n]) << n << " on rank " << comm.rank();
+      }
+      return absl::OkStatus();
+    });
+  }));
+}
+
+TEST(ShardedFeatures, ClipGradNormEqualsTheUnshardedNorm) {
+  const TokenData data = TinyData();
+  // Unsharded gradient norms (2 and inf) for the first batch of 12 rows.
+  auto ref = std::make_shared<nn::Gpt>(TinyConfig());
+  ASSERT_TRUE(ref->Materialize(5).ok());
+  Batch b = data.GetBatch({.batch_size = 12, .block_size = 8}).value();
+  nn::GptOutput out = ref->Forward(b.inputs, b.targets).value();
+  ASSERT_TRUE(autograd::Backward(out.loss).ok());
+  double ss = 0, mx = 0;
+  for (auto& [n, v] : ref->NamedParameters()) {
+    const std::vector<float> grad = v.grad().ToVector<float>().value();
+    for (float g : grad) {
+      ss += double(g) * g;
+      mx = std::max(mx, std::fabs(double(g)));
+    }
+  }
+  for (ShardingStrategy s : {ShardingStrategy::kFullShard, ShardingStrategy::kNoShard,
+                             ShardingStrategy::kHybridShard}) {
+    ExpectAllOk(RunRanks(4, [&](Communicator& comm) -> absl::Status {
+      auto gpt = std::make_shared<nn::Gpt>(TinyConfig());
+      ShardingOptions o = BlockOptions(s);
+      o.init_seed = 5;
+      o.hybrid_shard_size = 2;
+      ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o));
+      ZS_ASSIGN_OR_RETURN(Batch mine, data.GetBatch({.rank = comm.rank(), .world_size = 4, .batch_size = 3,
+                                                     .block_size = 8}));
+      ZS_ASSIGN_OR_RETURN(nn::GptOutput o2, gpt->Forward(mine.inputs, mine.targets));
+      ZS_RETURN_IF_ERROR(autograd::Backward(o2.loss));
+      ZS_ASSIGN_OR_RETURN(double inf_norm, sharded->ClipGradNorm(1e9, INFINITY));
+      ZS_ASSIGN_OR_RETURN(double norm, sharded->ClipGradNorm(0.5 * std::sqrt(ss)));
+      EXPECT_NEAR(norm, std::sqrt(ss), 1e-5 * std::sqrt(ss)) << ShardingStrategyName(s);
+      EXPECT_NEAR(inf_norm, mx, 1e-5 * mx) << ShardingStrategyName(s);
+      // After clipping to half the norm, the norm is half.
+      ZS_ASSIGN_OR_RETURN(double clipped, sharded->ClipGradNorm(1e9));
+      EXPECT_NEAR(clipped, 0.5 * std::sqrt(ss), 1e-4 * std::sqrt(ss));
+      return absl::OkStatus();
+    }));
+  }
+}
+
+TEST(ShardedFeatures, SummonFullParamsWritesBack) {
+  ExpectAllOk(RunRanks(2, [&](Communicator& comm) -> absl::Status {
+    auto gpt = std::make_shared<nn::Gpt>(TinyConfig());
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, BlockOptions(ShardingStrategy::kFullShard)));
+    ZS_RETURN_IF_ERROR(sharded->SummonFullParams([&]() -> absl::Status {
+      for (auto& [n, v] : gpt->NamedParameters()) ZS_RETURN_IF_ERROR(v.value().Fill(0.25));
+      return absl::OkStatus();
+    }, /*writeback=*/true));
+    // Outside the scope the parameters are gone (sharded) ...
+    EXPECT_FALSE(gpt->NamedParameters()[0].second.defined());
+    // ... and the shards hold the written values.
+    for (ShardedUnit* u : sharded->units()) {
+      ZS_ASSIGN_OR_RETURN(std::vector<float> shard, u->shard.ToVector<float>());
+      const int64_t real = std::min(u->flat.shard_numel(), u->flat.numel() - u->flat.shard_offset());
+      for (int64_t i = 0; i < real; ++i) EXPECT_EQ(shard[i], 0.25f);
+    }
+    return absl::OkStatus();
+  }));
+}
+
+TEST(ShardedFeatures, FrozenParametersShareUnitsAndNeverChange) {
+  ExpectAllOk(RunRanks(2, [&](Communicator& comm) -> absl::Status {
+    auto gpt = std::make_shared<nn::Gpt>(TinyConfig());
+    ZS_RETURN_IF_ERROR(gpt->Materialize(9));
+    // Freeze every LayerNorm and the first block's attention (a LoRA-like mix).
+    std::map<std::string, std::vector<float>> frozen;
+    for (auto& [n, v] : gpt->NamedParameters()) {
+      if (n.find("ln_") != std::string::npos || n.find("h.0.attn") != std::string::npos) {
+        ZS_RETURN_IF_ERROR(v.set_requires_grad(false));
+        ZS_ASSIGN_OR_RETURN(frozen[n], v.value().ToVector<float>());
+      }
+    }
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, BlockOptions(ShardingStrategy::kFullShard)));
+    ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt,
+                        optim::ShardedOptimizer::Create(*sharded, {.lr = 1e-2, .weight_decay = 0.1}));
+    const TokenData data = TinyData();
+    double first = 0, last = 0;
+    for (int step = 0; step < 6; ++step) {
+      ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .rank = comm.rank(), .world_size = 2,
+                                                  .batch_size = 6, .block_size = 8}));
+      ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
+      (step == 0 ? first : last) = out.loss.value().Item().value();
+      ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
+      ZS_RETURN_IF_ERROR(opt.Step(1e-2));
+      ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+    }
+    EXPECT_LT(last, first);
+    return sharded->SummonFullParams([&]() -> absl::Status {
+      for (auto& [n, v] : gpt->NamedParameters()) {
+        auto it = frozen.find(n);
+        if (it == frozen.end()) continue;
+        ZS_ASSIGN_OR_RETURN(std::vector<float> now, v.value().ToVector<float>());
+        EXPECT_EQ(now, it->second) << n;
+      }
+      return absl::OkStatus();
+    });
+  }));
+}
+
+TEST(ShardedFeatures, ShardedStateIs16BytesPerParameterOverNAndGathersAreLimited) {
+  const int world = 4;
+  std::mutex mu;
+  std::map<ShardingStrategy, int64_t> peaks;
+  for (ShardingStrategy s : {ShardingStrategy::kFullShard, ShardingStrategy::kNoShard}) {
+    ExpectAllOk(RunRanks(world, [&](Communicator& comm) -> absl::Status {
+      nn::GptConfig c = TinyConfig();
+      c.n_layer = 4;
+      auto gpt = std::make_shared<nn::Gpt>(c);
+      CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
+      ShardingOptions o = BlockOptions(s, BackwardPrefetch::kBackwardPre, /*forward_prefetch=*/true);
+      o.limit_all_gathers = 2;
+      ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o, &device));
+      ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, {.lr = 1e-3}));
+      int64_t shard_numel = 0;
+      for (ShardedUnit* u : sharded->units()) shard_numel += u->flat.shard_numel();
+      // fp32 params + grads + Adam moments: 16 bytes per element of this rank's shards.
+      EXPECT_EQ(device.stats().bytes_in_use, 16 * shard_numel);
+      if (s == ShardingStrategy::kFullShard) {
+        EXPECT_LE(shard_numel, gpt->NumParameters() / world + 5 * world);  // padding only
+      }
+      // Count gathered non-root units whenever a block starts forward.
+      int max_gathered = 0;
+      for (auto& [name, m] : gpt->NamedModules()) {
+        if (m->type_name() != "Block") continue;
+        m->AddPreForwardHook([&](nn::Module&) {
+          int n = 0;
+          for (ShardedUnit* u : sharded->units()) n += !u->is_root && u->state != ShardedUnit::State::kSharded;
+          max_gathered = std::max(max_gathered, n);
+          return absl::OkStatus();
+        });
+      }
+      const TokenData data = TinyData();
+      device.ResetPeak();
+      for (int step = 0; step < 3; ++step) {
+        ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .rank = comm.rank(), .world_size = world,
+                                                    .batch_size = 2, .block_size = 8}, &device));
+        ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
+        ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
+        ZS_RETURN_IF_ERROR(opt.Step(1e-3));
+        ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+      }
+
+      // After a step, only the sharded state remains.
+      EXPECT_EQ(device.stats().bytes_in_use, 16 * shard_numel);
+      if (s == ShardingStrategy::kFullShard) EXPECT_LE(max_gathered, o.limit_all_gathers);
+      std::lock_guard<std::mutex> lock(mu);
+      peaks[s] = std::max(peaks[s], device.stats().peak_bytes_in_use);
+      return absl::OkStatus();
+    }));
+  }
+  EXPECT_LT(peaks[ShardingStrategy::kFullShard], peaks[ShardingStrategy::kNoShard]);
+}
+
+TEST(ShardedFeatures, PrintsUnitsAndErrors) {
+  ExpectAllOk(RunRanks(2, [&](Communicator& comm) -> absl::Status {
+    auto gpt = std::make_shared<nn::Gpt>(TinyConfig());
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, BlockOptions(ShardingStrategy::kFullShard)));
+    const std::string text = sharded->ToString();
+    EXPECT_THAT(text, HasSubstr("unit 0 \"transformer.h.0\" (Block)"));
+    EXPECT_THAT(text, HasSubstr("transformer.wte.weight"));
+    EXPECT_THAT(text, HasSubstr("(also lm_head.weight)"));
+    EXPECT_THAT(text, HasSubstr("memory plan per rank"));
+    ShardingOptions bad = BlockOptions(ShardingStrategy::kHybridShard);
+    bad.hybrid_shard_size = 3;
+    auto other = std::make_shared<nn::Gpt>(TinyConfig());
+    EXPECT_THAT(ShardedModel::Create(other, comm, bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hybrid_shard_size 3 must be >= 1 and divide the world size 2")));
+    ShardingOptions ignored = BlockOptions(ShardingStrategy::kFullShard);
+    ignored.ignored_modules = {"transformer.nope"};
+    EXPECT_THAT(ShardedModel::Create(other, comm, ignored),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ignored module \"transformer.nope\"")));
+    return absl::OkStatus();
+  }));
+}
+
+}  // namespace
+}  // namespace zeroshard
