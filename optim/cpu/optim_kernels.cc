@@ -49,6 +49,17 @@ void ParallelOverChunks(absl::Span<const Segment> segments, const Fn& fn) {
 // Marks "no low-precision copy of the parameters".
 struct NoCopy {};
 
+// Widens a stored gradient to float; f16 through the branch-free form (same
+// bits as ConvertElement).
+template <typename TG>
+inline float LoadGrad(TG g) {
+  if constexpr (std::is_same_v<TG, Float16>) {
+    return Float16BitsToFloatVectorizable(g.bits);
+  } else {
+    return ConvertElement<float>(g);
+  }
+}
+
 // Rounds the updated parameter into the copy's storage type; f16 through the
 // branch-free form so the loop still vectorises (same bits as ConvertElement).
 template <typename TC>
@@ -89,7 +100,7 @@ void AdamRun(const AdamScalars& scalars, float* param, const TG* grad, float* ex
     TC* __restrict c = copy;
     for (int64_t i = 0; i < n; ++i) {
       float pi = p[i], mi = m[i], vi = v[i];
-      const float gi = ConvertElement<float>(g[i]);
+      const float gi = LoadGrad(g[i]);
       if constexpr (kDecoupled) {
         AdamWUpdate(pi, gi, mi, vi, s);
       } else {
@@ -116,7 +127,7 @@ void SgdRun(const SgdScalars& scalars, float* param, const TG* grad, float* mome
     TC* __restrict c = copy;
     for (int64_t i = 0; i < n; ++i) {
       float pi = p[i];
-      const float gi = ConvertElement<float>(g[i]);
+      const float gi = LoadGrad(g[i]);
       if constexpr (kMomentum) {
         float bi = b[i];
         SgdMomentumUpdate(pi, gi, bi, s);
