@@ -1,5 +1,7 @@
 #include "optim/cpu/optim_kernels.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
@@ -37,12 +39,15 @@ int64_t TotalNumel(absl::Span<const Segment> segments) {
   return n;
 }
 
-// Runs fn(task) for every task, in parallel when there is enough work.
+// Runs fn(task) for every task, on `num_threads` OpenMP threads (0: the
+// OpenMP default) when there is enough work.
 template <typename Fn>
-void ParallelOverChunks(absl::Span<const Segment> segments, const Fn& fn) {
+void ParallelOverChunks(absl::Span<const Segment> segments, int num_threads, const Fn& fn) {
   const std::vector<Segment> tasks = Chunks(segments);
   const int64_t count = static_cast<int64_t>(tasks.size());
-#pragma omp parallel for schedule(static) if (count > 1 && TotalNumel(segments) >= kChunk)
+  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(threads) \
+    if (threads > 1 && count > 1 && TotalNumel(segments) >= kChunk)
   for (int64_t t = 0; t < count; ++t) fn(tasks[t]);
 }
 
@@ -181,11 +186,11 @@ bool HasNonFiniteRun(const T* data, int64_t n) {
 
 void AdamStepCpu(bool decoupled, absl::Span<const AdamScalars> scalars,
                  absl::Span<const Segment> segments, const AdamBuffers& buffers, DType grad_dtype,
-                 std::optional<DType> copy_dtype) {
+                 std::optional<DType> copy_dtype, int num_threads) {
   DispatchGradAndCopy(grad_dtype, copy_dtype, [&]<typename TG, typename TC>() {
     const TG* grad = static_cast<const TG*>(buffers.grad);
     TC* copy = static_cast<TC*>(buffers.param_copy);
-    ParallelOverChunks(segments, [&](const Segment& t) {
+    ParallelOverChunks(segments, num_threads, [&](const Segment& t) {
       TC* c = copy == nullptr ? nullptr : copy + t.offset;
       if (decoupled) {
         AdamRun<true>(scalars[t.scalars], buffers.param + t.offset, grad + t.offset,
@@ -199,11 +204,12 @@ void AdamStepCpu(bool decoupled, absl::Span<const AdamScalars> scalars,
 }
 
 void SgdStepCpu(absl::Span<const SgdScalars> scalars, absl::Span<const Segment> segments,
-                const SgdBuffers& buffers, DType grad_dtype, std::optional<DType> copy_dtype) {
+                const SgdBuffers& buffers, DType grad_dtype, std::optional<DType> copy_dtype,
+                int num_threads) {
   DispatchGradAndCopy(grad_dtype, copy_dtype, [&]<typename TG, typename TC>() {
     const TG* grad = static_cast<const TG*>(buffers.grad);
     TC* copy = static_cast<TC*>(buffers.param_copy);
-    ParallelOverChunks(segments, [&](const Segment& t) {
+    ParallelOverChunks(segments, num_threads, [&](const Segment& t) {
       TC* c = copy == nullptr ? nullptr : copy + t.offset;
       if (buffers.momentum_buffer != nullptr) {
         SgdRun<true>(scalars[t.scalars], buffers.param + t.offset, grad + t.offset,
@@ -221,7 +227,7 @@ bool HasNonFiniteCpu(const void* data, DType dtype, int64_t n) {
     const T* x = static_cast<const T*>(data);
     std::atomic<bool> found{false};
     const Segment whole{0, n, 0};
-    ParallelOverChunks(absl::MakeConstSpan(&whole, 1), [&](const Segment& t) {
+    ParallelOverChunks(absl::MakeConstSpan(&whole, 1), /*num_threads=*/0, [&](const Segment& t) {
       if (found.load(std::memory_order_relaxed)) return;
       if (HasNonFiniteRun(x + t.offset, t.numel)) found.store(true, std::memory_order_relaxed);
     });
