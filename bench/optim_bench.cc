@@ -1,5 +1,6 @@
 // Host optimizer benchmark: the fused AdamW step over flat fp32 buffers,
-// reported beside memcpy of the same bytes in the same run (the roofline).
+// reported beside memcpy of the same bytes in the same run (the roofline the
+// issue names) and beside a kernel with AdamW's exact memory traffic.
 //
 //   bazel run -c opt //bench:optim_bench -- --benchmark_min_time=0.1
 //   bazel run -c opt //bench:optim_bench -- --optim_sizes=10M,100M,1B   # larger runs
@@ -16,7 +17,10 @@
 //                     row just before (param -> exp_avg, grad -> exp_avg_sq, each
 //                     thread copying its slice), counted the same way: 2 bytes
 //                     moved per byte copied
-//       of_memcpy     GB/s / memcpy_GB/s: 1.0 is the bandwidth bound
+//       of_memcpy     GB/s / memcpy_GB/s. Above 1 where memcpy moves bytes more
+//                     slowly than a read-modify-write stream does (glibc's memcpy
+//                     uses non-temporal stores for large copies): the case on the
+//                     2-vCPU EPYC VMs here; SameTraffic is then the tighter bound
 //   SameTraffic/n/T           AdamW's exact traffic (4 streams read, 3 written) with
 //                             one add per stream: the bandwidth bound of this access
 //                             pattern on this machine
@@ -82,11 +86,11 @@ float RoundTo(DType dtype, float v) {
 void BM_AdamW(benchmark::State& state, DType grad_dtype, std::optional<DType> copy_dtype) {
   const int64_t n = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  omp_set_num_threads(threads);
   Tensor param = Random({n}, DType::kF32, -1, 1, 1);
   const Tensor grad = Random({n}, grad_dtype, -1, 1, 2);
   AdamWState adam = AdamWState::Create(n).value();
   StepOptions step;
+  step.num_threads = threads;
   if (copy_dtype) step.param_copy = Tensor::Zeros({n}, *copy_dtype).value();
   const std::vector<ParamGroup> groups = {ParamGroup::Whole(n, kLr, kWd)};
   const AdamWOptions options;
