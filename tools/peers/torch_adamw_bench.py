@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Peer for //bench:optim_bench: torch.optim.AdamW on the CPU, at its best.
 
-    /usr/bin/python3 tools/peers/torch_adamw_bench.py [--sizes 10M,100M] [--threads 2]
+    /usr/bin/python3 tools/peers/torch_adamw_bench.py [--sizes 10M,100M] [--threads 1,2]
 
 Runs one flat fp32 parameter of n elements (grad f32, lr 1e-3, weight decay 0.1,
 as optim_bench) with the for-loop (foreach=False) and the multi-tensor
@@ -9,8 +9,9 @@ as optim_bench) with the for-loop (foreach=False) and the multi-tensor
 as optim_bench counts a fused step (28 bytes per parameter: the bytes a
 single-pass step must move; torch's op-by-op step moves several times that).
 
-Settings, for torch at its best: torch.set_num_threads(--threads, default 2 =
-the cores here); AdamW does no GEMM, so OpenBLAS and OPENBLAS_CORETYPE do not
+Settings, for torch at its best: each row runs with torch.set_num_threads(t)
+for every t in --threads (default 1 and 2, the cores here; on a busy machine
+one thread is often faster); AdamW does no GEMM, so OpenBLAS and OPENBLAS_CORETYPE do not
 matter. torch's op-by-op step allocates parameter-sized temporaries; glibc
 serves allocations above 32 MB with fresh mmap()s, so every step page-faults
 them in again (at 100M parameters: ~300k faults, 4x slower steps). The script
@@ -58,7 +59,7 @@ MALLOC_TUNING = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "10000000000
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10M,100M")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--min_time", type=float, default=1.0, help="seconds per row")
     ap.add_argument("--no_malloc_tuning", action="store_true",
                     help="keep glibc's default mmap threshold (slower torch steps)")
@@ -66,18 +67,19 @@ def main():
     if not args.no_malloc_tuning and any(os.environ.get(k) != v for k, v in MALLOC_TUNING.items()):
         env = dict(os.environ, **MALLOC_TUNING)
         os.execve(sys.executable, [sys.executable] + sys.argv, env)  # glibc reads these at start
-    torch.set_num_threads(args.threads)
-    print("torch %s, %d threads, %s" % (
-        torch.__version__, torch.get_num_threads(),
-        "glibc default malloc" if args.no_malloc_tuning else
+    print("torch %s, %s" % (
+        torch.__version__, "glibc default malloc" if args.no_malloc_tuning else
         " ".join("%s=%s" % kv for kv in MALLOC_TUNING.items())))
-    print("%-28s %10s %10s %12s %8s %6s" % ("row", "ms/step", "best ms", "params/s", "GB/s", "steps"))
+    print("%-40s %10s %10s %12s %8s %6s" % ("row", "ms/step", "best ms", "params/s", "GB/s", "steps"))
     for n in [parse_count(s) for s in args.sizes.split(",")]:
-        for foreach in (False, True):
-            mean, best, steps = bench(n, foreach, args.min_time)
-            name = "TorchAdamW/%s/n:%d" % ("foreach" if foreach else "forloop", n)
-            print("%-28s %10.2f %10.2f %12.4g %8.2f %6d" % (
-                name, mean * 1e3, best * 1e3, n / mean, 28.0 * n / mean / 1e9, steps))
+        for threads in [int(t) for t in args.threads.split(",")]:
+            torch.set_num_threads(threads)
+            for foreach in (False, True):
+                mean, best, steps = bench(n, foreach, args.min_time)
+                name = "TorchAdamW/%s/n:%d/threads:%d" % (
+                    "foreach" if foreach else "forloop", n, threads)
+                print("%-40s %10.2f %10.2f %12.4g %8.2f %6d" % (
+                    name, mean * 1e3, best * 1e3, n / mean, 28.0 * n / mean / 1e9, steps))
 
 
 if __name__ == "__main__":
