@@ -286,6 +286,14 @@ TEST(AdamWStepTest, ErrorsSayWhatWasExpectedAndChangeNothing) {
   EXPECT_EQ(state.step, 1);
 }
 
+TEST(AdamWStepTest, EmptyBuffersStep) {
+  Tensor param = Tensor::Zeros({0}, DType::kF32).value();
+  Tensor grad = Tensor::Zeros({0}, DType::kBF16).value();
+  ZS_ASSERT_OK_AND_ASSIGN(AdamWState state, AdamWState::Create(0));
+  ZS_ASSERT_OK(AdamWStep(AdamWOptions{}, {ParamGroup::Whole(0, 1e-3, 0.1)}, param, grad, state));
+  EXPECT_EQ(state.step, 1);
+}
+
 TEST(AdamWStepTest, EmptyGroupsStillCountTheStep) {
   Tensor param = Tensor::Full({5}, 1.0, DType::kF32).value();
   Tensor grad = Tensor::Full({5}, 1.0, DType::kF32).value();
