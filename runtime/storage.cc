@@ -20,7 +20,26 @@ std::shared_ptr<Storage> Storage::Wrap(void* data, size_t nbytes, Device device,
   return std::shared_ptr<Storage>(new Storage(data, nbytes, device, nullptr, std::move(deleter)));
 }
 
+absl::Status Storage::Release() {
+  if (allocator_ == nullptr) {
+    return absl::FailedPreconditionError("Storage::Release: wrapped memory belongs to its owner");
+  }
+  if (released_) return absl::OkStatus();
+  allocator_->Deallocate(data_, nbytes_);
+  data_ = nullptr;
+  released_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Storage::Reallocate() {
+  if (!released_) return absl::OkStatus();
+  ZS_ASSIGN_OR_RETURN(data_, allocator_->Allocate(nbytes_));
+  released_ = false;
+  return absl::OkStatus();
+}
+
 Storage::~Storage() {
+  if (released_) return;
   if (allocator_ != nullptr) {
     allocator_->Deallocate(data_, nbytes_);
   } else if (deleter_) {

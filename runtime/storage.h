@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
@@ -32,6 +33,15 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  // Gives the bytes back to the allocator while every Tensor viewing this
+  // storage stays valid as an object (FSDP frees a gathered parameter buffer
+  // this way while autograd still holds views of it). Until Reallocate(),
+  // data() is nullptr and the views must not be read. Allocated storage only.
+  absl::Status Release();
+  // Allocates `nbytes()` bytes again (contents undefined) after Release().
+  absl::Status Reallocate();
+  bool is_released() const { return released_; }
+
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
@@ -47,6 +57,7 @@ class Storage {
   Device device_;
   Allocator* allocator_;
   std::function<void(void*)> deleter_;
+  bool released_ = false;
 };
 
 }  // namespace zeroshard

@@ -98,3 +98,24 @@ TEST(Allocator, FormatBytes) {
 
 }  // namespace
 }  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+TEST(Storage, ReleaseAndReallocateKeepViewsValid) {
+  CpuAllocator a(CpuAllocator::Options{.name = "gathered"});
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor full, Tensor::Zeros({100}, DType::kF32, &a));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor view, full.Narrow(0, 10, 5));  // e.g. saved by autograd
+  EXPECT_EQ(a.stats().bytes_in_use, 400);
+  ZS_ASSERT_OK(full.storage()->Release());
+  EXPECT_EQ(a.stats().bytes_in_use, 0);
+  EXPECT_TRUE(view.storage()->is_released());
+  ZS_ASSERT_OK(full.storage()->Reallocate());
+  ZS_ASSERT_OK(full.Fill(3.0));
+  EXPECT_EQ(view.ToVector<float>().value(), std::vector<float>(5, 3.0f));  // the view sees new bytes
+  EXPECT_EQ(a.stats().bytes_in_use, 400);
+  ZS_ASSERT_OK(full.storage()->Release());  // destroying a released storage frees nothing twice
+}
+
+}  // namespace
+}  // namespace zeroshard

@@ -15,6 +15,7 @@ _HEADER_GLOB = """glob([
         "include/*.hpp",
         "include/crt/**",
         "include/nvtx3/**",
+        "include/nv/**",
     ])"""
 
 def _lib(name, libs):

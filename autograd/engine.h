@@ -1,0 +1,51 @@
+// The backward engine: reverse-mode differentiation over the recorded graph.
+//
+//   ZS_RETURN_IF_ERROR(Backward(loss));                       // d loss / d leaves, accumulated
+//   ZS_RETURN_IF_ERROR(Backward({y}, {dy}, {.retain_graph = true}));
+//
+// Order: the graph reachable from the roots is counted first; a node runs when
+// every gradient it will receive has arrived, and among ready nodes the latest
+// created runs first (deterministic: same graph, same order). Leaf accumulators
+// run as soon as they are ready, so a leaf's post-accumulate hooks fire as
+// early as possible (the sharding runtime starts reduce-scatters there).
+// Gradients arriving at one place from several consumers are summed.
+//
+// Without retain_graph each node drops its saved tensors after running; a
+// second backward through it then fails with FailedPrecondition.
+//
+// Callbacks: QueueCallback(fn), called from a hook during backward, runs fn
+// once after the whole pass has finished (FSDP waits for its outstanding
+// reduce-scatters from such a callback). Backward may be re-entered from a
+// node (activation checkpointing recomputes and runs an inner backward);
+// callbacks always wait for the outermost pass.
+#ifndef ZEROSHARD_AUTOGRAD_ENGINE_H_
+#define ZEROSHARD_AUTOGRAD_ENGINE_H_
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "autograd/variable.h"
+
+namespace zeroshard::autograd {
+
+struct BackwardOptions {
+  bool retain_graph = false;
+};
+
+// `grads[i]` seeds roots[i]; an undefined seed means ones (only for one-element roots).
+absl::Status Backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,
+                      const BackwardOptions& options = {});
+// Backward of a one-element root (a loss) with seed 1.
+absl::Status Backward(const Variable& root, const BackwardOptions& options = {});
+
+// Runs `fn` when the outermost backward pass running on this thread finishes
+// (also when called from inside a checkpoint's inner pass). FailedPrecondition
+// outside a backward pass.
+absl::Status QueueCallback(std::function<absl::Status()> fn);
+// True while this thread runs a backward pass.
+bool InBackward();
+
+}  // namespace zeroshard::autograd
+
+#endif  // ZEROSHARD_AUTOGRAD_ENGINE_H_

@@ -1,0 +1,91 @@
+#include "autograd/nn/gpt.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/checkpoint.h"
+#include "autograd/ops.h"
+
+namespace zeroshard::nn {
+
+namespace {
+// A plain container for the "transformer" namespace of nanoGPT.
+class Container : public Module {
+ public:
+  Container() : Module("ModuleDict") {}
+};
+}  // namespace
+
+Gpt::Gpt(const GptConfig& c, uint64_t dropout_seed)
+    : Module("GPT"), config_(c), generator_{.seed = dropout_seed} {
+  const DropoutContext dropout{c.dropout, &generator_};
+  transformer_ = RegisterModule("transformer", std::make_shared<Container>());
+  wte_ = transformer_->RegisterModule(
+      "wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, InitSpec::Normal(0.0f, 0.02f)));
+  wpe_ = transformer_->RegisterModule(
+      "wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, InitSpec::Normal(0.0f, 0.02f)));
+  h_ = transformer_->RegisterModule("h", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < c.n_layer; ++i) h_->Append(std::make_shared<Block>(c, dropout));
+  ln_f_ = transformer_->RegisterModule("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5, c.bias));
+  lm_head_ = RegisterModule("lm_head", std::make_shared<Linear>(c.n_embd, c.vocab_size, false,
+                                                               InitSpec::Normal(0.0f, 0.02f)));
+  // Weight tying: lm_head.weight is transformer.wte.weight (same shape [V, C]).
+  absl::Status tied = lm_head_->TieParameter("weight", *wte_->FindParameter("weight"));
+  ZS_CHECK(tied.ok(), tied.ToString());
+}
+
+absl::StatusOr<GptOutput> Gpt::Forward(const Tensor& ids, const Tensor& targets) {
+  if (ids.dim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("GPT: expected token ids [B, T], got ",
+                                                   ShapeToString(ids.shape())));
+  }
+  const int64_t B = ids.size(0), T = ids.size(1);
+  if (T > config_.block_size) {
+    return absl::InvalidArgumentError(absl::StrCat("GPT: sequence of length ", T,
+                                                   " is longer than block_size ", config_.block_size));
+  }
+  ZS_RETURN_IF_ERROR(RunPreForwardHooks());
+  ZS_ASSIGN_OR_RETURN(Variable tok, (*wte_)(ids));  // [B, T, C]
+  std::vector<int64_t> positions(T);
+  for (int64_t t = 0; t < T; ++t) positions[t] = t;
+  ZS_ASSIGN_OR_RETURN(Tensor pos_ids, Tensor::FromVector(positions, {T}));
+  ZS_ASSIGN_OR_RETURN(Variable pos, (*wpe_)(pos_ids));  // [T, C]
+  ZS_ASSIGN_OR_RETURN(Variable x, ops::Add(tok, pos));
+  if (config_.dropout > 0) {
+    ZS_ASSIGN_OR_RETURN(x, ops::Dropout(x, config_.dropout, generator_, is_training()));
+  }
+  for (size_t i = 0; i < h_->size(); ++i) {
+    auto* block = static_cast<Block*>((*h_)[i].get());
+    if (config_.activation_checkpointing && is_training()) {
+      ZS_ASSIGN_OR_RETURN(std::vector<Variable> out,
+                          autograd::Checkpoint(
+                              [block](const std::vector<Variable>& in)
+                                  -> absl::StatusOr<std::vector<Variable>> {
+                                ZS_ASSIGN_OR_RETURN(Variable y, (*block)(in[0]));
+                                return std::vector<Variable>{y};
+                              },
+                              {x}, {.generators = {&generator_}}));
+      x = out[0];
+    } else {
+      ZS_ASSIGN_OR_RETURN(x, (*block)(x));
+    }
+  }
+  ZS_ASSIGN_OR_RETURN(x, (*ln_f_)(x));
+  GptOutput out;
+  ZS_ASSIGN_OR_RETURN(out.logits, (*lm_head_)(x));  // [B, T, V]
+  if (targets.defined()) {
+    if (targets.shape() != ids.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat("GPT: targets of shape ",
+                                                     ShapeToString(targets.shape()),
+                                                     " for ids of shape ", ShapeToString(ids.shape())));
+    }
+    ZS_ASSIGN_OR_RETURN(out.loss, ops::CrossEntropy(out.logits, targets));
+  }
+  std::vector<Variable> outputs{out.logits};
+  if (out.loss.defined()) outputs.push_back(out.loss);
+  ZS_RETURN_IF_ERROR(RunPostForwardHooks(outputs));
+  (void)B;
+  return out;
+}
+
+}  // namespace zeroshard::nn

@@ -1,0 +1,63 @@
+// GPT: a GPT-2-style language model with nanoGPT's parameter names and layouts,
+// so weights move between this project and PyTorch code unchanged.
+//
+//   nn::GptConfig config{.vocab_size = 256, .block_size = 128, .n_layer = 4,
+//                        .n_head = 4, .n_embd = 256};
+//   auto gpt = std::make_shared<nn::Gpt>(config);       // shapes only
+//   ZS_RETURN_IF_ERROR(gpt->Materialize(/*seed=*/1337));
+//   ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(batch.inputs, batch.targets));
+//   ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
+//
+// Layout (C = n_embd, V = vocab_size):
+//   transformer.wte.weight [V, C]        token embedding, tied to lm_head.weight
+//   transformer.wpe.weight [block, C]    learned positions
+//   transformer.h.{i}.ln_1.{weight,bias} [C]
+//   transformer.h.{i}.attn.c_attn.{weight [3C, C], bias [3C]}   q, k, v in that order
+//   transformer.h.{i}.attn.c_proj.{weight [C, C], bias [C]}
+//   transformer.h.{i}.ln_2.{weight,bias} [C]
+//   transformer.h.{i}.mlp.c_fc.{weight [4C, C], bias [4C]}
+//   transformer.h.{i}.mlp.c_proj.{weight [C, 4C], bias [C]}
+//   transformer.ln_f.{weight,bias} [C]
+//   lm_head.weight [V, C]                the same Variable as wte (counted once)
+// Pre-LayerNorm blocks (eps 1e-5), GELU tanh form, causal multi-head attention,
+// 4x MLP. GPT-2 init: N(0, 0.02), residual projections (c_proj) N(0,
+// 0.02/sqrt(2 n_layer)), zero biases, unit LayerNorm weights.
+#ifndef ZEROSHARD_AUTOGRAD_NN_GPT_H_
+#define ZEROSHARD_AUTOGRAD_NN_GPT_H_
+
+#include <memory>
+
+#include "autograd/nn/layers.h"
+
+namespace zeroshard::nn {
+
+struct GptOutput {
+  Variable logits;  // [B, T, V]
+  Variable loss;    // 0-d mean cross-entropy; undefined without targets
+};
+
+class Gpt : public Module {
+ public:
+  explicit Gpt(const GptConfig& config, uint64_t dropout_seed = 0);
+  // ids, targets: [B, T] (i32/i64), T <= block_size. targets may be undefined.
+  absl::StatusOr<GptOutput> Forward(const Tensor& ids, const Tensor& targets = Tensor());
+
+  const GptConfig& config() const { return config_; }
+  ModuleList& blocks() { return *h_; }
+  PhiloxGenerator& dropout_generator() { return generator_; }
+  // Parameters that get weight decay: 2-D weights (nanoGPT's groups).
+  static bool DecaysWeight(const Shape& shape) { return shape.size() >= 2; }
+
+ private:
+  GptConfig config_;
+  PhiloxGenerator generator_;
+  std::shared_ptr<Module> transformer_;
+  std::shared_ptr<Embedding> wte_, wpe_;
+  std::shared_ptr<ModuleList> h_;
+  std::shared_ptr<LayerNorm> ln_f_;
+  std::shared_ptr<Linear> lm_head_;
+};
+
+}  // namespace zeroshard::nn
+
+#endif  // ZEROSHARD_AUTOGRAD_NN_GPT_H_

@@ -1,0 +1,246 @@
+#include "autograd/nn/module.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "autograd/node.h"
+#include "runtime/status.h"
+
+namespace zeroshard::nn {
+
+std::string JoinName(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : absl::StrCat(prefix, ".", name);
+}
+
+// ================================================================ traversal
+
+std::vector<std::pair<std::string, Module*>> Module::NamedModules(const std::string& prefix) {
+  std::vector<std::pair<std::string, Module*>> out;
+  out.emplace_back(prefix, this);
+  for (auto& [name, child] : children_) {
+    auto sub = child->NamedModules(JoinName(prefix, name));
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::NamedChildren() const {
+  return children_;
+}
+
+std::vector<std::pair<std::string, ParameterSlot*>> Module::NamedParameterSlots(
+    const std::string& prefix) {
+  std::vector<std::pair<std::string, ParameterSlot*>> out;
+  for (auto& [mname, m] : NamedModules(prefix)) {
+    for (ParameterSlot& p : m->params_) out.emplace_back(JoinName(mname, p.name), &p);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Variable>> Module::NamedParameters(const std::string& prefix) {
+  std::vector<std::pair<std::string, Variable>> out;
+  std::unordered_set<const autograd::VariableImpl*> seen;
+  for (auto& [name, slot] : NamedParameterSlots(prefix)) {
+    if (seen.insert(slot->var.impl().get()).second) out.emplace_back(name, slot->var);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::NamedBuffers(const std::string& prefix) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [mname, m] : NamedModules(prefix)) {
+    for (auto& [bname, t] : m->buffers_) out.emplace_back(JoinName(mname, bname), t);
+  }
+  return out;
+}
+
+int64_t Module::NumParameters() {
+  int64_t n = 0;
+  std::unordered_set<const autograd::VariableImpl*> seen;
+  for (auto& [name, slot] : NamedParameterSlots()) {
+    if (seen.insert(slot->var.impl().get()).second) n += NumElements(slot->shape);
+  }
+  return n;
+}
+
+void Module::Train(bool on) {
+  Apply([on](Module& m) { m.training_ = on; });
+}
+
+void Module::Apply(const std::function<void(Module&)>& fn) {
+  for (auto& [name, child] : children_) child->Apply(fn);
+  fn(*this);
+}
+
+// ================================================================ initialisation
+
+bool Module::is_materialized() {
+  for (auto& [name, slot] : NamedParameterSlots()) {
+    if (!slot->var.defined()) return false;
+  }
+  return true;
+}
+
+absl::Status Module::Materialize(uint64_t seed, Allocator* allocator) {
+  std::unordered_set<const autograd::VariableImpl*> done;
+  for (auto& [name, slot] : NamedParameterSlots()) {
+    if (!done.insert(slot->var.impl().get()).second) continue;  // tied: initialised once
+    if (slot->var.defined()) continue;
+    ZS_ASSIGN_OR_RETURN(Tensor value, Tensor::Empty(slot->shape, slot->dtype, allocator));
+    ZS_RETURN_IF_ERROR(FillInit(slot->init, seed, name, 0, value));
+    ZS_RETURN_IF_ERROR(slot->var.set_value(std::move(value)));
+  }
+  return absl::OkStatus();
+}
+
+// ================================================================ state dicts
+
+NamedTensors Module::StateDict(const std::string& prefix) {
+  NamedTensors out;
+  for (auto& [mname, m] : NamedModules(prefix)) {
+    for (ParameterSlot& p : m->params_) out.emplace_back(JoinName(mname, p.name), p.var.value());
+    for (auto& [bname, t] : m->buffers_) out.emplace_back(JoinName(mname, bname), t);
+  }
+  return out;
+}
+
+absl::StatusOr<LoadStateDictResult> Module::LoadStateDict(const NamedTensors& state, bool strict) {
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state) given[name] = &t;
+  LoadStateDictResult result;
+  std::set<std::string> used;
+  std::vector<std::string> shape_errors;
+  // Targets: parameter slots and buffers by full name.
+  struct Target {
+    std::string name;
+    ParameterSlot* slot = nullptr;
+    Tensor* buffer = nullptr;
+  };
+  std::vector<Target> targets;
+  for (auto& [mname, m] : NamedModules()) {
+    for (ParameterSlot& p : m->params_) targets.push_back({JoinName(mname, p.name), &p, nullptr});
+    for (auto& [bname, t] : m->buffers_) targets.push_back({JoinName(mname, bname), nullptr, &t});
+  }
+  for (const Target& t : targets) {
+    auto it = given.find(t.name);
+    if (it == given.end()) {
+      result.missing_keys.push_back(t.name);
+      continue;
+    }
+    used.insert(t.name);
+    const Shape& want = t.slot ? t.slot->shape : t.buffer->shape();
+    if (it->second->shape() != want) {
+      shape_errors.push_back(absl::StrCat(t.name, ": expected ", ShapeToString(want), ", found ",
+                                          ShapeToString(it->second->shape())));
+    }
+  }
+  for (const auto& [name, t] : state) {
+    if (!used.count(name)) result.unexpected_keys.push_back(name);
+  }
+  if (!shape_errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("LoadStateDict: shape mismatch for ",
+                                                   absl::StrJoin(shape_errors, "; ")));
+  }
+  if (strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoadStateDict (strict): missing keys [", absl::StrJoin(result.missing_keys, ", "),
+        "], unexpected keys [", absl::StrJoin(result.unexpected_keys, ", "), "]"));
+  }
+  for (const Target& t : targets) {
+    auto it = given.find(t.name);
+    if (it == given.end()) continue;
+    if (t.slot != nullptr) {
+      if (!t.slot->var.defined()) {
+        ZS_ASSIGN_OR_RETURN(Tensor value, Tensor::Empty(t.slot->shape, t.slot->dtype));
+        ZS_RETURN_IF_ERROR(t.slot->var.set_value(std::move(value)));
+      }
+      ZS_RETURN_IF_ERROR(t.slot->var.value().CopyFrom(*it->second));
+    } else {
+      ZS_RETURN_IF_ERROR(t.buffer->CopyFrom(*it->second));
+    }
+  }
+  return result;
+}
+
+// ================================================================ hooks
+
+int Module::AddPreForwardHook(PreForwardHook hook) {
+  const int h = autograd::NextHookHandle();
+  pre_hooks_.emplace_back(h, std::move(hook));
+  return h;
+}
+
+int Module::AddPostForwardHook(PostForwardHook hook) {
+  const int h = autograd::NextHookHandle();
+  post_hooks_.emplace_back(h, std::move(hook));
+  return h;
+}
+
+void Module::RemoveHook(int handle) {
+  auto drop = [handle](auto& v) {
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const auto& e) { return e.first == handle; }),
+            v.end());
+  };
+  drop(pre_hooks_);
+  drop(post_hooks_);
+}
+
+absl::Status Module::RunPreForwardHooks() {
+  for (auto& [h, hook] : pre_hooks_) ZS_RETURN_IF_ERROR(hook(*this));
+  return absl::OkStatus();
+}
+
+absl::Status Module::RunPostForwardHooks(std::vector<Variable>& outputs) {
+  for (auto& [h, hook] : post_hooks_) ZS_RETURN_IF_ERROR(hook(*this, outputs));
+  return absl::OkStatus();
+}
+
+// ================================================================ registration
+
+Variable Module::RegisterParameter(std::string name, Shape shape, InitSpec init, DType dtype) {
+  Variable v(Tensor(), /*requires_grad=*/true);
+  v.set_name(name);
+  params_.push_back(ParameterSlot{std::move(name), v, std::move(shape), dtype, init});
+  return v;
+}
+
+void Module::RegisterBuffer(std::string name, Tensor value) {
+  buffers_.emplace_back(std::move(name), std::move(value));
+}
+
+ParameterSlot* Module::FindParameter(const std::string& name) {
+  for (ParameterSlot& p : params_) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+absl::Status Module::TieParameter(const std::string& name, const ParameterSlot& target) {
+  ParameterSlot* slot = FindParameter(name);
+  if (slot == nullptr) {
+    return absl::NotFoundError(absl::StrCat("TieParameter: ", type_name_, " has no parameter '", name, "'"));
+  }
+  if (slot->shape != target.shape || slot->dtype != target.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TieParameter: '", name, "' is ", ShapeToString(slot->shape), " ", DTypeName(slot->dtype),
+        " but the target '", target.name, "' is ", ShapeToString(target.shape), " ",
+        DTypeName(target.dtype)));
+  }
+  slot->var = target.var;
+  slot->init = target.init;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Variable> UnaryModule::operator()(const Variable& x) {
+  ZS_RETURN_IF_ERROR(RunPreForwardHooks());
+  ZS_ASSIGN_OR_RETURN(Variable y, Forward(x));
+  std::vector<Variable> outputs{y};
+  ZS_RETURN_IF_ERROR(RunPostForwardHooks(outputs));
+  return outputs[0];
+}
+
+}  // namespace zeroshard::nn

@@ -1,0 +1,622 @@
+#include "autograd/ops.h"
+
+#include <numeric>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/function.h"
+#include "kernels/dropout.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/softmax.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+#include "runtime/status.h"
+
+namespace zeroshard::ops {
+
+using autograd::Grads;
+using autograd::GradsOr;
+using autograd::Record;
+
+namespace {
+
+// `g` summed down to `shape` (undoing a broadcast) in `dtype`.
+absl::StatusOr<Tensor> ReduceGradTo(const Tensor& g, const Shape& shape, DType dtype) {
+  if (g.shape() == shape && g.dtype() == dtype) return g;
+  ZS_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(shape, dtype, g.allocator()));
+  ZS_RETURN_IF_ERROR(SumToShape(g, out));
+  return out;
+}
+
+absl::Status CheckDefined(std::initializer_list<const Variable*> vs, absl::string_view op) {
+  for (const Variable* v : vs) {
+    if (!v->defined()) return absl::InvalidArgumentError(absl::StrCat(op, ": undefined input"));
+  }
+  return absl::OkStatus();
+}
+
+using UnaryBackward = std::function<absl::StatusOr<Tensor>(const Tensor& g, const Tensor& saved)>;
+
+// A unary op whose backward reads either its input or its output (`save_output`).
+absl::StatusOr<Variable> UnaryOpWithGrad(absl::string_view name, UnaryOp op, const Variable& x,
+                                         bool save_output, UnaryBackward backward) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, name));
+  ZS_ASSIGN_OR_RETURN(Tensor y, Unary(op, x.value()));
+  if (!autograd::ShouldRecord({&x})) return Variable(y);
+  const Tensor saved = save_output ? y : x.value();
+  return Record(std::string(name), y, {&x}, [saved, backward](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, backward(g[0], saved));
+    return Grads{dx};
+  });
+}
+
+}  // namespace
+
+// ================================================================ elementwise
+
+absl::StatusOr<Variable> Add(const Variable& a, const Variable& b) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "Add"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, Binary(BinaryOp::kAdd, a.value(), b.value()));
+  const Shape sa = a.shape(), sb = b.shape();
+  const DType da = a.dtype(), db = b.dtype();
+  return Record("Add", y, {&a, &b}, [sa, sb, da, db](std::vector<Tensor>& g) -> GradsOr {
+    Grads out(2);
+    ZS_ASSIGN_OR_RETURN(out[0], ReduceGradTo(g[0], sa, da));
+    ZS_ASSIGN_OR_RETURN(out[1], ReduceGradTo(g[0], sb, db));
+    return out;
+  });
+}
+
+absl::StatusOr<Variable> Sub(const Variable& a, const Variable& b) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "Sub"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, Binary(BinaryOp::kSub, a.value(), b.value()));
+  const Shape sa = a.shape(), sb = b.shape();
+  const DType da = a.dtype(), db = b.dtype();
+  return Record("Sub", y, {&a, &b}, [sa, sb, da, db](std::vector<Tensor>& g) -> GradsOr {
+    Grads out(2);
+    ZS_ASSIGN_OR_RETURN(out[0], ReduceGradTo(g[0], sa, da));
+    ZS_ASSIGN_OR_RETURN(Tensor neg, Affine(g[0], -1.0, 0.0));
+    ZS_ASSIGN_OR_RETURN(out[1], ReduceGradTo(neg, sb, db));
+    return out;
+  });
+}
+
+absl::StatusOr<Variable> Mul(const Variable& a, const Variable& b) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "Mul"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, Binary(BinaryOp::kMul, a.value(), b.value()));
+  if (!autograd::ShouldRecord({&a, &b})) return Variable(y);
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  // Save b only if a needs a gradient, and a only if b does.
+  const Tensor av = need_b ? a.value() : Tensor(), bv = need_a ? b.value() : Tensor();
+  const Shape sa = a.shape(), sb = b.shape();
+  const DType da = a.dtype(), db = b.dtype();
+  return Record("Mul", y, {&a, &b}, [av, bv, sa, sb, da, db](std::vector<Tensor>& g) -> GradsOr {
+    Grads out(2);
+    if (bv.defined()) {
+      ZS_ASSIGN_OR_RETURN(Tensor t, Binary(BinaryOp::kMul, g[0], bv));
+      ZS_ASSIGN_OR_RETURN(out[0], ReduceGradTo(t, sa, da));
+    }
+    if (av.defined()) {
+      ZS_ASSIGN_OR_RETURN(Tensor t, Binary(BinaryOp::kMul, g[0], av));
+      ZS_ASSIGN_OR_RETURN(out[1], ReduceGradTo(t, sb, db));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<Variable> Div(const Variable& a, const Variable& b) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "Div"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, Binary(BinaryOp::kDiv, a.value(), b.value()));
+  if (!autograd::ShouldRecord({&a, &b})) return Variable(y);
+  const Tensor bv = b.value();
+  const Tensor yv = b.requires_grad() ? y : Tensor();
+  const Shape sa = a.shape(), sb = b.shape();
+  const DType da = a.dtype(), db = b.dtype();
+  return Record("Div", y, {&a, &b}, [bv, yv, sa, sb, da, db](std::vector<Tensor>& g) -> GradsOr {
+    Grads out(2);
+    // d(a/b)/da = 1/b;  d(a/b)/db = -a/b^2 = -y/b.
+    ZS_ASSIGN_OR_RETURN(Tensor ga, Binary(BinaryOp::kDiv, g[0], bv));
+    ZS_ASSIGN_OR_RETURN(out[0], ReduceGradTo(ga, sa, da));
+    if (yv.defined()) {
+      ZS_ASSIGN_OR_RETURN(Tensor t, Binary(BinaryOp::kMul, ga, yv));
+      ZS_RETURN_IF_ERROR(Affine(t, -1.0, 0.0, t));
+      ZS_ASSIGN_OR_RETURN(out[1], ReduceGradTo(t, sb, db));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<Variable> Neg(const Variable& x) { return Affine(x, -1.0, 0.0); }
+
+absl::StatusOr<Variable> Affine(const Variable& x, double alpha, double beta) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Affine"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Affine(x.value(), alpha, beta));
+  return Record("Affine", y, {&x}, [alpha](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, zeroshard::Affine(g[0], alpha, 0.0));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> Exp(const Variable& x) {
+  return UnaryOpWithGrad("Exp", UnaryOp::kExp, x, /*save_output=*/true,
+                         [](const Tensor& g, const Tensor& y) { return Binary(BinaryOp::kMul, g, y); });
+}
+
+absl::StatusOr<Variable> Log(const Variable& x) {
+  return UnaryOpWithGrad("Log", UnaryOp::kLog, x, /*save_output=*/false,
+                         [](const Tensor& g, const Tensor& xv) { return Binary(BinaryOp::kDiv, g, xv); });
+}
+
+absl::StatusOr<Variable> Tanh(const Variable& x) {
+  // d tanh = 1 - y^2
+  return UnaryOpWithGrad("Tanh", UnaryOp::kTanh, x, true,
+                         [](const Tensor& g, const Tensor& y) -> absl::StatusOr<Tensor> {
+                           ZS_ASSIGN_OR_RETURN(Tensor d, Unary(UnaryOp::kSquare, y));
+                           ZS_RETURN_IF_ERROR(zeroshard::Affine(d, -1.0, 1.0, d));
+                           return Binary(BinaryOp::kMul, g, d);
+                         });
+}
+
+absl::StatusOr<Variable> Sqrt(const Variable& x) {
+  // d sqrt(x) = 0.5 / y
+  return UnaryOpWithGrad("Sqrt", UnaryOp::kSqrt, x, true,
+                         [](const Tensor& g, const Tensor& y) -> absl::StatusOr<Tensor> {
+                           ZS_ASSIGN_OR_RETURN(Tensor d, Binary(BinaryOp::kDiv, g, y));
+                           ZS_RETURN_IF_ERROR(zeroshard::Affine(d, 0.5, 0.0, d));
+                           return d;
+                         });
+}
+
+absl::StatusOr<Variable> Rsqrt(const Variable& x) {
+  // d x^-1/2 = -0.5 y^3
+  return UnaryOpWithGrad("Rsqrt", UnaryOp::kRsqrt, x, true,
+                         [](const Tensor& g, const Tensor& y) -> absl::StatusOr<Tensor> {
+                           ZS_ASSIGN_OR_RETURN(Tensor y3, Tensor::EmptyLike(y));
+                           ZS_RETURN_IF_ERROR(zeroshard::PowScalar(y, 3.0, y3));
+                           ZS_ASSIGN_OR_RETURN(Tensor d, Binary(BinaryOp::kMul, g, y3));
+                           ZS_RETURN_IF_ERROR(zeroshard::Affine(d, -0.5, 0.0, d));
+                           return d;
+                         });
+}
+
+absl::StatusOr<Variable> Relu(const Variable& x) {
+  return UnaryOpWithGrad("Relu", UnaryOp::kRelu, x, false,
+                         [](const Tensor& g, const Tensor& xv) {
+                           return Binary(BinaryOp::kReluBackward, xv, g);
+                         });
+}
+
+absl::StatusOr<Variable> Gelu(const Variable& x) {
+  return UnaryOpWithGrad("Gelu", UnaryOp::kGelu, x, false,
+                         [](const Tensor& g, const Tensor& xv) {
+                           return Binary(BinaryOp::kGeluBackward, xv, g);
+                         });
+}
+
+absl::StatusOr<Variable> Sigmoid(const Variable& x) {
+  // d sigmoid = y (1 - y)
+  return UnaryOpWithGrad("Sigmoid", UnaryOp::kSigmoid, x, true,
+                         [](const Tensor& g, const Tensor& y) -> absl::StatusOr<Tensor> {
+                           ZS_ASSIGN_OR_RETURN(Tensor one_minus, zeroshard::Affine(y, -1.0, 1.0));
+                           ZS_ASSIGN_OR_RETURN(Tensor d, Binary(BinaryOp::kMul, y, one_minus));
+                           return Binary(BinaryOp::kMul, g, d);
+                         });
+}
+
+absl::StatusOr<Variable> Square(const Variable& x) {
+  return UnaryOpWithGrad("Square", UnaryOp::kSquare, x, false,
+                         [](const Tensor& g, const Tensor& xv) -> absl::StatusOr<Tensor> {
+                           ZS_ASSIGN_OR_RETURN(Tensor d, Binary(BinaryOp::kMul, g, xv));
+                           ZS_RETURN_IF_ERROR(zeroshard::Affine(d, 2.0, 0.0, d));
+                           return d;
+                         });
+}
+
+absl::StatusOr<Variable> PowScalar(const Variable& x, double p) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "PowScalar"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::EmptyLike(x.value()));
+  ZS_RETURN_IF_ERROR(zeroshard::PowScalar(x.value(), p, y));
+  if (!autograd::ShouldRecord({&x})) return Variable(y);
+  const Tensor xv = x.value();
+  return Record("PowScalar", y, {&x}, [xv, p](std::vector<Tensor>& g) -> GradsOr {
+    // d x^p = p x^(p-1)
+    ZS_ASSIGN_OR_RETURN(Tensor d, Tensor::EmptyLike(xv));
+    ZS_RETURN_IF_ERROR(zeroshard::PowScalar(xv, p - 1.0, d));
+    ZS_ASSIGN_OR_RETURN(Tensor dx, Binary(BinaryOp::kMul, g[0], d));
+    ZS_RETURN_IF_ERROR(zeroshard::Affine(dx, p, 0.0, dx));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> Cast(const Variable& x, DType dtype) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Cast"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, x.value().To(dtype));
+  if (dtype == x.dtype()) {
+    ZS_ASSIGN_OR_RETURN(y, x.value().Clone());
+  }
+  const DType from = x.dtype();
+  return Record("Cast", y, {&x}, [from](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, g[0].To(from));
+    return Grads{dx};
+  });
+}
+
+// ================================================================ linear algebra
+
+absl::StatusOr<Variable> MatMul(const Variable& a, const Variable& b, const MatMulOptions& o) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "MatMul"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::MatMul(a.value(), b.value(), o));
+  if (!autograd::ShouldRecord({&a, &b})) return Variable(y);
+  const bool shared_b = b.dim() == 2 && a.dim() > 2;
+  if (shared_b && o.transpose_a && b.requires_grad()) {
+    return absl::UnimplementedError(
+        "MatMul: the gradient of a 2-D b shared across a batch is computed for transpose_a = false "
+        "only; transpose a explicitly first");
+  }
+  const Tensor av = b.requires_grad() ? a.value() : Tensor();
+  const Tensor bv = a.requires_grad() ? b.value() : Tensor();
+  const DType da = a.dtype(), db = b.dtype();
+  return Record("MatMul", y, {&a, &b}, [av, bv, o, shared_b, da, db](std::vector<Tensor>& g) -> GradsOr {
+    Grads out(2);
+    const Tensor& gy = g[0];
+    const float alpha = o.alpha;
+    if (bv.defined()) {
+      // d op(a) = g op(b)^T, transposed back when a was transposed.
+      MatMulOptions m = o.transpose_a ? MatMulOptions{.transpose_a = o.transpose_b, .transpose_b = true}
+                                      : MatMulOptions{.transpose_b = !o.transpose_b};
+      m.alpha = alpha;
+      ZS_ASSIGN_OR_RETURN(out[0], o.transpose_a ? zeroshard::MatMul(bv, gy, m) : zeroshard::MatMul(gy, bv, m));
+      if (out[0].dtype() != da) {
+        ZS_ASSIGN_OR_RETURN(out[0], out[0].To(da));
+      }
+    }
+    if (av.defined()) {
+      Tensor a2 = av, g2 = gy;
+      if (shared_b) {  // sum over the batch: fold it into the rows
+        ZS_ASSIGN_OR_RETURN(a2, av.Reshape({-1, av.size(-1)}));
+        ZS_ASSIGN_OR_RETURN(g2, gy.Reshape({-1, gy.size(-1)}));
+      }
+      // d op(b) = op(a)^T g, transposed back when b was transposed.
+      MatMulOptions m = o.transpose_b ? MatMulOptions{.transpose_a = true, .transpose_b = o.transpose_a}
+                                      : MatMulOptions{.transpose_a = !o.transpose_a};
+      m.alpha = alpha;
+      ZS_ASSIGN_OR_RETURN(out[1], o.transpose_b ? zeroshard::MatMul(g2, a2, m) : zeroshard::MatMul(a2, g2, m));
+      if (out[1].dtype() != db) {
+        ZS_ASSIGN_OR_RETURN(out[1], out[1].To(db));
+      }
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Variable& b) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x, &w}, "Linear"));
+  if (w.dim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("Linear: weight must be [out, in], got ",
+                                                   ShapeToString(w.shape())));
+  }
+  if (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0))) {
+    return absl::InvalidArgumentError(absl::StrCat("Linear: bias of shape ", ShapeToString(b.shape()),
+                                                   " for a weight of shape ", ShapeToString(w.shape()),
+                                                   ", expected [", w.size(0), "]"));
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::MatMul(x.value(), w.value(), {.transpose_b = true}));
+  if (b.defined()) ZS_RETURN_IF_ERROR(zeroshard::Add(y, b.value(), y));
+  if (!autograd::ShouldRecord({&x, &w, &b})) return Variable(y);
+  const Tensor xv = w.requires_grad() ? x.value() : Tensor();
+  const Tensor wv = x.requires_grad() ? w.value() : Tensor();
+  const bool need_b = b.defined() && b.requires_grad();
+  const DType dx_t = x.dtype(), dw_t = w.dtype(), db_t = b.defined() ? b.dtype() : DType::kF32;
+  return Record("Linear", y, {&x, &w, &b},
+                [xv, wv, need_b, dx_t, dw_t, db_t](std::vector<Tensor>& g) -> GradsOr {
+                  Grads out(3);
+                  ZS_ASSIGN_OR_RETURN(Tensor g2, g[0].Reshape({-1, g[0].size(-1)}));  // [rows, out]
+                  if (wv.defined()) {  // dx = g w
+                    ZS_ASSIGN_OR_RETURN(out[0], zeroshard::MatMul(g[0], wv));
+                    if (out[0].dtype() != dx_t) {
+                      ZS_ASSIGN_OR_RETURN(out[0], out[0].To(dx_t));
+                    }
+                  }
+                  if (xv.defined()) {  // dw = g^T x over all rows
+                    ZS_ASSIGN_OR_RETURN(Tensor x2, xv.Reshape({-1, xv.size(-1)}));
+                    ZS_ASSIGN_OR_RETURN(out[1], zeroshard::MatMul(g2, x2, {.transpose_a = true}));
+                    if (out[1].dtype() != dw_t) {
+                      ZS_ASSIGN_OR_RETURN(out[1], out[1].To(dw_t));
+                    }
+                  }
+                  if (need_b) {  // db = sum of g over rows
+                    ZS_ASSIGN_OR_RETURN(out[2], zeroshard::Sum(g2, 0));
+                    if (out[2].dtype() != db_t) {
+                      ZS_ASSIGN_OR_RETURN(out[2], out[2].To(db_t));
+                    }
+                  }
+                  return out;
+                });
+}
+
+// ================================================================ reductions
+
+namespace {
+
+// g (shaped like the reduction's output) broadcast back over `dim` of `shape`, times `scale`.
+absl::StatusOr<Tensor> ExpandReducedGrad(const Tensor& g, const Shape& shape, int64_t dim,
+                                         bool keepdim, double scale, DType dtype) {
+  Tensor gk = g;
+  if (!keepdim) {
+    ZS_ASSIGN_OR_RETURN(gk, g.Unsqueeze(dim));
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor ge, gk.Expand(shape));
+  ZS_ASSIGN_OR_RETURN(Tensor dx, Tensor::Empty(shape, dtype, g.allocator()));
+  ZS_RETURN_IF_ERROR(zeroshard::Affine(ge, scale, 0.0, dx));
+  return dx;
+}
+
+}  // namespace
+
+absl::StatusOr<Variable> Sum(const Variable& x, int64_t dim, bool keepdim) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Sum"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Sum(x.value(), dim, keepdim));
+  ZS_ASSIGN_OR_RETURN(int64_t d, x.value().CheckDim(dim, "Sum"));
+  const Shape shape = x.shape();
+  const DType dtype = x.dtype();
+  return Record("Sum", y, {&x}, [shape, d, keepdim, dtype](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, ExpandReducedGrad(g[0], shape, d, keepdim, 1.0, dtype));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> Mean(const Variable& x, int64_t dim, bool keepdim) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Mean"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Mean(x.value(), dim, keepdim));
+  ZS_ASSIGN_OR_RETURN(int64_t d, x.value().CheckDim(dim, "Mean"));
+  const Shape shape = x.shape();
+  const DType dtype = x.dtype();
+  const double scale = 1.0 / static_cast<double>(shape[d]);
+  return Record("Mean", y, {&x}, [shape, d, keepdim, scale, dtype](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, ExpandReducedGrad(g[0], shape, d, keepdim, scale, dtype));
+    return Grads{dx};
+  });
+}
+
+namespace {
+
+absl::StatusOr<Variable> ReduceAll(const Variable& x, bool mean) {
+  const char* name = mean ? "MeanAll" : "SumAll";
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, name));
+  ZS_ASSIGN_OR_RETURN(double s, zeroshard::SumAll(x.value()));
+  const double scale = mean ? 1.0 / static_cast<double>(x.numel()) : 1.0;
+  ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::Full({}, s * scale, DType::kF32, x.value().allocator()));
+  const Shape shape = x.shape();
+  const DType dtype = x.dtype();
+  return Record(name, y, {&x}, [shape, scale, dtype](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor ge, g[0].Expand(shape));
+    ZS_ASSIGN_OR_RETURN(Tensor dx, Tensor::Empty(shape, dtype, g[0].allocator()));
+    ZS_RETURN_IF_ERROR(zeroshard::Affine(ge, scale, 0.0, dx));
+    return Grads{dx};
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<Variable> SumAll(const Variable& x) { return ReduceAll(x, false); }
+absl::StatusOr<Variable> MeanAll(const Variable& x) { return ReduceAll(x, true); }
+
+// ================================================================ views
+
+absl::StatusOr<Variable> Reshape(const Variable& x, absl::Span<const int64_t> shape) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Reshape"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, x.value().Reshape(shape));
+  const Shape in = x.shape();
+  return Record("Reshape", y, {&x}, [in](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, g[0].Reshape(in));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> Transpose(const Variable& x, int64_t dim0, int64_t dim1) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Transpose"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, x.value().Transpose(dim0, dim1));
+  return Record("Transpose", y, {&x}, [dim0, dim1](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, g[0].Transpose(dim0, dim1));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> Permute(const Variable& x, absl::Span<const int64_t> dims) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Permute"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, x.value().Permute(dims));
+  Shape inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = dims[i] < 0 ? dims[i] + x.dim() : dims[i];
+    inverse[d] = static_cast<int64_t>(i);
+  }
+  return Record("Permute", y, {&x}, [inverse](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, g[0].Permute(inverse));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> Narrow(const Variable& x, int64_t dim, int64_t start, int64_t length) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Narrow"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, x.value().Narrow(dim, start, length));
+  const Shape shape = x.shape();
+  const DType dtype = x.dtype();
+  return Record("Narrow", y, {&x}, [shape, dtype, dim, start, length](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, Tensor::Zeros(shape, dtype, g[0].allocator()));
+    ZS_ASSIGN_OR_RETURN(Tensor slot, dx.Narrow(dim, start, length));
+    ZS_RETURN_IF_ERROR(slot.CopyFrom(g[0]));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> Expand(const Variable& x, absl::Span<const int64_t> shape) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Expand"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, x.value().Expand(shape));
+  const Shape in = x.shape();
+  const DType dtype = x.dtype();
+  return Record("Expand", y, {&x}, [in, dtype](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, ReduceGradTo(g[0], in, dtype));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> Contiguous(const Variable& x) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Contiguous"));
+  if (x.value().is_contiguous()) return x;
+  ZS_ASSIGN_OR_RETURN(Tensor y, x.value().Contiguous());
+  return Record("Contiguous", y, {&x}, [](std::vector<Tensor>& g) -> GradsOr { return Grads{g[0]}; });
+}
+
+absl::StatusOr<std::vector<Variable>> Split(const Variable& x, int64_t dim,
+                                            absl::Span<const int64_t> sizes) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Split"));
+  ZS_ASSIGN_OR_RETURN(const int64_t d, x.value().CheckDim(dim, "Split"));
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  if (total != x.size(d)) {
+    return absl::InvalidArgumentError(absl::StrCat("Split: sizes ", ShapeToString(sizes), " sum to ",
+                                                   total, " but dimension ", d, " has size ", x.size(d)));
+  }
+  std::vector<Tensor> pieces;
+  std::vector<int64_t> starts;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    ZS_ASSIGN_OR_RETURN(Tensor piece, x.value().Narrow(d, start, s));
+    pieces.push_back(piece);
+    starts.push_back(start);
+    start += s;
+  }
+  const Shape shape = x.shape();
+  const DType dtype = x.dtype();
+  const std::vector<int64_t> lengths(sizes.begin(), sizes.end());
+  return autograd::RecordMulti(
+      "Split", pieces, {&x}, [shape, dtype, d, starts, lengths](std::vector<Tensor>& g) -> GradsOr {
+        bool all = true;
+        for (const Tensor& t : g) all = all && t.defined();
+        ZS_ASSIGN_OR_RETURN(Tensor dx, all ? Tensor::Empty(shape, dtype, g[0].allocator())
+                                           : Tensor::Zeros(shape, dtype, DefaultCpuAllocator()));
+        for (size_t i = 0; i < g.size(); ++i) {
+          if (!g[i].defined()) continue;
+          ZS_ASSIGN_OR_RETURN(Tensor slot, dx.Narrow(d, starts[i], lengths[i]));
+          ZS_RETURN_IF_ERROR(slot.CopyFrom(g[i]));
+        }
+        return Grads{dx};
+      });
+}
+
+// ================================================================ nn ops
+
+absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const Variable& v,
+                                   const AttentionOptions& options) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&q, &k, &v}, "Attention"));
+  ZS_ASSIGN_OR_RETURN(AttentionOutputs fwd,
+                      AttentionForward(q.value(), k.value(), v.value(), options));
+  if (!autograd::ShouldRecord({&q, &k, &v})) return Variable(fwd.out);
+  const Tensor qv = q.value(), kv = k.value(), vv = v.value(), out = fwd.out, lse = fwd.lse;
+  return Record("Attention", fwd.out, {&q, &k, &v},
+                [qv, kv, vv, out, lse, options](std::vector<Tensor>& g) -> GradsOr {
+                  ZS_ASSIGN_OR_RETURN(AttentionGrads d,
+                                      AttentionBackward(g[0], qv, kv, vv, out, lse, options));
+                  return Grads{d.dq, d.dk, d.dv};
+                });
+}
+
+absl::StatusOr<Variable> Softmax(const Variable& x) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Softmax"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Softmax(x.value()));
+  return Record("Softmax", y, {&x}, [y](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, SoftmaxBackward(y, g[0]));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> LogSoftmax(const Variable& x) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "LogSoftmax"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::LogSoftmax(x.value()));
+  return Record("LogSoftmax", y, {&x}, [y](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, LogSoftmaxBackward(y, g[0]));
+    return Grads{dx};
+  });
+}
+
+absl::StatusOr<Variable> LayerNorm(const Variable& x, const Variable& weight, const Variable& bias,
+                                   double eps) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "LayerNorm"));
+  const Tensor xv = x.value();
+  Shape rows(xv.shape().begin(), xv.shape().end() - 1);
+  ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::EmptyLike(xv));
+  ZS_ASSIGN_OR_RETURN(Tensor mean, Tensor::Empty(rows, DType::kF32, xv.allocator()));
+  ZS_ASSIGN_OR_RETURN(Tensor rstd, Tensor::Empty(rows, DType::kF32, xv.allocator()));
+  const Tensor wv = weight.defined() ? weight.value() : Tensor();
+  const Tensor bv = bias.defined() ? bias.value() : Tensor();
+  ZS_RETURN_IF_ERROR(LayerNormForward(xv, wv, bv, eps, y, mean, rstd));
+  if (!autograd::ShouldRecord({&x, &weight, &bias})) return Variable(y);
+  const bool need_x = x.requires_grad();
+  const bool need_w = weight.defined() && weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  return Record("LayerNorm", y, {&x, &weight, &bias},
+                [xv, wv, bv, mean, rstd, need_x, need_w, need_b](std::vector<Tensor>& g) -> GradsOr {
+                  Grads out(3);
+                  if (need_x) {
+                    ZS_ASSIGN_OR_RETURN(out[0], Tensor::EmptyLike(xv));
+                  }
+                  if (need_w) {
+                    ZS_ASSIGN_OR_RETURN(out[1], Tensor::EmptyLike(wv));
+                  }
+                  if (need_b) {
+                    ZS_ASSIGN_OR_RETURN(out[2], Tensor::EmptyLike(bv));
+                  }
+                  ZS_RETURN_IF_ERROR(LayerNormBackward(g[0], xv, mean, rstd, wv, out[0], out[1],
+                                                       out[2], zeroshard::GradMode::kOverwrite));
+                  return out;
+                });
+}
+
+absl::StatusOr<Variable> Embedding(const Variable& weight, const Tensor& ids) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&weight}, "Embedding"));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Embedding(weight.value(), ids));
+  const Shape wshape = weight.shape();
+  const DType wdtype = weight.dtype();
+  return Record("Embedding", y, {&weight}, [ids, wshape, wdtype](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dw, Tensor::Empty(wshape, wdtype, g[0].allocator()));
+    ZS_RETURN_IF_ERROR(EmbeddingBackward(g[0], ids, dw, zeroshard::GradMode::kOverwrite));
+    return Grads{dw};
+  });
+}
+
+absl::StatusOr<Variable> CrossEntropy(const Variable& logits, const Tensor& targets,
+                                      const CrossEntropyOptions& options) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&logits}, "CrossEntropy"));
+  const Tensor lv = logits.value();
+  ZS_ASSIGN_OR_RETURN(Tensor lse, Tensor::Empty(targets.shape(), DType::kF32, lv.allocator()));
+  ZS_ASSIGN_OR_RETURN(CrossEntropyStats stats,
+                      CrossEntropyForward(lv, targets, Tensor(), lse, options));
+  ZS_ASSIGN_OR_RETURN(Tensor loss, Tensor::Full({}, stats.mean_loss, DType::kF32, lv.allocator()));
+  const int64_t valid = stats.valid_rows;
+  return Record("CrossEntropy", loss, {&logits},
+                [lv, targets, lse, valid, options](std::vector<Tensor>& g) -> GradsOr {
+                  // Each valid row's loss has weight 1 / valid in the mean.
+                  ZS_ASSIGN_OR_RETURN(Tensor dloss,
+                                      zeroshard::Affine(g[0], valid > 0 ? 1.0 / valid : 0.0, 0.0));
+                  ZS_ASSIGN_OR_RETURN(Tensor dlogits, Tensor::EmptyLike(lv));
+                  ZS_RETURN_IF_ERROR(CrossEntropyBackward(lv, targets, lse, dloss, dlogits, options));
+                  return Grads{dlogits};
+                });
+}
+
+absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& generator,
+                                 bool training) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Dropout"));
+  if (!training || p == 0.0) return x;
+  const PhiloxStream stream = generator.Next(x.numel());
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Dropout(x.value(), p, stream));
+  const DType dtype = x.dtype();
+  return Record("Dropout", y, {&x}, [p, stream, dtype](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, Tensor::Empty(g[0].shape(), dtype, g[0].allocator()));
+    ZS_RETURN_IF_ERROR(DropoutBackward(g[0], p, stream, dx));
+    return Grads{dx};
+  });
+}
+
+}  // namespace zeroshard::ops

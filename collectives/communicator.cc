@@ -1,0 +1,280 @@
+#include "collectives/communicator.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_format.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+std::string CommunicatorOptions::ToString() const {
+  return absl::StrCat("timeout=", absl::FormatDuration(timeout), " check_mode=",
+                      check_mode ? "true" : "false", " trace_capacity=", trace_capacity);
+}
+
+Communicator::Communicator(int rank, int size, Device device, CommunicatorOptions options)
+    : rank_(rank),
+      size_(size),
+      device_(device),
+      options_(std::move(options)),
+      trace_(options_.trace_capacity) {}
+
+Communicator::~Communicator() = default;
+
+std::string Communicator::Who() const {
+  return absl::StrCat("rank ", rank_, " of ", size_, " (", backend(), ")");
+}
+
+std::string Communicator::RecentCollectives() const { return trace_.ToString(Who()); }
+
+absl::Status Communicator::health() const {
+  if (!aborted_.load(std::memory_order_acquire)) return absl::OkStatus();
+  absl::MutexLock lock(&health_mu_);
+  return health_;
+}
+
+void Communicator::Abort(const absl::Status& reason) {
+  absl::MutexLock lock(&health_mu_);
+  if (aborted_.load(std::memory_order_relaxed)) return;
+  health_ = absl::AbortedError(
+      absl::StrCat("communicator ", Who(), " was aborted: ", reason.message()));
+  aborted_.store(true, std::memory_order_release);
+}
+
+void Communicator::MarkRunning(const CollectiveDesc& desc) {
+  trace_.SetState(desc.seq, CollectiveState::kRunning);
+}
+
+absl::Status Communicator::MarkDone(const CollectiveDesc& desc, absl::Status status) {
+  if (status.ok()) {
+    trace_.SetState(desc.seq, CollectiveState::kCompleted);
+    return status;
+  }
+  const bool timed_out = status.code() == absl::StatusCode::kDeadlineExceeded;
+  absl::string_view note = status.message();
+  absl::ConsumePrefix(&note, ErrorPrefix(desc, rank_, size_));  // the ring names the op already
+  trace_.SetState(desc.seq, timed_out ? CollectiveState::kTimedOut : CollectiveState::kFailed,
+                  note);
+  // A rank's own argument error is its caller's business; everything that
+  // involves other ranks gets the ring printed, so a hang or a divergence can
+  // be read from the log alone.
+  if (options_.print_trace_on_error && !desc.invalid_args) {
+    std::fprintf(stderr, "zeroshard collectives: %s\n%s", std::string(status.ToString()).c_str(),
+                 RecentCollectives().c_str());
+    std::fflush(stderr);
+  }
+  return status;
+}
+
+// ================================================================ issuing
+
+namespace {
+
+bool Overlaps(const Tensor& a, const Tensor& b) {
+  const char* pa = static_cast<const char*>(a.raw_data());
+  const char* pb = static_cast<const char*>(b.raw_data());
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+}  // namespace
+
+absl::Status Communicator::ValidateArgs(const CollectiveDesc& desc, const Tensor& input,
+                                        const Tensor& output) const {
+  if (desc.op == CollectiveOp::kBarrier) return absl::OkStatus();
+  const bool has_output = desc.op != CollectiveOp::kBroadcast;
+  const char* in_name = has_output ? "input" : "tensor";
+  for (const auto& [t, name] : {std::pair{&input, in_name}, std::pair{&output, "output"}}) {
+    if (!has_output && t == &output) continue;
+    if (!t->defined()) return absl::InvalidArgumentError(absl::StrCat(name, " is undefined"));
+    if (t->device() != device_) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " is on ", t->device().ToString(),
+                                                     ", this ", backend(),
+                                                     " communicator works on ",
+                                                     device_.ToString()));
+    }
+    if (!t->is_contiguous()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " must be contiguous, got ", t->DebugString()));
+    }
+  }
+  if (has_output && input.dtype() != output.dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat("input is ", DTypeName(input.dtype()),
+                                                   ", output is ", DTypeName(output.dtype()),
+                                                   " (expected the same dtype)"));
+  }
+  const int64_t n = input.numel();
+  const size_t esize = input.itemsize();
+  const char* in_ptr = static_cast<const char*>(input.raw_data());
+  const char* out_ptr = has_output ? static_cast<const char*>(output.raw_data()) : nullptr;
+  switch (desc.op) {
+    case CollectiveOp::kAllGather:
+      if (output.numel() != size_ * n) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("output has ", output.numel(), " elements, expected world_size (",
+                         size_, ") x input (", n, ") = ", size_ * n));
+      }
+      if (Overlaps(input, output) && in_ptr != out_ptr + rank_ * n * esize) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input overlaps output but is not its slice for rank ", rank_,
+            " (in place needs input == output[", rank_ * n, ", ", (rank_ + 1) * n, "))"));
+      }
+      return absl::OkStatus();
+    case CollectiveOp::kReduceScatter: {
+      const int64_t m = output.numel();
+      if (n != size_ * m) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input has ", n, " elements, expected world_size (", size_,
+                         ") x output (", m, ") = ", size_ * m));
+      }
+      if (Overlaps(input, output) && out_ptr != in_ptr + rank_ * m * esize) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output overlaps input but is not its block for rank ", rank_,
+            " (in place needs output == input[", rank_ * m, ", ", (rank_ + 1) * m, "))"));
+      }
+      return absl::OkStatus();
+    }
+    case CollectiveOp::kAllReduce:
+      if (output.numel() != n) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output has ", output.numel(), " elements, expected the input's ", n));
+      }
+      if (Overlaps(input, output) && in_ptr != out_ptr) {
+        return absl::InvalidArgumentError(
+            "output overlaps input without being the same bytes (in place needs output == "
+            "input)");
+      }
+      return absl::OkStatus();
+    case CollectiveOp::kBroadcast:
+      if (desc.root < 0 || desc.root >= size_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("root ", desc.root, " is not a rank of a group of ", size_));
+      }
+      return absl::OkStatus();
+    case CollectiveOp::kBarrier:
+    case CollectiveOp::kSplit:
+      return absl::OkStatus();
+  }
+  return absl::InternalError("unknown collective");
+}
+
+absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(CollectiveOp op, const Tensor& input,
+                                                          const Tensor& output,
+                                                          ReduceOp reduce_op, int root,
+                                                          const CollectiveOptions& opts,
+                                                          bool blocking) {
+  ZS_RETURN_IF_ERROR(health());
+  CollectiveCall call;
+  call.desc.seq = ++next_seq_;
+  call.desc.op = op;
+  call.desc.reduce_op = reduce_op;
+  call.desc.root = root;
+  if (input.defined()) {
+    call.desc.dtype = input.dtype();
+    call.desc.count = input.numel();
+  }
+  call.input = input;
+  call.output = op == CollectiveOp::kBroadcast ? input : output;
+  call.stream = opts.stream;
+  call.blocking = blocking;
+  absl::Status args = ValidateArgs(call.desc, input, output);
+  if (args.ok() && input.defined() && call.output.defined()) {
+    call.desc.in_place = op != CollectiveOp::kBroadcast && Overlaps(input, call.output);
+  }
+  if (!args.ok()) {
+    call.desc.invalid_args = true;
+    args = absl::Status(args.code(),
+                        absl::StrCat(ErrorPrefix(call.desc, rank_, size_), args.message()));
+  }
+  trace_.Issued(call.desc);
+  if (args.ok()) return Launch(std::move(call));
+  // Join the collective anyway (moving nothing) so the peers fail rather
+  // than wait for this rank until the timeout.
+  const CollectiveDesc desc = call.desc;
+  call.blocking = false;
+  call.input = call.output = Tensor();
+  absl::StatusOr<std::shared_ptr<Work>> joined = Launch(std::move(call));
+  (void)joined;
+  trace_.SetState(desc.seq, CollectiveState::kFailed, args.message());
+  return args;
+}
+
+absl::Status Communicator::IssueBlocking(CollectiveOp op, const Tensor& input,
+                                         const Tensor& output, ReduceOp reduce_op, int root,
+                                         const CollectiveOptions& opts) {
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Work> work,
+                      Issue(op, input, output, reduce_op, root, opts, /*blocking=*/true));
+  return work->Wait();
+}
+
+absl::StatusOr<std::shared_ptr<Work>> Communicator::AllGatherAsync(const Tensor& input,
+                                                                   const Tensor& output,
+                                                                   const CollectiveOptions& opts) {
+  return Issue(CollectiveOp::kAllGather, input, output, ReduceOp::kSum, 0, opts, false);
+}
+
+absl::StatusOr<std::shared_ptr<Work>> Communicator::ReduceScatterAsync(
+    const Tensor& input, const Tensor& output, ReduceOp op, const CollectiveOptions& opts) {
+  return Issue(CollectiveOp::kReduceScatter, input, output, op, 0, opts, false);
+}
+
+absl::StatusOr<std::shared_ptr<Work>> Communicator::AllReduceAsync(const Tensor& input,
+                                                                   const Tensor& output,
+                                                                   ReduceOp op,
+                                                                   const CollectiveOptions& opts) {
+  return Issue(CollectiveOp::kAllReduce, input, output, op, 0, opts, false);
+}
+
+absl::StatusOr<std::shared_ptr<Work>> Communicator::BroadcastAsync(const Tensor& tensor, int root,
+                                                                   const CollectiveOptions& opts) {
+  return Issue(CollectiveOp::kBroadcast, tensor, Tensor(), ReduceOp::kSum, root, opts, false);
+}
+
+absl::StatusOr<std::shared_ptr<Work>> Communicator::BarrierAsync(const CollectiveOptions& opts) {
+  return Issue(CollectiveOp::kBarrier, Tensor(), Tensor(), ReduceOp::kSum, 0, opts, false);
+}
+
+absl::Status Communicator::AllGather(const Tensor& input, const Tensor& output,
+                                     const CollectiveOptions& opts) {
+  return IssueBlocking(CollectiveOp::kAllGather, input, output, ReduceOp::kSum, 0, opts);
+}
+
+absl::Status Communicator::ReduceScatter(const Tensor& input, const Tensor& output, ReduceOp op,
+                                         const CollectiveOptions& opts) {
+  return IssueBlocking(CollectiveOp::kReduceScatter, input, output, op, 0, opts);
+}
+
+absl::Status Communicator::AllReduce(const Tensor& input, const Tensor& output, ReduceOp op,
+                                     const CollectiveOptions& opts) {
+  return IssueBlocking(CollectiveOp::kAllReduce, input, output, op, 0, opts);
+}
+
+absl::Status Communicator::AllReduce(const Tensor& tensor, ReduceOp op,
+                                     const CollectiveOptions& opts) {
+  return IssueBlocking(CollectiveOp::kAllReduce, tensor, tensor, op, 0, opts);
+}
+
+absl::Status Communicator::Broadcast(const Tensor& tensor, int root,
+                                     const CollectiveOptions& opts) {
+  return IssueBlocking(CollectiveOp::kBroadcast, tensor, Tensor(), ReduceOp::kSum, root, opts);
+}
+
+absl::Status Communicator::Barrier(const CollectiveOptions& opts) {
+  return IssueBlocking(CollectiveOp::kBarrier, Tensor(), Tensor(), ReduceOp::kSum, 0, opts);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {
+  ZS_RETURN_IF_ERROR(health());
+  CollectiveDesc desc;
+  desc.seq = ++next_seq_;
+  desc.op = CollectiveOp::kSplit;
+  desc.color = color < 0 ? -1 : color;
+  desc.key = key;
+  trace_.Issued(desc);
+  return DoSplit(desc);
+}
+
+}  // namespace zeroshard

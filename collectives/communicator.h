@@ -1,0 +1,227 @@
+// Communicator: the collectives interface the sharding runtime speaks to. One
+// rank of a group; collectives on tensors; asynchronous Work handles;
+// sub-communicators. Backends: in-process ranks (local_communicator.h), MPI
+// (mpi_communicator.h), NCCL (nccl_communicator.h).
+//
+//   // Every rank runs the same code with its own communicator:
+//   absl::Status Step(Communicator& comm, const Tensor& shard, const Tensor& full) {
+//     // full: [size * n], shard: [n], shard may be full's slice for this rank (in place)
+//     ZS_ASSIGN_OR_RETURN(auto gather, comm.AllGatherAsync(shard, full));
+//     ... compute that touches neither tensor ...
+//     ZS_RETURN_IF_ERROR(gather->Wait());
+//     ZS_RETURN_IF_ERROR(comm.ReduceScatter(grads_full, grad_shard, ReduceOp::kAvg));
+//     ZS_ASSIGN_OR_RETURN(auto replicas, comm.Split(/*color=*/comm.rank() % 2, /*key=*/comm.rank()));
+//     return replicas->AllReduce(grad_shard, ReduceOp::kAvg);   // in place
+//   }
+//
+// Note [Collective layouts]
+//   Only element counts matter: every tensor must be contiguous (row-major)
+//   and is read as a flat array; shapes are not compared. Input and output
+//   have the same dtype and live on device(). With n = input.numel() and
+//   size = size(), rank = rank():
+//   - AllGather(input, output): output.numel() == size * n; on every rank
+//     output[i*n, (i+1)*n) = input of rank i. In place when input is exactly
+//     output[rank*n, (rank+1)*n) (same bytes, not a copy).
+//   - ReduceScatter(input, output, op): input.numel() == size * m with
+//     m = output.numel(); rank i gets output = op over ranks of
+//     input[i*m, (i+1)*m). In place when output is exactly input[rank*m, ...).
+//   - AllReduce(input, output, op): same numel; output = op over ranks of
+//     input, on every rank. In place when output is input (same bytes).
+//   - Broadcast(tensor, root): tensor of every rank = tensor of `root`
+//     (same numel on every rank).
+//   - Barrier(): returns on a rank once every rank has entered it.
+//   Any other overlap between input and output is an InvalidArgument.
+//   Every rank must issue the same collectives in the same order with the
+//   same dtype, counts, reduce op and root. Reductions follow Note
+//   [Reduction numerics] (collectives/reduction.h): fp32 accumulation for
+//   bf16/f16, rank order, bitwise identical on every rank.
+//
+// Note [Collective errors]
+//   Every collective gets a sequence number (1, 2, ... per communicator).
+//   Errors are Status values, the same on every rank where the failure is
+//   shared:
+//   - arguments that fail the layout rules above: InvalidArgument on that
+//     rank at once; the rank still joins the collective with an "invalid"
+//     mark so that its peers fail too instead of hanging;
+//   - ranks that disagree (dtype, count, op, reduce op, root): InvalidArgument
+//     on every rank naming the rank(s) that differ. The in-process backend
+//     always checks; MPI and NCCL check in check mode
+//     (CommunicatorOptions::check_mode), which costs one small exchange;
+//   - a rank that does not arrive within CommunicatorOptions::timeout:
+//     DeadlineExceeded on the ranks that wait, naming the missing rank(s).
+//     The communicator is then aborted: later collectives fail with Aborted.
+//   Each rank keeps a ring of its last collectives (collective_trace.h) and
+//   prints it to stderr on a timeout, a mismatch or an abort.
+//
+// Threading: a Communicator is used by one thread at a time (its collectives
+// are ordered by the order of the calls). Asynchronous collectives of host
+// backends run on the communicator's own communication thread, one after
+// another; those of different communicators (e.g. shard and replica groups)
+// may run at the same time.
+#ifndef ZEROSHARD_COLLECTIVES_COMMUNICATOR_H_
+#define ZEROSHARD_COLLECTIVES_COMMUNICATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collectives/collective_desc.h"
+#include "collectives/collective_trace.h"
+#include "collectives/reduction.h"
+#include "collectives/work.h"
+#include "runtime/device.h"
+#include "runtime/stream.h"
+#include "runtime/tensor.h"
+
+namespace zeroshard {
+
+// Options every backend shares; backends embed them in their own options.
+struct CommunicatorOptions {
+  // How long a rank waits for its peers in one collective before it fails
+  // with DeadlineExceeded. absl::InfiniteDuration() waits forever.
+  absl::Duration timeout = absl::Minutes(10);
+  // Verify before moving data that every rank issued the same collective
+  // (Note [Collective errors]).
+  bool check_mode = false;
+  // Entries in the ring of recent collectives.
+  int trace_capacity = 16;
+  // Print the ring to stderr when a collective times out, mismatches or
+  // finds the communicator aborted.
+  bool print_trace_on_error = true;
+
+  // "timeout=10m check_mode=false trace_capacity=16".
+  std::string ToString() const;
+};
+
+// Per-call options.
+struct CollectiveOptions {
+  // CUDA backends: the collective starts after the work enqueued so far on
+  // `stream`, runs on the communicator's stream, and Work::Block(stream)
+  // orders later work after it. nullptr: only the communicator's stream.
+  // Host backends ignore it.
+  const Stream* stream = nullptr;
+};
+
+// One collective as the base class hands it to a backend: validated
+// arguments (or desc.invalid_args), a sequence number, and the tensors.
+struct CollectiveCall {
+  CollectiveDesc desc;
+  Tensor input;   // AllGather, ReduceScatter, AllReduce; Broadcast: the tensor
+  Tensor output;  // AllGather, ReduceScatter, AllReduce; Broadcast: the tensor
+  const Stream* stream = nullptr;
+  bool blocking = false;  // the caller waits at once (host backends may run it inline)
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // "local", "mpi" or "nccl".
+  virtual absl::string_view backend() const = 0;
+  // Where tensors must live: the CPU for local and MPI, the GPU for NCCL.
+  Device device() const { return device_; }
+  const CommunicatorOptions& options() const { return options_; }
+
+  // ------------------------------------------------------------ asynchronous
+  // An error here means the collective was not started (invalid arguments, or
+  // an aborted communicator); otherwise Work::Wait() gives its status.
+  absl::StatusOr<std::shared_ptr<Work>> AllGatherAsync(const Tensor& input, const Tensor& output,
+                                                       const CollectiveOptions& opts = {});
+  absl::StatusOr<std::shared_ptr<Work>> ReduceScatterAsync(const Tensor& input,
+                                                           const Tensor& output, ReduceOp op,
+                                                           const CollectiveOptions& opts = {});
+  absl::StatusOr<std::shared_ptr<Work>> AllReduceAsync(const Tensor& input, const Tensor& output,
+                                                       ReduceOp op,
+                                                       const CollectiveOptions& opts = {});
+  absl::StatusOr<std::shared_ptr<Work>> BroadcastAsync(const Tensor& tensor, int root,
+                                                       const CollectiveOptions& opts = {});
+  absl::StatusOr<std::shared_ptr<Work>> BarrierAsync(const CollectiveOptions& opts = {});
+
+  // ------------------------------------------------------------ blocking
+  absl::Status AllGather(const Tensor& input, const Tensor& output,
+                         const CollectiveOptions& opts = {});
+  absl::Status ReduceScatter(const Tensor& input, const Tensor& output,
+                             ReduceOp op = ReduceOp::kSum, const CollectiveOptions& opts = {});
+  absl::Status AllReduce(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::kSum,
+                         const CollectiveOptions& opts = {});
+  // In place.
+  absl::Status AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum,
+                         const CollectiveOptions& opts = {});
+  absl::Status Broadcast(const Tensor& tensor, int root, const CollectiveOptions& opts = {});
+  absl::Status Barrier(const CollectiveOptions& opts = {});
+
+  // ------------------------------------------------------------ groups
+  // Collective over this communicator: ranks with the same `color` form a
+  // new communicator, ordered by (key, rank). A negative color takes part
+  // but gets no communicator (nullptr). The new one has this one's options.
+  // E.g. hybrid sharding on 8 ranks: shard groups Split(rank / 4, rank),
+  // replica groups Split(rank % 4, rank).
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
+
+  // Collectives issued between GroupStart() and GroupEnd() may be launched
+  // together (NCCL: one ncclGroupStart/End for a bucket). Host backends run
+  // them one by one; the calls are accepted everywhere.
+  virtual absl::Status GroupStart() { return absl::OkStatus(); }
+  virtual absl::Status GroupEnd() { return absl::OkStatus(); }
+
+  // ------------------------------------------------------------ diagnostics
+  // The ring of recent collectives, as printed on errors.
+  std::string RecentCollectives() const;
+  // OK, or why the communicator was aborted (e.g. a timeout).
+  absl::Status health() const;
+  // "rank 1 of 4 (local)".
+  std::string Who() const;
+
+ protected:
+  Communicator(int rank, int size, Device device, CommunicatorOptions options);
+
+  // Runs (or queues) one collective. `call.desc.invalid_args` marks a call
+  // whose arguments failed on this rank: join the rendezvous, move no data,
+  // fail. Backends report progress with MarkRunning / MarkDone.
+  virtual absl::StatusOr<std::shared_ptr<Work>> Launch(CollectiveCall call) = 0;
+  // `desc` is the Split's descriptor (seq, color, key). nullptr for color < 0.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc& desc) = 0;
+
+  void MarkRunning(const CollectiveDesc& desc);
+  // Records the outcome in the ring; on a timeout, mismatch or abort prints
+  // the ring (if enabled). Returns `status` for chaining.
+  absl::Status MarkDone(const CollectiveDesc& desc, absl::Status status);
+  // Marks the communicator unusable; later collectives fail with Aborted.
+  void Abort(const absl::Status& reason);
+
+  CollectiveTrace& trace() { return trace_; }
+
+ private:
+  absl::StatusOr<std::shared_ptr<Work>> Issue(CollectiveOp op, const Tensor& input,
+                                              const Tensor& output, ReduceOp reduce_op, int root,
+                                              const CollectiveOptions& opts, bool blocking);
+  absl::Status ValidateArgs(const CollectiveDesc& desc, const Tensor& input,
+                            const Tensor& output) const;
+  absl::Status IssueBlocking(CollectiveOp op, const Tensor& input, const Tensor& output,
+                             ReduceOp reduce_op, int root, const CollectiveOptions& opts);
+
+  const int rank_;
+  const int size_;
+  const Device device_;
+  const CommunicatorOptions options_;
+  CollectiveTrace trace_;
+  int64_t next_seq_ = 0;  // touched only by the (single) issuing thread
+  mutable absl::Mutex health_mu_;
+  absl::Status health_ ABSL_GUARDED_BY(health_mu_);
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_COLLECTIVES_COMMUNICATOR_H_

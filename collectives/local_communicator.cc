@@ -1,0 +1,429 @@
+#include "collectives/local_communicator.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "collectives/cpu_reduce.h"
+#include "runtime/check.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+std::string LocalOptions::ToString() const {
+  return absl::StrCat(comm.ToString(), " threads_per_rank=", threads_per_rank);
+}
+
+namespace {
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+int HardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+int ThreadsPerRank(const LocalOptions& options, int world_size) {
+  if (options.threads_per_rank > 0) return options.threads_per_rank;
+  return std::max(1, HardwareThreads() / std::max(1, world_size));
+}
+
+}  // namespace
+
+// ================================================================ LocalGroup
+
+// The state the ranks of one group share. Each rank publishes its progress as
+// one monotonic counter, seq * 4 + phase; a rendezvous for (seq, phase) waits
+// until every counter has reached that value. Posts (the buffer pointers of
+// a collective) are double-buffered by the parity of seq: a rank can only
+// post for seq + 2 after every rank has passed seq + 1's arrival, by which
+// time nobody reads seq's posts any more.
+class LocalGroup {
+ public:
+  enum Phase : int64_t { kArrived = 1, kSplitMade = 2, kDone = 3 };
+
+  struct Post {
+    CollectiveDesc desc;
+    const void* input = nullptr;
+    void* output = nullptr;
+  };
+
+  LocalGroup(int size, LocalOptions options)
+      : size_(size),
+        options_(std::move(options)),
+        progress_(size),
+        exited_(size),
+        spin_iterations_(size <= HardwareThreads() ? 4000 : 0) {
+    for (auto& p : posts_) p.resize(size);
+    for (auto& s : splits_) s.resize(size);
+  }
+
+  int size() const { return size_; }
+  const LocalOptions& options() const { return options_; }
+  Post& post(int64_t seq, int rank) { return posts_[seq & 1][rank]; }
+  std::shared_ptr<LocalGroup>& split_slot(int64_t seq, int rank) { return splits_[seq & 1][rank]; }
+
+  // Publishes that `rank` reached (seq, phase) and waits until every rank
+  // has. Fails with DeadlineExceeded after the timeout (naming the ranks that
+  // have not arrived, and aborting the group) or when another rank aborted it.
+  absl::Status Rendezvous(int rank, const CollectiveDesc& desc, Phase phase);
+
+  void MarkExited(int rank, const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    exited_[rank] = std::string(status.ok() ? "OK" : status.ToString());
+    exited_any_.store(true);
+    cv_.SignalAll();
+  }
+
+  // OK, or the reason the group was aborted.
+  absl::Status health() const {
+    if (!aborted_.load(std::memory_order_acquire)) return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    return abort_reason_;
+  }
+
+ private:
+  struct alignas(64) Counter {
+    std::atomic<int64_t> value{0};
+  };
+
+  static int64_t Target(int64_t seq, Phase phase) { return seq * 4 + phase; }
+  bool AllReached(int64_t target) const {
+    for (const Counter& c : progress_) {
+      if (c.value.load(std::memory_order_acquire) < target) return false;
+    }
+    return true;
+  }
+  // "rank 1 (last finished #4; its thread returned OK), rank 3 (in #5, waiting at its end)".
+  std::string DescribeMissing(int64_t target) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<int> Missing(int64_t target) const {
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      if (progress_[r].value.load(std::memory_order_acquire) < target) missing.push_back(r);
+    }
+    return missing;
+  }
+
+  const int size_;
+  const LocalOptions options_;
+  std::vector<Counter> progress_;
+  std::vector<std::string> exited_ ABSL_GUARDED_BY(mu_);  // "" while the rank's function runs
+  // Spin before sleeping only when every rank can have a core.
+  const int spin_iterations_;
+  std::vector<Post> posts_[2];
+  std::vector<std::shared_ptr<LocalGroup>> splits_[2];
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> exited_any_{false};
+  absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string LocalGroup::DescribeMissing(int64_t target) const {
+  std::vector<std::string> parts;
+  for (int r : Missing(target)) {
+    const int64_t p = progress_[r].value.load(std::memory_order_acquire);
+    const int64_t seq = p / 4;
+    std::string where;
+    if (p == 0) {
+      where = "has not entered any collective of this group";
+    } else if (p % 4 == kDone) {
+      where = absl::StrCat("last finished #", seq);
+    } else {
+      where = absl::StrCat("still in #", seq);
+    }
+    if (!exited_[r].empty()) absl::StrAppend(&where, "; its thread has returned ", exited_[r]);
+    parts.push_back(absl::StrCat("rank ", r, " (", where, ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+absl::Status LocalGroup::Rendezvous(int rank, const CollectiveDesc& desc, Phase phase) {
+  const int64_t target = Target(desc.seq, phase);
+  progress_[rank].value.store(target, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    absl::MutexLock lock(&mu_);
+    cv_.SignalAll();
+  }
+  // Fast path: peers usually arrive within microseconds.
+  for (int i = 0; i < spin_iterations_; ++i) {
+    if (AllReached(target)) return absl::OkStatus();
+    CpuRelax();
+  }
+  for (int i = 0; i < 16; ++i) {
+    if (AllReached(target)) return absl::OkStatus();
+    std::this_thread::yield();
+  }
+  // Slow path: sleep until every rank arrived, the deadline, or an abort.
+  const absl::Duration timeout = options_.comm.timeout;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  absl::MutexLock lock(&mu_);
+  bool timed_out = false;
+  while (!AllReached(target) && !aborted_.load(std::memory_order_acquire)) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) {
+      timed_out = !AllReached(target);
+      break;
+    }
+  }
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  if (!timed_out && !aborted_.load(std::memory_order_acquire)) return absl::OkStatus();
+
+  const std::string prefix = ErrorPrefix(desc, rank, size_);
+  const std::string phase_name = phase == kArrived ? "" : " to finish";
+  if (timed_out) {
+    // Time since this rank arrived, including the spin.
+    absl::Status status = absl::DeadlineExceededError(absl::StrCat(
+        prefix, "timed out after ", absl::FormatDuration(options_.comm.timeout),
+        " waiting for ", DescribeMissing(target), phase_name,
+        "; the group is aborted"));
+    if (!aborted_.exchange(true)) abort_reason_ = status;
+    cv_.SignalAll();
+    return status;
+  }
+  // Another rank aborted the group (its timeout, normally).
+  const std::vector<int> missing = Missing(target);
+  if (abort_reason_.code() == absl::StatusCode::kDeadlineExceeded && !missing.empty()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(prefix, "waiting for ", DescribeMissing(target), phase_name,
+                     " when a peer timed out: ", abort_reason_.message()));
+  }
+  return absl::AbortedError(
+      absl::StrCat(prefix, "the group was aborted: ", abort_reason_.message()));
+}
+
+// ================================================================ LocalCommunicator
+
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> LocalCommunicator::CreateGroup(
+    int size, const LocalOptions& options) {
+  if (size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a local group needs at least one rank, got ", size));
+  }
+  auto group = std::make_shared<LocalGroup>(size, options);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < size; ++r) {
+    comms.push_back(std::make_unique<LocalCommunicator>(group, r, options));
+  }
+  return comms;
+}
+
+LocalCommunicator::LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank,
+                                     const LocalOptions& options)
+    : Communicator(rank, group->size(), Device::Cpu(), options.comm),
+      group_(std::move(group)),
+      local_options_(options),
+      comm_thread_(absl::StrCat("local rank ", rank),
+                   [threads = ThreadsPerRank(options, group_->size())] {
+                     omp_set_num_threads(threads);
+                   }) {}
+
+LocalCommunicator::~LocalCommunicator() = default;
+
+void LocalCommunicator::MarkExited(const absl::Status& status) {
+  group_->MarkExited(rank(), status);
+}
+
+absl::StatusOr<std::shared_ptr<Work>> LocalCommunicator::Launch(CollectiveCall call) {
+  if (call.blocking) {
+    return std::shared_ptr<Work>(
+        HostWork::Done(comm_thread_.Run([this, &call] { return Execute(call); })));
+  }
+  return comm_thread_.Enqueue([this, call = std::move(call)] { return Execute(call); });
+}
+
+absl::Status LocalCommunicator::Execute(const CollectiveCall& call) {
+  const CollectiveDesc& d = call.desc;
+  MarkRunning(d);
+  LocalGroup& g = *group_;
+  if (absl::Status h = g.health(); !h.ok()) {
+    const absl::Status s = absl::AbortedError(absl::StrCat(
+        ErrorPrefix(d, rank(), size()), "the group was aborted earlier: ", h.message()));
+    Abort(s);
+    return MarkDone(d, s);
+  }
+  LocalGroup::Post& mine = g.post(d.seq, rank());
+  mine.desc = d;
+  mine.input = call.input.defined() ? call.input.raw_data() : nullptr;
+  mine.output = call.output.defined() ? call.output.raw_data() : nullptr;
+  if (absl::Status s = g.Rendezvous(rank(), d, LocalGroup::kArrived); !s.ok()) {
+    Abort(s);
+    return MarkDone(d, s);
+  }
+
+  // Every post of this collective is visible now.
+  const int n = size();
+  absl::InlinedVector<CollectiveDesc, 16> descs(n);
+  for (int r = 0; r < n; ++r) descs[r] = g.post(d.seq, r).desc;
+  absl::Status check = CheckSameCollective(descs);
+  if (!check.ok()) {
+    check = absl::Status(check.code(),
+                         absl::StrCat(ErrorPrefix(d, rank(), n), check.message()));
+  } else {
+    // ------------------------------------------------------------ data
+    const int64_t esize = static_cast<int64_t>(DTypeSize(d.dtype));
+    auto in_of = [&](int r) { return static_cast<const char*>(g.post(d.seq, r).input); };
+    auto out_of = [&](int r) { return static_cast<char*>(g.post(d.seq, r).output); };
+    const int me = rank();
+    switch (d.op) {
+      case CollectiveOp::kAllGather: {
+        // Pull every peer's input into my output, starting with my right
+        // neighbour so that ranks spread their reads over different sources.
+        const int64_t bytes = d.count * esize;
+        char* out = out_of(me);
+        for (int k = 1; k <= n; ++k) {
+          const int src = (me + k) % n;
+          if (src == me && d.in_place) continue;
+          if (bytes > 0) std::memcpy(out + src * bytes, in_of(src), bytes);
+        }
+        break;
+      }
+      case CollectiveOp::kReduceScatter: {
+        const int64_t m = d.count / n;
+        absl::InlinedVector<const void*, 16> ins(n);
+        for (int r = 0; r < n; ++r) ins[r] = in_of(r) + me * m * esize;
+        void* outs[] = {out_of(me)};
+        ReduceBuffers(d.dtype, d.reduce_op, ins, outs, m);
+        break;
+      }
+      case CollectiveOp::kAllReduce: {
+        // My slice of the elements, in whole cache lines so that no two ranks
+        // write the same line of an output.
+        const int64_t per_line = std::max<int64_t>(1, 64 / esize);
+        const int64_t lines = (d.count + per_line - 1) / per_line;
+        const int64_t lo = std::min(d.count, lines * me / n * per_line);
+        const int64_t hi = std::min(d.count, lines * (me + 1) / n * per_line);
+        absl::InlinedVector<const void*, 16> ins(n);
+        absl::InlinedVector<void*, 16> outs(n);
+        for (int r = 0; r < n; ++r) {
+          ins[r] = in_of(r) + lo * esize;
+          outs[r] = out_of(r) + lo * esize;
+        }
+        ReduceBuffers(d.dtype, d.reduce_op, ins, outs, hi - lo);
+        break;
+      }
+      case CollectiveOp::kBroadcast:
+        if (me != d.root && d.count > 0) {
+          std::memcpy(out_of(me), in_of(d.root), d.count * esize);
+        }
+        break;
+      case CollectiveOp::kBarrier:
+      case CollectiveOp::kSplit:
+        break;
+    }
+  }
+  if (absl::Status s = g.Rendezvous(rank(), d, LocalGroup::kDone); !s.ok()) {
+    Abort(s);
+    return MarkDone(d, s);
+  }
+  return MarkDone(d, check);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> LocalCommunicator::DoSplit(
+    const CollectiveDesc& desc) {
+  absl::StatusOr<std::unique_ptr<Communicator>> result;
+  absl::Status s = comm_thread_.Run([&] {
+    result = ExecuteSplit(desc);
+    return result.status();
+  });
+  (void)s;
+  return result;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> LocalCommunicator::ExecuteSplit(
+    const CollectiveDesc& d) {
+  MarkRunning(d);
+  LocalGroup& g = *group_;
+  if (absl::Status h = g.health(); !h.ok()) {
+    const absl::Status s = absl::AbortedError(absl::StrCat(
+        ErrorPrefix(d, rank(), size()), "the group was aborted earlier: ", h.message()));
+    return MarkDone(d, s);
+  }
+  g.post(d.seq, rank()).desc = d;
+  if (absl::Status s = g.Rendezvous(rank(), d, LocalGroup::kArrived); !s.ok()) {
+    Abort(s);
+    return MarkDone(d, s);
+  }
+  const int n = size();
+  std::vector<CollectiveDesc> descs(n);
+  for (int r = 0; r < n; ++r) descs[r] = g.post(d.seq, r).desc;
+  absl::Status check = CheckSameCollective(descs);
+  // Members of my color in (key, rank) order; the first creates the group.
+  std::vector<int> members;
+  if (check.ok() && d.color >= 0) {
+    for (int r = 0; r < n; ++r) {
+      if (descs[r].color == d.color) members.push_back(r);
+    }
+    std::stable_sort(members.begin(), members.end(),
+                     [&](int a, int b) { return descs[a].key < descs[b].key; });
+    if (members[0] == rank()) {
+      g.split_slot(d.seq, rank()) =
+          std::make_shared<LocalGroup>(static_cast<int>(members.size()), g.options());
+    }
+  }
+  if (absl::Status s = g.Rendezvous(rank(), d, LocalGroup::kSplitMade); !s.ok()) {
+    Abort(s);
+    return MarkDone(d, s);
+  }
+  std::shared_ptr<LocalGroup> sub;
+  int sub_rank = -1;
+  if (!members.empty()) {
+    sub = g.split_slot(d.seq, members[0]);
+    sub_rank = static_cast<int>(std::find(members.begin(), members.end(), rank()) -
+                                members.begin());
+  }
+  if (absl::Status s = g.Rendezvous(rank(), d, LocalGroup::kDone); !s.ok()) {
+    Abort(s);
+    return MarkDone(d, s);
+  }
+  if (!members.empty() && members[0] == rank()) g.split_slot(d.seq, rank()).reset();
+  if (!check.ok()) {
+    return MarkDone(d, absl::Status(check.code(), absl::StrCat(ErrorPrefix(d, rank(), n),
+                                                               check.message())));
+  }
+  (void)MarkDone(d, absl::OkStatus());
+  if (sub == nullptr) return std::unique_ptr<Communicator>();
+  return std::unique_ptr<Communicator>(
+      std::make_unique<LocalCommunicator>(std::move(sub), sub_rank, local_options_));
+}
+
+// ================================================================ RunRanks
+
+std::vector<absl::Status> RunRanks(int world_size,
+                                   const std::function<absl::Status(Communicator&)>& fn,
+                                   const LocalOptions& options) {
+  absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> comms =
+      LocalCommunicator::CreateGroup(world_size, options);
+  if (!comms.ok()) return {comms.status()};
+  const int threads = ThreadsPerRank(options, world_size);
+  std::vector<absl::Status> statuses(world_size);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world_size; ++r) {
+    ranks.emplace_back([&, r] {
+      omp_set_num_threads(threads);
+      std::unique_ptr<Communicator>& comm = (*comms)[r];
+      statuses[r] = fn(*comm);
+      static_cast<LocalCommunicator&>(*comm).MarkExited(statuses[r]);
+      comm.reset();  // drains its communication thread
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  return statuses;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,93 @@
+// The in-process backend: N ranks as threads of one process, sharing memory.
+// The embedded default on one machine and the workhorse of the tests.
+//
+//   std::vector<absl::Status> statuses = RunRanks(4, [](Communicator& comm) -> absl::Status {
+//     ZS_ASSIGN_OR_RETURN(Tensor x, Tensor::Full({10}, comm.rank(), DType::kF32));
+//     ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({40}, DType::kF32));
+//     return comm.AllGather(x, all);       // all = [0 x10, 1 x10, 2 x10, 3 x10]
+//   });
+//   // statuses[r] is what rank r's function returned.
+//
+// How it moves data (Note [In-process collectives]): ranks meet at a
+// sequence-numbered rendezvous where each posts its buffer pointers; then
+// every rank moves its own share directly between the peers' buffers, all
+// ranks in parallel, with no lock held:
+//   - AllGather: rank r copies every peer's input into its own output;
+//   - ReduceScatter: rank r reduces block r of all inputs into its output in
+//     one pass (collectives/cpu_reduce.h);
+//   - AllReduce: rank r reduces the r-th 1/size of the elements of all inputs
+//     and writes the result into every rank's output;
+//   - Broadcast: every non-root rank copies the root's tensor.
+// A second rendezvous marks the end, after which no rank touches another's
+// buffers. The rendezvous spins briefly (when the ranks fit on the cores),
+// then sleeps on a condition variable with the timeout as deadline; a rank
+// that times out names the ranks that have not arrived and aborts the group.
+// Descriptors are always compared across ranks (check mode is free here).
+#ifndef ZEROSHARD_COLLECTIVES_LOCAL_COMMUNICATOR_H_
+#define ZEROSHARD_COLLECTIVES_LOCAL_COMMUNICATOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "collectives/communicator.h"
+
+namespace zeroshard {
+
+struct LocalOptions {
+  CommunicatorOptions comm;
+  // OpenMP threads for each rank's thread (and its communication thread), for
+  // the kernels the rank runs. 0: max(1, hardware threads / world size), so
+  // ranks do not oversubscribe the cores.
+  int threads_per_rank = 0;
+
+  std::string ToString() const;
+};
+
+class LocalGroup;  // the shared state of one group (local_communicator.cc)
+
+class LocalCommunicator final : public Communicator {
+ public:
+  // The communicators of a new group, one per rank, for callers that run
+  // their own threads (RunRanks does this for you). Rank r's communicator
+  // must be used by one thread at a time; each may be destroyed on its own.
+  static absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> CreateGroup(
+      int size, const LocalOptions& options = {});
+
+  ~LocalCommunicator() override;
+  absl::string_view backend() const override { return "local"; }
+
+  // Tells the peers that this rank's thread is done (RunRanks calls it), so a
+  // peer that times out waiting for it can say so.
+  void MarkExited(const absl::Status& status);
+
+  // Used by the group; public for make_unique.
+  LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank, const LocalOptions& options);
+
+ protected:
+  absl::StatusOr<std::shared_ptr<Work>> Launch(CollectiveCall call) override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc& desc) override;
+
+ private:
+  absl::Status Execute(const CollectiveCall& call);
+  absl::StatusOr<std::unique_ptr<Communicator>> ExecuteSplit(const CollectiveDesc& desc);
+
+  std::shared_ptr<LocalGroup> group_;
+  const LocalOptions local_options_;
+  CommThread comm_thread_;  // last: destroyed (drained) first
+};
+
+// Runs `fn` on `world_size` threads, rank r with the group's rank-r
+// communicator, and returns each rank's status (index = rank). A rank whose
+// function returns early leaves its peers to time out in their next
+// collective (the error names it and says that it has exited).
+std::vector<absl::Status> RunRanks(int world_size,
+                                   const std::function<absl::Status(Communicator&)>& fn,
+                                   const LocalOptions& options = {});
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_COLLECTIVES_LOCAL_COMMUNICATOR_H_

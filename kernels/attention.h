@@ -1,0 +1,91 @@
+// Scaled dot-product self-attention, forward and backward, heads batched, with
+// an optional causal mask. The forward saves only the per-row log-sum-exp
+// (like cuDNN's SDPA "stats"); the backward recomputes the probabilities.
+//
+//   // q, k, v: [B, H, T, D] (views of a fused qkv [B, T, 3, H, D] are fine)
+//   ZS_ASSIGN_OR_RETURN(AttentionOutputs fwd, AttentionForward(q, k, v));   // causal by default
+//   // ... later, with dout [B, H, T, D]:
+//   ZS_ASSIGN_OR_RETURN(AttentionGrads g,
+//                       AttentionBackward(dout, q, k, v, fwd.out, fwd.lse));
+//   // or into existing tensors (e.g. views of a fused gradient buffer):
+//   ZS_RETURN_IF_ERROR(AttentionBackward(dout, q, k, v, out, lse, dq, dk, dv, {.causal = true}));
+//
+// The math, per batch b and head h (Q, K, V, O, dO are T x D matrices, i and j
+// index query and key positions, c = scale, default 1/sqrt(D)):
+//   S     = c Q K^T                        T x T scores
+//   S_ij  = -inf where causal and j > i    (masked: such entries contribute exactly 0)
+//   lse_i = log sum_j exp(S_ij)            saved, fp32, [B, H, T]
+//   P_ij  = exp(S_ij - lse_i)              row softmax
+//   O     = P V                            written to `out`
+// Backward, given dO = dL/dO (P recomputed from S and lse, never stored):
+//   dV      = P^T dO
+//   dP      = dO V^T
+//   delta_i = rowsum(dO o O)_i = sum_d dO_id O_id     (equals sum_j P_ij dP_ij)
+//   dS      = P o (dP - delta 1^T)         masked entries: P = 0, so dS = 0
+//   dQ      = c dS K
+//   dK      = c dS^T Q
+// The per-element pieces are kernels/math/attention_math.h.
+//
+// CPU: one (b, h) pair per OpenMP task, each a sequence of single-threaded
+// GEMMs (kernels/cpu/gemm.h) over blocks of 64 query rows; a causal block only
+// multiplies the key columns up to its last row. Scratch is per thread and
+// O(64 T + T D), never T x T. Accumulation is fp32, and each head is computed
+// by one thread in a fixed order, so results are bitwise identical for any
+// number of threads.
+//
+// Rules (each violation is an InvalidArgument saying what was found):
+// - q, k, v, out, dout, dq, dk, dv: 4-D [B, H, T, D], all the same shape, all
+//   the same float dtype (f32, bf16, f16; 16-bit values are widened on load
+//   and the results rounded once); D >= 1.
+// - lse: f32 [B, H, T].
+// - Any strides: views whose last dimension has unit stride (e.g. carved out of
+//   a fused buffer) are used in place; other inputs are copied per head.
+// - Outputs must not overlap the inputs (checked conservatively: the byte
+//   ranges spanned must be disjoint) and have no broadcast (stride 0)
+//   dimension. dq, dk and dv may be interleaved views of one buffer (they are
+//   not checked against each other: they must not share elements).
+#ifndef ZEROSHARD_KERNELS_ATTENTION_H_
+#define ZEROSHARD_KERNELS_ATTENTION_H_
+
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/tensor.h"
+
+namespace zeroshard {
+
+struct AttentionOptions {
+  bool causal = true;
+  std::optional<float> scale;  // default 1/sqrt(D)
+};
+
+// out = softmax(scale Q K^T + mask) V; lse = the rows' log-sum-exp.
+absl::Status AttentionForward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              const Tensor& lse, const AttentionOptions& options = {});
+
+// dq, dk, dv from dout and the forward's inputs, out and lse (same options).
+absl::Status AttentionBackward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                               const Tensor& v, const Tensor& out, const Tensor& lse,
+                               const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                               const AttentionOptions& options = {});
+
+// Allocating forms: out like q (contiguous), lse f32 [B, H, T]; gradients like q.
+struct AttentionOutputs {
+  Tensor out;  // [B, H, T, D]
+  Tensor lse;  // [B, H, T], f32
+};
+struct AttentionGrads {
+  Tensor dq, dk, dv;  // [B, H, T, D]
+};
+absl::StatusOr<AttentionOutputs> AttentionForward(const Tensor& q, const Tensor& k,
+                                                  const Tensor& v,
+                                                  const AttentionOptions& options = {});
+absl::StatusOr<AttentionGrads> AttentionBackward(const Tensor& dout, const Tensor& q,
+                                                 const Tensor& k, const Tensor& v,
+                                                 const Tensor& out, const Tensor& lse,
+                                                 const AttentionOptions& options = {});
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_KERNELS_ATTENTION_H_

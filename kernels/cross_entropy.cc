@@ -1,0 +1,168 @@
+#include "kernels/cross_entropy.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/device_check.h"
+#include "kernels/rows.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+namespace {
+
+absl::Status CheckLogits(absl::string_view op, absl::string_view name, const Tensor& t) {
+  ZS_RETURN_IF_ERROR(CheckFloatRows(op, name, t));
+  if (t.size(-1) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ", ShapeToString(t.shape()),
+                                                   ", expected a last dimension V >= 1"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTargets(absl::string_view op, const Tensor& targets, const Tensor& logits) {
+  if (!targets.defined()) return absl::InvalidArgumentError(absl::StrCat(op, ": targets is undefined"));
+  if (targets.dtype() != DType::kI32 && targets.dtype() != DType::kI64) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": targets has dtype ", DTypeName(targets.dtype()),
+                                                   ", expected i32 or i64"));
+  }
+  return CheckPerRowShape(op, "targets", targets, logits);
+}
+
+// An optional per-row output (losses: any float dtype; lse: f32).
+absl::Status CheckPerRowOutput(absl::string_view op, absl::string_view name, const Tensor& t,
+                               const Tensor& logits, bool f32_only,
+                               std::initializer_list<const Tensor*> inputs) {
+  if (!t.defined()) return absl::OkStatus();
+  if (f32_only ? t.dtype() != DType::kF32 : !IsFloatingPoint(t.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has dtype ", DTypeName(t.dtype()),
+                                                   f32_only ? ", expected f32" : ", expected f32, bf16 or f16"));
+  }
+  ZS_RETURN_IF_ERROR(CheckPerRowShape(op, name, t, logits));
+  return CheckRowOutput(op, name, t, inputs, false);
+}
+
+// The targets as int64 in row order, each checked to be in [0, V) or ignore_index.
+absl::StatusOr<std::vector<int64_t>> ReadTargets(absl::string_view op, const Tensor& targets,
+                                                 int64_t vocab, int64_t ignore_index) {
+  ZS_ASSIGN_OR_RETURN(std::vector<int64_t> t, targets.ToVector<int64_t>());
+  for (size_t r = 0; r < t.size(); ++r) {
+    if (t[r] == ignore_index || (t[r] >= 0 && t[r] < vocab)) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": targets", IndexToString(targets.shape(), static_cast<int64_t>(r)), " = ", t[r],
+        " (row ", r, ") is out of range [0, ", vocab, ") and is not ignore_index ", ignore_index));
+  }
+  return t;
+}
+
+// Writes `values` (one f32 per row) into the per-row tensor `t`.
+absl::Status WriteRows(std::vector<float>& values, const Tensor& t) {
+  if (!t.defined()) return absl::OkStatus();
+  return t.CopyFrom(Tensor::Wrap(values.data(), t.shape(), DType::kF32));
+}
+
+}  // namespace
+
+absl::StatusOr<CrossEntropyStats> CrossEntropyForward(const Tensor& logits, const Tensor& targets,
+                                                      const Tensor& losses, const Tensor& lse,
+                                                      const CrossEntropyOptions& options) {
+  constexpr absl::string_view op = "CrossEntropyForward";
+  ZS_RETURN_IF_ERROR(CheckLogits(op, "logits", logits));
+  ZS_RETURN_IF_ERROR(CheckTargets(op, targets, logits));
+  ZS_RETURN_IF_ERROR(CheckPerRowOutput(op, "losses", losses, logits, false, {&logits, &targets}));
+  ZS_RETURN_IF_ERROR(CheckPerRowOutput(op, "lse", lse, logits, true, {&logits, &targets, &losses}));
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&logits, &targets, &losses, &lse}, op));
+  switch (logits.device().type) {
+    case DeviceType::kCpu: {
+      const int64_t vocab = logits.size(-1);
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> t, ReadTargets(op, targets, vocab, options.ignore_index));
+      const size_t rows = t.size();
+      CrossEntropyStats stats;
+      if (rows > 0) {
+        ZS_ASSIGN_OR_RETURN(Tensor x, RowMajorInput(logits, logits.dtype()));
+        std::vector<float> row_loss(rows), row_lse(rows);
+        cpu::CrossEntropyForward(x, t.data(), options.ignore_index, row_loss.data(), row_lse.data());
+        for (size_t r = 0; r < rows; ++r) {
+          if (t[r] == options.ignore_index) continue;
+          ++stats.valid_rows;
+          stats.sum_loss += row_loss[r];
+        }
+        ZS_RETURN_IF_ERROR(WriteRows(row_loss, losses));
+        ZS_RETURN_IF_ERROR(WriteRows(row_lse, lse));
+      }
+      stats.mean_loss = stats.valid_rows > 0 ? stats.sum_loss / static_cast<double>(stats.valid_rows)
+                                             : std::numeric_limits<double>::quiet_NaN();
+      return stats;
+    }
+    case DeviceType::kCuda: break;
+  }
+  return NoDeviceKernel(op, logits.device());
+}
+
+absl::Status CrossEntropyBackward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                                  const Tensor& dlosses, const Tensor& dlogits,
+                                  const CrossEntropyOptions& options) {
+  constexpr absl::string_view op = "CrossEntropyBackward";
+  ZS_RETURN_IF_ERROR(CheckLogits(op, "logits", logits));
+  ZS_RETURN_IF_ERROR(CheckTargets(op, targets, logits));
+  if (!lse.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": lse is undefined; expected the one CrossEntropyForward saved"));
+  }
+  if (lse.dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": lse has dtype ", DTypeName(lse.dtype()), ", expected f32"));
+  }
+  ZS_RETURN_IF_ERROR(CheckPerRowShape(op, "lse", lse, logits));
+  if (!dlosses.defined()) return absl::InvalidArgumentError(absl::StrCat(op, ": dlosses is undefined"));
+  if (!IsFloatingPoint(dlosses.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": dlosses has dtype ", DTypeName(dlosses.dtype()),
+                                                   ", expected f32, bf16 or f16"));
+  }
+  if (dlosses.numel() != 1 || dlosses.dim() > 1) {
+    const absl::Status per_row = CheckPerRowShape(op, "dlosses", dlosses, logits);
+    if (!per_row.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(per_row.message(), ", or a single value [] or [1]"));
+    }
+  }
+  ZS_RETURN_IF_ERROR(CheckLogits(op, "dlogits", dlogits));
+  if (dlogits.shape() != logits.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": dlogits has shape ", ShapeToString(dlogits.shape()),
+                                                   ", expected ", ShapeToString(logits.shape()),
+                                                   " (the shape of logits)"));
+  }
+  ZS_RETURN_IF_ERROR(CheckRowOutput(op, "dlogits", dlogits, {&logits}, /*allow_in_place=*/true));
+  ZS_RETURN_IF_ERROR(CheckRowOutput(op, "dlogits", dlogits, {&targets, &lse, &dlosses}, false));
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&logits, &targets, &lse, &dlosses, &dlogits}, op));
+  switch (logits.device().type) {
+    case DeviceType::kCpu: {
+      const int64_t vocab = logits.size(-1);
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> t, ReadTargets(op, targets, vocab, options.ignore_index));
+      if (t.empty()) return absl::OkStatus();
+      ZS_ASSIGN_OR_RETURN(std::vector<float> s, lse.ToVector<float>());
+      ZS_ASSIGN_OR_RETURN(std::vector<float> g, dlosses.ToVector<float>());
+      if (g.size() != t.size()) g.assign(t.size(), g[0]);  // one value for every row
+      ZS_ASSIGN_OR_RETURN(Tensor x, RowMajorInput(logits, logits.dtype()));
+      ZS_ASSIGN_OR_RETURN(RowOutput o, RowOutput::For(dlogits));
+      cpu::CrossEntropyBackward(x, t.data(), options.ignore_index, s.data(), g.data(), o.tensor());
+      return o.Finish();
+    }
+    case DeviceType::kCuda: break;
+  }
+  return NoDeviceKernel(op, logits.device());
+}
+
+absl::StatusOr<CrossEntropyResult> CrossEntropy(const Tensor& logits, const Tensor& targets,
+                                                const CrossEntropyOptions& options) {
+  if (!targets.defined()) return absl::InvalidArgumentError("CrossEntropy: targets is undefined");
+  if (!logits.defined()) return absl::InvalidArgumentError("CrossEntropy: logits is undefined");
+  CrossEntropyResult r;
+  ZS_ASSIGN_OR_RETURN(r.losses, Tensor::Empty(targets.shape(), DType::kF32, logits.allocator()));
+  ZS_ASSIGN_OR_RETURN(r.lse, Tensor::Empty(targets.shape(), DType::kF32, logits.allocator()));
+  ZS_ASSIGN_OR_RETURN(r.stats, CrossEntropyForward(logits, targets, r.losses, r.lse, options));
+  return r;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,193 @@
+#include "kernels/layernorm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/device_check.h"
+#include "kernels/rows.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+namespace {
+
+// x (or dy) [..., C] with C >= 1; returns C.
+absl::StatusOr<int64_t> CheckRows(absl::string_view op, absl::string_view name, const Tensor& t) {
+  ZS_RETURN_IF_ERROR(CheckFloatRows(op, name, t));
+  if (t.size(-1) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ",
+                                                   ShapeToString(t.shape()),
+                                                   ", expected a last dimension C >= 1"));
+  }
+  return t.size(-1);
+}
+
+absl::Status CheckLike(absl::string_view op, absl::string_view name, const Tensor& t,
+                       const Tensor& like, absl::string_view like_name) {
+  ZS_RETURN_IF_ERROR(CheckFloatRows(op, name, t));
+  if (t.shape() != like.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ",
+                                                   ShapeToString(t.shape()), ", expected ",
+                                                   ShapeToString(like.shape()), " (the shape of ",
+                                                   like_name, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// An optional [C] float tensor (weight, bias, dweight, dbias).
+absl::Status CheckParam(absl::string_view op, absl::string_view name, const Tensor& t, int64_t c) {
+  if (!t.defined()) return absl::OkStatus();
+  if (!IsFloatingPoint(t.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has dtype ", DTypeName(t.dtype()),
+                                                   ", expected f32, bf16 or f16"));
+  }
+  if (t.dim() != 1 || t.size(0) != c) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ",
+                                                   ShapeToString(t.shape()), ", expected [", c,
+                                                   "] (C, the last dimension of x)"));
+  }
+  return absl::OkStatus();
+}
+
+// mean or rstd: f32, of x's leading shape or [rows].
+absl::Status CheckStat(absl::string_view op, absl::string_view name, const Tensor& t, const Tensor& x) {
+  if (t.dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has dtype ", DTypeName(t.dtype()),
+                                                   ", expected f32"));
+  }
+  return CheckPerRowShape(op, name, t, x);
+}
+
+// `t` ([C], optional) as C contiguous floats; `fill` where t is undefined.
+absl::StatusOr<std::vector<float>> ParamValues(const Tensor& t, int64_t c, float fill) {
+  if (!t.defined()) return std::vector<float>(static_cast<size_t>(c), fill);
+  return t.ToVector<float>();
+}
+
+// A contiguous f32 tensor holding `t`'s values (t itself when it already is one).
+absl::StatusOr<Tensor> ContiguousF32(const Tensor& t) {
+  ZS_ASSIGN_OR_RETURN(Tensor f, t.To(DType::kF32));
+  return f.Contiguous();
+}
+
+// An f32 output written through a contiguous buffer when it is not contiguous.
+struct StatOutput {
+  Tensor out, work;
+  float* data() const { return work.defined() ? static_cast<float*>(work.raw_data()) : nullptr; }
+  absl::Status Finish() const {
+    if (!out.defined() || IsSameView(out, work)) return absl::OkStatus();
+    return out.CopyFrom(work);
+  }
+};
+
+absl::StatusOr<StatOutput> ForStat(const Tensor& t) {
+  StatOutput s{t, t};
+  if (t.defined() && !t.is_contiguous()) {
+    ZS_ASSIGN_OR_RETURN(s.work, Tensor::Empty(t.shape(), DType::kF32, DefaultCpuAllocator()));
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::Status LayerNormForward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                              const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  constexpr absl::string_view op = "LayerNormForward";
+  ZS_ASSIGN_OR_RETURN(const int64_t c, CheckRows(op, "x", x));
+  ZS_RETURN_IF_ERROR(CheckLike(op, "out", out, x, "x"));
+  ZS_RETURN_IF_ERROR(CheckParam(op, "weight", weight, c));
+  ZS_RETURN_IF_ERROR(CheckParam(op, "bias", bias, c));
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": eps = ", eps, ", expected a finite value >= 0"));
+  }
+  ZS_RETURN_IF_ERROR(CheckRowOutput(op, "out", out, {&x}, /*allow_in_place=*/true));
+  ZS_RETURN_IF_ERROR(CheckRowOutput(op, "out", out, {&weight, &bias}, false));
+  if (mean.defined()) {
+    ZS_RETURN_IF_ERROR(CheckStat(op, "mean", mean, x));
+    ZS_RETURN_IF_ERROR(CheckRowOutput(op, "mean", mean, {&x, &weight, &bias, &out}, false));
+  }
+  if (rstd.defined()) {
+    ZS_RETURN_IF_ERROR(CheckStat(op, "rstd", rstd, x));
+    ZS_RETURN_IF_ERROR(CheckRowOutput(op, "rstd", rstd, {&x, &weight, &bias, &out, &mean}, false));
+  }
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &weight, &bias, &out, &mean, &rstd}, op));
+  switch (x.device().type) {
+    case DeviceType::kCpu: {
+      if (x.numel() == 0) return absl::OkStatus();
+      ZS_ASSIGN_OR_RETURN(Tensor xr, RowMajorInput(x, x.dtype()));
+      ZS_ASSIGN_OR_RETURN(std::vector<float> w, ParamValues(weight, c, 1.0f));
+      ZS_ASSIGN_OR_RETURN(std::vector<float> b, ParamValues(bias, c, 0.0f));
+      ZS_ASSIGN_OR_RETURN(RowOutput o, RowOutput::For(out));
+      ZS_ASSIGN_OR_RETURN(StatOutput m, ForStat(mean));
+      ZS_ASSIGN_OR_RETURN(StatOutput r, ForStat(rstd));
+      cpu::LayerNormForward(xr, w.data(), b.data(), static_cast<float>(eps), o.tensor(), m.data(),
+                            r.data());
+      ZS_RETURN_IF_ERROR(o.Finish());
+      ZS_RETURN_IF_ERROR(m.Finish());
+      return r.Finish();
+    }
+    case DeviceType::kCuda: break;
+  }
+  return NoDeviceKernel(op, x.device());
+}
+
+absl::Status LayerNormBackward(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                               const Tensor& rstd, const Tensor& weight, const Tensor& dx,
+                               const Tensor& dweight, const Tensor& dbias, GradMode param_grad) {
+  constexpr absl::string_view op = "LayerNormBackward";
+  ZS_ASSIGN_OR_RETURN(const int64_t c, CheckRows(op, "x", x));
+  ZS_RETURN_IF_ERROR(CheckLike(op, "dy", dy, x, "x"));
+  for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
+    if (!t->defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ", name, " is undefined; expected the one LayerNormForward saved"));
+    }
+    ZS_RETURN_IF_ERROR(CheckStat(op, name, *t, x));
+  }
+  ZS_RETURN_IF_ERROR(CheckParam(op, "weight", weight, c));
+  ZS_RETURN_IF_ERROR(CheckParam(op, "dweight", dweight, c));
+  ZS_RETURN_IF_ERROR(CheckParam(op, "dbias", dbias, c));
+  if (dx.defined()) {
+    ZS_RETURN_IF_ERROR(CheckLike(op, "dx", dx, x, "x"));
+    ZS_RETURN_IF_ERROR(CheckRowOutput(op, "dx", dx, {&dy, &x}, /*allow_in_place=*/true));
+    ZS_RETURN_IF_ERROR(CheckRowOutput(op, "dx", dx, {&mean, &rstd, &weight}, false));
+  }
+  if (dweight.defined()) {
+    ZS_RETURN_IF_ERROR(CheckRowOutput(op, "dweight", dweight, {&dy, &x, &mean, &rstd, &weight, &dx}, false));
+  }
+  if (dbias.defined()) {
+    ZS_RETURN_IF_ERROR(
+        CheckRowOutput(op, "dbias", dbias, {&dy, &x, &mean, &rstd, &weight, &dx, &dweight}, false));
+  }
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&dy, &x, &mean, &rstd, &weight, &dx, &dweight, &dbias}, op));
+  switch (x.device().type) {
+    case DeviceType::kCpu: {
+      if (x.numel() == 0) {  // no rows: the parameter gradients are empty sums
+        if (param_grad == GradMode::kAccumulate) return absl::OkStatus();
+        if (dweight.defined()) ZS_RETURN_IF_ERROR(dweight.Fill(0.0));
+        if (dbias.defined()) ZS_RETURN_IF_ERROR(dbias.Fill(0.0));
+        return absl::OkStatus();
+      }
+      const DType in = x.dtype() == dy.dtype() ? x.dtype() : DType::kF32;
+      ZS_ASSIGN_OR_RETURN(Tensor xr, RowMajorInput(x, in));
+      ZS_ASSIGN_OR_RETURN(Tensor dyr, RowMajorInput(dy, in));
+      ZS_ASSIGN_OR_RETURN(Tensor m, ContiguousF32(mean));
+      ZS_ASSIGN_OR_RETURN(Tensor r, ContiguousF32(rstd));
+      ZS_ASSIGN_OR_RETURN(std::vector<float> w, ParamValues(weight, c, 1.0f));
+      RowOutput o;
+      if (dx.defined()) {
+        ZS_ASSIGN_OR_RETURN(o, RowOutput::For(dx));
+      }
+      cpu::LayerNormBackward(dyr, xr, static_cast<const float*>(m.raw_data()),
+                             static_cast<const float*>(r.raw_data()), w.data(), o.tensor(), dweight,
+                             dbias, param_grad == GradMode::kAccumulate);
+      return dx.defined() ? o.Finish() : absl::OkStatus();
+    }
+    case DeviceType::kCuda: break;
+  }
+  return NoDeviceKernel(op, x.device());
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,582 @@
+#include "runtime/sharding/sharded_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+using autograd::Variable;
+
+std::string MemoryPlan::ToString() const {
+  return absl::StrCat("sharded params ", FormatBytes(sharded_params), ", sharded grads ",
+                      FormatBytes(sharded_grads), ", optimizer state ", FormatBytes(optimizer_state),
+                      ", gathered peak ", FormatBytes(gathered_peak), "; total ", FormatBytes(total()));
+}
+
+// ================================================================ construction
+
+ShardedModel::ShardedModel(std::shared_ptr<nn::Module> root, Communicator& world,
+                           ShardingOptions options, Allocator* allocator)
+    : root_(std::move(root)),
+      world_(world),
+      options_(std::move(options)),
+      allocator_(allocator != nullptr ? allocator : DefaultCpuAllocator()) {}
+
+ShardedModel::~ShardedModel() {
+  for (auto& [module, handle] : module_hooks_) module->RemoveHook(handle);
+  for (auto& [var, handle] : param_hooks_) var.RemoveHook(handle);
+  // Leave the module usable: parameters point at nothing once the buffers go.
+  for (auto& unit : units_) {
+    for (const FlatParamSlot& p : unit->flat.params()) {
+      (void)p.var.set_value(Tensor());
+      p.var.reset_grad();
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<ShardedModel>> ShardedModel::Create(std::shared_ptr<nn::Module> root,
+                                                                   Communicator& world,
+                                                                   const ShardingOptions& options,
+                                                                   Allocator* allocator) {
+  if (root == nullptr) return absl::InvalidArgumentError("ShardedModel::Create: null module");
+  ZS_RETURN_IF_ERROR(options.Validate(world.size()));
+  std::unique_ptr<ShardedModel> m(new ShardedModel(std::move(root), world, options, allocator));
+  ZS_RETURN_IF_ERROR(m->Build());
+  return m;
+}
+
+namespace {
+
+// Decides which modules are units (post-order, so a unit's count excludes units below it).
+struct WrapPlanner {
+  const WrapPolicy& policy;
+  const std::set<std::string>& ignored;
+  std::set<const nn::Module*> wrapped;
+
+  // Returns the number of parameter elements of `m`'s subtree not yet in a unit.
+  int64_t Visit(nn::Module& m, const std::string& name, bool is_root) {
+    int64_t unwrapped = 0;
+    for (auto& [child_name, child] : m.NamedChildren()) {
+      const std::string full = nn::JoinName(name, child_name);
+      if (ignored.count(full)) continue;
+      unwrapped += Visit(*child, full, false);
+    }
+    for (const nn::ParameterSlot& p : m.parameter_slots()) unwrapped += NumElements(p.shape);
+    if (is_root) return unwrapped;
+    bool wrap = false;
+    switch (policy.kind) {
+      case WrapPolicy::Kind::kNone: break;
+      case WrapPolicy::Kind::kByType: wrap = policy.types.count(m.type_name()) > 0; break;
+      case WrapPolicy::Kind::kBySize: wrap = unwrapped >= policy.min_num_params; break;
+      case WrapPolicy::Kind::kCustom: wrap = policy.custom(m, name, unwrapped); break;
+    }
+    if (wrap) {
+      wrapped.insert(&m);
+      return 0;
+    }
+    return unwrapped;
+  }
+};
+
+}  // namespace
+
+absl::Status ShardedModel::Build() {
+  const int world_size = world_.size();
+  const int s = options_.ShardGroupSize(world_size);
+  ZS_ASSIGN_OR_RETURN(shard_group_, world_.Split(world_.rank() / s, world_.rank()));
+  ZS_ASSIGN_OR_RETURN(replica_group_, world_.Split(world_.rank() % s, world_.rank()));
+
+  const std::set<std::string> ignored(options_.ignored_modules.begin(), options_.ignored_modules.end());
+  for (const std::string& name : ignored) {
+    bool found = false;
+    for (auto& [n, m] : root_->NamedModules()) found = found || n == name;
+    if (!found) {
+      return absl::InvalidArgumentError(absl::StrCat("ShardedModel: ignored module \"", name,
+                                                     "\" is not in the model"));
+    }
+  }
+  WrapPlanner planner{options_.wrap, ignored, {}};
+  planner.Visit(*root_, "", true);
+
+  // Owner unit of every module: the deepest wrapped ancestor, or the root.
+  std::vector<std::pair<std::string, nn::Module*>> unit_modules;  // pre-order, root last
+  std::map<const nn::Module*, size_t> unit_of_module;
+  std::function<void(nn::Module&, const std::string&, size_t)> assign =
+      [&](nn::Module& m, const std::string& name, size_t owner) {
+        size_t mine = owner;
+        if (planner.wrapped.count(&m)) {
+          mine = unit_modules.size();
+          unit_modules.emplace_back(name, &m);
+        }
+        unit_of_module[&m] = mine;
+        for (auto& [child_name, child] : m.NamedChildren()) {
+          const std::string full = nn::JoinName(name, child_name);
+          if (ignored.count(full)) continue;
+          assign(*child, full, mine);
+        }
+      };
+  const size_t kRootMarker = static_cast<size_t>(-1);
+  assign(*root_, "", kRootMarker);
+  unit_modules.emplace_back("<root>", root_.get());
+  const size_t root_index = unit_modules.size() - 1;
+
+  // Parameters of each unit, deduplicated by identity (tied ones once).
+  std::vector<std::vector<FlatParamSlot>> slots(unit_modules.size());
+  std::unordered_map<const autograd::VariableImpl*, std::pair<size_t, size_t>> seen;  // -> (unit, slot)
+  for (auto& [mname, m] : root_->NamedModules()) {
+    auto it = unit_of_module.find(m);
+    if (it == unit_of_module.end()) continue;  // inside an ignored module
+    const size_t unit = it->second == kRootMarker ? root_index : it->second;
+    for (nn::ParameterSlot& p : m->parameter_slots()) {
+      const std::string name = nn::JoinName(mname, p.name);
+      const autograd::VariableImpl* impl = p.var.impl().get();
+      auto s_it = seen.find(impl);
+      if (s_it != seen.end()) {
+        if (s_it->second.first != unit) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "ShardedModel: tied parameter \"", name, "\" is used by units \"",
+              unit_modules[s_it->second.first].first, "\" and \"", unit_modules[unit].first,
+              "\"; a tied parameter must live in one unit: wrap the modules that share it together"));
+        }
+        slots[unit][s_it->second.second].aliases.push_back(name);
+        continue;
+      }
+      seen[impl] = {unit, slots[unit].size()};
+      FlatParamSlot slot;
+      slot.name = name;
+      slot.var = p.var;
+      slot.shape = p.shape;
+      slot.requires_grad = p.var.requires_grad();
+      slot.init = p.init;
+      slots[unit].push_back(std::move(slot));
+    }
+  }
+
+  for (size_t i = 0; i < unit_modules.size(); ++i) {
+    auto unit = std::make_unique<ShardedUnit>();
+    unit->index = static_cast<int>(i);
+    unit->name = unit_modules[i].first;
+    unit->module = unit_modules[i].second;
+    unit->is_root = i == root_index;
+    unit->flat = FlatParameter(std::move(slots[i]), s, shard_group_->rank());
+    for (const FlatParamSlot& p : unit->flat.params()) {
+      if (p.requires_grad) {
+        ++unit->num_grad_params;
+      } else {
+        unit->has_frozen = true;
+      }
+    }
+    units_.push_back(std::move(unit));
+  }
+  root_unit_ = units_.back().get();
+  for (auto& unit : units_) {
+    ZS_RETURN_IF_ERROR(InitShards(*unit));
+  }
+  for (auto& unit : units_) {
+    ZS_RETURN_IF_ERROR(InstallHooks(*unit));
+  }
+  return absl::OkStatus();
+}
+
+// True when the gathered buffer can be the shard itself (nothing to gather or cast).
+static bool Aliased(const ShardedUnit& u, const ShardingOptions& o) {
+  return u.flat.shard_group_size() == 1 && o.mixed_precision.param_dtype == DType::kF32;
+}
+
+absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
+  const FlatParameter& flat = unit.flat;
+  ZS_ASSIGN_OR_RETURN(unit.shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, allocator_));
+  ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, allocator_));
+  for (const FlatParamSlot& p : flat.params()) {
+    if (p.var.defined() && options_.sync_module_states) {
+      ZS_ASSIGN_OR_RETURN(Tensor c, p.var.value().Contiguous());
+      ZS_RETURN_IF_ERROR(world_.Broadcast(c, 0));
+      if (!IsSameView(c, p.var.value())) {
+        ZS_RETURN_IF_ERROR(p.var.value().CopyFrom(c));
+      }
+    }
+  }
+  for (const FlatParameter::Piece& piece : flat.PiecesOfShard(flat.shard_rank())) {
+    const FlatParamSlot& p = flat.params()[piece.param];
+    ZS_ASSIGN_OR_RETURN(Tensor dst, unit.shard.Narrow(0, piece.shard_offset, piece.count));
+    if (p.var.defined()) {
+      ZS_ASSIGN_OR_RETURN(Tensor whole, p.var.value().Reshape({-1}));
+      ZS_ASSIGN_OR_RETURN(Tensor src, whole.Narrow(0, piece.param_offset, piece.count));
+      ZS_RETURN_IF_ERROR(dst.CopyFrom(src));
+    } else {
+      // Deferred init: this rank's slice only, as in the unsharded init.
+      ZS_RETURN_IF_ERROR(nn::FillInit(p.init, options_.init_seed, p.name, piece.param_offset, dst));
+    }
+  }
+  // The module's own copies go; its parameters will view the gathered buffer.
+  for (const FlatParamSlot& p : flat.params()) {
+    ZS_RETURN_IF_ERROR(p.var.set_value(Tensor()));
+  }
+  if (Aliased(unit, options_)) {
+    unit.full = unit.shard;
+  } else {
+    ZS_ASSIGN_OR_RETURN(unit.full, Tensor::Empty({flat.padded_numel()},
+                                                 options_.mixed_precision.param_dtype, allocator_));
+    ZS_RETURN_IF_ERROR(unit.full.storage()->Release());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::InstallHooks(ShardedUnit& unit) {
+  ShardedUnit* u = &unit;
+  module_hooks_.emplace_back(unit.module,
+                             unit.module->AddPreForwardHook([this, u](nn::Module&) { return OnPreForward(*u); }));
+  module_hooks_.emplace_back(
+      unit.module, unit.module->AddPostForwardHook([this, u](nn::Module&, std::vector<Variable>& outs) {
+        return OnPostForward(*u, outs);
+      }));
+  for (const FlatParamSlot& p : unit.flat.params()) {
+    if (!p.requires_grad) continue;
+    param_hooks_.emplace_back(p.var, p.var.AddPostAccumulateGradHook(
+                                         [this, u](const Variable&) { return OnGradLanded(*u); }));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<ShardedUnit*> ShardedModel::units() {
+  std::vector<ShardedUnit*> out;
+  for (auto& u : units_) out.push_back(u.get());
+  return out;
+}
+
+// ================================================================ gathering
+
+absl::Status ShardedModel::StartGather(ShardedUnit& unit) {
+  if (unit.state != ShardedUnit::State::kSharded) return absl::OkStatus();
+  if (Aliased(unit, options_)) {
+    unit.state = ShardedUnit::State::kGathered;
+    return absl::OkStatus();
+  }
+  ZS_RETURN_IF_ERROR(unit.full.storage()->Reallocate());
+  // In place: this rank's shard goes into its own slice of the gathered
+  // buffer (cast to param_dtype on the way), and the all-gather fills the rest.
+  ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full.Narrow(0, unit.flat.shard_offset(), unit.flat.shard_numel()));
+  ZS_RETURN_IF_ERROR(mine.CopyFrom(unit.shard));
+  ZS_ASSIGN_OR_RETURN(unit.gather_work, shard_group_->AllGatherAsync(mine, unit.full));
+  unit.state = ShardedUnit::State::kGathering;
+  ++unit.gathers;
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::Gather(ShardedUnit& unit) {
+  ZS_RETURN_IF_ERROR(StartGather(unit));
+  if (unit.state == ShardedUnit::State::kGathering) {
+    ZS_RETURN_IF_ERROR(unit.gather_work->Wait());
+    unit.gather_work.reset();
+    unit.state = ShardedUnit::State::kGathered;
+  }
+  for (const FlatParamSlot& p : unit.flat.params()) {
+    if (p.var.defined()) continue;
+    ZS_ASSIGN_OR_RETURN(Tensor flat_view, unit.full.Narrow(0, p.offset, p.numel));
+    ZS_ASSIGN_OR_RETURN(Tensor view, flat_view.View(p.shape));
+    ZS_RETURN_IF_ERROR(p.var.set_value(view));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::Reshard(ShardedUnit& unit) {
+  if (Aliased(unit, options_) || unit.state == ShardedUnit::State::kSharded) return absl::OkStatus();
+  if (unit.state == ShardedUnit::State::kGathering) {
+    ZS_RETURN_IF_ERROR(unit.gather_work->Wait());  // never free bytes a collective is writing
+    unit.gather_work.reset();
+  }
+  for (const FlatParamSlot& p : unit.flat.params()) {
+    ZS_RETURN_IF_ERROR(p.var.set_value(Tensor()));
+  }
+  ZS_RETURN_IF_ERROR(unit.full.storage()->Release());
+  unit.state = ShardedUnit::State::kSharded;
+  return absl::OkStatus();
+}
+
+int ShardedModel::GatheredCount() const {
+  int n = 0;
+  for (const auto& u : units_) {
+    if (!u->is_root && u->state != ShardedUnit::State::kSharded) ++n;
+  }
+  return n;
+}
+
+absl::Status ShardedModel::Prefetch(ShardedUnit* unit) {
+  if (unit == nullptr || unit->is_root || unit->state != ShardedUnit::State::kSharded) {
+    return absl::OkStatus();
+  }
+  if (options_.limit_all_gathers > 0 && GatheredCount() >= options_.limit_all_gathers) {
+    return absl::OkStatus();  // rate limited: it will be gathered when it runs
+  }
+  return StartGather(*unit);
+}
+
+ShardedUnit* ShardedModel::NextInForwardOrder(const ShardedUnit& unit) {
+  for (size_t i = 0; i + 1 < recorded_order_.size(); ++i) {
+    if (recorded_order_[i] == unit.index) return units_[recorded_order_[i + 1]].get();
+  }
+  return nullptr;
+}
+
+ShardedUnit* ShardedModel::NextInBackwardOrder(const ShardedUnit& unit) {
+  for (size_t i = forward_order_.size(); i-- > 1;) {
+    if (forward_order_[i] == unit.index) return units_[forward_order_[i - 1]].get();
+  }
+  return nullptr;
+}
+
+// ================================================================ hooks
+
+absl::Status ShardedModel::OnPreForward(ShardedUnit& unit) {
+  if (autograd::InBackward()) {
+    // A checkpointed unit recomputing inside backward: this is its backward gather.
+    return OnPreBackward(unit);
+  }
+  if (unit.is_root) {
+    if (!forward_order_.empty()) recorded_order_ = forward_order_;
+    forward_order_.clear();
+    in_forward_ = true;
+  }
+  if (std::find(forward_order_.begin(), forward_order_.end(), unit.index) == forward_order_.end()) {
+    forward_order_.push_back(unit.index);
+  }
+  ZS_RETURN_IF_ERROR(Gather(unit));
+  if (options_.forward_prefetch && !unit.is_root) {
+    ZS_RETURN_IF_ERROR(Prefetch(NextInForwardOrder(unit)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::OnPostForward(ShardedUnit& unit, std::vector<Variable>& outputs) {
+  if (autograd::InBackward()) return absl::OkStatus();  // recompute: keep it for its backward
+  const bool backward_follows = autograd::GradMode::IsEnabled();
+  if (backward_follows) {
+    ShardedUnit* u = &unit;
+    for (Variable& out : outputs) {
+      if (!out.defined() || !out.requires_grad()) continue;
+      out.AddGradHook([this, u](const Tensor& g) -> absl::StatusOr<Tensor> {
+        ZS_RETURN_IF_ERROR(OnPreBackward(*u));
+        return g;
+      });
+    }
+  }
+  if (unit.is_root) in_forward_ = false;
+  // Without a backward to come (evaluation), nothing needs the gathered bytes.
+  if (!backward_follows || (!unit.is_root && options_.ReshardAfterForward())) {
+    ZS_RETURN_IF_ERROR(Reshard(unit));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::OnPreBackward(ShardedUnit& unit) {
+  if (unit.backward_started) return absl::OkStatus();
+  unit.backward_started = true;
+  unit.landed = 0;
+  if (!callback_queued_) {
+    callback_queued_ = true;
+    ZS_RETURN_IF_ERROR(autograd::QueueCallback([this] { return FinishBackward(); }));
+  }
+  ZS_RETURN_IF_ERROR(Gather(unit));
+  if (options_.backward_prefetch == BackwardPrefetch::kBackwardPre) {
+    ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
+  }
+  if (!unit.full_grad.defined()) {  // kept across backwards inside NoSync()
+    ZS_ASSIGN_OR_RETURN(unit.full_grad, Tensor::Zeros({unit.flat.padded_numel()},
+                                                      options_.mixed_precision.reduce_dtype, allocator_));
+  }
+  for (const FlatParamSlot& p : unit.flat.params()) {
+    if (!p.requires_grad) continue;
+    ZS_ASSIGN_OR_RETURN(Tensor flat_view, unit.full_grad.Narrow(0, p.offset, p.numel));
+    ZS_ASSIGN_OR_RETURN(Tensor view, flat_view.View(p.shape));
+    ZS_RETURN_IF_ERROR(p.var.set_grad(view));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::OnGradLanded(ShardedUnit& unit) {
+  if (!unit.backward_started) {
+    return absl::InternalError(absl::StrCat("ShardedModel: a gradient of unit \"", unit.name,
+                                            "\" landed before the unit's backward started"));
+  }
+  if (++unit.landed == unit.num_grad_params) return ReduceUnit(unit);
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
+  if (unit.reduced) return absl::OkStatus();
+  unit.reduced = true;
+  if (sync_gradients_) {
+    ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full_grad.Narrow(0, unit.flat.shard_offset(),
+                                                           unit.flat.shard_numel()));
+    ZS_ASSIGN_OR_RETURN(unit.reduce_work,
+                        shard_group_->ReduceScatterAsync(unit.full_grad, mine, ReduceOp::kAvg));
+    reduce_order_.push_back(&unit);
+  }
+  if (options_.backward_prefetch == BackwardPrefetch::kBackwardPost) {
+    ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
+  }
+  // Every parameter gradient has landed, so nothing in this backward reads the
+  // gathered parameters again (frozen ones may: those units wait for the end).
+  if (!unit.is_root && !unit.has_frozen) {
+    ZS_RETURN_IF_ERROR(Reshard(unit));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::FinishBackward() {
+  callback_queued_ = false;
+  for (auto& u : units_) {
+    if (u->backward_started && !u->reduced) ZS_RETURN_IF_ERROR(ReduceUnit(*u));  // unused parameters
+  }
+  for (ShardedUnit* u : reduce_order_) {
+    ZS_RETURN_IF_ERROR(u->reduce_work->Wait());
+    u->reduce_work.reset();
+    ZS_ASSIGN_OR_RETURN(Tensor mine, u->full_grad.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
+    if (replica_group_->size() > 1) {
+      ZS_RETURN_IF_ERROR(replica_group_->AllReduce(mine, ReduceOp::kAvg));
+    }
+    ZS_RETURN_IF_ERROR(Add(u->grad_shard, mine, u->grad_shard));
+  }
+  reduce_order_.clear();
+  for (auto& u : units_) {
+    if (!u->backward_started) continue;
+    if (sync_gradients_) {
+      u->full_grad = Tensor();
+      for (const FlatParamSlot& p : u->flat.params()) p.var.reset_grad();
+    }
+    ZS_RETURN_IF_ERROR(Reshard(*u));
+    u->backward_started = false;
+    u->reduced = false;
+    u->landed = 0;
+  }
+  return absl::OkStatus();
+}
+
+// ================================================================ steps
+
+absl::Status ShardedModel::ZeroGrad() {
+  for (auto& u : units_) {
+    ZS_RETURN_IF_ERROR(u->grad_shard.Fill(0.0));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_type) {
+  const bool inf = std::isinf(norm_type);
+  if (!inf && norm_type != 2.0) {
+    return absl::InvalidArgumentError(absl::StrCat("ClipGradNorm: norm_type ", norm_type,
+                                                   ", expected 2 or infinity"));
+  }
+  double local = 0;
+  for (auto& u : units_) {
+    if (inf) {
+      ZS_ASSIGN_OR_RETURN(Tensor a, Unary(UnaryOp::kAbs, u->grad_shard));
+      ZS_ASSIGN_OR_RETURN(Tensor m, Max(a, 0));
+      local = std::max(local, m.Item().value());
+    } else {
+      ZS_ASSIGN_OR_RETURN(double ss, SumOfSquares(u->grad_shard));
+      local += ss;
+    }
+  }
+  // The shard group holds the whole gradient between its ranks (replicas hold copies).
+  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, local, DType::kF32, DefaultCpuAllocator()));
+  ZS_RETURN_IF_ERROR(shard_group_->AllReduce(t, inf ? ReduceOp::kMax : ReduceOp::kSum));
+  ZS_ASSIGN_OR_RETURN(double total, t.Item());
+  const double norm = inf ? total : std::sqrt(total);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    for (auto& u : units_) {
+      ZS_RETURN_IF_ERROR(Affine(u->grad_shard, coef, 0.0, u->grad_shard));
+    }
+  }
+  return norm;
+}
+
+absl::Status ShardedModel::SummonFullParams(const std::function<absl::Status()>& fn, bool writeback,
+                                            bool rank0_only) {
+  for (auto& u : units_) {
+    ZS_RETURN_IF_ERROR(Gather(*u));
+  }
+  const bool hide = rank0_only && world_.rank() != 0;
+  if (hide) {
+    for (auto& u : units_) {
+      for (const FlatParamSlot& p : u->flat.params()) {
+        ZS_RETURN_IF_ERROR(p.var.set_value(Tensor()));
+      }
+    }
+  }
+  absl::Status status = fn();
+  if (status.ok() && writeback && !hide) {
+    for (auto& u : units_) {
+      if (Aliased(*u, options_)) continue;  // the parameters are the shard
+      ZS_ASSIGN_OR_RETURN(Tensor mine, u->full.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
+      ZS_RETURN_IF_ERROR(u->shard.CopyFrom(mine));
+    }
+  }
+  for (auto& u : units_) {
+    if (hide) u->state = ShardedUnit::State::kGathered;  // views were dropped above
+    ZS_RETURN_IF_ERROR(Reshard(*u));
+  }
+  return status;
+}
+
+// ================================================================ reporting
+
+MemoryPlan ShardedModel::Plan() const {
+  MemoryPlan plan;
+  const int64_t pitem = static_cast<int64_t>(DTypeSize(options_.mixed_precision.param_dtype));
+  const int64_t gitem = static_cast<int64_t>(DTypeSize(options_.mixed_precision.reduce_dtype));
+  int64_t max_unit = 0;
+  int64_t root = 0;
+  for (const auto& u : units_) {
+    plan.sharded_params += u->flat.shard_numel() * 4;
+    plan.sharded_grads += u->flat.shard_numel() * 4;
+    plan.optimizer_state += u->flat.shard_numel() * 8;
+    const int64_t aliased = Aliased(*u, options_) ? 0 : u->flat.padded_numel() * pitem;
+    const int64_t bytes = aliased + u->flat.padded_numel() * gitem;
+    if (u->is_root) {
+      root = bytes;
+    } else {
+      max_unit = std::max(max_unit, bytes);
+    }
+  }
+  const int64_t in_flight = options_.limit_all_gathers > 0 ? options_.limit_all_gathers
+                                                           : static_cast<int64_t>(units_.size()) - 1;
+  int64_t sum_units = 0;
+  for (const auto& u : units_) {
+    if (!u->is_root) sum_units += (Aliased(*u, options_) ? 0 : u->flat.padded_numel() * pitem) + u->flat.padded_numel() * gitem;
+  }
+  // SHARD_GRAD_OP and NO_SHARD keep every unit gathered from forward to backward.
+  plan.gathered_peak = root + (options_.ReshardAfterForward() ? std::min(sum_units, in_flight * max_unit) : sum_units);
+  return plan;
+}
+
+std::string ShardedModel::ToString() const {
+  std::string out = absl::StrFormat(
+      "ShardedModel: %s, world %d, shard group %d (rank %d), replica group %d, %d units, "
+      "device %s, allocator '%s'\n",
+      options_.ToString(), world_.size(), shard_group_->size(), shard_group_->rank(),
+      replica_group_->size(), units_.size(), allocator_->device().ToString(), allocator_->name());
+  for (const auto& u : units_) {
+    absl::StrAppend(&out, absl::StrFormat("  unit %d \"%s\" (%s), gathered as %s: %s", u->index, u->name,
+                                          u->module->type_name(),
+                                          DTypeName(options_.mixed_precision.param_dtype),
+                                          u->flat.ToString()));
+  }
+  absl::StrAppend(&out, "  memory plan per rank: ", Plan().ToString(), "\n");
+  return out;
+}
+
+}  // namespace zeroshard

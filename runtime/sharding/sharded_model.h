@@ -1,0 +1,208 @@
+// ShardedModel: a Module trained with its parameters sharded across ranks, the
+// counterpart of PyTorch's FullyShardedDataParallel / DeepSpeed ZeRO-3.
+//
+//   // On every rank, with that rank's communicator and its own model instance:
+//   auto gpt = std::make_shared<nn::Gpt>(config);                  // shapes only
+//   ShardingOptions options;                                       // FULL_SHARD by default
+//   options.wrap = WrapPolicy::ByType({"Block"});
+//   options.init_seed = 1337;                                      // each rank inits its shard
+//   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, options, &rank_allocator));
+//   ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(inputs, targets));  // hooks gather
+//   ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));   // gradients reduce-scattered into shards
+//   ... optimizer steps each unit's shard (optim/sharded_optimizer.h) ...
+//   ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+//
+// One training step, as data flows (see shared DESIGN.md):
+// 1. Create() splits the module tree into units by the wrap policy; each
+//    unit's parameters become a FlatParameter (Note [Shard layout] in
+//    flat_parameter.h) and each rank keeps only its shard, in f32 (the master
+//    copy). The module's parameters become views into the unit's gathered
+//    buffer, defined only while it is gathered.
+// 2. Forward: a unit's pre-forward hook gathers it (all-gather of the shards,
+//    cast to param_dtype first) unless a prefetch already did; with
+//    forward_prefetch the next unit in the recorded order starts gathering
+//    too, within limit_all_gathers. The post-forward hook frees the gathered
+//    bytes (FULL_SHARD, HYBRID_SHARD) and puts a pre-backward hook on the
+//    unit's outputs.
+// 3. Backward, units in reverse order: the pre-backward hook re-gathers the
+//    unit (BACKWARD_PRE also starts the next unit's gather first), allocates
+//    its flat gradient and points the parameters' .grad at views of it, so
+//    gradients land in it directly. When every parameter's gradient has
+//    landed, a reduce-scatter (average) leaves each rank its gradient shard
+//    (BACKWARD_POST then starts the next gather), and the unit is freed. A
+//    callback at the end of backward waits for the reductions, all-reduces
+//    shards across replica groups (HYBRID_SHARD, NO_SHARD), adds them into the
+//    gradient shards and frees the flat gradients.
+// 4. Communication overlaps computation: collectives are asynchronous on the
+//    communicator's own thread (or stream); compute waits only for the unit
+//    it needs.
+//
+// Gradient accumulation: by default every backward reduce-scatters and the
+// gradient shards accumulate (+=) until ZeroGrad(). Inside a NoSync() scope
+// the unsharded gradients are kept and summed instead, and the first backward
+// after the scope reduces them (FSDP's no_sync).
+//
+// Activation checkpointing composes: the recompute of a checkpointed unit runs
+// during backward, where its pre-forward hook finds (or makes) the gather the
+// backward needs anyway; no second all-gather.
+#ifndef ZEROSHARD_RUNTIME_SHARDING_SHARDED_MODEL_H_
+#define ZEROSHARD_RUNTIME_SHARDING_SHARDED_MODEL_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "autograd/nn/module.h"
+#include "collectives/communicator.h"
+#include "runtime/allocator.h"
+#include "runtime/sharding/flat_parameter.h"
+#include "runtime/sharding/sharding_options.h"
+
+namespace zeroshard {
+
+// One FSDP unit: a module, its flat parameter, and this rank's buffers.
+struct ShardedUnit {
+  enum class State { kSharded, kGathering, kGathered };
+
+  int index = 0;
+  std::string name;  // dotted module name; "<root>" for the root unit
+  nn::Module* module = nullptr;
+  bool is_root = false;
+  FlatParameter flat;
+  int num_grad_params = 0;  // parameters that require a gradient
+  bool has_frozen = false;
+
+  Tensor shard;       // [shard_numel] f32: the master copy of this rank's shard
+  Tensor grad_shard;  // [shard_numel] f32: accumulated, reduced gradient shard
+  Tensor full;        // [padded_numel] param_dtype: the gathered buffer (storage released when sharded)
+  Tensor full_grad;   // [padded_numel] reduce_dtype: only from pre-backward to the end of backward
+
+  // Per-step state.
+  State state = State::kSharded;
+  std::shared_ptr<Work> gather_work;
+  std::shared_ptr<Work> reduce_work;
+  bool backward_started = false;  // pre-backward ran in this backward pass
+  bool reduced = false;           // reduction launched in this backward pass
+  int landed = 0;                 // gradients accumulated in this backward pass
+  int gathers = 0;                // all-gathers issued (for tests and traces)
+};
+
+// Bytes a rank holds, planned from the layout and measured from its allocator.
+struct MemoryPlan {
+  int64_t sharded_params = 0;   // f32 master shards
+  int64_t sharded_grads = 0;    // f32 gradient shards
+  int64_t optimizer_state = 0;  // what the optimizer will add (AdamW: 2 x f32 shard)
+  int64_t gathered_peak = 0;    // gathered parameters + flat gradients at the worst moment
+  int64_t total() const { return sharded_params + sharded_grads + optimizer_state + gathered_peak; }
+  std::string ToString() const;
+};
+
+class ShardedModel {
+ public:
+  // `world` is this rank's communicator; `allocator` (nullptr: the default CPU
+  // allocator) holds every sharded and gathered buffer, so its statistics are
+  // this rank's memory. The module must outlive the ShardedModel.
+  static absl::StatusOr<std::unique_ptr<ShardedModel>> Create(std::shared_ptr<nn::Module> root,
+                                                              Communicator& world,
+                                                              const ShardingOptions& options,
+                                                              Allocator* allocator = nullptr);
+  ~ShardedModel();
+  ShardedModel(const ShardedModel&) = delete;
+  ShardedModel& operator=(const ShardedModel&) = delete;
+
+  nn::Module& module() { return *root_; }
+  const ShardingOptions& options() const { return options_; }
+  Communicator& world() { return world_; }
+  // This rank's shard group (size S) and replica group (world / S ranks).
+  Communicator& shard_group() { return *shard_group_; }
+  Communicator& replica_group() { return *replica_group_; }
+  Allocator* allocator() { return allocator_; }
+  std::vector<ShardedUnit*> units();
+
+  // Zeroes every gradient shard (the start of an optimizer step's accumulation).
+  absl::Status ZeroGrad();
+  // Scales the gradient shards so that their global norm is at most max_norm
+  // (norm_type 2 or infinity); returns the total norm before clipping, equal
+  // on every rank and to the unsharded model's. One all-reduce.
+  absl::StatusOr<double> ClipGradNorm(double max_norm, double norm_type = 2.0);
+
+  // Inside the scope backward passes keep unsharded gradients and do not
+  // communicate; the first backward after it reduces everything accumulated.
+  class NoSyncScope {
+   public:
+    explicit NoSyncScope(ShardedModel* m) : m_(m) { m_->sync_gradients_ = false; }
+    ~NoSyncScope() { m_->sync_gradients_ = true; }
+    NoSyncScope(const NoSyncScope&) = delete;
+    NoSyncScope& operator=(const NoSyncScope&) = delete;
+
+   private:
+    ShardedModel* m_;
+  };
+  NoSyncScope NoSync() { return NoSyncScope(this); }
+
+  // Gathers every unit, runs fn with the module's parameters complete, and
+  // frees them again; with `writeback`, changes fn made to the parameters are
+  // copied back into the shards. With `rank0_only`, only rank 0's parameters
+  // are defined inside fn (the others still take part in the gathers).
+  absl::Status SummonFullParams(const std::function<absl::Status()>& fn, bool writeback = false,
+                                bool rank0_only = false);
+
+  // Waits for outstanding reductions and finishes the backward pass (runs at
+  // the end of every backward through an engine callback; public for tests).
+  absl::Status FinishBackward();
+
+  MemoryPlan Plan() const;
+  // Units, flat sizes, padding, dtype, device, where each parameter lives.
+  std::string ToString() const;
+
+ private:
+  ShardedModel(std::shared_ptr<nn::Module> root, Communicator& world, ShardingOptions options,
+               Allocator* allocator);
+  absl::Status Build();
+  absl::Status InitShards(ShardedUnit& unit);
+  absl::Status InstallHooks(ShardedUnit& unit);
+
+  // Starts the unit's all-gather unless it is gathered or gathering.
+  absl::Status StartGather(ShardedUnit& unit);
+  // Waits for the unit's gather (starting it if needed) and points the parameters at it.
+  absl::Status Gather(ShardedUnit& unit);
+  // Frees the gathered bytes (the parameters become undefined).
+  absl::Status Reshard(ShardedUnit& unit);
+  // Starts prefetching `unit` if the in-flight limit allows.
+  absl::Status Prefetch(ShardedUnit* unit);
+  int GatheredCount() const;
+  ShardedUnit* NextInForwardOrder(const ShardedUnit& unit);
+  ShardedUnit* NextInBackwardOrder(const ShardedUnit& unit);
+
+  absl::Status OnPreForward(ShardedUnit& unit);
+  absl::Status OnPostForward(ShardedUnit& unit, std::vector<autograd::Variable>& outputs);
+  absl::Status OnPreBackward(ShardedUnit& unit);
+  absl::Status OnGradLanded(ShardedUnit& unit);
+  absl::Status ReduceUnit(ShardedUnit& unit);
+
+  std::shared_ptr<nn::Module> root_;
+  Communicator& world_;
+  ShardingOptions options_;
+  Allocator* allocator_;
+  std::unique_ptr<Communicator> shard_group_;
+  std::unique_ptr<Communicator> replica_group_;
+  std::vector<std::unique_ptr<ShardedUnit>> units_;  // root last
+  ShardedUnit* root_unit_ = nullptr;
+  std::vector<std::pair<nn::Module*, int>> module_hooks_;
+  std::vector<std::pair<autograd::Variable, int>> param_hooks_;
+
+  // Forward order of the current and the previous iteration (unit indices).
+  std::vector<int> forward_order_;
+  std::vector<int> recorded_order_;
+  bool in_forward_ = false;
+  bool callback_queued_ = false;
+  bool sync_gradients_ = true;
+  std::vector<ShardedUnit*> reduce_order_;  // units in the order their reductions started
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_RUNTIME_SHARDING_SHARDED_MODEL_H_

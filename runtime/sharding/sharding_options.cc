@@ -1,0 +1,122 @@
+#include "runtime/sharding/sharding_options.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zeroshard {
+
+absl::string_view ShardingStrategyName(ShardingStrategy s) {
+  switch (s) {
+    case ShardingStrategy::kFullShard: return "FULL_SHARD";
+    case ShardingStrategy::kShardGradOp: return "SHARD_GRAD_OP";
+    case ShardingStrategy::kNoShard: return "NO_SHARD";
+    case ShardingStrategy::kHybridShard: return "HYBRID_SHARD";
+  }
+  return "?";
+}
+
+absl::StatusOr<ShardingStrategy> ParseShardingStrategy(absl::string_view name) {
+  const std::string n = absl::AsciiStrToUpper(name);
+  if (n == "FULL_SHARD") return ShardingStrategy::kFullShard;
+  if (n == "SHARD_GRAD_OP") return ShardingStrategy::kShardGradOp;
+  if (n == "NO_SHARD") return ShardingStrategy::kNoShard;
+  if (n == "HYBRID_SHARD") return ShardingStrategy::kHybridShard;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown sharding strategy \"", name,
+      "\": expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD"));
+}
+
+absl::string_view BackwardPrefetchName(BackwardPrefetch p) {
+  switch (p) {
+    case BackwardPrefetch::kNone: return "NONE";
+    case BackwardPrefetch::kBackwardPre: return "BACKWARD_PRE";
+    case BackwardPrefetch::kBackwardPost: return "BACKWARD_POST";
+  }
+  return "?";
+}
+
+absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(absl::string_view name) {
+  const std::string n = absl::AsciiStrToUpper(name);
+  if (n == "BACKWARD_PRE" || n == "PRE") return BackwardPrefetch::kBackwardPre;
+  if (n == "BACKWARD_POST" || n == "POST") return BackwardPrefetch::kBackwardPost;
+  if (n == "NONE") return BackwardPrefetch::kNone;
+  return absl::InvalidArgumentError(absl::StrCat("unknown backward prefetch \"", name,
+                                                 "\": expected BACKWARD_PRE, BACKWARD_POST or NONE"));
+}
+
+WrapPolicy WrapPolicy::ByType(std::set<std::string> types) {
+  WrapPolicy p;
+  p.kind = Kind::kByType;
+  p.types = std::move(types);
+  return p;
+}
+
+WrapPolicy WrapPolicy::BySize(int64_t min_num_params) {
+  WrapPolicy p;
+  p.kind = Kind::kBySize;
+  p.min_num_params = min_num_params;
+  return p;
+}
+
+std::string WrapPolicy::ToString() const {
+  switch (kind) {
+    case Kind::kNone: return "none (one unit: the root)";
+    case Kind::kByType: return absl::StrCat("by type {", absl::StrJoin(types, ", "), "}");
+    case Kind::kBySize: return absl::StrCat("by size (min_num_params ", min_num_params, ")");
+    case Kind::kCustom: return "custom";
+  }
+  return "?";
+}
+
+std::string MixedPrecision::ToString() const {
+  return absl::StrCat("param ", DTypeName(param_dtype), ", reduce ", DTypeName(reduce_dtype),
+                      ", buffer ", DTypeName(buffer_dtype));
+}
+
+int ShardingOptions::ShardGroupSize(int world_size) const {
+  switch (strategy) {
+    case ShardingStrategy::kFullShard:
+    case ShardingStrategy::kShardGradOp: return world_size;
+    case ShardingStrategy::kNoShard: return 1;
+    case ShardingStrategy::kHybridShard: return hybrid_shard_size;
+  }
+  return world_size;
+}
+
+absl::Status ShardingOptions::Validate(int world_size) const {
+  std::vector<std::string> errors;
+  if (world_size < 1) errors.push_back(absl::StrCat("world size ", world_size, " < 1"));
+  if (strategy == ShardingStrategy::kHybridShard) {
+    if (hybrid_shard_size < 1 || world_size % hybrid_shard_size != 0) {
+      errors.push_back(absl::StrCat("hybrid_shard_size ", hybrid_shard_size,
+                                    " must be >= 1 and divide the world size ", world_size));
+    }
+  }
+  if (limit_all_gathers < 0) {
+    errors.push_back(absl::StrCat("limit_all_gathers ", limit_all_gathers, " < 0"));
+  }
+  if (wrap.kind == WrapPolicy::Kind::kBySize && wrap.min_num_params < 1) {
+    errors.push_back(absl::StrCat("wrap min_num_params ", wrap.min_num_params, " < 1"));
+  }
+  if (wrap.kind == WrapPolicy::Kind::kCustom && !wrap.custom) {
+    errors.push_back("custom wrap policy without a function");
+  }
+  for (DType d : {mixed_precision.param_dtype, mixed_precision.reduce_dtype,
+                  mixed_precision.buffer_dtype}) {
+    if (!IsFloatingPoint(d)) errors.push_back(absl::StrCat("mixed precision dtype ", DTypeName(d), " is not a float type"));
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("ShardingOptions: ", absl::StrJoin(errors, "; ")));
+}
+
+std::string ShardingOptions::ToString() const {
+  return absl::StrCat(ShardingStrategyName(strategy),
+                      strategy == ShardingStrategy::kHybridShard ? absl::StrCat(" (groups of ", hybrid_shard_size, ")") : "",
+                      ", wrap ", wrap.ToString(), ", forward_prefetch ", forward_prefetch ? "on" : "off",
+                      ", backward_prefetch ", BackwardPrefetchName(backward_prefetch),
+                      ", limit_all_gathers ", limit_all_gathers,
+                      ", mixed precision (", mixed_precision.ToString(), ")");
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,108 @@
+// The options of a ShardedModel, in PyTorch FSDP's terms.
+//
+//   ShardingOptions options;
+//   options.strategy = ShardingStrategy::kFullShard;          // FSDP's FULL_SHARD (ZeRO-3)
+//   options.wrap = WrapPolicy::ByType({"Block"});              // one unit per transformer block
+//   options.backward_prefetch = BackwardPrefetch::kBackwardPre;
+//   options.forward_prefetch = true;
+//   options.limit_all_gathers = 2;                             // gathered units in flight
+//   ZS_RETURN_IF_ERROR(options.Validate(world_size));
+//
+// Strategies, as shard group size S and what happens to a gathered unit:
+//   kFullShard    S = world size; parameters resharded after forward and after backward
+//   kShardGradOp  S = world size; kept gathered from forward until after backward (ZeRO-2)
+//   kNoShard      S = 1 (every rank holds everything); gradients all-reduced (DDP)
+//   kHybridShard  S = hybrid_shard_size; sharded inside groups of S consecutive ranks,
+//                 replicated across them; resharded like kFullShard
+// Gradients are reduce-scattered (averaged) inside the shard group, then
+// all-reduced (averaged) across the replica groups.
+#ifndef ZEROSHARD_RUNTIME_SHARDING_SHARDING_OPTIONS_H_
+#define ZEROSHARD_RUNTIME_SHARDING_SHARDING_OPTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/dtype.h"
+
+namespace zeroshard {
+
+namespace nn {
+class Module;
+}
+
+enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
+enum class BackwardPrefetch { kNone, kBackwardPre, kBackwardPost };
+
+// "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD" (FSDP's names).
+absl::string_view ShardingStrategyName(ShardingStrategy s);
+absl::StatusOr<ShardingStrategy> ParseShardingStrategy(absl::string_view name);
+// "BACKWARD_PRE", "BACKWARD_POST", "NONE".
+absl::string_view BackwardPrefetchName(BackwardPrefetch p);
+absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(absl::string_view name);
+
+// Which modules become units (FSDP's auto_wrap_policy). A module that matches
+// becomes a unit holding its parameters not held by a unit below it; the root
+// unit holds the rest. The root itself never matches.
+struct WrapPolicy {
+  enum class Kind { kNone, kByType, kBySize, kCustom };
+  Kind kind = Kind::kNone;
+  std::set<std::string> types;  // kByType: Module::type_name() values
+  int64_t min_num_params = 0;   // kBySize: wrap when a subtree holds >= this many unwrapped params
+  std::function<bool(const nn::Module& module, const std::string& name, int64_t unwrapped_params)>
+      custom;
+
+  static WrapPolicy None() { return {}; }
+  static WrapPolicy ByType(std::set<std::string> types);
+  static WrapPolicy BySize(int64_t min_num_params);
+  std::string ToString() const;
+};
+
+// Mixed precision (FSDP's MixedPrecision): the dtype of the gathered
+// parameters and of compute, of gradient reduction, and of buffers. Master
+// weights and optimizer state stay f32.
+struct MixedPrecision {
+  DType param_dtype = DType::kF32;
+  DType reduce_dtype = DType::kF32;
+  DType buffer_dtype = DType::kF32;
+  std::string ToString() const;
+};
+
+struct ShardingOptions {
+  ShardingStrategy strategy = ShardingStrategy::kFullShard;
+  WrapPolicy wrap;
+  // Dotted module names whose parameters are left out of every unit: not
+  // sharded, and their gradients not reduced (FSDP's ignored_modules).
+  std::vector<std::string> ignored_modules;
+  // kHybridShard: ranks per shard group (must divide the world size).
+  int hybrid_shard_size = 0;
+  // Start the next unit's all-gather (in the recorded forward order) when a unit begins forward.
+  bool forward_prefetch = false;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;
+  // Most units gathered at once, counting prefetches (FSDP's limit_all_gathers
+  // rate limiter). 0: no limit.
+  int limit_all_gathers = 2;
+  // Broadcast rank 0's initial parameter values to every rank at start.
+  bool sync_module_states = false;
+  // Initialise unmaterialised parameters shard by shard: each rank fills only
+  // its own slice, bit-identical to the same slice of the unsharded init.
+  uint64_t init_seed = 0;
+  MixedPrecision mixed_precision;
+
+  // Shard group size for `world_size` ranks.
+  int ShardGroupSize(int world_size) const;
+  bool ReshardAfterForward() const {
+    return strategy == ShardingStrategy::kFullShard || strategy == ShardingStrategy::kHybridShard;
+  }
+  absl::Status Validate(int world_size) const;
+  std::string ToString() const;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_RUNTIME_SHARDING_SHARDING_OPTIONS_H_

@@ -1,0 +1,451 @@
+// Every differentiable op: forward against a double-precision reference, and
+// the autograd gradient of L = sum(w * op(x...)) against central finite
+// differences of that reference computed in double.
+#include "autograd/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "runtime/status.h"
+#include "tests/kernels/kernel_testing.h"
+#include "tests/testing.h"
+
+namespace zeroshard {
+namespace {
+
+using autograd::Variable;
+using ::zeroshard::testing::RandomTensor;
+using ::zeroshard::testing::RandomValues;
+using ::zeroshard::testing::ToDoubles;
+
+using Vec = std::vector<double>;
+using RefFn = std::function<Vec(const std::vector<Vec>&)>;
+using OpFn = std::function<absl::StatusOr<Variable>(const std::vector<Variable>&)>;
+
+// Runs op and ref on `inputs`, then compares gradients (up to `max_checks`
+// elements per input) with central differences (step h) of the reference.
+void CheckOp(const std::string& name, const OpFn& op, const RefFn& ref, std::vector<Tensor> inputs,
+             double tol = 2e-4, double h = 1e-4) {
+  SCOPED_TRACE(name);
+  std::vector<Variable> vars;
+  std::vector<Vec> xd;
+  for (const Tensor& t : inputs) {
+    vars.emplace_back(t, true);
+    xd.push_back(ToDoubles(t));
+  }
+  ZS_ASSERT_OK_AND_ASSIGN(Variable y, op(vars));
+  const Vec want = ref(xd);
+  ::zeroshard::testing::ExpectClose(y.value(), want, 1e-5, 1e-5, name + " forward");
+  // L = sum(w * y) with fixed random w.
+  const std::vector<float> wv = RandomValues(y.numel(), -1, 1, 77);
+  Variable w(Tensor::FromVector(wv, y.shape()).value());
+  ZS_ASSERT_OK_AND_ASSIGN(Variable wy, ops::Mul(y, w));
+  ZS_ASSERT_OK_AND_ASSIGN(Variable loss, ops::SumAll(wy));
+  ZS_ASSERT_OK(autograd::Backward(loss));
+  auto loss_ref = [&](const std::vector<Vec>& x) {
+    const Vec r = ref(x);
+    double s = 0;
+    for (size_t i = 0; i < r.size(); ++i) s += wv[i] * r[i];
+    return s;
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_TRUE(vars[i].grad().defined()) << "input " << i << " got no gradient";
+    const Vec g = ToDoubles(vars[i].grad());
+    const size_t n = xd[i].size();
+    const size_t stride = n > 40 ? n / 40 : 1;
+    for (size_t j = 0; j < n; j += stride) {
+      std::vector<Vec> xp = xd, xm = xd;
+      xp[i][j] += h;
+      xm[i][j] -= h;
+      const double fd = (loss_ref(xp) - loss_ref(xm)) / (2 * h);
+      EXPECT_NEAR(g[j], fd, tol * (1 + std::fabs(fd))) << "input " << i << " element " << j;
+    }
+  }
+}
+
+Tensor R(Shape s, float lo = -1, float hi = 1, uint64_t seed = 1) {
+  return RandomTensor(s, DType::kF32, lo, hi, seed);
+}
+
+// Index helpers for the references.
+Vec Map(const Vec& x, const std::function<double(double)>& f) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = f(x[i]);
+  return y;
+}
+
+TEST(Ops, Unary) {
+  const double c = std::sqrt(2 / M_PI);
+  struct Case {
+    std::string name;
+    std::function<absl::StatusOr<Variable>(const Variable&)> op;
+    std::function<double(double)> f;
+    float lo, hi;
+  };
+  const std::vector<Case> cases = {
+      {"Neg", ops::Neg, [](double x) { return -x; }, -2, 2},
+      {"Exp", ops::Exp, [](double x) { return std::exp(x); }, -2, 2},
+      {"Log", ops::Log, [](double x) { return std::log(x); }, 0.5f, 3},
+      {"Tanh", ops::Tanh, [](double x) { return std::tanh(x); }, -2, 2},
+      {"Sqrt", ops::Sqrt, [](double x) { return std::sqrt(x); }, 0.5f, 3},
+      {"Rsqrt", ops::Rsqrt, [](double x) { return 1 / std::sqrt(x); }, 0.5f, 3},
+      {"Relu", ops::Relu, [](double x) { return x > 0 ? x : 0; }, 0.1f, 2},
+      {"Gelu", ops::Gelu,
+       [c](double x) { return 0.5 * x * (1 + std::tanh(c * (x + 0.044715 * x * x * x))); }, -3, 3},
+      {"Sigmoid", ops::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, -3, 3},
+      {"Square", ops::Square, [](double x) { return x * x; }, -2, 2},
+      {"PowScalar", [](const Variable& x) { return ops::PowScalar(x, 1.7); },
+       [](double x) { return std::pow(x, 1.7); }, 0.5f, 2},
+      {"Affine", [](const Variable& x) { return ops::Affine(x, -1.5, 0.25); },
+       [](double x) { return -1.5 * x + 0.25; }, -2, 2},
+  };
+  for (const Case& k : cases) {
+    CheckOp(k.name, [&](const std::vector<Variable>& v) { return k.op(v[0]); },
+            [&](const std::vector<Vec>& x) { return Map(x[0], k.f); }, {R({7, 5}, k.lo, k.hi, 3)});
+  }
+}
+
+TEST(Ops, BinaryWithBroadcasting) {
+  // a [3, 1, 5] with b [4, 1]: result [3, 4, 5].
+  auto ref = [](const std::function<double(double, double)>& f) {
+    return [f](const std::vector<Vec>& x) {
+      Vec y(60);
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j)
+          for (int k = 0; k < 5; ++k) y[(i * 4 + j) * 5 + k] = f(x[0][i * 5 + k], x[1][j]);
+      return y;
+    };
+  };
+  const std::vector<Tensor> in = {R({3, 1, 5}, 0.5f, 2, 1), R({4, 1}, 0.5f, 2, 2)};
+  CheckOp("Add", [](auto& v) { return ops::Add(v[0], v[1]); }, ref([](double a, double b) { return a + b; }), in);
+  CheckOp("Sub", [](auto& v) { return ops::Sub(v[0], v[1]); }, ref([](double a, double b) { return a - b; }), in);
+  CheckOp("Mul", [](auto& v) { return ops::Mul(v[0], v[1]); }, ref([](double a, double b) { return a * b; }), in);
+  CheckOp("Div", [](auto& v) { return ops::Div(v[0], v[1]); }, ref([](double a, double b) { return a / b; }), in);
+}
+
+// Reference batched matmul on row-major inputs with optional transposes.
+Vec RefMatMul(const Vec& a, const Vec& b, int64_t batch, int64_t m, int64_t k, int64_t n, bool ta,
+              bool tb, bool shared_b) {
+  Vec c(batch * m * n, 0.0);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = ta ? a[t * m * k + p * m + i] : a[t * m * k + i * k + p];
+          const int64_t bo = shared_b ? 0 : t * k * n;
+          const double y = tb ? b[bo + j * k + p] : b[bo + p * n + j];
+          s += x * y;
+        }
+        c[(t * m + i) * n + j] = s;
+      }
+  return c;
+}
+
+TEST(Ops, MatMulEveryTransposeBatchedAndShared) {
+  const int64_t m = 3, k = 5, n = 4;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Tensor a = ta ? R({2, k, m}, -1, 1, 5) : R({2, m, k}, -1, 1, 5);
+      Tensor b = tb ? R({2, n, k}, -1, 1, 6) : R({2, k, n}, -1, 1, 6);
+      CheckOp("MatMul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb),
+              [&](auto& v) { return ops::MatMul(v[0], v[1], {.transpose_a = ta, .transpose_b = tb}); },
+              [&](const std::vector<Vec>& x) { return RefMatMul(x[0], x[1], 2, m, k, n, ta, tb, false); },
+              {a, b});
+    }
+    // b shared by the batch.
+    Tensor a = R({2, m, k}, -1, 1, 7);
+    Tensor b = ta ? R({n, k}, -1, 1, 8) : R({k, n}, -1, 1, 8);
+    CheckOp("MatMul shared b, tb=" + std::to_string(ta),
+            [&](auto& v) { return ops::MatMul(v[0], v[1], {.transpose_b = ta}); },
+            [&](const std::vector<Vec>& x) { return RefMatMul(x[0], x[1], 2, m, k, n, false, ta, true); },
+            {a, b});
+  }
+}
+
+TEST(Ops, Linear) {
+  // x [2, 3, 5] @ w[4, 5]^T + b[4]
+  CheckOp("Linear", [](auto& v) { return ops::Linear(v[0], v[1], v[2]); },
+          [](const std::vector<Vec>& x) {
+            Vec y = RefMatMul(x[0], x[1], 1, 6, 5, 4, false, true, true);
+            for (int r = 0; r < 6; ++r)
+              for (int j = 0; j < 4; ++j) y[r * 4 + j] += x[2][j];
+            return y;
+          },
+          {R({2, 3, 5}, -1, 1, 9), R({4, 5}, -1, 1, 10), R({4}, -1, 1, 11)});
+}
+
+TEST(Ops, Reductions) {
+  // x [3, 4, 5]
+  auto reduce = [](int dim, bool mean) {
+    return [dim, mean](const std::vector<Vec>& x) {
+      const int sizes[3] = {3, 4, 5};
+      Vec y(60 / sizes[dim], 0.0);
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j)
+          for (int k = 0; k < 5; ++k) {
+            const int idx[3] = {i, j, k};
+            int o = 0;
+            for (int d = 0; d < 3; ++d) {
+              if (d == dim) continue;
+              o = o * sizes[d] + idx[d];
+            }
+            y[o] += x[0][(i * 4 + j) * 5 + k] / (mean ? sizes[dim] : 1);
+          }
+      return y;
+    };
+  };
+  for (int dim = 0; dim < 3; ++dim) {
+    CheckOp("Sum dim " + std::to_string(dim), [dim](auto& v) { return ops::Sum(v[0], dim); },
+            reduce(dim, false), {R({3, 4, 5})});
+    CheckOp("Mean keepdim dim " + std::to_string(dim),
+            [dim](auto& v) { return ops::Mean(v[0], dim, true); }, reduce(dim, true), {R({3, 4, 5})});
+  }
+  CheckOp("SumAll", [](auto& v) { return ops::SumAll(v[0]); },
+          [](const std::vector<Vec>& x) {
+            double s = 0;
+            for (double v : x[0]) s += v;
+            return Vec{s};
+          },
+          {R({7, 3})});
+  CheckOp("MeanAll", [](auto& v) { return ops::MeanAll(v[0]); },
+          [](const std::vector<Vec>& x) {
+            double s = 0;
+            for (double v : x[0]) s += v;
+            return Vec{s / x[0].size()};
+          },
+          {R({7, 3})});
+}
+
+TEST(Ops, Views) {
+  // Each view feeds an elementwise op so the gradient flows through a real node.
+  CheckOp("Transpose", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(Variable t, ops::Transpose(v[0], 0, 1));
+            return ops::Square(t);
+          },
+          [](const std::vector<Vec>& x) {
+            Vec y(12);
+            for (int i = 0; i < 3; ++i)
+              for (int j = 0; j < 4; ++j) y[j * 3 + i] = x[0][i * 4 + j] * x[0][i * 4 + j];
+            return y;
+          },
+          {R({3, 4})});
+  CheckOp("Permute+Reshape", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(Variable p, ops::Permute(v[0], {2, 0, 1}));
+            ZS_ASSIGN_OR_RETURN(Variable r, ops::Reshape(p, {4, 6}));
+            return ops::Exp(r);
+          },
+          [](const std::vector<Vec>& x) {
+            Vec y(24);
+            int o = 0;
+            for (int k = 0; k < 4; ++k)
+              for (int i = 0; i < 2; ++i)
+                for (int j = 0; j < 3; ++j) y[o++] = std::exp(x[0][(i * 3 + j) * 4 + k]);
+            return y;
+          },
+          {R({2, 3, 4})});
+  CheckOp("Narrow", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(Variable n, ops::Narrow(v[0], 1, 1, 2));
+            return ops::Square(n);
+          },
+          [](const std::vector<Vec>& x) {
+            Vec y;
+            for (int i = 0; i < 3; ++i)
+              for (int j = 1; j < 3; ++j) y.push_back(x[0][i * 4 + j] * x[0][i * 4 + j]);
+            return y;
+          },
+          {R({3, 4})});
+  CheckOp("Expand+Contiguous", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(Variable e, ops::Expand(v[0], {3, 4}));
+            ZS_ASSIGN_OR_RETURN(Variable c, ops::Contiguous(e));
+            return ops::Square(c);
+          },
+          [](const std::vector<Vec>& x) {
+            Vec y;
+            for (int i = 0; i < 3; ++i)
+              for (int j = 0; j < 4; ++j) y.push_back(x[0][j] * x[0][j]);
+            return y;
+          },
+          {R({1, 4})});
+}
+
+TEST(Ops, CastRoundTripsTheGradient) {
+  Variable x(R({5}), true);
+  ZS_ASSERT_OK_AND_ASSIGN(Variable h, ops::Cast(x, DType::kBF16));
+  EXPECT_EQ(h.dtype(), DType::kBF16);
+  ZS_ASSERT_OK_AND_ASSIGN(Variable s, ops::SumAll(h));
+  ZS_ASSERT_OK(autograd::Backward(s));
+  EXPECT_EQ(x.grad().dtype(), DType::kF32);
+  EXPECT_EQ(ToDoubles(x.grad()), Vec(5, 1.0));
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+// Reference causal attention in double over [B, H, T, D].
+Vec RefAttention(const Vec& q, const Vec& k, const Vec& v, int B, int H, int T, int D) {
+  Vec out(q.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  for (int bh = 0; bh < B * H; ++bh) {
+    const int o = bh * T * D;
+    for (int i = 0; i < T; ++i) {
+      std::vector<double> s(i + 1);
+      double m = -1e300;
+      for (int j = 0; j <= i; ++j) {
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += q[o + i * D + d] * k[o + j * D + d];
+        s[j] = dot * scale;
+        m = std::max(m, s[j]);
+      }
+      double z = 0;
+      for (int j = 0; j <= i; ++j) z += std::exp(s[j] - m);
+      for (int j = 0; j <= i; ++j) {
+        const double p = std::exp(s[j] - m) / z;
+        for (int d = 0; d < D; ++d) out[o + i * D + d] += p * v[o + j * D + d];
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Ops, CausalAttention) {
+  const int B = 2, H = 2, T = 5, D = 3;
+  CheckOp("Attention", [](auto& v) { return ops::Attention(v[0], v[1], v[2]); },
+          [&](const std::vector<Vec>& x) { return RefAttention(x[0], x[1], x[2], B, H, T, D); },
+          {R({B, H, T, D}, -1, 1, 21), R({B, H, T, D}, -1, 1, 22), R({B, H, T, D}, -1, 1, 23)});
+}
+
+TEST(Ops, DropoutScalesKeptElementsAndReplaysTheMaskInBackward) {
+  PhiloxGenerator gen{.seed = 5};
+  Variable x(R({1000}, 0.5f, 1.5f, 3), true);
+  ZS_ASSERT_OK_AND_ASSIGN(Variable y, ops::Dropout(x, 0.25, gen, /*training=*/true));
+  EXPECT_EQ(gen.offset, 1000u);
+  ZS_ASSERT_OK_AND_ASSIGN(Variable s, ops::SumAll(y));
+  ZS_ASSERT_OK(autograd::Backward(s));
+  const Vec xv = ToDoubles(x.value()), yv = ToDoubles(y.value()), g = ToDoubles(x.grad());
+  int kept = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    if (yv[i] == 0) {
+      EXPECT_EQ(g[i], 0.0);
+    } else {
+      ++kept;
+      EXPECT_FLOAT_EQ(yv[i], static_cast<float>(xv[i]) * static_cast<float>(1 / 0.75));
+      EXPECT_FLOAT_EQ(g[i], static_cast<float>(1 / 0.75));
+    }
+  }
+  EXPECT_NEAR(kept, 750, 4 * std::sqrt(1000 * 0.25 * 0.75));
+  ZS_ASSERT_OK_AND_ASSIGN(Variable e, ops::Dropout(x, 0.25, gen, /*training=*/false));
+  EXPECT_TRUE(e.SameAs(x));
+  EXPECT_EQ(gen.offset, 1000u);
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+Vec RefSoftmaxRows(const Vec& x, int rows, int c, bool log) {
+  Vec y(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double m = -1e300, z = 0;
+    for (int j = 0; j < c; ++j) m = std::max(m, x[r * c + j]);
+    for (int j = 0; j < c; ++j) z += std::exp(x[r * c + j] - m);
+    for (int j = 0; j < c; ++j) {
+      y[r * c + j] = log ? x[r * c + j] - m - std::log(z) : std::exp(x[r * c + j] - m) / z;
+    }
+  }
+  return y;
+}
+
+TEST(Ops, SoftmaxAndLogSoftmax) {
+  CheckOp("Softmax", [](auto& v) { return ops::Softmax(v[0]); },
+          [](const std::vector<Vec>& x) { return RefSoftmaxRows(x[0], 6, 7, false); }, {R({2, 3, 7}, -2, 2, 31)});
+  CheckOp("LogSoftmax", [](auto& v) { return ops::LogSoftmax(v[0]); },
+          [](const std::vector<Vec>& x) { return RefSoftmaxRows(x[0], 6, 7, true); }, {R({2, 3, 7}, -2, 2, 32)});
+}
+
+TEST(Ops, LayerNorm) {
+  const int rows = 6, c = 7;
+  CheckOp("LayerNorm", [](auto& v) { return ops::LayerNorm(v[0], v[1], v[2], 1e-5); },
+          [&](const std::vector<Vec>& x) {
+            Vec y(rows * c);
+            for (int r = 0; r < rows; ++r) {
+              double mean = 0, var = 0;
+              for (int j = 0; j < c; ++j) mean += x[0][r * c + j] / c;
+              for (int j = 0; j < c; ++j) var += (x[0][r * c + j] - mean) * (x[0][r * c + j] - mean) / c;
+              for (int j = 0; j < c; ++j) {
+                y[r * c + j] = (x[0][r * c + j] - mean) / std::sqrt(var + 1e-5) * x[1][j] + x[2][j];
+              }
+            }
+            return y;
+          },
+          {R({2, 3, c}, -2, 2, 41), R({c}, 0.5f, 1.5f, 42), R({c}, -0.5f, 0.5f, 43)}, 5e-4);
+}
+
+TEST(Ops, EmbeddingAndCrossEntropy) {
+  const std::vector<int64_t> ids_v = {3, 0, 3, 5, 1, 3};
+  const Tensor ids = Tensor::FromVector(ids_v, {2, 3}).value();
+  CheckOp("Embedding", [&](auto& v) { return ops::Embedding(v[0], ids); },
+          [&](const std::vector<Vec>& x) {
+            Vec y;
+            for (int64_t id : ids_v)
+              for (int j = 0; j < 4; ++j) y.push_back(x[0][id * 4 + j]);
+            return y;
+          },
+          {R({6, 4}, -1, 1, 51)});
+  // Row 2 is ignored: the mean is over the other three rows.
+  const std::vector<int64_t> tg = {2, 0, -100, 4};
+  const Tensor targets = Tensor::FromVector(tg, {4}).value();
+  CheckOp("CrossEntropy", [&](auto& v) { return ops::CrossEntropy(v[0], targets); },
+          [&](const std::vector<Vec>& x) {
+            const Vec lsm = RefSoftmaxRows(x[0], 4, 5, true);
+            double s = 0;
+            int n = 0;
+            for (int r = 0; r < 4; ++r) {
+              if (tg[r] < 0) continue;
+              s -= lsm[r * 5 + tg[r]];
+              ++n;
+            }
+            return Vec{s / n};
+          },
+          {R({4, 5}, -2, 2, 52)});
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+TEST(Ops, SplitIntoThreeLikeQkv) {
+  // x [2, 9] split along dim 1 into 2, 3, 4; each piece squared and scaled by its index.
+  CheckOp("Split", [](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(std::vector<Variable> p, ops::Split(v[0], 1, {2, 3, 4}));
+            ZS_ASSIGN_OR_RETURN(Variable a, ops::Square(p[0]));
+            ZS_ASSIGN_OR_RETURN(Variable c, ops::Scale(p[2], 3.0));
+            ZS_ASSIGN_OR_RETURN(Variable sa, ops::SumAll(a));
+            ZS_ASSIGN_OR_RETURN(Variable sc, ops::SumAll(c));
+            return ops::Add(sa, sc);  // the middle piece gets no gradient
+          },
+          [](const std::vector<Vec>& x) {
+            double s = 0;
+            for (int r = 0; r < 2; ++r) {
+              for (int j = 0; j < 2; ++j) s += x[0][r * 9 + j] * x[0][r * 9 + j];
+              for (int j = 5; j < 9; ++j) s += 3 * x[0][r * 9 + j];
+            }
+            return Vec{s};
+          },
+          {R({2, 9}, -1, 1, 61)});
+}
+
+}  // namespace
+}  // namespace zeroshard
