@@ -3,7 +3,8 @@
 // issue names) and beside a kernel with AdamW's exact memory traffic.
 //
 //   bazel run -c opt //bench:optim_bench -- --benchmark_min_time=0.1
-//   bazel run -c opt //bench:optim_bench -- --optim_sizes=10M,100M,1B   # larger runs
+//   bazel run -c opt //bench:optim_bench -- --optim_sizes=10M,100M,1B --optim_threads=1,2
+// (1B needs about 16 GB for the AdamW rows and 28 GB for the Memcpy row.)
 //
 // Rows (n = parameters, T = OpenMP threads):
 //   AdamW/<grad>/<copy>/n/T   one AdamWStep over n parameters. Bytes moved per
@@ -71,6 +72,24 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
+// n values uniform in [-1, 1), a hash of (seed, index), written in parallel
+// (fast set-up of 100M-element rows).
+Tensor UniformTensor(int64_t n, DType dtype, uint64_t seed) {
+  Tensor t = Tensor::Empty({n}, dtype).value();
+  DispatchFloatDType(dtype, [&]<typename T>() {
+    T* p = static_cast<T*>(t.raw_data());
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t h = (static_cast<uint64_t>(i) + seed * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
+      h ^= h >> 31;
+      h *= 0x94D049BB133111EBull;
+      h ^= h >> 29;
+      p[i] = ConvertElement<T>(static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    }
+  });
+  return t;
+}
+
 // Element i of a float tensor, as float.
 float ElementAsFloat(const Tensor& t, int64_t i) {
   return DispatchFloatDType(t.dtype(), [&]<typename T>() {
@@ -86,8 +105,8 @@ float RoundTo(DType dtype, float v) {
 void BM_AdamW(benchmark::State& state, DType grad_dtype, std::optional<DType> copy_dtype) {
   const int64_t n = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  Tensor param = Random({n}, DType::kF32, -1, 1, 1);
-  const Tensor grad = Random({n}, grad_dtype, -1, 1, 2);
+  Tensor param = UniformTensor(n, DType::kF32, 1);
+  const Tensor grad = UniformTensor(n, grad_dtype, 2);
   AdamWState adam = AdamWState::Create(n).value();
   StepOptions step;
   step.num_threads = threads;
@@ -226,9 +245,11 @@ std::optional<int64_t> ParseCount(absl::string_view text) {
 int main(int argc, char** argv) {
   using namespace zeroshard;
   using namespace zeroshard::bench;
-  // --optim_sizes=10M,100M (default) selects the parameter counts; the other
-  // flags go to Google Benchmark.
+  // --optim_sizes=10M,100M (default) selects the parameter counts,
+  // --optim_threads=1,2 the thread counts (default: the OpenMP default only);
+  // the other flags go to Google Benchmark.
   std::vector<int64_t> sizes = {10000000, 100000000};
+  std::vector<int> thread_counts = {omp_get_max_threads()};
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     absl::string_view arg(argv[i]);
@@ -242,13 +263,20 @@ int main(int argc, char** argv) {
         }
         sizes.push_back(*v);
       }
+    } else if (absl::ConsumePrefix(&arg, "--optim_threads=")) {
+      thread_counts.clear();
+      for (absl::string_view part : absl::StrSplit(arg, ',')) {
+        int t = 0;
+        if (!absl::SimpleAtoi(part, &t) || t < 1) {
+          std::fprintf(stderr, "optim_bench: bad --optim_threads entry \"%s\"\n", std::string(part).c_str());
+          return 2;
+        }
+        thread_counts.push_back(t);
+      }
     } else {
       rest.push_back(argv[i]);
     }
   }
-  const int max_threads = omp_get_max_threads();
-  std::vector<int> thread_counts = {1};
-  if (max_threads > 1) thread_counts.push_back(max_threads);
   struct Variant {
     const char* name;
     DType grad;
