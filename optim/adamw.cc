@@ -78,7 +78,7 @@ absl::Status AdamWStep(const AdamWOptions& options, absl::Span<const ParamGroup>
   const std::optional<DType> copy_dtype =
       step.param_copy.defined() ? std::optional<DType>(step.param_copy.dtype()) : std::nullopt;
   cpu::AdamStepCpu(options.decoupled_weight_decay, scalars, internal::Segments(groups), buffers,
-                   grad.dtype(), copy_dtype);
+                   grad.dtype(), copy_dtype, step.num_threads);
   state.step = t;
   return absl::OkStatus();
 }

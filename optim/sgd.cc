@@ -87,7 +87,8 @@ absl::Status SgdStep(const SgdOptions& options, absl::Span<const ParamGroup> gro
   buffers.param_copy = step.param_copy.defined() ? step.param_copy.raw_data() : nullptr;
   const std::optional<DType> copy_dtype =
       step.param_copy.defined() ? std::optional<DType>(step.param_copy.dtype()) : std::nullopt;
-  cpu::SgdStepCpu(scalars, internal::Segments(groups), buffers, grad.dtype(), copy_dtype);
+  cpu::SgdStepCpu(scalars, internal::Segments(groups), buffers, grad.dtype(), copy_dtype,
+                  step.num_threads);
   state.step += 1;
   return absl::OkStatus();
 }

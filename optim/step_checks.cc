@@ -62,6 +62,10 @@ absl::Status CheckStepOptions(absl::string_view op, const StepOptions& step, int
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": grad_scale must be finite and >= 0, got ", step.grad_scale));
   }
+  if (step.num_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": num_threads must be >= 0 (0: OpenMP default), got ", step.num_threads));
+  }
   if (step.param_copy.defined()) {
     return CheckFlatBuffer(op, "param_copy", step.param_copy, numel,
                            {DType::kF32, DType::kBF16, DType::kF16});

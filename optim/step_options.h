@@ -29,6 +29,10 @@ struct StepOptions {
   // element count that receives the updated parameters, rounded to nearest-even
   // (the param_dtype copy of mixed precision), for the stepped elements only.
   Tensor param_copy;
+  // OpenMP threads for the step; 0 uses the OpenMP default (OMP_NUM_THREADS or
+  // the cores). Ranks that run as threads of one process can pass 1 so that
+  // their steps do not oversubscribe the cores. Results do not depend on it.
+  int num_threads = 0;
 };
 
 }  // namespace zeroshard::optim

@@ -1,5 +1,7 @@
 #include "optim/cpu/optim_kernels.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
@@ -37,17 +39,31 @@ int64_t TotalNumel(absl::Span<const Segment> segments) {
   return n;
 }
 
-// Runs fn(task) for every task, in parallel when there is enough work.
+// Runs fn(task) for every task, on `num_threads` OpenMP threads (0: the
+// OpenMP default) when there is enough work.
 template <typename Fn>
-void ParallelOverChunks(absl::Span<const Segment> segments, const Fn& fn) {
+void ParallelOverChunks(absl::Span<const Segment> segments, int num_threads, const Fn& fn) {
   const std::vector<Segment> tasks = Chunks(segments);
   const int64_t count = static_cast<int64_t>(tasks.size());
-#pragma omp parallel for schedule(static) if (count > 1 && TotalNumel(segments) >= kChunk)
+  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(threads) \
+    if (threads > 1 && count > 1 && TotalNumel(segments) >= kChunk)
   for (int64_t t = 0; t < count; ++t) fn(tasks[t]);
 }
 
 // Marks "no low-precision copy of the parameters".
 struct NoCopy {};
+
+// Widens a stored gradient to float; f16 through the branch-free form (same
+// bits as ConvertElement).
+template <typename TG>
+inline float LoadGrad(TG g) {
+  if constexpr (std::is_same_v<TG, Float16>) {
+    return Float16BitsToFloatVectorizable(g.bits);
+  } else {
+    return ConvertElement<float>(g);
+  }
+}
 
 // Rounds the updated parameter into the copy's storage type; f16 through the
 // branch-free form so the loop still vectorises (same bits as ConvertElement).
@@ -89,7 +105,7 @@ void AdamRun(const AdamScalars& scalars, float* param, const TG* grad, float* ex
     TC* __restrict c = copy;
     for (int64_t i = 0; i < n; ++i) {
       float pi = p[i], mi = m[i], vi = v[i];
-      const float gi = ConvertElement<float>(g[i]);
+      const float gi = LoadGrad(g[i]);
       if constexpr (kDecoupled) {
         AdamWUpdate(pi, gi, mi, vi, s);
       } else {
@@ -116,7 +132,7 @@ void SgdRun(const SgdScalars& scalars, float* param, const TG* grad, float* mome
     TC* __restrict c = copy;
     for (int64_t i = 0; i < n; ++i) {
       float pi = p[i];
-      const float gi = ConvertElement<float>(g[i]);
+      const float gi = LoadGrad(g[i]);
       if constexpr (kMomentum) {
         float bi = b[i];
         SgdMomentumUpdate(pi, gi, bi, s);
@@ -170,11 +186,11 @@ bool HasNonFiniteRun(const T* data, int64_t n) {
 
 void AdamStepCpu(bool decoupled, absl::Span<const AdamScalars> scalars,
                  absl::Span<const Segment> segments, const AdamBuffers& buffers, DType grad_dtype,
-                 std::optional<DType> copy_dtype) {
+                 std::optional<DType> copy_dtype, int num_threads) {
   DispatchGradAndCopy(grad_dtype, copy_dtype, [&]<typename TG, typename TC>() {
     const TG* grad = static_cast<const TG*>(buffers.grad);
     TC* copy = static_cast<TC*>(buffers.param_copy);
-    ParallelOverChunks(segments, [&](const Segment& t) {
+    ParallelOverChunks(segments, num_threads, [&](const Segment& t) {
       TC* c = copy == nullptr ? nullptr : copy + t.offset;
       if (decoupled) {
         AdamRun<true>(scalars[t.scalars], buffers.param + t.offset, grad + t.offset,
@@ -188,11 +204,12 @@ void AdamStepCpu(bool decoupled, absl::Span<const AdamScalars> scalars,
 }
 
 void SgdStepCpu(absl::Span<const SgdScalars> scalars, absl::Span<const Segment> segments,
-                const SgdBuffers& buffers, DType grad_dtype, std::optional<DType> copy_dtype) {
+                const SgdBuffers& buffers, DType grad_dtype, std::optional<DType> copy_dtype,
+                int num_threads) {
   DispatchGradAndCopy(grad_dtype, copy_dtype, [&]<typename TG, typename TC>() {
     const TG* grad = static_cast<const TG*>(buffers.grad);
     TC* copy = static_cast<TC*>(buffers.param_copy);
-    ParallelOverChunks(segments, [&](const Segment& t) {
+    ParallelOverChunks(segments, num_threads, [&](const Segment& t) {
       TC* c = copy == nullptr ? nullptr : copy + t.offset;
       if (buffers.momentum_buffer != nullptr) {
         SgdRun<true>(scalars[t.scalars], buffers.param + t.offset, grad + t.offset,
@@ -210,7 +227,7 @@ bool HasNonFiniteCpu(const void* data, DType dtype, int64_t n) {
     const T* x = static_cast<const T*>(data);
     std::atomic<bool> found{false};
     const Segment whole{0, n, 0};
-    ParallelOverChunks(absl::MakeConstSpan(&whole, 1), [&](const Segment& t) {
+    ParallelOverChunks(absl::MakeConstSpan(&whole, 1), /*num_threads=*/0, [&](const Segment& t) {
       if (found.load(std::memory_order_relaxed)) return;
       if (HasNonFiniteRun(x + t.offset, t.numel)) found.store(true, std::memory_order_relaxed);
     });

@@ -46,13 +46,15 @@ struct SgdBuffers {
   void* param_copy = nullptr;
 };
 
-// decoupled: AdamW (true) or Adam with L2 weight decay (false).
+// decoupled: AdamW (true) or Adam with L2 weight decay (false). num_threads:
+// OpenMP threads for the step, 0 for the OpenMP default.
 void AdamStepCpu(bool decoupled, absl::Span<const AdamScalars> scalars,
                  absl::Span<const Segment> segments, const AdamBuffers& buffers, DType grad_dtype,
-                 std::optional<DType> copy_dtype);
+                 std::optional<DType> copy_dtype, int num_threads = 0);
 
 void SgdStepCpu(absl::Span<const SgdScalars> scalars, absl::Span<const Segment> segments,
-                const SgdBuffers& buffers, DType grad_dtype, std::optional<DType> copy_dtype);
+                const SgdBuffers& buffers, DType grad_dtype, std::optional<DType> copy_dtype,
+                int num_threads = 0);
 
 // True when any of the `n` elements at `data` (a floating dtype) is Inf or NaN.
 bool HasNonFiniteCpu(const void* data, DType dtype, int64_t n);

@@ -166,6 +166,28 @@ TEST(AdamWStepTest, BitwiseEqualAcrossInstructionSets) {
   }
 }
 
+TEST(AdamWStepTest, ThreadCountDoesNotChangeTheResult) {
+  const int64_t n = 300001;
+  const std::vector<ParamGroup> groups = TestGroups(n);
+  std::vector<Tensor> params;
+  for (int threads : {1, 2, 3}) {
+    Tensor p = Tensor::FromVector(RandomValues(n, -1, 1, 3), {n}, DType::kF32).value();
+    AdamWState state = AdamWState::Create(n).value();
+    const Tensor g = Tensor::FromVector(RandomValues(n, -1, 1, 4), {n}, DType::kF32).value();
+    StepOptions step;
+    step.num_threads = threads;
+    for (int s = 0; s < 2; ++s) ZS_ASSERT_OK(AdamWStep(AdamWOptions{}, groups, p, g, state, step));
+    params.push_back(p);
+  }
+  EXPECT_EQ(std::memcmp(params[0].raw_data(), params[1].raw_data(), n * 4), 0);
+  EXPECT_EQ(std::memcmp(params[0].raw_data(), params[2].raw_data(), n * 4), 0);
+  StepOptions bad;
+  bad.num_threads = -1;
+  AdamWState state = AdamWState::Create(n).value();
+  EXPECT_THAT(AdamWStep(AdamWOptions{}, groups, params[0], params[1], state, bad),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_threads must be >= 0")));
+}
+
 TEST(AdamWStepTest, WithoutWeightDecayAdamAndAdamWAgreeBitwise) {
   const int64_t n = 1001;
   Tensor p1 = Tensor::FromVector(RandomValues(n, -1, 1, 3), {n}, DType::kF32).value();
@@ -261,6 +283,14 @@ TEST(AdamWStepTest, ErrorsSayWhatWasExpectedAndChangeNothing) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("param_copy has 10 elements")));
   EXPECT_EQ(state.step, 0) << "a failed step must not count";
   ZS_EXPECT_OK(AdamWStep(options, groups, param, grad, state));
+  EXPECT_EQ(state.step, 1);
+}
+
+TEST(AdamWStepTest, EmptyBuffersStep) {
+  Tensor param = Tensor::Zeros({0}, DType::kF32).value();
+  Tensor grad = Tensor::Zeros({0}, DType::kBF16).value();
+  ZS_ASSERT_OK_AND_ASSIGN(AdamWState state, AdamWState::Create(0));
+  ZS_ASSERT_OK(AdamWStep(AdamWOptions{}, {ParamGroup::Whole(0, 1e-3, 0.1)}, param, grad, state));
   EXPECT_EQ(state.step, 1);
 }
 

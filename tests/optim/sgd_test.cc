@@ -101,7 +101,9 @@ TEST(SgdStepTest, MatchesDoubleReferenceOverTenSteps) {
           } else {
             EXPECT_FALSE(run.state.momentum_buffer.defined());
           }
-          if (n >= 4) EXPECT_EQ(run.param.data<float>()[n / 2], static_cast<float>(p0[n / 2]));
+          if (n >= 4) {
+            EXPECT_EQ(run.param.data<float>()[n / 2], static_cast<float>(p0[n / 2]));
+          }
         }
       }
     }

@@ -1,5 +1,5 @@
-// The branch-free float -> f16 rounding used by the optimizer kernels equals
-// runtime/half.h's FloatToFloat16Bits for all 2^32 inputs.
+// The branch-free f16 conversions used by the optimizer kernels equal
+// runtime/half.h's for every input (all 2^32 floats, all 2^16 halves).
 #include "optim/cpu/vector_half.h"
 
 #include <gtest/gtest.h>
@@ -30,6 +30,14 @@ TEST(VectorHalfTest, EqualsFloatToFloat16BitsForEveryFloat) {
   EXPECT_EQ(mismatches, 0) << "e.g. input bits 0x" << std::hex << first_bad << ": got 0x"
                            << FloatToFloat16BitsVectorizable(BitsToFloat(first_bad)) << ", want 0x"
                            << FloatToFloat16Bits(BitsToFloat(first_bad));
+}
+
+TEST(VectorHalfTest, WideningEqualsFloat16BitsToFloatForEveryHalf) {
+  for (uint32_t h = 0; h < (1u << 16); ++h) {
+    const float got = Float16BitsToFloatVectorizable(static_cast<uint16_t>(h));
+    const float want = Float16BitsToFloat(static_cast<uint16_t>(h));
+    ASSERT_EQ(FloatBits(got), FloatBits(want)) << "half bits 0x" << std::hex << h;
+  }
 }
 
 }  // namespace
