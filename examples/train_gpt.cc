@@ -70,6 +70,13 @@ ABSL_FLAG(int64_t, sample_tokens, 200, "tokens to generate at the end");
 ABSL_FLAG(double, temperature, 0.8, "sampling temperature");
 ABSL_FLAG(int64_t, top_k, 40, "sample among the k most likely tokens");
 ABSL_FLAG(int64_t, device_memory_limit, 0, "bytes per rank (0: unlimited)");
+ABSL_FLAG(std::string, param_dtype, "f32", "dtype of gathered parameters and compute: f32, bf16 or f16");
+ABSL_FLAG(std::string, reduce_dtype, "f32", "dtype of gradient reduction: f32, bf16 or f16");
+ABSL_FLAG(std::string, loss_scale, "auto", "fp16 loss scaling: dynamic, none, or auto (dynamic when param_dtype is f16)");
+ABSL_FLAG(int, initial_scale_power, 16, "initial loss scale 2^n");
+ABSL_FLAG(int64_t, loss_scale_window, 1000, "clean steps before the scale grows");
+ABSL_FLAG(int, hysteresis, 2, "overflows tolerated before the scale drops");
+ABSL_FLAG(double, min_loss_scale, 1.0, "the scale never drops below this");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace (Perfetto) of a few steps to this file");
 ABSL_FLAG(int64_t, trace_from, 2, "first traced step");
 ABSL_FLAG(int64_t, trace_steps, 2, "traced steps");
@@ -124,6 +131,20 @@ absl::StatusOr<TrainOptions> OptionsFromFlags() {
   o.trace_from = absl::GetFlag(FLAGS_trace_from);
   o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   ShardingOptions& s = o.sharding;
+  ZS_ASSIGN_OR_RETURN(s.mixed_precision.param_dtype, ParseDType(absl::GetFlag(FLAGS_param_dtype)));
+  ZS_ASSIGN_OR_RETURN(s.mixed_precision.reduce_dtype, ParseDType(absl::GetFlag(FLAGS_reduce_dtype)));
+  const std::string ls = absl::GetFlag(FLAGS_loss_scale);
+  if (ls != "auto" && ls != "dynamic" && ls != "none") {
+    return absl::InvalidArgumentError(absl::StrCat("--loss_scale=", ls, ": expected auto, dynamic or none"));
+  }
+  o.loss_scaling = ls == "dynamic";
+  if (ls == "none" && s.mixed_precision.param_dtype == DType::kF16) {
+    return absl::InvalidArgumentError("--loss_scale=none with --param_dtype=f16: fp16 training needs loss scaling");
+  }
+  o.loss_scaler.initial_scale_power = absl::GetFlag(FLAGS_initial_scale_power);
+  o.loss_scaler.scale_window = absl::GetFlag(FLAGS_loss_scale_window);
+  o.loss_scaler.hysteresis = absl::GetFlag(FLAGS_hysteresis);
+  o.loss_scaler.min_scale = absl::GetFlag(FLAGS_min_loss_scale);
   ZS_ASSIGN_OR_RETURN(s.strategy, ParseShardingStrategy(absl::GetFlag(FLAGS_sharding_strategy)));
   s.hybrid_shard_size = absl::GetFlag(FLAGS_hybrid_shard_size);
   const std::string wrap = absl::GetFlag(FLAGS_auto_wrap);

@@ -149,6 +149,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   opt_options.lr = o.lr.lr;
   ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, opt_options));
   optim::LrScheduler scheduler(o.lr);
+  const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
+  ZS_ASSIGN_OR_RETURN(optim::DynamicLossScaler scaler, optim::DynamicLossScaler::Create(o.loss_scaler));
+  if (scaling) say(absl::StrCat("  fp16 dynamic loss scaling: ", o.loss_scaler.ToString(), "\n"));
 
   TrainSummary s;
   s.unigram_entropy = unigram;
@@ -168,6 +171,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     sharded->set_trace(tracing ? trace : nullptr);
     ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
     double loss_sum = 0;
+    const double scaler_scale_used = scaler.scale();
     for (int64_t m = 0; m < o.grad_accum_steps; ++m) {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
                                                    .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
@@ -176,7 +180,10 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
       ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
       loss_sum += l;
-      ZS_ASSIGN_OR_RETURN(Variable scaled, ops::Scale(out.loss, 1.0 / o.grad_accum_steps));
+      double factor = 1.0 / o.grad_accum_steps;
+      if (scaling) factor *= scaler.scale();
+      if (step == o.inject_inf_at_step && comm.rank() == 0) factor = INFINITY;
+      ZS_ASSIGN_OR_RETURN(Variable scaled, ops::Scale(out.loss, factor));
       if (o.no_sync && m + 1 < o.grad_accum_steps) {
         auto scope = sharded->NoSync();
         ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
@@ -184,14 +191,28 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
         ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
       }
     }
-    double grad_scale = 1.0;
-    if (o.grad_clip > 0) {
-      ZS_RETURN_IF_ERROR(sharded->ClipGradNorm(o.grad_clip).status());
-    }
     const double lr = scheduler.lr();
-    ZS_RETURN_IF_ERROR(opt.Step(lr, grad_scale));
+    bool skipped = false;
+    if (scaling || o.inject_inf_at_step >= 0) {
+      // One flag for every rank: an overflow anywhere skips the step everywhere.
+      ZS_ASSIGN_OR_RETURN(skipped, sharded->GradientsOverflowed());
+      if (scaling) {
+        ZS_RETURN_IF_ERROR(scaler.Update(skipped));
+      }
+      if (!skipped && scaling) {
+        ZS_RETURN_IF_ERROR(sharded->ScaleGradients(1.0 / scaler_scale_used));
+      }
+    }
+    if (skipped) {
+      say(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step, scaler.ToString()));
+    } else {
+      if (o.grad_clip > 0) {
+        ZS_RETURN_IF_ERROR(sharded->ClipGradNorm(o.grad_clip).status());
+      }
+      ZS_RETURN_IF_ERROR(opt.Step(lr));
+      scheduler.Step();
+    }
     ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
-    scheduler.Step();
     ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(comm, loss_sum / o.grad_accum_steps));
     s.losses.push_back(loss);
     if ((step + 1) % o.log_every == 0 || step == 0 || step + 1 == o.steps) {
@@ -212,7 +233,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   if (!o.trace.empty()) {
     if (o.shared_trace != nullptr) {
       ZS_RETURN_IF_ERROR(comm.Barrier());  // every rank's spans are in before rank 0 writes
-      if (lead) ZS_RETURN_IF_ERROR(o.shared_trace->WriteJson(o.trace));
+      if (lead) {
+        ZS_RETURN_IF_ERROR(o.shared_trace->WriteJson(o.trace));
+      }
       say(absl::StrCat("trace: ", o.trace, " (", o.shared_trace->size(), " spans)\n"));
     } else {
       const std::string path = comm.size() > 1 ? absl::StrCat(o.trace, ".rank", comm.rank()) : o.trace;
@@ -220,6 +243,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       say(absl::StrCat("trace: ", path, " (one file per rank)\n"));
     }
   }
+  s.skipped_steps = scaler.skipped_steps();
+  s.final_loss_scale = scaling ? scaler.scale() : 0;
+  if (scaling) say(absl::StrCat("loss scaling: ", scaler.ToString(), "\n"));
   s.seconds = Now() - start;
   s.tokens = tokens_per_step * o.steps;
   ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm));

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "autograd/nn/gpt.h"
 #include "collectives/communicator.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/sharded_optimizer.h"
 #include "runtime/sharding/sharding_options.h"
@@ -46,7 +47,11 @@ struct TrainOptions {
   int64_t sample_tokens = 200; // generated at the end (byte vocabularies only)
   double temperature = 0.8;
   int64_t top_k = 40;
-  ShardingOptions sharding;
+  ShardingOptions sharding;      // includes mixed_precision {param, reduce, buffer dtypes}
+  // fp16 dynamic loss scaling (on by default when param_dtype is f16).
+  bool loss_scaling = false;
+  optim::LossScalerOptions loss_scaler;
+  int64_t inject_inf_at_step = -1;  // fault injection for tests: rank 0's loss becomes Inf at this step
   int64_t device_memory_limit = 0;  // bytes per rank of the "device" allocator; 0: unlimited
   std::string trace;           // Chrome trace of steps [trace_from, trace_from + trace_steps)
   int64_t trace_from = 2;
@@ -59,6 +64,8 @@ struct TrainOptions {
 // What a finished run reports (rank 0's view; losses are global means).
 struct TrainSummary {
   std::vector<double> losses;  // per step
+  int64_t skipped_steps = 0;   // overflowed fp16 steps
+  double final_loss_scale = 0;
   double final_val_loss = 0;
   double unigram_entropy = 0;
   double seconds = 0;

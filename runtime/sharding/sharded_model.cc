@@ -504,6 +504,24 @@ absl::Status ShardedModel::ZeroGrad() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> ShardedModel::GradientsOverflowed() {
+  double bad = 0;
+  for (auto& u : units_) {
+    // An Inf or NaN anywhere makes the (double) sum non-finite.
+    ZS_ASSIGN_OR_RETURN(double sum, SumAll(u->grad_shard));
+    if (!std::isfinite(sum)) bad = 1;
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor flag, Tensor::Full({1}, bad, DType::kF32, DefaultCpuAllocator()));
+  ZS_RETURN_IF_ERROR(world_.AllReduce(flag, ReduceOp::kMax));
+  ZS_ASSIGN_OR_RETURN(double any, flag.Item());
+  return any > 0;
+}
+
+absl::Status ShardedModel::ScaleGradients(double factor) {
+  for (auto& u : units_) ZS_RETURN_IF_ERROR(Affine(u->grad_shard, factor, 0.0, u->grad_shard));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_type) {
   const bool inf = std::isinf(norm_type);
   if (!inf && norm_type != 2.0) {

@@ -132,6 +132,12 @@ class ShardedModel {
   // on every rank and to the unsharded model's. One all-reduce.
   absl::StatusOr<double> ClipGradNorm(double max_norm, double norm_type = 2.0);
 
+  // True on every rank when any rank's gradient shards hold an Inf or NaN
+  // (fp16 loss scaling skips such steps); one all-reduce over the world.
+  absl::StatusOr<bool> GradientsOverflowed();
+  // Multiplies every gradient shard by `factor` (e.g. 1 / loss scale).
+  absl::Status ScaleGradients(double factor);
+
   // Inside the scope backward passes keep unsharded gradients and do not
   // communicate; the first backward after it reduces everything accumulated.
   class NoSyncScope {

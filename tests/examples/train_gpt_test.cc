@@ -3,6 +3,8 @@
 // repeatable.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "collectives/local_communicator.h"
 #include "examples/trainer.h"
 #include "tests/testing.h"
@@ -42,6 +44,38 @@ TEST(TrainGpt, LossFallsAndRunsRepeat) {
   EXPECT_GT(a.peak_bytes, 0);
   const TrainSummary b = Train(Small(), 2);
   EXPECT_EQ(a.losses, b.losses);
+}
+
+TEST(TrainGpt, Bf16AndFp16TrackFp32) {
+  const TrainSummary f32 = Train(Small(), 2);
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    TrainOptions o = Small();
+    o.sharding.mixed_precision.param_dtype = d;
+    const TrainSummary low = Train(o, 2);
+    ASSERT_EQ(low.losses.size(), f32.losses.size());
+    for (size_t i = 0; i < f32.losses.size(); ++i) {
+      EXPECT_NEAR(low.losses[i], f32.losses[i], 0.03 * f32.losses[i]) << DTypeName(d) << " step " << i;
+    }
+    if (d == DType::kF16) EXPECT_EQ(low.final_loss_scale, 65536.0);  // no overflow: the scale holds
+  }
+}
+
+TEST(TrainGpt, ForcedOverflowSkipsTheStepEverywhereAndHalvesTheScale) {
+  TrainOptions o = Small();
+  o.sharding.mixed_precision.param_dtype = DType::kF16;
+  o.loss_scaler.hysteresis = 1;
+  o.inject_inf_at_step = 3;  // rank 0 only
+  const TrainSummary s = Train(o, 2);
+  EXPECT_EQ(s.skipped_steps, 1);
+  EXPECT_EQ(s.final_loss_scale, 32768.0);
+  // The skipped step changed nothing, so step 4 sees the parameters of step 3.
+  ASSERT_EQ(s.losses.size(), 12u);
+  TrainOptions clean = Small();
+  clean.sharding.mixed_precision.param_dtype = DType::kF16;
+  const TrainSummary c = Train(clean, 2);
+  EXPECT_EQ(s.losses[3], c.losses[3]);
+  EXPECT_TRUE(std::isfinite(s.losses.back()));
+  EXPECT_LT(s.losses.back(), s.losses.front());
 }
 
 TEST(TrainGpt, BadOptionsAreStatusErrors) {

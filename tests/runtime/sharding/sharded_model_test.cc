@@ -116,3 +116,25 @@ TEST(ShardedModel, BitwiseRepeatable) {
 
 }  // namespace
 }  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+TEST(ShardedModel, MixedPrecisionTracksFp32) {
+  // bf16 / f16 gathered parameters and compute, f32 master weights; the loss
+  // curve stays within a few percent of the fp32 one (16-bit rounding only).
+  const Result& ref = Reference();
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    ShardingOptions o = BlockOptions(ShardingStrategy::kFullShard);
+    o.mixed_precision.param_dtype = dtype;
+    o.mixed_precision.reduce_dtype = DType::kF32;
+    const Result got = TrainSharded({.world = 2, .options = o}, kSteps, kGlobalBatch);
+    ASSERT_EQ(got.losses.size(), ref.losses.size());
+    for (size_t i = 0; i < ref.losses.size(); ++i) {
+      EXPECT_NEAR(got.losses[i], ref.losses[i], 0.02 * ref.losses[i]) << DTypeName(dtype) << " step " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zeroshard
