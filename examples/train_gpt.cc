@@ -70,6 +70,7 @@ ABSL_FLAG(int64_t, sample_tokens, 200, "tokens to generate at the end");
 ABSL_FLAG(double, temperature, 0.8, "sampling temperature");
 ABSL_FLAG(int64_t, top_k, 40, "sample among the k most likely tokens");
 ABSL_FLAG(int64_t, device_memory_limit, 0, "bytes per rank (0: unlimited)");
+ABSL_FLAG(std::string, offload, "none", "CPU offload: none, optimizer (state, master weights, gradients) or params_and_optimizer");
 ABSL_FLAG(std::string, param_dtype, "f32", "dtype of gathered parameters and compute: f32, bf16 or f16");
 ABSL_FLAG(std::string, reduce_dtype, "f32", "dtype of gradient reduction: f32, bf16 or f16");
 ABSL_FLAG(std::string, loss_scale, "auto", "fp16 loss scaling: dynamic, none, or auto (dynamic when param_dtype is f16)");
@@ -131,6 +132,15 @@ absl::StatusOr<TrainOptions> OptionsFromFlags() {
   o.trace_from = absl::GetFlag(FLAGS_trace_from);
   o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   ShardingOptions& s = o.sharding;
+  const std::string offload = absl::GetFlag(FLAGS_offload);
+  if (offload == "optimizer") {
+    s.offload = OffloadPolicy{.grads = true, .optimizer = true};
+  } else if (offload == "params_and_optimizer") {
+    s.offload = OffloadPolicy{.params = true, .grads = true, .optimizer = true};
+  } else if (offload != "none") {
+    return absl::InvalidArgumentError(absl::StrCat("--offload=", offload,
+                                                   ": expected none, optimizer or params_and_optimizer"));
+  }
   ZS_ASSIGN_OR_RETURN(s.mixed_precision.param_dtype, ParseDType(absl::GetFlag(FLAGS_param_dtype)));
   ZS_ASSIGN_OR_RETURN(s.mixed_precision.reduce_dtype, ParseDType(absl::GetFlag(FLAGS_reduce_dtype)));
   const std::string ls = absl::GetFlag(FLAGS_loss_scale);

@@ -48,10 +48,11 @@ absl::StatusOr<ShardedOptimizer> ShardedOptimizer::Create(ShardedModel& model,
     ZS_RETURN_IF_ERROR(ValidateParamGroups(whole, u->flat.padded_numel()));
     opt.groups_.push_back(ShardParamGroups(whole, u->flat.shard_offset(), u->flat.shard_numel()));
     if (options.kind == OptimizerKind::kSgd) {
-      ZS_ASSIGN_OR_RETURN(SgdState s, SgdState::Create(u->flat.shard_numel(), options.sgd, model.allocator()));
+      ZS_ASSIGN_OR_RETURN(SgdState s, SgdState::Create(u->flat.shard_numel(), options.sgd,
+                                                        model.optimizer_allocator()));
       opt.sgd_.push_back(std::move(s));
     } else {
-      ZS_ASSIGN_OR_RETURN(AdamWState s, AdamWState::Create(u->flat.shard_numel(), model.allocator()));
+      ZS_ASSIGN_OR_RETURN(AdamWState s, AdamWState::Create(u->flat.shard_numel(), model.optimizer_allocator()));
       opt.adam_.push_back(std::move(s));
     }
   }

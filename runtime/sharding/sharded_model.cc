@@ -28,11 +28,12 @@ std::string MemoryPlan::ToString() const {
 // ================================================================ construction
 
 ShardedModel::ShardedModel(std::shared_ptr<nn::Module> root, Communicator& world,
-                           ShardingOptions options, Allocator* allocator)
+                           ShardingOptions options, Allocator* allocator, Allocator* host_allocator)
     : root_(std::move(root)),
       world_(world),
       options_(std::move(options)),
-      allocator_(allocator != nullptr ? allocator : DefaultCpuAllocator()) {}
+      allocator_(allocator != nullptr ? allocator : DefaultCpuAllocator()),
+      host_allocator_(host_allocator != nullptr ? host_allocator : DefaultCpuAllocator()) {}
 
 ShardedModel::~ShardedModel() {
   for (auto& [module, handle] : module_hooks_) module->RemoveHook(handle);
@@ -49,10 +50,12 @@ ShardedModel::~ShardedModel() {
 absl::StatusOr<std::unique_ptr<ShardedModel>> ShardedModel::Create(std::shared_ptr<nn::Module> root,
                                                                    Communicator& world,
                                                                    const ShardingOptions& options,
-                                                                   Allocator* allocator) {
+                                                                   Allocator* allocator,
+                                                                   Allocator* host_allocator) {
   if (root == nullptr) return absl::InvalidArgumentError("ShardedModel::Create: null module");
   ZS_RETURN_IF_ERROR(options.Validate(world.size()));
-  std::unique_ptr<ShardedModel> m(new ShardedModel(std::move(root), world, options, allocator));
+  std::unique_ptr<ShardedModel> m(
+      new ShardedModel(std::move(root), world, options, allocator, host_allocator));
   ZS_RETURN_IF_ERROR(m->Build());
   return m;
 }
@@ -192,13 +195,16 @@ absl::Status ShardedModel::Build() {
 
 // True when the gathered buffer can be the shard itself (nothing to gather or cast).
 static bool Aliased(const ShardedUnit& u, const ShardingOptions& o) {
-  return u.flat.shard_group_size() == 1 && o.mixed_precision.param_dtype == DType::kF32;
+  return u.flat.shard_group_size() == 1 && o.mixed_precision.param_dtype == DType::kF32 &&
+         !o.offload.params_on_host();
 }
 
 absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
   const FlatParameter& flat = unit.flat;
-  ZS_ASSIGN_OR_RETURN(unit.shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, allocator_));
-  ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, allocator_));
+  Allocator* shard_home = options_.offload.params_on_host() ? host_allocator_ : allocator_;
+  Allocator* grad_home = options_.offload.grads_on_host() ? host_allocator_ : allocator_;
+  ZS_ASSIGN_OR_RETURN(unit.shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, shard_home));
+  ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, grad_home));
   for (const FlatParamSlot& p : flat.params()) {
     if (p.var.defined() && options_.sync_module_states) {
       ZS_ASSIGN_OR_RETURN(Tensor c, p.var.value().Contiguous());
@@ -590,9 +596,10 @@ MemoryPlan ShardedModel::Plan() const {
   int64_t max_unit = 0;
   int64_t root = 0;
   for (const auto& u : units_) {
-    plan.sharded_params += u->flat.shard_numel() * 4;
-    plan.sharded_grads += u->flat.shard_numel() * 4;
-    plan.optimizer_state += u->flat.shard_numel() * 8;
+    // Device bytes only: offloaded buffers live in host memory.
+    if (!options_.offload.params_on_host()) plan.sharded_params += u->flat.shard_numel() * 4;
+    if (!options_.offload.grads_on_host()) plan.sharded_grads += u->flat.shard_numel() * 4;
+    if (!options_.offload.optimizer) plan.optimizer_state += u->flat.shard_numel() * 8;
     const int64_t aliased = Aliased(*u, options_) ? 0 : u->flat.padded_numel() * pitem;
     const int64_t bytes = aliased + u->flat.padded_numel() * gitem;
     if (u->is_root) {

@@ -106,12 +106,15 @@ struct MemoryPlan {
 class ShardedModel {
  public:
   // `world` is this rank's communicator; `allocator` (nullptr: the default CPU
-  // allocator) holds every sharded and gathered buffer, so its statistics are
-  // this rank's memory. The module must outlive the ShardedModel.
+  // allocator) is the rank's device memory and holds every sharded and
+  // gathered buffer, so its statistics are this rank's memory; buffers the
+  // offload policy moves to the host come from `host_allocator` (nullptr: the
+  // default CPU allocator). The module must outlive the ShardedModel.
   static absl::StatusOr<std::unique_ptr<ShardedModel>> Create(std::shared_ptr<nn::Module> root,
                                                               Communicator& world,
                                                               const ShardingOptions& options,
-                                                              Allocator* allocator = nullptr);
+                                                              Allocator* allocator = nullptr,
+                                                              Allocator* host_allocator = nullptr);
   ~ShardedModel();
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -123,6 +126,9 @@ class ShardedModel {
   Communicator& shard_group() { return *shard_group_; }
   Communicator& replica_group() { return *replica_group_; }
   Allocator* allocator() { return allocator_; }
+  Allocator* host_allocator() { return host_allocator_; }
+  // Where the optimizer keeps its state: the host with optimizer offload.
+  Allocator* optimizer_allocator() { return options_.offload.optimizer ? host_allocator_ : allocator_; }
   std::vector<ShardedUnit*> units();
 
   // Zeroes every gradient shard (the start of an optimizer step's accumulation).
@@ -174,7 +180,7 @@ class ShardedModel {
 
  private:
   ShardedModel(std::shared_ptr<nn::Module> root, Communicator& world, ShardingOptions options,
-               Allocator* allocator);
+               Allocator* allocator, Allocator* host_allocator);
   absl::Status Build();
   absl::Status InitShards(ShardedUnit& unit);
   absl::Status InstallHooks(ShardedUnit& unit);
@@ -201,6 +207,7 @@ class ShardedModel {
   Communicator& world_;
   ShardingOptions options_;
   Allocator* allocator_;
+  Allocator* host_allocator_;
   std::unique_ptr<Communicator> shard_group_;
   std::unique_ptr<Communicator> replica_group_;
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // root last

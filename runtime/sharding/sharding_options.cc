@@ -74,6 +74,15 @@ std::string MixedPrecision::ToString() const {
                       ", buffer ", DTypeName(buffer_dtype));
 }
 
+std::string OffloadPolicy::ToString() const {
+  if (!any()) return "none";
+  std::vector<std::string> parts;
+  if (params_on_host()) parts.push_back("params");
+  if (grads_on_host()) parts.push_back("grads");
+  if (optimizer) parts.push_back("optimizer");
+  return absl::StrJoin(parts, "+");
+}
+
 int ShardingOptions::ShardGroupSize(int world_size) const {
   switch (strategy) {
     case ShardingStrategy::kFullShard:
@@ -116,7 +125,7 @@ std::string ShardingOptions::ToString() const {
                       ", wrap ", wrap.ToString(), ", forward_prefetch ", forward_prefetch ? "on" : "off",
                       ", backward_prefetch ", BackwardPrefetchName(backward_prefetch),
                       ", limit_all_gathers ", limit_all_gathers,
-                      ", mixed precision (", mixed_precision.ToString(), ")");
+                      ", mixed precision (", mixed_precision.ToString(), "), offload ", offload.ToString());
 }
 
 }  // namespace zeroshard

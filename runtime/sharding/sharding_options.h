@@ -73,6 +73,25 @@ struct MixedPrecision {
   std::string ToString() const;
 };
 
+// CPU offload (FSDP's CPUOffload, DeepSpeed's ZeRO-Offload): which of this
+// rank's persistent buffers live in host memory instead of the device. On a
+// GPU the device keeps only what a step needs transiently (gathered units,
+// flat gradients, activations); on the CPU-only machines here the "device" is
+// an allocator with its own budget, so the figures show the same split.
+//   params:    the f32 master shards (copied to the device slice before each gather)
+//   grads:     the reduced gradient shards (copied to the host after each reduction)
+//   optimizer: the optimizer state (the step then runs on the host, so it
+//              implies params and grads on the host too)
+struct OffloadPolicy {
+  bool params = false;
+  bool grads = false;
+  bool optimizer = false;
+  bool any() const { return params || grads || optimizer; }
+  bool params_on_host() const { return params || optimizer; }
+  bool grads_on_host() const { return grads || optimizer; }
+  std::string ToString() const;
+};
+
 struct ShardingOptions {
   ShardingStrategy strategy = ShardingStrategy::kFullShard;
   WrapPolicy wrap;
@@ -93,6 +112,7 @@ struct ShardingOptions {
   // its own slice, bit-identical to the same slice of the unsharded init.
   uint64_t init_seed = 0;
   MixedPrecision mixed_precision;
+  OffloadPolicy offload;
 
   // Shard group size for `world_size` ranks.
   int ShardGroupSize(int world_size) const;

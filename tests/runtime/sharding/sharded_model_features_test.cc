@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/nn/gpt.h"
+#include "autograd/ops.h"
 #include "collectives/local_communicator.h"
 #include "optim/sharded_optimizer.h"
 #include "runtime/sharding/sharded_model.h"
@@ -224,6 +225,102 @@ TEST(ShardedFeatures, PrintsUnitsAndErrors) {
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ignored module \"transformer.nope\"")));
     return absl::OkStatus();
   }));
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+struct OffloadRun {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<float>> params;
+  int64_t device_after_create = 0;
+  int64_t device_peak = 0;  // rank 0
+  absl::Status status;
+};
+
+OffloadRun RunWithOffload(const OffloadPolicy& offload, int64_t device_capacity, bool no_sync) {
+  OffloadRun out;
+  std::mutex mu;
+  std::vector<absl::Status> st = RunRanks(2, [&](Communicator& comm) -> absl::Status {
+    nn::GptConfig c = TinyConfig();
+    c.n_layer = 3;
+    auto gpt = std::make_shared<nn::Gpt>(c);
+    CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("device", comm.rank()),
+                                              .capacity_bytes = device_capacity});
+    CpuAllocator host(CpuAllocator::Options{.name = absl::StrCat("host", comm.rank())});
+    ShardingOptions o = BlockOptions(ShardingStrategy::kFullShard);
+    o.init_seed = 3;
+    o.offload = offload;
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o, &device, &host));
+    ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt,
+                        optim::ShardedOptimizer::Create(*sharded, {.lr = 1e-2, .weight_decay = 0.1}));
+    if (comm.rank() == 0) out.device_after_create = device.stats().bytes_in_use;
+    const TokenData data = TinyData();
+    for (int step = 0; step < 4; ++step) {
+      double loss = 0;
+      for (int m = 0; m < 2; ++m) {  // two micro-steps, both accumulation modes
+        ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .micro_step = m, .accum_steps = 2,
+                                                    .rank = comm.rank(), .world_size = 2,
+                                                    .batch_size = 3, .block_size = 8}, &device));
+        ZS_ASSIGN_OR_RETURN(nn::GptOutput y, gpt->Forward(b.inputs, b.targets));
+        loss += y.loss.value().Item().value() / 2;
+        ZS_ASSIGN_OR_RETURN(autograd::Variable scaled, ops::Scale(y.loss, 0.5));
+        if (no_sync && m == 0) {
+          auto scope = sharded->NoSync();
+          ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
+        } else {
+          ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
+        }
+      }
+      ZS_RETURN_IF_ERROR(opt.Step(1e-2));
+      ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+      if (comm.rank() == 0) out.losses.push_back(loss);
+    }
+    if (comm.rank() == 0) out.device_peak = device.stats().peak_bytes_in_use;
+    return sharded->SummonFullParams([&]() -> absl::Status {
+      if (comm.rank() != 0) return absl::OkStatus();
+      for (auto& [n, v] : gpt->NamedParameters()) {
+        ZS_ASSIGN_OR_RETURN(out.params[n], v.value().ToVector<float>());
+      }
+      return absl::OkStatus();
+    });
+  });
+  out.status = st[0].ok() ? st[1] : st[0];
+  return out;
+}
+
+TEST(ShardedFeatures, CpuOffloadIsBitwiseIdenticalAndMovesTheStateOffTheDevice) {
+  for (bool no_sync : {false, true}) {
+    const OffloadRun base = RunWithOffload({}, 0, no_sync);
+    ASSERT_TRUE(base.status.ok()) << base.status;
+    const OffloadRun off = RunWithOffload({.params = true, .grads = true, .optimizer = true}, 0, no_sync);
+    ASSERT_TRUE(off.status.ok()) << off.status;
+    EXPECT_EQ(off.losses, base.losses) << "no_sync " << no_sync;
+    EXPECT_EQ(off.params, base.params) << "no_sync " << no_sync;
+    // 16 bytes per shard element stay on the device without offload, none with it.
+    EXPECT_GT(base.device_after_create, 0);
+    EXPECT_EQ(off.device_after_create, 0);
+  }
+}
+
+TEST(ShardedFeatures, OverBudgetFailsClearlyWithoutOffloadAndTrainsWithIt) {
+  // A device budget that holds a step's transient buffers but not the
+  // sharded optimizer state as well.
+  const OffloadRun measure = RunWithOffload({.optimizer = true}, 0, false);
+  ASSERT_TRUE(measure.status.ok());
+  const OffloadRun unlimited = RunWithOffload({}, 0, false);
+  // Without offload the peak is higher by the sharded state (16 bytes per shard element).
+  ASSERT_GT(unlimited.device_peak, measure.device_peak + 1024);
+  const int64_t budget = measure.device_peak + 512;
+  const OffloadRun plain = RunWithOffload({}, budget, false);
+  EXPECT_EQ(plain.status.code(), absl::StatusCode::kResourceExhausted) << plain.status;
+  EXPECT_THAT(std::string(plain.status.message()), HasSubstr("out of memory"));
+  const OffloadRun off = RunWithOffload({.optimizer = true}, budget, false);
+  EXPECT_TRUE(off.status.ok()) << off.status;
+  EXPECT_EQ(off.losses, measure.losses);
 }
 
 }  // namespace
