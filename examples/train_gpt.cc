@@ -78,6 +78,12 @@ ABSL_FLAG(int, initial_scale_power, 16, "initial loss scale 2^n");
 ABSL_FLAG(int64_t, loss_scale_window, 1000, "clean steps before the scale grows");
 ABSL_FLAG(int, hysteresis, 2, "overflows tolerated before the scale drops");
 ABSL_FLAG(double, min_loss_scale, 1.0, "the scale never drops below this");
+ABSL_FLAG(std::string, work_dir, "", "where checkpoints go (work_dir/step-<n>)");
+ABSL_FLAG(int64_t, save_every, 0, "save a checkpoint every n steps (0: never)");
+ABSL_FLAG(std::string, state_dict_type, "sharded", "checkpoint format: sharded (each rank its own file) or full (PyTorch-loadable)");
+ABSL_FLAG(bool, async_save, false, "write checkpoints in the background (training blocks only for a snapshot)");
+ABSL_FLAG(int, keep_last, 0, "keep only the newest n checkpoints (0: all)");
+ABSL_FLAG(std::string, resume, "", "auto (newest complete checkpoint under --work_dir) or a checkpoint directory");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace (Perfetto) of a few steps to this file");
 ABSL_FLAG(int64_t, trace_from, 2, "first traced step");
 ABSL_FLAG(int64_t, trace_steps, 2, "traced steps");
@@ -128,6 +134,15 @@ absl::StatusOr<TrainOptions> OptionsFromFlags() {
   o.temperature = absl::GetFlag(FLAGS_temperature);
   o.top_k = absl::GetFlag(FLAGS_top_k);
   o.device_memory_limit = absl::GetFlag(FLAGS_device_memory_limit);
+  o.work_dir = absl::GetFlag(FLAGS_work_dir);
+  o.save_every = absl::GetFlag(FLAGS_save_every);
+  o.state_dict_type = absl::GetFlag(FLAGS_state_dict_type);
+  o.async_save = absl::GetFlag(FLAGS_async_save);
+  o.keep_last = absl::GetFlag(FLAGS_keep_last);
+  o.resume = absl::GetFlag(FLAGS_resume);
+  if ((o.save_every > 0 || o.resume == "auto") && o.work_dir.empty()) {
+    return absl::InvalidArgumentError("--save_every and --resume=auto need --work_dir");
+  }
   o.trace = absl::GetFlag(FLAGS_trace);
   o.trace_from = absl::GetFlag(FLAGS_trace_from);
   o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
