@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "runtime/stream.h"
 #include "runtime/tensor.h"
 #include "tests/testing.h"
 
@@ -664,6 +665,44 @@ TEST(CudaBacking, DeviceAndPinnedCachesOnAGpu) {
     ZS_ASSERT_OK(cache.EmptyCache());
     EXPECT_EQ(cache.stats().reserved_bytes, 0);
   }
+}
+
+// Allocator stress on a GPU: random sizes on two streams through two views,
+// each tensor filled with its own value and checked before it is freed, then
+// everything given back.
+TEST(CudaBacking, StressTwoStreamsOnAGpu) {
+  if (!HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  ZS_ASSERT_OK_AND_ASSIGN(Stream s1, Stream::Create(Device::Cuda(0)));
+  ZS_ASSERT_OK_AND_ASSIGN(Stream s2, Stream::Create(Device::Cuda(0)));
+  CudaBacking backing(0);
+  CachingAllocator cache(&backing, CachingAllocatorOptions{.name = "stress"});
+  CachingStreamAllocator v1(&cache, s1.native_handle()), v2(&cache, s2.native_handle());
+  std::mt19937 rng(3);
+  std::vector<std::pair<Tensor, float>> live;
+  for (int step = 0; step < 2000; ++step) {
+    if (live.size() < 64 && (rng() % 3 != 0 || live.empty())) {
+      const int64_t n = rng() % 8 == 0 ? 1 + rng() % (8 << 20) : 1 + rng() % 4096;
+      const float value = static_cast<float>(step % 1000);
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor t, Tensor::Full({n}, value, DType::kF32, rng() % 2 ? &v1 : &v2));
+      live.push_back({t, value});
+    } else {
+      const size_t i = rng() % live.size();
+      const Tensor& t = live[i].first;
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor last, t.Narrow(0, t.numel() - 1, 1));
+      ZS_ASSERT_OK_AND_ASSIGN(double v, last.Item());
+      ASSERT_EQ(v, live[i].second) << "step " << step;
+      live[i] = live.back();
+      live.pop_back();
+    }
+  }
+  live.clear();
+  ZS_ASSERT_OK(s1.Synchronize());
+  ZS_ASSERT_OK(s2.Synchronize());
+  ZS_ASSERT_OK(cache.EmptyCache());
+  const CachingAllocatorStats stats = cache.stats();
+  EXPECT_EQ(stats.allocated_bytes, 0);
+  EXPECT_EQ(stats.reserved_bytes, 0);
+  EXPECT_LT(stats.num_backing_mallocs, 200) << stats.ToString();  // the cache did its job
 }
 
 }  // namespace
