@@ -89,13 +89,18 @@ absl::Status CheckCall(const GemmCall& c) {
   return absl::OkStatus();
 }
 
+// The largest power of two (up to 256) dividing the address.
+uint32_t Alignment(const void* p) {
+  const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && u % a != 0) a /= 2;
+  return a;
+}
+
 // What decides the algorithm: the call's shape, types, epilogue and alignments.
 std::string CacheKey(const GemmCall& c) {
   const RowMajorGemm& g = c.shape;
-  auto align = [](const void* p) {
-    const uintptr_t u = reinterpret_cast<uintptr_t>(p);
-    return u % 256 == 0 ? 256 : u % 16 == 0 ? 16 : u % 4 == 0 ? 4 : 1;
-  };
+  auto align = [](const void* p) { return p == nullptr ? 0u : Alignment(p); };
   return absl::StrCat(g.m, ",", g.n, ",", g.k, ",", g.transpose_a, g.transpose_b, ",", g.lda, ",",
                       g.ldb, ",", g.ldc, ",", g.batch, ",", g.stride_a, ",", g.stride_b, ",",
                       g.stride_c, ";", static_cast<int>(c.ab_dtype), static_cast<int>(c.c_dtype),
@@ -199,6 +204,19 @@ absl::Status CublasLtGemm::Run(const GemmCall& call, void* stream) {
     const uint64_t ws = impl_->workspace_bytes;
     ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
         desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // The heuristic assumes 256-byte aligned buffers unless told otherwise:
+    // views and per-batch offsets are often less aligned. (cuBLASLt's A is our
+    // B, its B our A: Note [Row-major GEMM on cuBLAS].)
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligned[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, call.b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, call.a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, call.c},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, call.c}};
+    for (const auto& [attribute, ptr] : aligned) {
+      const uint32_t bytes = Alignment(ptr);
+      ZS_CUBLAS_RETURN_IF_ERROR(
+          cublasLtMatmulPreferenceSetAttribute(desc.pref, attribute, &bytes, sizeof(bytes)));
+    }
     cublasLtMatmulHeuristicResult_t result;
     std::memset(&result, 0, sizeof(result));
     int found = 0;

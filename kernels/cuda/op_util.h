@@ -12,6 +12,10 @@
 // Op entries launch on the legacy default stream (kOpStream): the tensor API
 // has no stream argument yet, and the default stream orders every launch after
 // the synchronous copies of Tensor. Launchers themselves take any stream.
+// Scratch tensors come from the operands' allocator and are freed when the op
+// returns, with its kernels maybe still running: safe with CudaAllocator
+// (cudaFree waits for the device) and with a CachingStreamAllocator bound to
+// the null stream (the free is ordered after the kernels by its event).
 #ifndef ZEROSHARD_KERNELS_CUDA_OP_UTIL_H_
 #define ZEROSHARD_KERNELS_CUDA_OP_UTIL_H_
 

@@ -251,6 +251,11 @@ class CachingAllocator {
 //
 // Copies are synchronous: enqueued on the view's stream, then waited for. On a
 // CPU device (a test's host-memory backing) they are plain memcpy.
+//
+// The op entries of kernels/ launch on the legacy default stream, which does
+// not order itself with non-blocking streams: tensors handed to them should
+// come from a view bound to the null stream (or a CudaAllocator), so that a
+// freed block is not reused before their kernels are done with it.
 class CachingStreamAllocator final : public Allocator {
  public:
   CachingStreamAllocator(CachingAllocator* cache, void* stream, std::string name = "");
