@@ -13,18 +13,8 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/cuda/cuda_allocator.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/library_status.h"
 #include "runtime/status.h"
-
-// Turns a cublasStatus_t into an absl::Status with cuBLAS's text, the call and file:line.
-#define ZS_CUBLAS_RETURN_IF_ERROR(call)                                                        \
-  do {                                                                                         \
-    const cublasStatus_t zs_cublas_status_ = (call);                                           \
-    if (zs_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                          \
-      return absl::InternalError(absl::StrCat(__FILE__, ":", __LINE__, ": ", #call,            \
-                                              " failed: ",                                     \
-                                              cublasGetStatusString(zs_cublas_status_)));      \
-    }                                                                                          \
-  } while (0)
 
 namespace zeroshard::cuda {
 
