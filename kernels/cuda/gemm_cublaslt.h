@@ -16,8 +16,10 @@
 // Types (cuBLASLt, compute type fp32): A and B share one dtype; bf16 or f16
 // inputs write C in their own dtype or f32; f32 inputs write f32 (with
 // allow_tf32, on TF32 tensor cores). The bias has `bias_dtype` (by default C's)
-// and N elements. GELU is cuBLASLt's (the tanh form, as kernels/math/fast_math.h's
-// GeluTanh), applied after the bias.
+// and N elements. GELU is cuBLASLt's epilogue, applied after the bias;
+// tests/kernels/cuda_gemm_test.cc checks it against kernels/math/fast_math.h's
+// GeluTanh within the GEMM tolerance plus 1e-3 (the tanh and erf forms differ
+// by less than 5e-4).
 //
 // One CublasLtGemm owns a cuBLASLt handle, a workspace and a cache of chosen
 // algorithms. Calls on one stream may share it; calls on several streams at
