@@ -109,6 +109,29 @@ absl::Status Reduce(ReduceKind kind, const Tensor& x, int64_t dim, const Tensor&
     return absl::InvalidArgumentError(absl::StrCat("Mean: expected a float tensor, got ",
                                                    DTypeName(x.dtype())));
   }
+  if (x.device().is_cuda()) {
+    if (x_int) {
+      return absl::UnimplementedError(absl::StrCat(name, " on ", x.device().ToString(),
+                                                   ": integer dtype ", DTypeName(x.dtype()),
+                                                   "; the CUDA kernel reduces f32, bf16 or f16"));
+    }
+    if (!IsFloatingPoint(out.dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": output dtype ",
+                                                     DTypeName(out.dtype()),
+                                                     " for a float input; expected a float dtype"));
+    }
+    ZS_ASSIGN_OR_RETURN(Tensor xc, x.Contiguous());
+    Tensor work = out;
+    if (!out.is_contiguous() || MemoryOverlaps(out, xc)) {
+      ZS_ASSIGN_OR_RETURN(work, cuda::DeviceEmpty(name, x, out.shape(), out.dtype()));
+    }
+    ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+        cuda::LaunchReduceAxis(static_cast<int>(kind), static_cast<int>(xc.dtype()),
+                               static_cast<int>(work.dtype()), xc.raw_data(), work.raw_data(),
+                               p.outer, p.r, p.inner, cuda::kOpStream),
+        cuda::LaunchWhat(name, x)));
+    return IsSameView(work, out) ? absl::OkStatus() : out.CopyFrom(work);
+  }
   if (!x.device().is_cpu()) return NoDeviceKernel(name, x.device());
   // Integers reduce into i64 (sum) or their own type (max); floats into out's
   // dtype directly when it is a float type.

@@ -29,6 +29,14 @@ inline int64_t SumAllPartials(int64_t n) {
 int LaunchSumAll(int dtype, const void* x, int64_t n, bool square, float* partials, double* out,
                  void* stream);
 
+// Reduction along one axis of a contiguous x viewed as [outer, r, inner] into a
+// contiguous out [outer, inner]: kind 0 sum, 1 mean, 2 max (NaN propagates), as
+// static_cast<int>(ReduceKind). fp32 accumulation in a fixed order: a block per
+// row with shuffles when inner == 1, else a thread per (outer, inner) element
+// adding the r rows in order.
+int LaunchReduceAxis(int kind, int x_dtype, int out_dtype, const void* x, void* out, int64_t outer,
+                     int64_t r, int64_t inner, void* stream);
+
 }  // namespace zeroshard::cuda
 
 #endif  // ZEROSHARD_KERNELS_CUDA_REDUCE_LAUNCH_H_

@@ -64,5 +64,29 @@ TEST(CudaReduce, SumAllAndSumOfSquaresMatchCpu) {
   }
 }
 
+TEST(CudaReduce, AxisSumMeanMaxMatchCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  for (DType dtype : kFloatDTypes) {
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{1, 1, 1}, {3, 5, 7}, {8192, 768, 1}, {2, 4096, 33}}) {
+      std::vector<float> v = testing::RandomValues(NumElements(shape), -2, 2, 9);
+      v[v.size() / 2] = std::numeric_limits<float>::quiet_NaN();  // Max propagates it
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor x, Tensor::FromVector(v, shape, dtype));
+      const Tensor xd = OnGpu(x, &gpu);
+      for (int64_t dim = 0; dim < 3; ++dim) {
+        for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax}) {
+          ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Reduce(kind, x, dim));
+          ZS_ASSERT_OK_AND_ASSIGN(Tensor got, Reduce(kind, xd, dim));
+          const testing::Tol tol = kind == ReduceKind::kMax ? kExact : testing::GpuTol(dtype);
+          ExpectClose(got, want, {tol.atol * shape[dim], tol.rtol},
+                      "Reduce kind " + std::to_string(static_cast<int>(kind)) + " dim " +
+                          std::to_string(dim) + " " + std::string(DTypeName(dtype)));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zeroshard
