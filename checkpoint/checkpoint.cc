@@ -579,7 +579,7 @@ class CheckpointReader {
         sp.unit = static_cast<int>(u);
         sp.offset = p["offset"];
         r.params_[Revise(sp.stored_name, o.revise_keys)] = sp;
-        for (const std::string& alias : p["aliases"]) r.params_[Revise(alias, o.revise_keys)] = sp;
+        for (const std::string alias : p["aliases"]) r.params_[Revise(alias, o.revise_keys)] = sp;
       }
     }
     return r;
@@ -928,7 +928,7 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
       const SourceParam& sp = reader.params().at(name);
       model_entries.emplace_back(name, DType::kF32, sp.shape);
       order.emplace_back(name, sp);
-      for (const std::string& alias : p["aliases"]) {
+      for (const std::string alias : p["aliases"]) {
         model_entries.emplace_back(alias, DType::kF32, sp.shape);
         order.emplace_back(alias, sp);
       }
