@@ -19,7 +19,7 @@ ifeq ($(CUDA),0)
 BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train bench bench-peers clean gpu-test gpu-bench
+.PHONY: deps test train bench bench-peers fuzz clean gpu-test gpu-bench
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
 # bundled Shakespeare (bytes). Extra flags: make train ARGS="--steps=50".
@@ -62,6 +62,14 @@ gpu-bench: deps
 	  exit 0; \
 	fi; \
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:cuda_bench && ./bazel-bin/bench/cuda_bench
+
+# libFuzzer runs of the safetensors and checkpoint-manifest parsers with clang,
+# FUZZ_SECONDS each (default 60). Needs clang-14, libclang-rt-14-dev, libomp-14-dev.
+fuzz: deps
+	@for p in clang-14 libclang-rt-14-dev libomp-14-dev; do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || \
+	  { echo "installing $$p"; $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq $$p; }; done
+	./tools/fuzz.sh
 
 clean:
 	$(BAZEL) clean

@@ -29,17 +29,6 @@ namespace zeroshard {
 
 using nlohmann::json;
 
-absl::string_view StateDictTypeName(StateDictType t) {
-  return t == StateDictType::kFull ? "full" : "sharded";
-}
-
-absl::StatusOr<StateDictType> ParseStateDictType(absl::string_view name) {
-  if (name == "full") return StateDictType::kFull;
-  if (name == "sharded") return StateDictType::kSharded;
-  return absl::InvalidArgumentError(absl::StrCat("unknown state_dict_type \"", name,
-                                                 "\": expected full or sharded"));
-}
-
 std::string CheckpointDir(const std::string& work_dir, int64_t step) {
   return absl::StrFormat("%s/step-%06d", work_dir, step);
 }
@@ -199,17 +188,6 @@ json StateToJson(const TrainingState& s, const SaveOptions& o) {
   j["config"] = s.config;
   j["extra"] = s.extra;
   return j;
-}
-
-TrainingState StateFromJson(const json& j) {
-  TrainingState s;
-  s.step = j.value("step", int64_t{0});
-  if (j.contains("lr_scheduler")) s.lr_scheduler = j["lr_scheduler"].get<std::map<std::string, std::string>>();
-  if (j.contains("loss_scaler")) s.loss_scaler = j["loss_scaler"].get<std::map<std::string, std::string>>();
-  if (j.contains("rng_offsets")) s.rng_offsets = j["rng_offsets"].get<std::vector<uint64_t>>();
-  s.config = j.value("config", std::string());
-  if (j.contains("extra")) s.extra = j["extra"].get<std::map<std::string, std::string>>();
-  return s;
 }
 
 json LayoutJson(ShardedModel& model, const SaveOptions& o) {
@@ -543,50 +521,37 @@ class CheckpointReader {
     r.dir_ = dir;
     r.options_ = o;
     ZS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(dir + "/" + kManifest));
-    try {
-      r.manifest_ = json::parse(text);
-    } catch (const json::exception& e) {
-      return absl::DataLossError(absl::StrCat("checkpoint ", Quoted(dir), ": ", kManifest, " is not valid JSON: ", e.what()));
-    }
-    const json& m = r.manifest_;
-    if (m.value("format", "") != "zeroshard-checkpoint") {
-      return absl::DataLossError(absl::StrCat("checkpoint ", Quoted(dir), ": ", kManifest, " is not a zeroshard checkpoint manifest"));
-    }
-    if (m.value("version", 0) != kCheckpointFormatVersion) {
-      return absl::UnimplementedError(absl::StrCat("checkpoint ", Quoted(dir), ": format version ", m.value("version", 0),
-                                                   ", expected ", kCheckpointFormatVersion));
-    }
-    ZS_ASSIGN_OR_RETURN(r.type_, ParseStateDictType(m.value("type", "")));
+    ZS_ASSIGN_OR_RETURN(r.manifest_, ParseCheckpointManifest(text, dir + "/" + kManifest));
+    r.type_ = r.manifest_.type;
     // Every file the manifest lists must be there with its size.
-    for (auto& [name, info] : m["files"].items()) {
+    for (const auto& [name, info] : r.manifest_.files) {
       struct stat st;
       const std::string path = dir + "/" + name;
       if (::stat(path.c_str(), &st) != 0) {
         return absl::DataLossError(absl::StrCat("checkpoint ", Quoted(dir), ": file ", Quoted(name), " is missing"));
       }
-      if (static_cast<uint64_t>(st.st_size) != info["bytes"].get<uint64_t>()) {
+      if (static_cast<uint64_t>(st.st_size) != info.first) {
         return absl::DataLossError(absl::StrCat("checkpoint ", Quoted(dir), ": file ", Quoted(name), " has ", st.st_size,
-                                                " bytes, expected ", info["bytes"].get<uint64_t>(), " (truncated or replaced)"));
+                                                " bytes, expected ", info.first, " (truncated or replaced)"));
       }
     }
     // Names: stored name -> where (after revise_keys).
-    for (size_t u = 0; u < m["layout"].size(); ++u) {
-      for (const json& p : m["layout"][u]["params"]) {
+    for (size_t u = 0; u < r.manifest_.layout.size(); ++u) {
+      for (const ManifestParam& p : r.manifest_.layout[u].params) {
         SourceParam sp;
-        sp.stored_name = p["name"];
-        const std::vector<int64_t> shape = p["shape"].get<std::vector<int64_t>>();
-        sp.shape = Shape(shape.begin(), shape.end());
+        sp.stored_name = p.name;
+        sp.shape = p.shape;
         sp.unit = static_cast<int>(u);
-        sp.offset = p["offset"];
+        sp.offset = p.offset;
         r.params_[Revise(sp.stored_name, o.revise_keys)] = sp;
-        for (const std::string alias : p["aliases"]) r.params_[Revise(alias, o.revise_keys)] = sp;
+        for (const std::string& alias : p.aliases) r.params_[Revise(alias, o.revise_keys)] = sp;
       }
     }
     return r;
   }
 
   StateDictType type() const { return type_; }
-  const json& manifest() const { return manifest_; }
+  const CheckpointManifest& manifest() const { return manifest_; }
   const std::map<std::string, SourceParam>& params() const { return params_; }
 
   // Elements [offset, offset + count) of parameter `src` (slot "param" or an
@@ -598,9 +563,9 @@ class CheckpointReader {
       ZS_ASSIGN_OR_RETURN(SafetensorsFile * f, File(model_file ? kModelFile : kOptimizerFile));
       return f->ReadRange(model_file ? src.stored_name : src.stored_name + "." + slot, offset, count, out);
     }
-    const json& unit = manifest_["layout"][src.unit];
-    const int64_t shard_numel = unit["shard_numel"];
-    const std::string entry = unit["name"].get<std::string>() + "." + slot;
+    const ManifestUnit& unit = manifest_.layout[src.unit];
+    const int64_t shard_numel = unit.shard_numel;
+    const std::string entry = unit.name + "." + slot;
     int64_t e = src.offset + offset;
     int64_t done = 0;
     while (done < count) {
@@ -619,14 +584,15 @@ class CheckpointReader {
   absl::StatusOr<SafetensorsFile*> File(const std::string& name) {
     auto it = files_.find(name);
     if (it != files_.end()) return it->second.get();
-    if (!manifest_["files"].contains(name)) {
+    auto listed = manifest_.files.find(name);
+    if (listed == manifest_.files.end()) {
       return absl::DataLossError(absl::StrCat("checkpoint ", Quoted(dir_), ": the manifest lists no file ", Quoted(name),
                                               name == kOptimizerFile ? " (saved without optimizer state?)" : ""));
     }
     const std::string path = dir_ + "/" + name;
     if (options_.verify_checksums) {
       ZS_ASSIGN_OR_RETURN(uint32_t crc, Crc32cOfFile(path));
-      const uint32_t want = manifest_["files"][name]["crc32c"].get<uint32_t>();
+      const uint32_t want = listed->second.second;
       if (crc != want) {
         return absl::DataLossError(absl::StrFormat("checkpoint '%s': file '%s' has CRC-32C %08x, expected %08x (corrupted)",
                                                    dir_, name, crc, want));
@@ -642,7 +608,7 @@ class CheckpointReader {
  private:
   std::string dir_;
   LoadOptions options_;
-  json manifest_;
+  CheckpointManifest manifest_;
   StateDictType type_ = StateDictType::kSharded;
   std::map<std::string, SourceParam> params_;
   std::map<std::string, std::unique_ptr<SafetensorsFile>> files_;
@@ -658,9 +624,9 @@ absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& 
   CheckpointReader& reader = *opened;
   LoadResult result;
   result.type = reader.type();
-  result.saved_world_size = reader.manifest()["world_size"];
-  result.saved_strategy = reader.manifest()["strategy"];
-  result.state = StateFromJson(reader.manifest()["state"]);
+  result.saved_world_size = reader.manifest().world_size;
+  result.saved_strategy = reader.manifest().strategy;
+  result.state = reader.manifest().state;
   // Which names match.
   std::set<std::string> model_names;
   std::vector<ShardedUnit*> units = model.units();
@@ -684,7 +650,7 @@ absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& 
         "LoadCheckpoint(", Quoted(dir), ", strict): missing keys [", absl::StrJoin(result.missing_keys, ", "),
         "], unexpected keys [", absl::StrJoin(result.unexpected_keys, ", "), "]"));
   }
-  const std::string saved_opt = reader.manifest().value("optimizer", "");
+  const std::string saved_opt = reader.manifest().optimizer;
   const bool load_opt = o.load_optimizer && optimizer != nullptr;
   if (load_opt && saved_opt != optim::OptimizerKindName(optimizer->options().kind)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -718,7 +684,7 @@ absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& 
     }
   }
   if (mine.ok() && load_opt) {
-    const int64_t step = reader.manifest().value("optimizer_step", int64_t{0});
+    const int64_t step = reader.manifest().optimizer_step;
     ZS_RETURN_IF_ERROR(optimizer->set_step_count(step));
   }
   // Buffers (replicated).
@@ -907,38 +873,38 @@ absl::Status KeepLastCheckpoints(const std::string& work_dir, int keep) {
 absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::string& full_dir,
                                   const AtomicFileOptions& file) {
   ZS_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(sharded_dir, LoadOptions{.revise_keys = {}}));
-  if (reader.type() != StateDictType::kSharded) {
+  const CheckpointManifest& m = reader.manifest();
+  if (m.type != StateDictType::kSharded) {
     return absl::InvalidArgumentError(absl::StrCat("ConvertShardedToFull: ", Quoted(sharded_dir), " is already a full checkpoint"));
   }
-  json manifest = reader.manifest();
-  const std::string opt = manifest.value("optimizer", "");
   std::vector<std::string> slots;
-  if (opt == "adamw" || opt == "adam") slots = {"exp_avg", "exp_avg_sq"};
-  if (opt == "sgd" && reader.manifest()["files"].size() > 0) {
+  if (m.optimizer == "adamw" || m.optimizer == "adam") slots = {"exp_avg", "exp_avg_sq"};
+  if (m.optimizer == "sgd" && !m.layout.empty()) {
     // SGD with momentum stores a momentum_buffer per unit.
-    const std::string unit0 = manifest["layout"][0]["name"];
     absl::StatusOr<SafetensorsFile*> f = reader.File(ShardFile(0));
-    if (f.ok() && (*f)->Contains(unit0 + ".momentum_buffer")) slots = {"momentum_buffer"};
+    if (f.ok() && (*f)->Contains(m.layout[0].name + ".momentum_buffer")) slots = {"momentum_buffer"};
   }
   std::vector<StreamWriter::Entry> model_entries, opt_entries;
   std::vector<std::pair<std::string, SourceParam>> order;
-  for (const json& unit : manifest["layout"]) {
-    for (const json& p : unit["params"]) {
-      const std::string name = p["name"];
-      const SourceParam& sp = reader.params().at(name);
-      model_entries.emplace_back(name, DType::kF32, sp.shape);
-      order.emplace_back(name, sp);
-      for (const std::string alias : p["aliases"]) {
+  for (const ManifestUnit& unit : m.layout) {
+    for (const ManifestParam& p : unit.params) {
+      const SourceParam& sp = reader.params().at(p.name);
+      model_entries.emplace_back(p.name, DType::kF32, sp.shape);
+      order.emplace_back(p.name, sp);
+      for (const std::string& alias : p.aliases) {
         model_entries.emplace_back(alias, DType::kF32, sp.shape);
         order.emplace_back(alias, sp);
       }
-      for (const std::string& slot : slots) opt_entries.emplace_back(name + "." + slot, DType::kF32, sp.shape);
+      for (const std::string& slot : slots) opt_entries.emplace_back(p.name + "." + slot, DType::kF32, sp.shape);
     }
   }
-  const DirNames d(full_dir);
-  ZS_RETURN_IF_ERROR(PrepareTmpDir(d));
+  // The new manifest: the old one with another type and file list.
+  ZS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(sharded_dir + "/" + kManifest));
+  json manifest = json::parse(text);  // already validated by the reader
   manifest["type"] = "full";
   manifest["files"] = json::object();
+  const DirNames d(full_dir);
+  ZS_RETURN_IF_ERROR(PrepareTmpDir(d));
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<StreamWriter> mw,
                       StreamWriter::Open(d.tmp_dir + "/" + kModelFile, model_entries, {{"format", "pt"}}, file));
   for (const auto& [name, sp] : order) {  // one parameter in memory at a time
@@ -951,13 +917,13 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
   if (!opt_entries.empty()) {
     ZS_ASSIGN_OR_RETURN(std::unique_ptr<StreamWriter> ow,
                         StreamWriter::Open(d.tmp_dir + "/" + kOptimizerFile, opt_entries, {}, file));
-    for (const json& unit : manifest["layout"]) {
-      for (const json& p : unit["params"]) {
-        const SourceParam& sp = reader.params().at(p["name"].get<std::string>());
+    for (const ManifestUnit& unit : m.layout) {
+      for (const ManifestParam& p : unit.params) {
+        const SourceParam& sp = reader.params().at(p.name);
         for (const std::string& slot : slots) {
           ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty({NumElements(sp.shape)}, DType::kF32));
           ZS_RETURN_IF_ERROR(reader.ReadRange(sp, slot, 0, t.numel(), t));
-          ZS_RETURN_IF_ERROR(ow->Append(p["name"].get<std::string>() + "." + slot, t));
+          ZS_RETURN_IF_ERROR(ow->Append(p.name + "." + slot, t));
         }
       }
     }

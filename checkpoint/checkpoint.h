@@ -50,26 +50,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/manifest.h"
 #include "optim/sharded_optimizer.h"
 #include "runtime/sharding/sharded_model.h"
 
 namespace zeroshard {
-
-inline constexpr int kCheckpointFormatVersion = 1;
-
-enum class StateDictType { kFull, kSharded };
-absl::string_view StateDictTypeName(StateDictType t);  // "full", "sharded"
-absl::StatusOr<StateDictType> ParseStateDictType(absl::string_view name);
-
-// Everything besides tensors that a checkpoint holds.
-struct TrainingState {
-  int64_t step = 0;                                   // optimizer steps taken; the data position
-  std::map<std::string, std::string> lr_scheduler;    // optim::LrScheduler::StateDict()
-  std::map<std::string, std::string> loss_scaler;     // optim::DynamicLossScaler::StateDict()
-  std::vector<uint64_t> rng_offsets;                  // per world rank: the dropout generator's offset
-  std::string config;                                 // the training configuration (JSON text)
-  std::map<std::string, std::string> extra;           // free-form
-};
 
 struct SaveOptions {
   StateDictType type = StateDictType::kSharded;

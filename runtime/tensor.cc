@@ -647,7 +647,7 @@ void PrintRecursive(std::ostringstream& os, const std::vector<double>& values, c
                     size_t d, int64_t base, int64_t edge, bool integral, bool sci, int indent) {
   if (shape.empty()) {
     os << (integral ? absl::StrFormat("%.0f", values[0])
-                    : absl::StrFormat(sci ? "%.4e" : "%.4f", values[0]));
+                    : (sci ? absl::StrFormat("%.4e", values[0]) : absl::StrFormat("%.4f", values[0])));
     return;
   }
   const int64_t n = shape[d];
@@ -666,7 +666,7 @@ void PrintRecursive(std::ostringstream& os, const std::vector<double>& values, c
       if (integral) {
         os << absl::StrFormat("%.0f", v);
       } else {
-        os << absl::StrFormat(sci ? "%.4e" : "%.4f", v);
+        os << (sci ? absl::StrFormat("%.4e", v) : absl::StrFormat("%.4f", v));
       }
     } else {
       PrintRecursive(os, values, shape, d + 1, base + i * inner, edge, integral, sci, indent + 1);

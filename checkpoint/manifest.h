@@ -1,0 +1,73 @@
+// The checkpoint manifest (checkpoint.json): what a checkpoint holds besides
+// tensors, and the layout that lets any world size re-shard it. Parsed and
+// validated here, apart from the rest of checkpoint/, so that a fuzz target
+// can drive the parser alone.
+//
+//   ZS_ASSIGN_OR_RETURN(CheckpointManifest m, ParseCheckpointManifest(text, path));
+//   m.layout[0].params[0].name;   // "transformer.h.0.ln_1.weight"
+#ifndef ZEROSHARD_CHECKPOINT_MANIFEST_H_
+#define ZEROSHARD_CHECKPOINT_MANIFEST_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/tensor.h"
+
+namespace zeroshard {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+enum class StateDictType { kFull, kSharded };
+absl::string_view StateDictTypeName(StateDictType t);  // "full", "sharded"
+absl::StatusOr<StateDictType> ParseStateDictType(absl::string_view name);
+
+// Everything besides tensors that a checkpoint holds.
+struct TrainingState {
+  int64_t step = 0;                                   // optimizer steps taken; the data position
+  std::map<std::string, std::string> lr_scheduler;    // optim::LrScheduler::StateDict()
+  std::map<std::string, std::string> loss_scaler;     // optim::DynamicLossScaler::StateDict()
+  std::vector<uint64_t> rng_offsets;                  // per world rank: the dropout generator's offset
+  std::string config;                                 // the training configuration (JSON text)
+  std::map<std::string, std::string> extra;           // free-form
+};
+
+// The parsed, validated checkpoint.json (Note [Checkpoint layout]).
+struct ManifestParam {
+  std::string name;
+  std::vector<std::string> aliases;
+  Shape shape;
+  int64_t offset = 0;  // in the unit's flat buffer
+  int64_t numel = 0;
+  bool requires_grad = true;
+};
+struct ManifestUnit {
+  std::string name;
+  int64_t numel = 0, padded_numel = 0, shard_numel = 0;
+  int shard_group_size = 1;
+  std::vector<ManifestParam> params;
+};
+struct CheckpointManifest {
+  StateDictType type = StateDictType::kSharded;
+  int world_size = 0;
+  std::string strategy;
+  int shard_group_size = 0;
+  std::string optimizer;  // "" when saved without optimizer state
+  int64_t optimizer_step = 0;
+  TrainingState state;
+  std::map<std::string, std::pair<uint64_t, uint32_t>> files;  // name -> (bytes, crc32c)
+  std::vector<ManifestUnit> layout;
+};
+// Parses and validates a manifest: well-formed JSON of the expected shape,
+// consistent layout (every parameter inside its unit, shards tiling the
+// padded buffer). DataLoss naming `source` and the fault otherwise; never throws.
+absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view text,
+                                                           absl::string_view source = "<memory>");
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_CHECKPOINT_MANIFEST_H_
