@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/status.h"
 
 namespace zeroshard {
 
@@ -136,10 +137,18 @@ struct Context {
     std::vector<std::string> siblings;
   };
   std::vector<Unknown> unknowns;
+  std::vector<std::string> overridden;  // key paths set on the command line (--set, flags)
 
   void Add(const std::string& path, const std::string& what) {
     problems.push_back(absl::StrCat(path, ": ", what));
     failed.insert(path);
+  }
+  // True when the command line set `path`, a key inside it or an object holding it.
+  bool Overridden(const std::string& path) const {
+    for (const std::string& o : overridden) {
+      if (o == path || absl::StartsWith(o, path + ".") || absl::StartsWith(path, o + ".")) return true;
+    }
+    return false;
   }
   bool Ok(std::initializer_list<std::string> paths) const {
     for (const std::string& p : paths) {
@@ -641,35 +650,52 @@ void ReadTrace(Section s, TrainOptions* o) {
 void ReadDeepSpeed(Section ds, const Json& root, RunConfig* c, Context* ctx) {
   TrainOptions& o = c->train;
   ShardingOptions& sh = o.sharding;
-  auto given = [&](const std::string& section, const std::string& key) {
-    auto s = root.find(section);
-    return s != root.end() && s->is_object() && s->contains(key);
-  };
-  // A setting given both as an FSDP-style key and in the DeepSpeed block.
-  auto twice = [&](const std::string& ds_path, const std::string& section, const std::string& key) {
-    if (!given(section, key)) return false;
-    ctx->Add(JoinPath(section, key), absl::StrCat("also set by ", ds_path, ": keep one of them"));
+  // Whether the config (after overrides) holds the dotted `path`.
+  auto given = [&](const std::string& path) {
+    const Json* node = &root;
+    for (const std::string& k : std::vector<std::string>(absl::StrSplit(path, '.'))) {
+      if (!node->is_object() || !node->contains(k)) return false;
+      node = &(*node)[k];
+    }
     return true;
+  };
+  // A setting given both as an FSDP-style key (`path`) and in the DeepSpeed
+  // block (`ds_paths`): the one set on the command line wins; both in the
+  // file (or both on the command line) is a contradiction. True when the
+  // DeepSpeed value is to be used.
+  auto use_ds = [&](const std::vector<std::string>& ds_paths, const std::string& path) {
+    if (!given(path)) return true;
+    bool ds_cli = false;
+    for (const std::string& p : ds_paths) ds_cli = ds_cli || ctx->Overridden(p);
+    const bool cli = ctx->Overridden(path);
+    if (cli && !ds_cli) {
+      c->notes.push_back(absl::StrCat(path, " from the command line wins over ", absl::StrJoin(ds_paths, ", ")));
+      return false;
+    }
+    if (ds_cli && !cli) return true;
+    ctx->Add(path, absl::StrCat("also set by ", absl::StrJoin(ds_paths, ", "), ": keep one of them"));
+    return false;
   };
   std::vector<std::string> without_effect;
 
+  // ---- batch, accumulation, clipping, printing
   int64_t micro = 0;
   if (ds.Int("train_micro_batch_size_per_gpu", &micro, 1) &&
-      !twice(ds.PathOf("train_micro_batch_size_per_gpu"), "train", "batch_size")) {
+      use_ds({ds.PathOf("train_micro_batch_size_per_gpu")}, "train.batch_size")) {
     o.batch_size = micro;
   }
   int64_t accum = 0;
   if (ds.Int("gradient_accumulation_steps", &accum, 1) &&
-      !twice(ds.PathOf("gradient_accumulation_steps"), "train", "grad_accum_steps")) {
+      use_ds({ds.PathOf("gradient_accumulation_steps")}, "train.grad_accum_steps")) {
     o.grad_accum_steps = accum;
   }
   ds.Int("train_batch_size", &c->train_batch_size, 1);
   double clip = 0;
-  if (ds.Number("gradient_clipping", &clip, AtLeast(0)) && !twice(ds.PathOf("gradient_clipping"), "train", "grad_clip")) {
+  if (ds.Number("gradient_clipping", &clip, AtLeast(0)) && use_ds({ds.PathOf("gradient_clipping")}, "train.grad_clip")) {
     o.grad_clip = clip;
   }
   int64_t print = 0;
-  if (ds.Int("steps_per_print", &print, 1) && !twice(ds.PathOf("steps_per_print"), "train", "log_every")) {
+  if (ds.Int("steps_per_print", &print, 1) && use_ds({ds.PathOf("steps_per_print")}, "train.log_every")) {
     o.log_every = print;
   }
   for (const char* k : {"wall_clock_breakdown", "zero_allow_untested_optimizer"}) {
@@ -681,21 +707,20 @@ void ReadDeepSpeed(Section ds, const Json& root, RunConfig* c, Context* ctx) {
   Section zero = ds.Child("zero_optimization");
   int64_t stage = 0;
   zero.Int("stage", &stage, 0, 3);
-  twice(absl::StrCat(zero.PathOf("stage"), zero.Has("stage") ? "" : " (0 when absent)"), "strategy",
-        "sharding_strategy");
-  sh.strategy = stage == 3 ? ShardingStrategy::kFullShard
-                : stage == 0 ? ShardingStrategy::kNoShard
-                             : ShardingStrategy::kShardGradOp;
-  if (stage == 1) {
-    c->notes.push_back(
-        "deepspeed.zero_optimization.stage 1 runs as SHARD_GRAD_OP: the same communication and updates, "
-        "but gradients are sharded too and parameters are resharded after backward, so a rank holds "
-        "(N-1)/N of a full gradient (and, between steps, of the parameters) less than ZeRO-1 would");
-  } else if (stage == 0) {
-    c->notes.push_back("deepspeed.zero_optimization.stage 0 runs as NO_SHARD (DDP: gradients all-reduced)");
+  if (use_ds({zero.PathOf("stage")}, "strategy.sharding_strategy")) {
+    sh.strategy = stage == 3 ? ShardingStrategy::kFullShard
+                  : stage == 0 ? ShardingStrategy::kNoShard
+                               : ShardingStrategy::kShardGradOp;
+    if (stage == 1) {
+      c->notes.push_back(
+          "deepspeed.zero_optimization.stage 1 runs as SHARD_GRAD_OP: the same communication and updates, "
+          "but gradients are sharded too and parameters are resharded after backward, so a rank holds "
+          "(N-1)/N of a full gradient (and, between steps, of the parameters) less than ZeRO-1 would");
+    } else if (stage == 0) {
+      c->notes.push_back("deepspeed.zero_optimization.stage 0 runs as NO_SHARD (DDP: gradients all-reduced)");
+    }
   }
-  OffloadPolicy offload;
-  auto read_device = [&](const char* key, bool* on) {
+  auto read_device = [&](const char* key) {
     Section dev = zero.Child(key);
     std::string device = "none";
     const Json* d = dev.Get("device");
@@ -707,28 +732,23 @@ void ReadDeepSpeed(Section ds, const Json& root, RunConfig* c, Context* ctx) {
     bool pin = false;
     if (dev.Bool("pin_memory", &pin)) without_effect.push_back(dev.PathOf("pin_memory"));
     dev.Finish();
-    *on = device == "cpu";
+    return device == "cpu";
   };
-  bool offload_optimizer = false, offload_param = false;
-  read_device("offload_optimizer", &offload_optimizer);
-  read_device("offload_param", &offload_param);
-  if (offload_optimizer) offload.grads = offload.optimizer = true;
-  if (offload_param) {
-    offload.params = true;
-    if (stage != 3 && ctx->Ok({zero.PathOf("stage")})) {
-      ctx->Add(zero.PathOf("offload_param.device"),
-               absl::StrCat("parameter offload needs zero_optimization.stage 3 (as in DeepSpeed), found stage ",
-                            stage));
-    }
+  const bool offload_optimizer = read_device("offload_optimizer");
+  const bool offload_param = read_device("offload_param");
+  if (offload_param && stage != 3 && ctx->Ok({zero.PathOf("stage")})) {
+    ctx->Add(zero.PathOf("offload_param.device"),
+             absl::StrCat("parameter offload needs zero_optimization.stage 3 (as in DeepSpeed), found stage ", stage));
   }
-  twice(absl::StrCat(zero.PathOf("offload_optimizer"), " and offload_param (none when absent)"), "strategy",
-        "cpu_offload");
-  sh.offload = offload;
+  if (use_ds({zero.PathOf("offload_optimizer"), zero.PathOf("offload_param")}, "strategy.cpu_offload")) {
+    sh.offload = OffloadPolicy{.params = offload_param, .grads = offload_optimizer, .optimizer = offload_optimizer};
+  }
   bool overlap = false;
-  if (zero.Bool("overlap_comm", &overlap) && !twice(zero.PathOf("overlap_comm"), "strategy", "forward_prefetch") &&
-      !twice(zero.PathOf("overlap_comm"), "strategy", "backward_prefetch")) {
-    sh.forward_prefetch = overlap;
-    sh.backward_prefetch = overlap ? BackwardPrefetch::kBackwardPre : BackwardPrefetch::kNone;
+  if (zero.Bool("overlap_comm", &overlap)) {
+    if (use_ds({zero.PathOf("overlap_comm")}, "strategy.forward_prefetch")) sh.forward_prefetch = overlap;
+    if (use_ds({zero.PathOf("overlap_comm")}, "strategy.backward_prefetch")) {
+      sh.backward_prefetch = overlap ? BackwardPrefetch::kBackwardPre : BackwardPrefetch::kNone;
+    }
   }
   for (const char* k : {"contiguous_gradients", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
                         "stage3_gather_16bit_weights_on_model_save"}) {
@@ -748,7 +768,7 @@ void ReadDeepSpeed(Section ds, const Json& root, RunConfig* c, Context* ctx) {
   }
   zero.Finish();
 
-  // ---- precision
+  // ---- precision and loss scaling
   Section bf16 = ds.Child("bf16");
   bool bf16_on = false;
   bf16.Bool("enabled", &bf16_on);
@@ -756,70 +776,89 @@ void ReadDeepSpeed(Section ds, const Json& root, RunConfig* c, Context* ctx) {
   Section fp16 = ds.Child("fp16");
   bool fp16_on = false;
   fp16.Bool("enabled", &fp16_on);
-  optim::LossScalerOptions scaler = o.loss_scaler;
+  if (fp16_on && bf16_on) {
+    ctx->Add(fp16.PathOf("enabled"), "fp16 and bf16 both on (deepspeed.bf16.enabled is true too): expected at most one");
+  }
+  const std::vector<std::string> precision = {bf16.PathOf("enabled"), fp16.PathOf("enabled")};
+  const DType model_dtype = fp16_on ? DType::kF16 : bf16_on ? DType::kBF16 : DType::kF32;
+  MixedPrecision& mp = sh.mixed_precision;
+  if (use_ds(precision, "strategy.mixed_precision.param_dtype")) mp.param_dtype = model_dtype;
+  if (use_ds(precision, "strategy.mixed_precision.buffer_dtype")) mp.buffer_dtype = model_dtype;
+  DType comm_dtype = model_dtype;  // DeepSpeed's default: the model's dtype
+  ds.FloatDType("communication_data_type", &comm_dtype);
+  if (use_ds({ds.PathOf("communication_data_type"), bf16.PathOf("enabled"), fp16.PathOf("enabled")},
+             "strategy.mixed_precision.reduce_dtype")) {
+    mp.reduce_dtype = comm_dtype;
+  }
+  if (fp16_on && use_ds({fp16.PathOf("enabled")}, "loss_scaler.mode")) c->loss_scale_mode = "dynamic";
   double static_scale = 0;
   if (fp16.Number("loss_scale", &static_scale, AtLeast(0)) && static_scale != 0) {
     fp16.Add("loss_scale", absl::StrCat("expected 0 (dynamic loss scaling; a static loss scale is not supported), "
                                         "found ", static_scale));
   }
-  fp16.Int("initial_scale_power", &scaler.initial_scale_power, 0, 126);
-  fp16.Int("loss_scale_window", &scaler.scale_window, 1);
-  fp16.Int("hysteresis", &scaler.hysteresis, 1);
-  fp16.Bool("consecutive_hysteresis", &scaler.consecutive_hysteresis);
-  fp16.Number("min_loss_scale", &scaler.min_scale, Above(0));
+  optim::LossScalerOptions scaler = o.loss_scaler;
+  if (fp16.Int("initial_scale_power", &scaler.initial_scale_power, 0, 126) &&
+      use_ds({fp16.PathOf("initial_scale_power")}, "loss_scaler.initial_scale_power")) {
+    o.loss_scaler.initial_scale_power = scaler.initial_scale_power;
+  }
+  if (fp16.Int("loss_scale_window", &scaler.scale_window, 1) &&
+      use_ds({fp16.PathOf("loss_scale_window")}, "loss_scaler.loss_scale_window")) {
+    o.loss_scaler.scale_window = scaler.scale_window;
+  }
+  if (fp16.Int("hysteresis", &scaler.hysteresis, 1) && use_ds({fp16.PathOf("hysteresis")}, "loss_scaler.hysteresis")) {
+    o.loss_scaler.hysteresis = scaler.hysteresis;
+  }
+  if (fp16.Bool("consecutive_hysteresis", &scaler.consecutive_hysteresis) &&
+      use_ds({fp16.PathOf("consecutive_hysteresis")}, "loss_scaler.consecutive_hysteresis")) {
+    o.loss_scaler.consecutive_hysteresis = scaler.consecutive_hysteresis;
+  }
+  if (fp16.Number("min_loss_scale", &scaler.min_scale, Above(0)) &&
+      use_ds({fp16.PathOf("min_loss_scale")}, "loss_scaler.min_loss_scale")) {
+    o.loss_scaler.min_scale = scaler.min_scale;
+  }
   fp16.Finish();
-  if (fp16_on && bf16_on) {
-    ctx->Add(fp16.PathOf("enabled"), "fp16 and bf16 both on (deepspeed.bf16.enabled is true too): expected at most one");
-  }
-  DType model_dtype = fp16_on ? DType::kF16 : bf16_on ? DType::kBF16 : DType::kF32;
-  DType comm_dtype = model_dtype;
-  ds.FloatDType("communication_data_type", &comm_dtype);
-  if (!twice(absl::StrCat(ds.PathOf("bf16"), ", ", ds.PathOf("fp16"), " and ", ds.PathOf("communication_data_type"),
-                          " (f32 when absent)"),
-             "strategy", "mixed_precision")) {
-    sh.mixed_precision = MixedPrecision{.param_dtype = model_dtype, .reduce_dtype = comm_dtype,
-                                        .buffer_dtype = model_dtype};
-  }
-  if (fp16.present()) {
-    if (root.contains("loss_scaler")) {
-      ctx->Add("loss_scaler", absl::StrCat("also set by ", fp16.path(), ": keep one of them"));
-    } else {
-      o.loss_scaler = scaler;
-      if (fp16_on) c->loss_scale_mode = "dynamic";
-    }
-  }
 
-  // ---- optimizer
+  // ---- optimizer {type, params}
   Section opt = ds.Child("optimizer");
-  if (opt.present()) {
-    if (root.contains("optimizer")) ctx->Add("optimizer", absl::StrCat("also set by ", opt.path(), ": keep one of them"));
-    std::string type;
-    if (opt.Choice("type", &type, {"Adam", "AdamW", "SGD"})) {
-      o.optimizer.kind = type == "SGD" ? optim::OptimizerKind::kSgd : optim::OptimizerKind::kAdamW;
-    }
-    Section params = opt.Child("params");
-    if (params.Number("lr", &o.optimizer.lr, AtLeast(0))) o.lr.lr = o.optimizer.lr;
-    params.Number("weight_decay", &o.optimizer.weight_decay, AtLeast(0));
-    if (const Json* b = params.Get("betas")) {
-      if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number()) {
-        params.Add("betas", absl::StrCat("expected [beta1, beta2], two numbers in [0, 1), found ", Found(*b)));
-      } else {
-        o.optimizer.adamw.beta1 = (*b)[0].get<double>();
-        o.optimizer.adamw.beta2 = (*b)[1].get<double>();
-      }
-    }
-    params.Number("eps", &o.optimizer.adamw.eps, AtLeast(0));
-    bool adam_w_mode = true;
-    if (params.Bool("adam_w_mode", &adam_w_mode) && type == "Adam" && !adam_w_mode) {
-      o.optimizer.kind = optim::OptimizerKind::kAdam;
-    }
-    params.Number("momentum", &o.optimizer.sgd.momentum, AtLeast(0));
-    params.Number("dampening", &o.optimizer.sgd.dampening, AtLeast(0));
-    params.Bool("nesterov", &o.optimizer.sgd.nesterov);
-    params.Finish();
-    opt.Finish();
+  std::string type;
+  if (opt.Choice("type", &type, {"Adam", "AdamW", "SGD"}) && use_ds({opt.PathOf("type")}, "optimizer.type")) {
+    o.optimizer.kind = type == "SGD" ? optim::OptimizerKind::kSgd : optim::OptimizerKind::kAdamW;
   }
-  if (const Json* sched = ds.Get("scheduler", false); sched != nullptr) {
+  Section params = opt.Child("params");
+  double x = 0;
+  if (params.Number("lr", &x, AtLeast(0)) && use_ds({params.PathOf("lr")}, "optimizer.lr")) o.optimizer.lr = x;
+  if (params.Number("weight_decay", &x, AtLeast(0)) && use_ds({params.PathOf("weight_decay")}, "optimizer.weight_decay")) {
+    o.optimizer.weight_decay = x;
+  }
+  if (const Json* b = params.Get("betas")) {
+    const Range unit{.min = 0, .max = 1, .max_open = true};
+    if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number() ||
+        !unit.Contains((*b)[0].get<double>()) || !unit.Contains((*b)[1].get<double>())) {
+      params.Add("betas", absl::StrCat("expected [beta1, beta2], two numbers in [0, 1), found ", Found(*b)));
+    } else if (use_ds({params.PathOf("betas")}, "optimizer.betas")) {
+      o.optimizer.adamw.beta1 = (*b)[0].get<double>();
+      o.optimizer.adamw.beta2 = (*b)[1].get<double>();
+    }
+  }
+  if (params.Number("eps", &x, AtLeast(0)) && use_ds({params.PathOf("eps")}, "optimizer.eps")) o.optimizer.adamw.eps = x;
+  bool adam_w_mode = true;
+  if (params.Bool("adam_w_mode", &adam_w_mode) && type == "Adam" && !adam_w_mode &&
+      use_ds({opt.PathOf("type"), params.PathOf("adam_w_mode")}, "optimizer.type")) {
+    o.optimizer.kind = optim::OptimizerKind::kAdam;
+  }
+  if (params.Number("momentum", &x, AtLeast(0)) && use_ds({params.PathOf("momentum")}, "optimizer.momentum")) {
+    o.optimizer.sgd.momentum = x;
+  }
+  if (params.Number("dampening", &x, AtLeast(0)) && use_ds({params.PathOf("dampening")}, "optimizer.dampening")) {
+    o.optimizer.sgd.dampening = x;
+  }
+  bool nesterov = false;
+  if (params.Bool("nesterov", &nesterov) && use_ds({params.PathOf("nesterov")}, "optimizer.nesterov")) {
+    o.optimizer.sgd.nesterov = nesterov;
+  }
+  params.Finish();
+  opt.Finish();
+  if (ds.Get("scheduler", false) != nullptr) {
     ctx->Add(ds.PathOf("scheduler"), "not supported: expected the schedule in lr_schedule {type, min_lr, "
                                      "warmup_steps, decay_steps}");
   }
@@ -934,6 +973,7 @@ void ApplyOverride(const std::string& text, const OrderedJson& defaults, Json* r
     return;
   }
   const std::string key = text.substr(0, eq), raw = text.substr(eq + 1);
+  ctx->overridden.push_back(key);
   std::vector<std::string> path = absl::StrSplit(key, '.');
   for (const std::string& p : path) {
     if (p.empty()) {
@@ -1146,27 +1186,71 @@ OrderedJson ToJson(const RunConfig& c) {
 
 }  // namespace
 
-absl::StatusOr<RunConfig> ConfigFromText(const std::string& json_text, const std::vector<std::string>& overrides,
-                                         const std::string& source) {
+namespace {
+
+// Objects merge key by key; any other value replaces the base's.
+void Merge(Json* base, const Json& over) {
+  if (!base->is_object() || !over.is_object()) {
+    *base = over;
+    return;
+  }
+  for (auto it = over.begin(); it != over.end(); ++it) Merge(&(*base)[it.key()], *it);
+}
+
+absl::StatusOr<Json> ReadJsonFile(const std::string& path, int depth);
+
+// `text` parsed, with its "_base_" (a file name relative to `dir`) read and
+// merged under it (MMEngine's config inheritance).
+absl::StatusOr<Json> ParseJsonText(const std::string& text, const std::string& source, const std::string& dir,
+                                   int depth) {
   Json root = Json::object();
-  if (!absl::StripAsciiWhitespace(json_text).empty()) {
+  if (!absl::StripAsciiWhitespace(text).empty()) {
     try {
-      root = Json::parse(json_text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+      root = Json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
     } catch (const Json::parse_error& e) {
       std::string what = e.what();
       if (size_t p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
       return absl::InvalidArgumentError(absl::StrCat("config ", source, ": expected JSON, found a ", what));
     }
   }
-  return Parse(std::move(root), overrides, source, nullptr);
+  if (!root.is_object() || !root.contains("_base_")) return root;
+  const Json base_name = root["_base_"];
+  if (!base_name.is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config ", source, ": _base_: expected a file name, found ", Found(base_name)));
+  }
+  if (depth >= 8) {
+    return absl::InvalidArgumentError(absl::StrCat("config ", source, ": _base_: expected at most 8 levels of "
+                                                   "inheritance, found more (a cycle?)"));
+  }
+  const std::string base_path = dir.empty() ? base_name.get<std::string>()
+                                            : absl::StrCat(dir, "/", base_name.get<std::string>());
+  ZS_ASSIGN_OR_RETURN(Json base, ReadJsonFile(base_path, depth + 1));
+  root.erase("_base_");
+  Merge(&base, root);
+  return base;
 }
 
-absl::StatusOr<RunConfig> LoadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+absl::StatusOr<Json> ReadJsonFile(const std::string& path, int depth) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("config ", path, ": cannot open the file"));
   std::stringstream text;
   text << in.rdbuf();
-  return ConfigFromText(text.str(), overrides, path);
+  const size_t slash = path.find_last_of('/');
+  return ParseJsonText(text.str(), path, slash == std::string::npos ? "" : path.substr(0, slash), depth);
+}
+
+}  // namespace
+
+absl::StatusOr<RunConfig> ConfigFromText(const std::string& json_text, const std::vector<std::string>& overrides,
+                                         const std::string& source) {
+  ZS_ASSIGN_OR_RETURN(Json root, ParseJsonText(json_text, source, "", 0));
+  return Parse(std::move(root), overrides, source, nullptr);
+}
+
+absl::StatusOr<RunConfig> LoadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  ZS_ASSIGN_OR_RETURN(Json root, ReadJsonFile(path, 0));
+  return Parse(std::move(root), overrides, path, nullptr);
 }
 
 absl::Status CheckWorldSize(const RunConfig& config, int world_size) {

@@ -7,8 +7,13 @@
 //   c.train                      // TrainOptions for RunTraining
 //   ResolvedConfigJson(c)        // the same run in canonical form, every default filled in
 //
+// A config file may start from another: {"_base_": "default.json", ...} reads
+// default.json (relative to this file) and merges this one over it, objects
+// key by key (MMEngine's inheritance). JSON comments (// and /* */) are allowed.
+//
 // The schema, with the defaults (those of train_gpt's flags; `make train` runs
 // examples/configs/default.json):
+//   description ""             printed at the start
 //   experiment_name "default"  (the config file's stem when loaded from a file)
 //   work_dir "work_dirs"       runs go to work_dir/experiment_name/<YYYYmmdd_HHMMSS>/ ("": nowhere)
 //   distributed {world_size 4 (in-process ranks; mpirun decides under mpi), backend "local"|"mpi"}
