@@ -999,7 +999,12 @@ void ApplyOverride(const std::string& text, const OrderedJson& defaults, Json* r
   for (size_t i = 0; i < path.size(); ++i) {
     const std::string& k = path[i];
     const bool last = i + 1 == path.size();
-    if (node->is_null()) *node = Json::object();
+    if (node->is_null()) {
+      // Not in the config: start from the default (an array to index into, or
+      // a value that cannot hold keys), else from an empty object.
+      const OrderedJson* def = Find(defaults, std::vector<std::string>(path.begin(), path.begin() + i));
+      *node = def != nullptr && !def->is_object() && !def->is_null() ? Json::parse(def->dump()) : Json::object();
+    }
     if (node->is_object()) {
       node = &(*node)[k];
     } else if (node->is_array()) {

@@ -52,4 +52,14 @@ absl::Status RunDir::WriteFile(const std::string& path, const std::string& text)
   return absl::OkStatus();
 }
 
+absl::StatusOr<RunDir> StartRun(RunConfig* config, const std::string& log_header, std::time_t now) {
+  absl::StatusOr<RunDir> dir = RunDir::Create(config->work_dir, config->experiment_name, now);
+  if (!dir.ok()) return dir.status();
+  if (absl::Status s = dir->WriteFile(dir->config_path(), ResolvedConfigJson(*config)); !s.ok()) return s;
+  if (absl::Status s = dir->WriteFile(dir->log_path(), log_header); !s.ok()) return s;
+  config->train.log_file = dir->log_path();
+  config->train.metrics_csv = dir->metrics_path();
+  return dir;
+}
+
 }  // namespace zeroshard

@@ -6,9 +6,8 @@
 //     metrics.csv          one row per step (examples/metrics.h)
 //     checkpoints/         for the checkpointing code (created by it)
 //
-//   ZS_ASSIGN_OR_RETURN(RunDir dir, RunDir::Create("work_dirs", "default"));
-//   options.log_file = dir.log_path();
-//   options.metrics_csv = dir.metrics_path();
+//   ZS_ASSIGN_OR_RETURN(RunDir dir, StartRun(&config, "config: my.json\n"));
+//   // config.train.log_file and metrics_csv now point into dir; RunTraining fills them.
 //
 // Two runs started within the same second get <timestamp> and <timestamp>_1.
 #ifndef ZEROSHARD_EXAMPLES_RUN_DIR_H_
@@ -18,6 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "examples/config.h"
 
 namespace zeroshard {
 
@@ -43,6 +43,12 @@ class RunDir {
   std::string path_;
   std::string timestamp_;
 };
+
+// Creates the run folder of `config` (work_dir/experiment_name/<now>/), writes
+// config.json (ResolvedConfigJson) and the log's first lines (`log_header`),
+// and points config->train.log_file and metrics_csv into it.
+absl::StatusOr<RunDir> StartRun(RunConfig* config, const std::string& log_header,
+                                std::time_t now = std::time(nullptr));
 
 // "20240131_235959" (local time), MMEngine's timestamp format.
 std::string RunTimestamp(std::time_t t);

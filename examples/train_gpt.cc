@@ -180,12 +180,9 @@ int main(int argc, char** argv) {
     std::string header = absl::StrCat("config: ", config->source, "\n");
     for (const std::string& note : config->notes) absl::StrAppend(&header, "note: ", note, "\n");
     if (!config->work_dir.empty()) {
-      ZS_ASSIGN_OR_RETURN(RunDir dir, RunDir::Create(config->work_dir, config->experiment_name));
-      ZS_RETURN_IF_ERROR(dir.WriteFile(dir.config_path(), ResolvedConfigJson(*config)));
+      ZS_ASSIGN_OR_RETURN(RunDir dir, StartRun(&*config, header));
       absl::StrAppend(&header, "run folder: ", dir.path(), "\n");
-      ZS_RETURN_IF_ERROR(dir.WriteFile(dir.log_path(), header));
-      options.log_file = dir.log_path();
-      options.metrics_csv = dir.metrics_path();
+      ZS_RETURN_IF_ERROR(dir.WriteFile(dir.log_path(), header));  // with its own path
     }
     std::fputs(header.c_str(), stdout);
     return options.log_file;
@@ -198,6 +195,7 @@ int main(int argc, char** argv) {
       absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm = MpiCommunicator::Create(MPI_COMM_WORLD);
       status = comm.ok() ? CheckWorldSize(*config, (*comm)->size()) : comm.status();
       if (status.ok()) status = options.sharding.Validate((*comm)->size());
+      if (status.ok()) config->world_size = (*comm)->size();  // what the resolved config records
       // Rank 0's run folder, told to every rank (they all gather the metrics' peak memory).
       std::string log_file;
       if (status.ok() && (*comm)->rank() == 0) {
