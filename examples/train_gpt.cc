@@ -30,6 +30,7 @@
 // --eval_iters --sample_tokens --temperature --top_k --trace --trace_from
 // --trace_steps.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -45,6 +46,7 @@
 #include "collectives/local_communicator.h"
 #include "collectives/mpi_communicator.h"
 #include "examples/config.h"
+#include "examples/progress.h"
 #include "examples/run_dir.h"
 #include "examples/trainer.h"
 #include "runtime/status.h"
@@ -224,6 +226,13 @@ int main(int argc, char** argv) {
   const int world = config->world_size;
   if (absl::Status s = options.sharding.Validate(world); !s.ok()) return Fail(s);
   if (absl::StatusOr<std::string> opened = open_run_dir(); !opened.ok()) return Fail(opened.status());
+  // On a terminal: a progress bar (plain lines stay in the log and in pipes).
+  options.progress_bar = isatty(fileno(stdout)) != 0;
+  if (options.progress_bar) {
+    const PeakFlops peak = MeasurePeakFlops();
+    options.peak_flops = peak.flops_per_s;
+    std::printf("MFU against the measured peak: %s\n", peak.how.c_str());
+  }
   TraceRecorder trace;  // one recorder for every in-process rank
   if (!options.trace.empty()) options.shared_trace = &trace;
   std::vector<absl::Status> statuses =

@@ -15,6 +15,7 @@
 #include "autograd/ops.h"
 #include "checkpoint/safetensors.h"
 #include "examples/metrics.h"
+#include "examples/progress.h"
 #include "examples/token_data.h"
 #include "runtime/sharding/sharded_model.h"
 #include "runtime/status.h"
@@ -122,6 +123,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   }
   auto say = [&](const std::string& s) {
     if (lead) {
+      if (o.progress_bar) std::fputs("\r\33[2K", stdout);  // over the bar; it is redrawn after the step
       std::fputs(s.c_str(), stdout);
       std::fflush(stdout);
       if (log != nullptr) {
@@ -243,7 +245,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
     ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(comm, loss_sum / o.grad_accum_steps));
     s.losses.push_back(loss);
-    if (!o.metrics_csv.empty()) {
+    if (!o.metrics_csv.empty() || o.progress_bar) {
       const double ms = (Now() - step_start) * 1000.0;
       const int64_t step_peak = device.stats().peak_bytes_in_use;
       run_peak = std::max(run_peak, step_peak);
@@ -265,6 +267,15 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       say(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
       row.val_loss = vl;
       window_start = Now();
+    }
+    if (lead && o.progress_bar) {
+      const double flops = GptTrainFlopsPerToken(o.model, gpt->NumParameters()) * row.tokens_per_s;
+      std::fputs(ProgressLine({.step = step, .steps = o.steps, .loss = loss, .lr = lr,
+                               .tokens_per_s = row.tokens_per_s, .ms_per_step = row.ms_per_step,
+                               .mfu = o.peak_flops > 0 ? flops / o.peak_flops : -1.0,
+                               .peak_bytes = row.peak_bytes}).c_str(),
+                 stdout);
+      std::fflush(stdout);
     }
     if (metrics && step + 1 < o.steps) {  // the last row waits for the final validation loss
       ZS_RETURN_IF_ERROR(metrics->Write(row));

@@ -63,6 +63,10 @@ struct TrainOptions {
   // memory of the metrics is gathered from all of them.
   std::string log_file;
   std::string metrics_csv;
+  // Rank 0 redraws a one-line progress bar every step (examples/progress.h);
+  // for terminals, and the same on every rank (it gathers per-rank memory).
+  bool progress_bar = false;
+  double peak_flops = 0;  // the MFU's denominator, FLOP/s of all ranks together; 0: no MFU
 
   std::string ToString() const;
 };
