@@ -891,7 +891,7 @@ void CheckWorld(const RunConfig& c, int world, const std::string& world_source, 
   }
 }
 
-void CheckContradictions(RunConfig* c, const Json& root, Context* ctx) {
+void CheckContradictions(RunConfig* c, Context* ctx) {
   TrainOptions& o = c->train;
   if (ctx->Ok({"model.n_embd", "model.n_head"}) && o.model.n_embd % o.model.n_head != 0) {
     ctx->Add("model.n_embd", absl::StrCat("expected a multiple of model.n_head (", o.model.n_head, "), found ",
@@ -937,7 +937,6 @@ void CheckContradictions(RunConfig* c, const Json& root, Context* ctx) {
   if (c->backend != "mpi" && ctx->Ok({"distributed.world_size"})) {
     CheckWorld(*c, c->world_size, "distributed.world_size", ctx);
   }
-  (void)root;
 }
 
 // ============================================================ overrides
@@ -1075,7 +1074,7 @@ absl::StatusOr<RunConfig> Parse(Json root, const std::vector<std::string>& overr
   top.Finish();
   c.train.lr.lr = c.train.optimizer.lr;
   c.train.lr.decay_steps = decay_steps >= 0 ? decay_steps : std::max(c.train.steps, c.train.lr.warmup_steps);
-  CheckContradictions(&c, root, &ctx);
+  CheckContradictions(&c, &ctx);
 
   // Unknown keys: the closest key of the same object, else the place where a
   // key of that name belongs.
