@@ -4,6 +4,10 @@
 #   make train    build and run the main job
 #   make test     build and run every test, then print how many ran and passed
 #   make bench    build with -c opt and run the benchmark suites
+#   make gpu-test on a GPU machine: every test tagged "gpu" (CUDA kernels against
+#                 their CPU twins, allocator, AdamW), run afresh; elsewhere a message, exit 0
+#   make gpu-bench on a GPU machine: bench/cuda_bench (GB/s beside memcpy, TFLOP/s
+#                 beside cuBLAS); elsewhere a message, exit 0. See docs/gpu.md.
 #   make deps     install missing Debian packages (idempotent)
 #   make CUDA=0 … build CPU-only, even where /usr/local/cuda exists
 
@@ -15,7 +19,7 @@ ifeq ($(CUDA),0)
 BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train bench bench-peers clean
+.PHONY: deps test train bench bench-peers clean gpu-test gpu-bench
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
 # bundled Shakespeare (bytes), as examples/configs/default.json says; the run
@@ -40,6 +44,26 @@ train: deps
 bench: deps
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all
 	./bazel-bin/bench/kernels_bench --benchmark_counters_tabular=true
+
+# GPU suites: no GPU (or a CPU-only build) is not a failure, only nothing to run.
+# Test results are never taken from the cache: one cached on a machine without
+# a GPU (where every GPU test skips) says nothing about this one.
+gpu-test: deps
+	@if ! ./tools/cuda/has_gpu.sh; then \
+	  echo "make gpu-test: no NVIDIA GPU on this machine (nvidia-smi lists none): nothing to run."; \
+	  echo "The GPU tests also run, and skip, in 'make test'. See docs/gpu.md."; \
+	  exit 0; \
+	fi; \
+	$(BAZEL) test $(BAZEL_FLAGS) --nocache_test_results --test_tag_filters=gpu \
+	  --test_output=errors --test_summary=detailed //tests/...
+
+gpu-bench: deps
+	@if ! ./tools/cuda/has_gpu.sh; then \
+	  echo "make gpu-bench: no NVIDIA GPU on this machine (nvidia-smi lists none): nothing to measure."; \
+	  echo "See docs/gpu.md."; \
+	  exit 0; \
+	fi; \
+	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:cuda_bench && ./bazel-bin/bench/cuda_bench
 
 clean:
 	$(BAZEL) clean

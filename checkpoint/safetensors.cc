@@ -1,5 +1,7 @@
 #include "checkpoint/safetensors.h"
 
+#include "checkpoint/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -559,12 +561,6 @@ absl::Status WriteTo(const ByteSink& sink, const SafetensorsTensors& tensors,
   return absl::OkStatus();
 }
 
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 }  // namespace
 
@@ -621,68 +617,13 @@ absl::Status WriteSafetensors(const std::string& path, const SafetensorsTensors&
   // Refuse bad input before touching the disk.
   ZS_RETURN_IF_ERROR(CheckTensors(tensors));
   const std::string where = absl::StrCat("WriteSafetensors(", Quoted(path), ")");
-
-  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".XXXXXX");
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, absl::StrCat(where, ": creating a temporary file"));
-  ::fchmod(fd, 0644);  // mkostemp creates 0600; a checkpoint is as readable as any output
-
-  uint64_t written = 0;
-  auto sink = [&](const void* data, size_t nbytes) -> absl::Status {
-    const char* p = static_cast<const char*>(data);
-    while (nbytes > 0) {
-      size_t chunk = static_cast<size_t>(std::min<uint64_t>(nbytes, kMaxIoChunk));
-      if (options.fail_after_bytes >= 0) {
-        const uint64_t budget = static_cast<uint64_t>(options.fail_after_bytes) - std::min<uint64_t>(written, options.fail_after_bytes);
-        if (budget == 0) {
-          return absl::InternalError(absl::StrCat(where, ": injected write failure after ",
-                                                  written, " bytes (fail_after_bytes)"));
-        }
-        chunk = static_cast<size_t>(std::min<uint64_t>(chunk, budget));
-      }
-      const ssize_t put = ::write(fd, p, chunk);
-      if (put < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError(errno, absl::StrCat(where, ": writing ", Quoted(tmp), " at byte ", written));
-      }
-      p += put;
-      nbytes -= static_cast<size_t>(put);
-      written += static_cast<uint64_t>(put);
-    }
-    return absl::OkStatus();
-  };
-
-  absl::Status status = WriteTo(sink, tensors, metadata);
-  if (status.ok() && options.fail_after_bytes >= 0 &&
-      written >= static_cast<uint64_t>(options.fail_after_bytes)) {
-    // The whole file fit in the budget exactly: the "crash" still happens before the rename.
-    status = absl::InternalError(absl::StrCat(where, ": injected write failure after ", written,
-                                              " bytes (fail_after_bytes)"));
-  }
-  if (status.ok() && options.fsync && ::fsync(fd) != 0) {
-    status = ErrnoError(errno, absl::StrCat(where, ": fsync of ", Quoted(tmp)));
-  }
-  if (::close(fd) != 0 && status.ok()) {
-    status = ErrnoError(errno, absl::StrCat(where, ": closing ", Quoted(tmp)));
-  }
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError(errno, absl::StrCat(where, ": renaming ", Quoted(tmp), " to ", Quoted(path)));
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  if (options.fsync) {
-    // Makes the rename durable. The new file is in place even if this fails.
-    const std::string dir = DirectoryOf(path);
-    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) return ErrnoError(errno, absl::StrCat(where, ": opening directory ", Quoted(dir)));
-    const int rc = ::fsync(dir_fd);
-    const int err = errno;
-    ::close(dir_fd);
-    if (rc != 0) return ErrnoError(err, absl::StrCat(where, ": fsync of directory ", Quoted(dir)));
-  }
-  return absl::OkStatus();
+  ZS_ASSIGN_OR_RETURN(AtomicFileWriter file,
+                      AtomicFileWriter::Open(path, {.fsync = options.fsync,
+                                                    .fail_after_bytes = options.fail_after_bytes},
+                                             where));
+  ZS_RETURN_IF_ERROR(WriteTo([&](const void* data, size_t nbytes) { return file.Write(data, nbytes); },
+                             tensors, metadata));
+  return file.Commit();
 }
 
 }  // namespace zeroshard

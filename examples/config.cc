@@ -22,15 +22,6 @@ namespace zeroshard {
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
-const char* StateDictTypeName(StateDictType t) {
-  switch (t) {
-    case StateDictType::kFull: return "FULL_STATE_DICT";
-    case StateDictType::kSharded: return "SHARDED_STATE_DICT";
-    case StateDictType::kLocal: return "LOCAL_STATE_DICT";
-  }
-  return "?";
-}
-
 int EditDistance(const std::string& a_in, const std::string& b_in) {
   const std::string a = absl::AsciiStrToLower(a_in), b = absl::AsciiStrToLower(b_in);
   const size_t n = a.size(), m = b.size();
@@ -581,18 +572,20 @@ void ReadStrategy(Section s, RunConfig* c) {
     }
     if (ok) c->train.model.activation_checkpointing = !ac.empty();
   }
+  // state_dict_type: FSDP's names or Lightning's. FSDP's LOCAL_STATE_DICT (each
+  // rank's flat shard as is) has no format of its own here: SHARDED is that plus names.
   if (const Json* t = s.Get("state_dict_type")) {
     std::string name;
-    if (s.ChoiceOf("state_dict_type", *t, &name,
-                   {"SHARDED_STATE_DICT", "FULL_STATE_DICT", "LOCAL_STATE_DICT", "sharded", "full", "local"})) {
-      const std::string n = absl::AsciiStrToLower(name);
-      c->checkpoint.state_dict_type = absl::StartsWith(n, "full")    ? StateDictType::kFull
-                                      : absl::StartsWith(n, "local") ? StateDictType::kLocal
-                                                                     : StateDictType::kSharded;
+    if (t->is_string() && absl::EqualsIgnoreCase(t->get<std::string>(), "LOCAL_STATE_DICT")) {
+      s.Add("state_dict_type", "expected \"SHARDED_STATE_DICT\" or \"FULL_STATE_DICT\", found \"LOCAL_STATE_DICT\" "
+                               "(not supported: SHARDED_STATE_DICT holds each rank's shard with names)");
+    } else if (s.ChoiceOf("state_dict_type", *t, &name,
+                          {"SHARDED_STATE_DICT", "FULL_STATE_DICT", "sharded", "full"})) {
+      c->train.state_dict_type = absl::StartsWithIgnoreCase(name, "full") ? "full" : "sharded";
     }
   }
   s.Bool("sync_module_states", &sh.sync_module_states);
-  s.Bool("skip_init_weights", &c->checkpoint.skip_init_weights);
+  s.Bool("skip_init_weights", &c->skip_init_weights);
   s.Strings("ignored_modules", &sh.ignored_modules);
   s.Finish();
 }
@@ -600,8 +593,10 @@ void ReadStrategy(Section s, RunConfig* c) {
 void ReadCheckpoint(Section s, RunConfig* c) {
   s.String("init_from", &c->train.init_from);
   s.String("save_weights", &c->train.save);
-  s.Int("save_every", &c->checkpoint.save_every, 0);
-  s.String("resume", &c->checkpoint.resume);
+  s.Int("save_every", &c->train.save_every, 0);
+  s.String("resume", &c->train.resume);
+  s.Bool("async_save", &c->train.async_save);
+  s.Int("keep_last", &c->train.keep_last, 0, 1 << 20);
   s.Finish();
 }
 
@@ -922,15 +917,15 @@ void CheckContradictions(RunConfig* c, Context* ctx) {
     c->notes.push_back(absl::StrCat("strategy.hybrid_shard_size ", o.sharding.hybrid_shard_size, " has no effect with ",
                                     ShardingStrategyName(o.sharding.strategy)));
   }
-  if (c->checkpoint.skip_init_weights && o.init_from.empty() && c->checkpoint.resume.empty()) {
+  if (c->skip_init_weights && o.init_from.empty() && o.resume.empty()) {
     ctx->Add("strategy.skip_init_weights", "the weights must then come from checkpoint.init_from or "
                                            "checkpoint.resume, found neither set");
   }
   if (c->work_dir.empty() && ctx->Ok({"work_dir"})) {
-    if (c->checkpoint.save_every > 0) {
-      ctx->Add("checkpoint.save_every", "checkpoints go to the run folder: expected a work_dir, found \"\"");
+    if (o.save_every > 0) {
+      ctx->Add("checkpoint.save_every", "checkpoints go to work_dir/experiment_name: expected a work_dir, found \"\"");
     }
-    if (c->checkpoint.resume == "auto") {
+    if (o.resume == "auto") {
       ctx->Add("checkpoint.resume", "\"auto\" looks in work_dir/experiment_name: expected a work_dir, found \"\"");
     }
   }
@@ -1073,6 +1068,8 @@ absl::StatusOr<RunConfig> Parse(Json root, const std::vector<std::string>& overr
   }
   top.Finish();
   c.train.lr.lr = c.train.optimizer.lr;
+  // Checkpoints beside the timestamped run folders, as MMEngine keeps them.
+  c.train.work_dir = c.work_dir.empty() ? "" : absl::StrCat(c.work_dir, "/", c.experiment_name);
   c.train.lr.decay_steps = decay_steps >= 0 ? decay_steps : std::max(c.train.steps, c.train.lr.warmup_steps);
   CheckContradictions(&c, &ctx);
 
@@ -1174,15 +1171,17 @@ OrderedJson ToJson(const RunConfig& c) {
                           {"buffer_dtype", std::string(DTypeName(sh.mixed_precision.buffer_dtype))}};
   s["activation_checkpointing"] =
       o.model.activation_checkpointing ? std::vector<std::string>{"Block"} : std::vector<std::string>{};
-  s["state_dict_type"] = StateDictTypeName(c.checkpoint.state_dict_type);
+  s["state_dict_type"] = o.state_dict_type == "full" ? "FULL_STATE_DICT" : "SHARDED_STATE_DICT";
   s["sync_module_states"] = sh.sync_module_states;
-  s["skip_init_weights"] = c.checkpoint.skip_init_weights;
+  s["skip_init_weights"] = c.skip_init_weights;
   s["ignored_modules"] = sh.ignored_modules;
   j["strategy"] = s;
   j["checkpoint"] = {{"init_from", o.init_from},
                      {"save_weights", o.save},
-                     {"save_every", c.checkpoint.save_every},
-                     {"resume", c.checkpoint.resume}};
+                     {"save_every", o.save_every},
+                     {"resume", o.resume},
+                     {"async_save", o.async_save},
+                     {"keep_last", o.keep_last}};
   j["sample"] = {{"tokens", o.sample_tokens}, {"temperature", o.temperature}, {"top_k", o.top_k}};
   j["trace"] = {{"path", o.trace}, {"from_step", o.trace_from}, {"steps", o.trace_steps}};
   return j;
@@ -1318,6 +1317,12 @@ absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
       {"min_loss_scale", "loss_scaler.min_loss_scale"},
       {"init_from", "checkpoint.init_from"},
       {"save", "checkpoint.save_weights"},
+      {"work_dir", "work_dir"},
+      {"save_every", "checkpoint.save_every"},
+      {"resume", "checkpoint.resume"},
+      {"async_save", "checkpoint.async_save"},
+      {"keep_last", "checkpoint.keep_last"},
+      {"state_dict_type", "strategy.state_dict_type"},
       {"sample_tokens", "sample.tokens"},
       {"temperature", "sample.temperature"},
       {"top_k", "sample.top_k"},

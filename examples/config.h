@@ -15,7 +15,9 @@
 // examples/configs/default.json):
 //   description ""             printed at the start
 //   experiment_name "default"  (the config file's stem when loaded from a file)
-//   work_dir "work_dirs"       runs go to work_dir/experiment_name/<YYYYmmdd_HHMMSS>/ ("": nowhere)
+//   work_dir "work_dirs"       runs go to work_dir/experiment_name/<YYYYmmdd_HHMMSS>/ ("": nowhere),
+//                              checkpoints to work_dir/experiment_name/step-<n>/ (as MMEngine: beside
+//                              the timestamped folders, so resume "auto" finds the last run's)
 //   distributed {world_size 4 (in-process ranks; mpirun decides under mpi), backend "local"|"mpi"}
 //   model {vocab_size 256, block_size 64, n_layer 4, n_head 4, n_embd 128, dropout 0.0, bias true}
 //   data {path "data/tinyshakespeare.txt", val_fraction 0.1}
@@ -39,9 +41,12 @@
 //                 optimizer on the host; or {"params", "grads", "optimizer"} booleans),
 //     mixed_precision {param_dtype "f32", reduce_dtype "f32", buffer_dtype "f32"} (f32|bf16|f16),
 //     activation_checkpointing [] (module types recomputed in backward: [] or ["Block"]),
-//     state_dict_type "SHARDED_STATE_DICT"|"FULL_STATE_DICT"|"LOCAL_STATE_DICT",
+//     state_dict_type "SHARDED_STATE_DICT"|"FULL_STATE_DICT" (also "sharded"|"full"),
 //     sync_module_states false, skip_init_weights false, ignored_modules []}
-//   checkpoint {init_from "", save_weights "", save_every 0, resume "" ("auto" or a folder)}
+//   checkpoint {init_from "" (.safetensors, nanoGPT names), save_weights "" (the same, at the end),
+//               save_every 0 (steps; 0: never), resume "" ("auto": the newest complete
+//               checkpoint of the experiment, or a checkpoint folder), async_save false,
+//               keep_last 0 (0: keep all)}
 //   sample {tokens 200, temperature 0.8, top_k 40}
 //   trace {path "", from_step 2, steps 2}
 //   deepspeed {...}: a DeepSpeed config block, an alternative to the strategy keys (see
@@ -65,30 +70,20 @@
 
 namespace zeroshard {
 
-// FSDP's StateDictType (Lightning's "full" / "sharded" are accepted too).
-enum class StateDictType { kFull, kSharded, kLocal };
-const char* StateDictTypeName(StateDictType t);  // "FULL_STATE_DICT", ...
-
-// Checkpoint keys that TrainOptions does not hold (yet): validated here and
-// handed to the checkpointing code.
-struct CheckpointConfig {
-  int64_t save_every = 0;       // checkpoint.save_every: steps between checkpoints (0: none)
-  std::string resume;           // checkpoint.resume: "" (start fresh), "auto" (latest in
-                                // work_dir/experiment_name) or a checkpoint folder
-  StateDictType state_dict_type = StateDictType::kSharded;  // strategy.state_dict_type
-  bool skip_init_weights = false;  // strategy.skip_init_weights: the weights come from
-                                   // init_from or resume; needs one of them
-};
-
 struct RunConfig {
-  TrainOptions train;  // what RunTraining reads (log_file / metrics_csv are set by the run folder)
+  TrainOptions train;  // what RunTraining reads (log_file / metrics_csv are set by the run folder;
+                       // work_dir, where checkpoints go, is work_dir/experiment_name)
   int world_size = 4;
   std::string backend = "local";  // "local" or "mpi"
   std::string work_dir = "work_dirs";
   std::string experiment_name = "default";
   std::string loss_scale_mode = "auto";  // loss_scaler.mode (train.loss_scaling is its effect)
   int64_t train_batch_size = 0;  // deepspeed.train_batch_size when given (checked against the world)
-  CheckpointConfig checkpoint;
+  // strategy.skip_init_weights (MMEngine's): the weights come from
+  // checkpoint.init_from or checkpoint.resume, so initialising them is wasted
+  // work. Validated only: RunTraining initialises each rank's shards lazily
+  // and overwrites them on load, which costs one fill per shard.
+  bool skip_init_weights = false;
   std::string source;               // the file read, or "<defaults>"
   std::vector<std::string> notes;   // how a DeepSpeed block was mapped; keys read without effect
 };

@@ -28,7 +28,8 @@
 // --loss_scale --initial_scale_power --loss_scale_window --hysteresis
 // --min_loss_scale; I/O --init_from --save --log_every --eval_every
 // --eval_iters --sample_tokens --temperature --top_k --trace --trace_from
-// --trace_steps.
+// --trace_steps; checkpoints --work_dir --save_every --state_dict_type
+// --async_save --keep_last --resume (into work_dir/experiment_name/step-<n>).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -101,6 +102,12 @@ ABSL_FLAG(int, initial_scale_power, 16, "initial loss scale 2^n");
 ABSL_FLAG(int64_t, loss_scale_window, 1000, "clean steps before the scale grows");
 ABSL_FLAG(int, hysteresis, 2, "overflows tolerated before the scale drops");
 ABSL_FLAG(double, min_loss_scale, 1.0, "the scale never drops below this");
+ABSL_FLAG(std::string, work_dir, "", "where checkpoints go (work_dir/step-<n>)");
+ABSL_FLAG(int64_t, save_every, 0, "save a checkpoint every n steps (0: never)");
+ABSL_FLAG(std::string, state_dict_type, "sharded", "checkpoint format: sharded (each rank its own file) or full (PyTorch-loadable)");
+ABSL_FLAG(bool, async_save, false, "write checkpoints in the background (training blocks only for a snapshot)");
+ABSL_FLAG(int, keep_last, 0, "keep only the newest n checkpoints (0: all)");
+ABSL_FLAG(std::string, resume, "", "auto (newest complete checkpoint under --work_dir) or a checkpoint directory");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace (Perfetto) of a few steps to this file");
 ABSL_FLAG(int64_t, trace_from, 2, "first traced step");
 ABSL_FLAG(int64_t, trace_steps, 2, "traced steps");

@@ -13,6 +13,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "examples/metrics.h"
 #include "examples/progress.h"
@@ -177,6 +178,64 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
 
   TrainSummary s;
   s.unigram_entropy = unigram;
+  // Resume: model shards, optimizer state, schedule, loss scale, dropout stream.
+  int64_t start_step = 0;
+  if (!o.resume.empty()) {
+    std::string dir = o.resume;
+    if (o.resume == "auto") {
+      absl::StatusOr<std::string> latest = LatestCheckpoint(o.work_dir);
+      dir = latest.ok() ? *latest : "";
+      if (!latest.ok()) say(absl::StrCat("  resume=auto: no checkpoint under ", o.work_dir, ", starting fresh\n"));
+    }
+    if (!dir.empty()) {
+      ZS_ASSIGN_OR_RETURN(LoadResult r, LoadCheckpoint(dir, *sharded, &opt));
+      start_step = r.state.step;
+      if (!r.state.lr_scheduler.empty()) {
+        ZS_ASSIGN_OR_RETURN(scheduler, optim::LrScheduler::FromStateDict(r.state.lr_scheduler));
+      }
+      if (!r.state.loss_scaler.empty()) {
+        ZS_RETURN_IF_ERROR(scaler.LoadStateDict(r.state.loss_scaler));
+      }
+      if (static_cast<int>(r.state.rng_offsets.size()) == comm.size()) {
+        gpt->dropout_generator().offset = r.state.rng_offsets[comm.rank()];
+      }
+      say(absl::StrFormat("  resumed from %s (%s, saved by %d ranks, %s) at step %d\n", dir,
+                          StateDictTypeName(r.type), r.saved_world_size, r.saved_strategy, start_step));
+    }
+  }
+  s.start_step = start_step;
+  AsyncCheckpointer async_saver;
+  ZS_ASSIGN_OR_RETURN(const StateDictType sd_type, ParseStateDictType(o.state_dict_type));
+  auto save = [&](int64_t steps_done) -> absl::Status {
+    TrainingState state;
+    state.step = steps_done;
+    state.lr_scheduler = scheduler.StateDict();
+    if (scaling) state.loss_scaler = scaler.StateDict();
+    ZS_ASSIGN_OR_RETURN(Tensor mine, Tensor::FromVector(
+        std::vector<int64_t>{static_cast<int64_t>(gpt->dropout_generator().offset)}, {1}));
+    ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({comm.size()}, DType::kI64));
+    ZS_RETURN_IF_ERROR(comm.AllGather(mine, all));
+    ZS_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, all.ToVector<int64_t>());
+    state.rng_offsets.assign(offsets.begin(), offsets.end());
+    state.config = o.ToString();
+    const std::string dir = CheckpointDir(o.work_dir, steps_done);
+    const SaveOptions so{.type = sd_type};
+    const double t0 = Now();
+    if (o.async_save) {
+      ZS_RETURN_IF_ERROR(async_saver.Start(dir, *sharded, &opt, state, so));
+    } else {
+      ZS_RETURN_IF_ERROR(SaveCheckpoint(dir, *sharded, &opt, state, so));
+      if (lead && o.keep_last > 0) {
+        ZS_RETURN_IF_ERROR(KeepLastCheckpoints(o.work_dir, o.keep_last));
+      }
+    }
+    const double blocked = Now() - t0;
+    s.save_blocked_seconds += blocked;
+    s.last_checkpoint = dir;
+    say(absl::StrFormat("saved %s (%s%s, training blocked %.1f ms)\n", dir, StateDictTypeName(sd_type),
+                        o.async_save ? ", writing in the background" : "", blocked * 1e3));
+    return absl::OkStatus();
+  };
   const int64_t tokens_per_step = o.batch_size * o.model.block_size * comm.size() * o.grad_accum_steps;
   const double start = Now();
   double window_start = start;
@@ -195,7 +254,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   }
   int64_t run_peak = 0;
   StepMetrics row;
-  for (int64_t step = 0; step < o.steps; ++step) {
+  for (int64_t step = start_step; step < o.steps; ++step) {
     const double step_start = Now();
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nullptr);
@@ -262,6 +321,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       say(absl::StrFormat("step %d loss %.9g lr %.3e %.1f ms/step %.0f tokens/s\n", step, loss, lr, ms,
                           tokens_per_step / (ms / 1000.0)));
     }
+    if (o.save_every > 0 && !o.work_dir.empty() && (step + 1) % o.save_every == 0) {
+      ZS_RETURN_IF_ERROR(save(step + 1));
+    }
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
       ZS_ASSIGN_OR_RETURN(double vl, EvalLoss(*gpt, val, o, comm));
       say(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
@@ -295,14 +357,18 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       say(absl::StrCat("trace: ", path, " (one file per rank)\n"));
     }
   }
+  ZS_RETURN_IF_ERROR(async_saver.Wait());
+  if (o.async_save && lead && o.keep_last > 0) {
+    ZS_RETURN_IF_ERROR(KeepLastCheckpoints(o.work_dir, o.keep_last));
+  }
   s.skipped_steps = scaler.skipped_steps();
   s.final_loss_scale = scaling ? scaler.scale() : 0;
   if (scaling) say(absl::StrCat("loss scaling: ", scaler.ToString(), "\n"));
   s.seconds = Now() - start;
-  s.tokens = tokens_per_step * o.steps;
+  s.tokens = tokens_per_step * (o.steps - start_step);
   ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm));
   s.peak_bytes = std::max(run_peak, device.stats().peak_bytes_in_use);
-  if (metrics && o.steps > 0) {
+  if (metrics && o.steps > start_step) {
     row.val_loss = s.final_val_loss;
     ZS_RETURN_IF_ERROR(metrics->Write(row));
   }
@@ -328,7 +394,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_RETURN_IF_ERROR(comm.AllReduce(peak, ReduceOp::kMax));
   say(absl::StrFormat("done: %d steps, %d tokens in %.1f s (%.0f tokens/s), final train loss %.6f, "
                       "peak memory per rank %s (max over ranks %s)\n",
-                      o.steps, s.tokens, s.seconds, s.tokens / s.seconds, s.losses.back(),
+                      o.steps - start_step, s.tokens, s.seconds, s.tokens / s.seconds,
+                      s.losses.empty() ? 0.0 : s.losses.back(),
                       FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value()))));
   if (summary != nullptr && lead) *summary = s;
   return absl::OkStatus();

@@ -53,6 +53,14 @@ struct TrainOptions {
   optim::LossScalerOptions loss_scaler;
   int64_t inject_inf_at_step = -1;  // fault injection for tests: rank 0's loss becomes Inf at this step
   int64_t device_memory_limit = 0;  // bytes per rank of the "device" allocator; 0: unlimited
+  // Checkpoints (checkpoint/checkpoint.h): every `save_every` steps into
+  // work_dir/step-<n>, keeping the newest `keep_last` (0: all).
+  std::string work_dir;
+  int64_t save_every = 0;
+  std::string state_dict_type = "sharded";  // or "full"
+  bool async_save = false;
+  int keep_last = 0;
+  std::string resume;          // "", "auto" (newest complete under work_dir) or a checkpoint directory
   std::string trace;           // Chrome trace of steps [trace_from, trace_from + trace_steps)
   int64_t trace_from = 2;
   int64_t trace_steps = 2;
@@ -81,6 +89,9 @@ struct TrainSummary {
   double seconds = 0;
   int64_t tokens = 0;
   int64_t peak_bytes = 0;      // this rank's device allocator
+  int64_t start_step = 0;      // > 0 when resumed
+  std::string last_checkpoint;
+  double save_blocked_seconds = 0;  // training time spent inside saves (async: the snapshots)
 };
 
 // Runs on every rank; rank 0 prints. `summary` (optional) receives rank 0's figures.

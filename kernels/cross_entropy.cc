@@ -6,8 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cuda/cross_entropy_launch.h"
+#include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/rows.h"
+#include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -97,7 +100,43 @@ absl::StatusOr<CrossEntropyStats> CrossEntropyForward(const Tensor& logits, cons
                                              : std::numeric_limits<double>::quiet_NaN();
       return stats;
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      // The targets are checked on the host (as on the CPU) and the per-row
+      // losses come back for the stats: two small copies, one sync.
+      const int64_t vocab = logits.size(-1);
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> t, ReadTargets(op, targets, vocab, options.ignore_index));
+      const int64_t rows = static_cast<int64_t>(t.size());
+      CrossEntropyStats stats;
+      if (rows > 0) {
+        ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "logits", logits));
+        ZS_ASSIGN_OR_RETURN(Tensor tc, targets.Contiguous());
+        ZS_ASSIGN_OR_RETURN(Tensor row_loss, cuda::DeviceEmpty(op, logits, {rows}, DType::kF32));
+        Tensor row_lse = lse;
+        if (!lse.defined() || !lse.is_contiguous()) {
+          ZS_ASSIGN_OR_RETURN(row_lse, cuda::DeviceEmpty(op, logits, {rows}, DType::kF32));
+        }
+        ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+            cuda::LaunchCrossEntropyForward(
+                static_cast<int>(logits.dtype()), logits.raw_data(), xs,
+                static_cast<int>(tc.dtype()), tc.raw_data(), options.ignore_index,
+                static_cast<float*>(row_loss.raw_data()), static_cast<float*>(row_lse.raw_data()),
+                rows, vocab, cuda::kOpStream),
+            cuda::LaunchWhat(op, logits)));
+        ZS_ASSIGN_OR_RETURN(std::vector<float> host_loss, row_loss.ToVector<float>());
+        for (int64_t r = 0; r < rows; ++r) {
+          if (t[r] == options.ignore_index) continue;
+          ++stats.valid_rows;
+          stats.sum_loss += host_loss[r];
+        }
+        if (losses.defined()) ZS_RETURN_IF_ERROR(cuda::CastInto(op, row_loss, losses));
+        if (lse.defined() && !IsSameView(lse, row_lse)) {
+          ZS_RETURN_IF_ERROR(cuda::CastInto(op, row_lse, lse));
+        }
+      }
+      stats.mean_loss = stats.valid_rows > 0 ? stats.sum_loss / static_cast<double>(stats.valid_rows)
+                                             : std::numeric_limits<double>::quiet_NaN();
+      return stats;
+    }
   }
   return NoDeviceKernel(op, logits.device());
 }
@@ -149,7 +188,26 @@ absl::Status CrossEntropyBackward(const Tensor& logits, const Tensor& targets, c
       cpu::CrossEntropyBackward(x, t.data(), options.ignore_index, s.data(), g.data(), o.tensor());
       return o.Finish();
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      const int64_t vocab = logits.size(-1);
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> t, ReadTargets(op, targets, vocab, options.ignore_index));
+      const int64_t rows = static_cast<int64_t>(t.size());
+      if (rows == 0) return absl::OkStatus();
+      ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "logits", logits));
+      ZS_ASSIGN_OR_RETURN(const int64_t ds, cuda::UniformRowStride(op, "dlogits", dlogits));
+      ZS_ASSIGN_OR_RETURN(Tensor tc, targets.Contiguous());
+      ZS_ASSIGN_OR_RETURN(Tensor s, cuda::ContiguousOnDevice(op, lse, DType::kF32));
+      ZS_ASSIGN_OR_RETURN(Tensor g, cuda::ContiguousOnDevice(op, dlosses, DType::kF32));
+      const int64_t g_stride = g.numel() == rows ? 1 : 0;  // else one value for every row
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchCrossEntropyBackward(
+              static_cast<int>(logits.dtype()), static_cast<int>(dlogits.dtype()),
+              logits.raw_data(), xs, static_cast<int>(tc.dtype()), tc.raw_data(),
+              options.ignore_index, static_cast<const float*>(s.raw_data()),
+              static_cast<const float*>(g.raw_data()), g_stride, dlogits.raw_data(), ds, rows,
+              vocab, cuda::kOpStream),
+          cuda::LaunchWhat(op, logits));
+    }
   }
   return NoDeviceKernel(op, logits.device());
 }

@@ -2,8 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dropout.h"
+#include "kernels/cuda/dropout_launch.h"
+#include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/math/dropout_math.h"
+#include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -80,7 +83,21 @@ absl::Status ApplyDropout(absl::string_view op, const char* in_name, const char*
         cpu::Dropout(ic, dp, stream, oc);
       });
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      if (p == 0.0) return IsSameView(out, in) ? absl::OkStatus() : out.CopyFrom(in);  // identity
+      const DropoutParams dp = MakeDropoutParams(p);
+      ZS_ASSIGN_OR_RETURN(Tensor ic, in.Contiguous());
+      if (!out.is_contiguous()) {
+        return absl::UnimplementedError(absl::StrCat(op, " on ", out.device().ToString(), ": ",
+                                                     out_name, " ", out.DebugString(),
+                                                     " must be contiguous for the CUDA kernel"));
+      }
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchDropout(static_cast<int>(in.dtype()), ic.raw_data(), out.raw_data(),
+                              out.numel(), stream.seed, stream.offset, dp.keep_prob, dp.scale,
+                              /*mask_only=*/false, cuda::kOpStream),
+          cuda::LaunchWhat(op, out));
+    }
   }
   return NoDeviceKernel(op, out.device());
 }
@@ -122,7 +139,19 @@ absl::Status DropoutMask(double p, const PhiloxStream& stream, const Tensor& mas
       cpu::DropoutMask(dp, stream, tmp);
       return mask.CopyFrom(tmp);
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      if (!mask.is_contiguous()) {
+        return absl::UnimplementedError(absl::StrCat("DropoutMask on ", mask.device().ToString(),
+                                                     ": mask ", mask.DebugString(),
+                                                     " must be contiguous for the CUDA kernel"));
+      }
+      const DropoutParams dp = MakeDropoutParams(p);
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchDropout(static_cast<int>(mask.dtype()), nullptr, mask.raw_data(),
+                              mask.numel(), stream.seed, stream.offset, dp.keep_prob, dp.scale,
+                              /*mask_only=*/true, cuda::kOpStream),
+          cuda::LaunchWhat("DropoutMask", mask));
+    }
   }
   return NoDeviceKernel("DropoutMask", mask.device());
 }

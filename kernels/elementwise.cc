@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/cast_launch.h"
 #include "kernels/cuda/elementwise_launch.h"
 #include "runtime/cuda/device_api.h"
 #include "kernels/device_check.h"
@@ -218,6 +219,16 @@ absl::Status PowScalar(const Tensor& x, double exponent, const Tensor& out) {
 
 absl::Status Cast(const Tensor& x, const Tensor& out) {
   if (!out.defined() || !x.defined()) return absl::InvalidArgumentError("Cast: undefined tensor");
+  // Float to float on one CUDA device, both contiguous: the cast kernel (the
+  // copy path would go through the host).
+  if (out.device().is_cuda() && x.device() == out.device() && x.shape() == out.shape() &&
+      x.dtype() != out.dtype() && IsFloatingPoint(x.dtype()) && IsFloatingPoint(out.dtype()) &&
+      x.is_contiguous() && out.is_contiguous() && !MemoryOverlaps(x, out)) {
+    return cuda::CudaLaunchStatus(
+        cuda::LaunchCast(static_cast<int>(x.dtype()), static_cast<int>(out.dtype()), x.raw_data(),
+                         out.raw_data(), out.numel(), nullptr),
+        LaunchName("Cast", out));
+  }
   return out.CopyFrom(x);
 }
 

@@ -4,8 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cuda/cast_launch.h"
+#include "kernels/cuda/embedding_launch.h"
+#include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/rows.h"
+#include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -65,6 +69,32 @@ absl::StatusOr<std::vector<int64_t>> ReadIds(absl::string_view op, const Tensor&
   return v;
 }
 
+// The positions grouped by id for the CUDA backward, as one int64 array:
+// [group ids (G), group starts (G + 1), positions sorted by (id, position) (N)].
+// The counting sort of the CPU twin (kernels/cpu/embedding.cc).
+std::vector<int64_t> GroupPositionsById(const std::vector<int64_t>& ids, int64_t vocab,
+                                        int64_t* groups) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::vector<int64_t> count(static_cast<size_t>(vocab) + 1, 0);
+  for (int64_t id : ids) ++count[id + 1];
+  std::vector<int64_t> group_id, group_start;
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (count[v + 1] > 0) {
+      group_id.push_back(v);
+      group_start.push_back(count[v]);
+    }
+    count[v + 1] += count[v];
+  }
+  group_start.push_back(n);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t p = 0; p < n; ++p) order[count[ids[p]]++] = p;
+  *groups = static_cast<int64_t>(group_id.size());
+  std::vector<int64_t> packed = std::move(group_id);
+  packed.insert(packed.end(), group_start.begin(), group_start.end());
+  packed.insert(packed.end(), order.begin(), order.end());
+  return packed;
+}
+
 }  // namespace
 
 absl::Status Embedding(const Tensor& weight, const Tensor& ids, const Tensor& out) {
@@ -83,7 +113,20 @@ absl::Status Embedding(const Tensor& weight, const Tensor& ids, const Tensor& ou
       cpu::Embedding(w, v.data(), o.tensor());
       return o.Finish();
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> v, ReadIds(op, ids, weight.size(0)));  // checks
+      if (out.numel() == 0) return absl::OkStatus();
+      ZS_ASSIGN_OR_RETURN(const int64_t os, cuda::UniformRowStride(op, "out", out));
+      ZS_ASSIGN_OR_RETURN(Tensor w, RowMajorInput(weight, weight.dtype()));
+      ZS_ASSIGN_OR_RETURN(Tensor idc, ids.Contiguous());
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchEmbeddingForward(static_cast<int>(w.dtype()), static_cast<int>(out.dtype()),
+                                       w.raw_data(), w.stride(0), static_cast<int>(idc.dtype()),
+                                       idc.raw_data(), out.raw_data(), os,
+                                       static_cast<int64_t>(v.size()), weight.size(1),
+                                       cuda::kOpStream),
+          cuda::LaunchWhat(op, out));
+    }
   }
   return NoDeviceKernel(op, out.device());
 }
@@ -121,7 +164,39 @@ absl::Status EmbeddingBackward(const Tensor& dout, const Tensor& ids, const Tens
       cpu::EmbeddingBackward(d, v.data(), work);
       return IsSameView(work, dweight) ? absl::OkStatus() : dweight.CopyFrom(work);
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> v, ReadIds(op, ids, dweight.size(0)));
+      if (!HasContiguousRows(dweight)) {
+        return absl::UnimplementedError(absl::StrCat(op, " on ", dweight.device().ToString(),
+                                                     ": dweight ", dweight.DebugString(),
+                                                     " needs contiguous rows for the CUDA kernel"));
+      }
+      if (mode == GradMode::kOverwrite) {
+        if (!dweight.is_contiguous()) {
+          return absl::UnimplementedError(absl::StrCat(
+              op, " on ", dweight.device().ToString(), ": kOverwrite needs a contiguous dweight"));
+        }
+        ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+            cuda::LaunchFill(static_cast<int>(dweight.dtype()), dweight.raw_data(),
+                             dweight.numel(), 0.0f, cuda::kOpStream),
+            cuda::LaunchWhat(op, dweight)));
+      }
+      if (v.empty() || dweight.size(1) == 0) return absl::OkStatus();
+      ZS_ASSIGN_OR_RETURN(const int64_t ds, cuda::UniformRowStride(op, "dout", dout));
+      int64_t groups = 0;
+      const std::vector<int64_t> packed = GroupPositionsById(v, dweight.size(0), &groups);
+      ZS_ASSIGN_OR_RETURN(Tensor table,
+                          Tensor::FromVector(packed, {static_cast<int64_t>(packed.size())},
+                                             DType::kI64, dweight.allocator()));
+      const int64_t* const t = static_cast<const int64_t*>(table.raw_data());
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchEmbeddingBackward(static_cast<int>(dout.dtype()),
+                                        static_cast<int>(dweight.dtype()), dout.raw_data(), ds,
+                                        t, t + groups, t + 2 * groups + 1, groups,
+                                        dweight.raw_data(), dweight.stride(0), dweight.size(1),
+                                        cuda::kOpStream),
+          cuda::LaunchWhat(op, dweight));
+    }
   }
   return NoDeviceKernel(op, dweight.device());
 }

@@ -5,8 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cuda/layernorm_launch.h"
+#include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/rows.h"
+#include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -90,6 +93,21 @@ absl::StatusOr<StatOutput> ForStat(const Tensor& t) {
   return s;
 }
 
+// The CUDA kernels write mean and rstd in place: they must be contiguous.
+absl::StatusOr<float*> CudaStat(absl::string_view op, absl::string_view name, const Tensor& t) {
+  if (!t.defined()) return nullptr;
+  if (!t.is_contiguous()) {
+    return absl::UnimplementedError(absl::StrCat(op, " on ", t.device().ToString(), ": ", name,
+                                                 " ", t.DebugString(),
+                                                 " must be contiguous for the CUDA kernel"));
+  }
+  return static_cast<float*>(t.raw_data());
+}
+
+const float* F32Data(const Tensor& t) {
+  return t.defined() ? static_cast<const float*>(t.raw_data()) : nullptr;
+}
+
 }  // namespace
 
 absl::Status LayerNormForward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
@@ -128,7 +146,22 @@ absl::Status LayerNormForward(const Tensor& x, const Tensor& weight, const Tenso
       ZS_RETURN_IF_ERROR(m.Finish());
       return r.Finish();
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      if (x.numel() == 0) return absl::OkStatus();
+      ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "x", x));
+      ZS_ASSIGN_OR_RETURN(const int64_t os, cuda::UniformRowStride(op, "out", out));
+      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, DType::kF32));
+      ZS_ASSIGN_OR_RETURN(Tensor b, cuda::ContiguousOnDevice(op, bias, DType::kF32));
+      ZS_ASSIGN_OR_RETURN(float* const m, CudaStat(op, "mean", mean));
+      ZS_ASSIGN_OR_RETURN(float* const r, CudaStat(op, "rstd", rstd));
+      const RowLayout l = RowLayout::Of(x);
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchLayerNormForward(static_cast<int>(x.dtype()), static_cast<int>(out.dtype()),
+                                       x.raw_data(), xs, F32Data(w), F32Data(b),
+                                       static_cast<float>(eps), out.raw_data(), os, m, r, l.rows,
+                                       l.cols, cuda::kOpStream),
+          cuda::LaunchWhat(op, x));
+    }
   }
   return NoDeviceKernel(op, x.device());
 }
@@ -185,7 +218,56 @@ absl::Status LayerNormBackward(const Tensor& dy, const Tensor& x, const Tensor& 
                              dbias, param_grad == GradMode::kAccumulate);
       return dx.defined() ? o.Finish() : absl::OkStatus();
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      if (x.numel() == 0) {  // no rows: the parameter gradients are empty sums
+        if (param_grad == GradMode::kAccumulate) return absl::OkStatus();
+        if (dweight.defined()) ZS_RETURN_IF_ERROR(dweight.Fill(0.0));
+        if (dbias.defined()) ZS_RETURN_IF_ERROR(dbias.Fill(0.0));
+        return absl::OkStatus();
+      }
+      // x and dy of different dtypes: both widened to f32 on the device first.
+      const DType in = x.dtype() == dy.dtype() ? x.dtype() : DType::kF32;
+      Tensor xr = x, dyr = dy;
+      if (x.dtype() != in) {
+        ZS_ASSIGN_OR_RETURN(xr, cuda::ContiguousOnDevice(op, x, in));
+      }
+      if (dy.dtype() != in) {
+        ZS_ASSIGN_OR_RETURN(dyr, cuda::ContiguousOnDevice(op, dy, in));
+      }
+      ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "x", xr));
+      ZS_ASSIGN_OR_RETURN(const int64_t ds, cuda::UniformRowStride(op, "dy", dyr));
+      int64_t os = 0;
+      if (dx.defined()) {
+        ZS_ASSIGN_OR_RETURN(os, cuda::UniformRowStride(op, "dx", dx));
+      }
+      ZS_ASSIGN_OR_RETURN(Tensor m, cuda::ContiguousOnDevice(op, mean, DType::kF32));
+      ZS_ASSIGN_OR_RETURN(Tensor r, cuda::ContiguousOnDevice(op, rstd, DType::kF32));
+      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, DType::kF32));
+      const RowLayout l = RowLayout::Of(x);
+      const bool want_params = dweight.defined() || dbias.defined();
+      const int64_t blocks = cuda::LayerNormBackwardBlocks(l.rows);
+      Tensor partials;
+      if (want_params) {
+        ZS_ASSIGN_OR_RETURN(partials, cuda::DeviceEmpty(op, x, {blocks * 2 * l.cols}, DType::kF32));
+      }
+      float* const pp = want_params ? static_cast<float*>(partials.raw_data()) : nullptr;
+      ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+          cuda::LaunchLayerNormBackward(
+              static_cast<int>(in), dx.defined() ? static_cast<int>(dx.dtype()) : 0,
+              dyr.raw_data(), ds, xr.raw_data(), xs, F32Data(m), F32Data(r), F32Data(w),
+              dx.defined() ? dx.raw_data() : nullptr, os, pp, l.rows, l.cols, cuda::kOpStream),
+          cuda::LaunchWhat(op, x)));
+      if (!want_params) return absl::OkStatus();
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchLayerNormParamGrads(
+              pp, blocks, l.cols, dweight.defined() ? static_cast<int>(dweight.dtype()) : 0,
+              dweight.defined() ? dweight.raw_data() : nullptr,
+              dweight.defined() ? dweight.stride(0) : 0,
+              dbias.defined() ? static_cast<int>(dbias.dtype()) : 0,
+              dbias.defined() ? dbias.raw_data() : nullptr, dbias.defined() ? dbias.stride(0) : 0,
+              param_grad == GradMode::kAccumulate, cuda::kOpStream),
+          cuda::LaunchWhat(op, x));
+    }
   }
   return NoDeviceKernel(op, x.device());
 }

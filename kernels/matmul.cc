@@ -2,10 +2,14 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "runtime/status.h"
 
@@ -105,6 +109,123 @@ void MatMulCpu(const MatMulPlan& p, const Tensor& a, const Tensor& b, const Tens
   }
 }
 
+// ---------------------------------------------------------------- CUDA
+
+// One operand of the cuBLASLt GEMM: every 2-D slice stored row-major with
+// `ld` elements between rows (a column-major slice is its transpose stored
+// row-major: `transposed` flips), batches `batch_stride` elements apart.
+struct CudaOperand {
+  Tensor t;
+  bool transposed = false;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+};
+
+// The stride between consecutive batches of `t`'s leading dims (row-major
+// batch order), when one stride describes them all.
+std::optional<int64_t> UniformBatchStride(const Tensor& t) {
+  int64_t stride = 0, inner = -1;
+  for (int64_t d = t.dim() - 3; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (inner < 0) {
+      stride = t.stride(d);
+    } else if (t.stride(d) != t.stride(inner) * t.size(inner)) {
+      return std::nullopt;
+    }
+    inner = d;
+  }
+  return stride;
+}
+
+std::optional<CudaOperand> DescribeOperand(const Tensor& t) {
+  const std::optional<int64_t> bs = UniformBatchStride(t);
+  if (!bs) return std::nullopt;
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  CudaOperand o{t, false, 0, *bs};
+  if (rows <= 1 || t.stride(-1) == 1 || cols == 1) {
+    if (rows <= 1) {
+      o.ld = std::max<int64_t>(cols, 1);
+    } else if (t.stride(-2) >= cols) {
+      o.ld = t.stride(-2);
+    } else {
+      return std::nullopt;
+    }
+    return o;
+  }
+  if (t.stride(-2) == 1 && t.stride(-1) >= rows) {  // column-major: t^T stored row-major
+    o.transposed = true;
+    o.ld = t.stride(-1);
+    return o;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<CudaOperand> PrepareOperand(const Tensor& t, DType dtype) {
+  Tensor x = t;
+  if (x.dtype() != dtype) {
+    ZS_ASSIGN_OR_RETURN(x, x.Contiguous());
+    ZS_ASSIGN_OR_RETURN(x, cuda::ContiguousOnDevice("MatMul", x, dtype));
+  }
+  if (std::optional<CudaOperand> o = DescribeOperand(x)) return *o;
+  ZS_ASSIGN_OR_RETURN(Tensor c, x.Contiguous());
+  return *DescribeOperand(c);
+}
+
+absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, const Tensor& out,
+                        const MatMulOptions& o) {
+  const DType in = a.dtype() == b.dtype() ? a.dtype() : DType::kF32;
+  ZS_ASSIGN_OR_RETURN(CudaOperand oa, PrepareOperand(a, in));
+  ZS_ASSIGN_OR_RETURN(CudaOperand ob, PrepareOperand(b, in));
+  // cuBLASLt writes f32 from f32 inputs, and f32 or the input dtype from 16-bit ones.
+  const bool out_type_ok = out.dtype() == DType::kF32 || (in != DType::kF32 && out.dtype() == in);
+  std::optional<CudaOperand> oc = out_type_ok ? DescribeOperand(out) : std::nullopt;
+  if (oc && oc->transposed) oc.reset();  // C must be row-major
+  Tensor work = out;
+  if (!oc) {
+    // Through a contiguous f32 buffer (holding out's values when beta needs them).
+    ZS_ASSIGN_OR_RETURN(work, cuda::DeviceEmpty("MatMul", out, out.shape(), DType::kF32));
+    if (o.beta != 0.0f) ZS_RETURN_IF_ERROR(cuda::CastInto("MatMul", out, work));
+    oc = DescribeOperand(work);
+  }
+  ZS_ASSIGN_OR_RETURN(cuda::CublasLtGemm* gemm, cuda::DefaultCublasLtGemm(out.device().index));
+  cuda::GemmCall call;
+  call.shape.m = p.m;
+  call.shape.n = p.n;
+  call.shape.k = p.k;
+  call.shape.transpose_a = o.transpose_a != oa.transposed;
+  call.shape.transpose_b = o.transpose_b != ob.transposed;
+  call.shape.lda = oa.ld;
+  call.shape.ldb = ob.ld;
+  call.shape.ldc = oc->ld;
+  call.shape.batch = p.batch;
+  call.shape.stride_a = oa.batch_stride;
+  call.shape.stride_b = p.b_shared ? 0 : ob.batch_stride;
+  call.shape.stride_c = oc->batch_stride;
+  call.ab_dtype = in;
+  call.c_dtype = work.dtype();
+  call.a = oa.t.raw_data();
+  call.b = ob.t.raw_data();
+  call.c = work.raw_data();
+  call.alpha = o.alpha;
+  call.beta = o.beta;
+  cuda::FoldSharedBatch(call.shape);
+  if (call.shape.batch > 1 && call.shape.stride_b == 0) {
+    // A shared B that could not be folded: one GEMM per batch.
+    const cuda::RowMajorGemm whole = call.shape;
+    call.shape.batch = 1;
+    for (int64_t i = 0; i < whole.batch; ++i) {
+      cuda::GemmCall one = call;
+      one.a = static_cast<const char*>(call.a) + i * whole.stride_a * oa.t.itemsize();
+      one.c = static_cast<char*>(call.c) + i * whole.stride_c * work.itemsize();
+      ZS_RETURN_IF_ERROR(gemm->Run(one, cuda::kOpStream));
+    }
+  } else {
+    ZS_RETURN_IF_ERROR(gemm->Run(call, cuda::kOpStream));
+  }
+  if (IsSameView(work, out)) return absl::OkStatus();
+  return cuda::CastInto("MatMul", work, out);
+}
+
 }  // namespace
 
 absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const MatMulOptions& o) {
@@ -128,9 +249,10 @@ absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const M
   if (out.has_internal_overlap()) {
     return absl::InvalidArgumentError("MatMul: the output has a broadcast (stride 0) dimension");
   }
-  if (!out.device().is_cpu()) return NoDeviceKernel("MatMul", out.device());
+  if (!out.device().is_cpu() && !out.device().is_cuda()) return NoDeviceKernel("MatMul", out.device());
   if (out.numel() == 0) return absl::OkStatus();
   if (p.k == 0) return o.beta == 0.0f ? out.Fill(0.0) : absl::OkStatus();  // empty sum
+  if (out.device().is_cuda()) return MatMulCuda(p, a, b, out, o);
 
   ZS_ASSIGN_OR_RETURN(Tensor ga, AsGemmOperand(a));
   ZS_ASSIGN_OR_RETURN(Tensor gb, AsGemmOperand(b));

@@ -2,8 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cuda/op_util.h"
+#include "kernels/cuda/reduce_launch.h"
 #include "kernels/device_check.h"
 #include "kernels/elementwise.h"
+#include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -70,6 +73,30 @@ absl::Status WithContiguous(const Tensor& x, const Tensor& out, DType acc_dtype,
   return out.CopyFrom(tmp);
 }
 
+// SumAll / SumOfSquares of a CUDA tensor: the two-pass kernel of
+// kernels/cuda/reduce.cu, its double result copied back.
+absl::StatusOr<double> SumAllCuda(absl::string_view op, const Tensor& x, bool square) {
+  if (!IsFloatingPoint(x.dtype())) {
+    return absl::UnimplementedError(absl::StrCat(op, " on ", x.device().ToString(), ": dtype ",
+                                                 DTypeName(x.dtype()),
+                                                 ", the CUDA kernel takes f32, bf16 or f16"));
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor xc, x.Contiguous());
+  const int64_t n = xc.numel();
+  const int64_t partials = cuda::SumAllPartials(n);
+  const int64_t result_at = (partials + 1) / 2 * 2;  // float index of the 8-byte-aligned double
+  ZS_ASSIGN_OR_RETURN(Tensor scratch, cuda::DeviceEmpty(op, x, {result_at + 2}, DType::kF32));
+  float* const base = static_cast<float*>(scratch.raw_data());
+  double* const result = reinterpret_cast<double*>(base + result_at);
+  ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+      cuda::LaunchSumAll(static_cast<int>(xc.dtype()), xc.raw_data(), n, square, base, result,
+                         cuda::kOpStream),
+      cuda::LaunchWhat(op, x)));
+  double host = 0;
+  ZS_RETURN_IF_ERROR(scratch.allocator()->CopyToHost(&host, result, sizeof(double)));
+  return host;
+}
+
 }  // namespace
 
 absl::Status Reduce(ReduceKind kind, const Tensor& x, int64_t dim, const Tensor& out) {
@@ -81,6 +108,29 @@ absl::Status Reduce(ReduceKind kind, const Tensor& x, int64_t dim, const Tensor&
   if (kind == ReduceKind::kMean && x_int) {
     return absl::InvalidArgumentError(absl::StrCat("Mean: expected a float tensor, got ",
                                                    DTypeName(x.dtype())));
+  }
+  if (x.device().is_cuda()) {
+    if (x_int) {
+      return absl::UnimplementedError(absl::StrCat(name, " on ", x.device().ToString(),
+                                                   ": integer dtype ", DTypeName(x.dtype()),
+                                                   "; the CUDA kernel reduces f32, bf16 or f16"));
+    }
+    if (!IsFloatingPoint(out.dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": output dtype ",
+                                                     DTypeName(out.dtype()),
+                                                     " for a float input; expected a float dtype"));
+    }
+    ZS_ASSIGN_OR_RETURN(Tensor xc, x.Contiguous());
+    Tensor work = out;
+    if (!out.is_contiguous() || MemoryOverlaps(out, xc)) {
+      ZS_ASSIGN_OR_RETURN(work, cuda::DeviceEmpty(name, x, out.shape(), out.dtype()));
+    }
+    ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+        cuda::LaunchReduceAxis(static_cast<int>(kind), static_cast<int>(xc.dtype()),
+                               static_cast<int>(work.dtype()), xc.raw_data(), work.raw_data(),
+                               p.outer, p.r, p.inner, cuda::kOpStream),
+        cuda::LaunchWhat(name, x)));
+    return IsSameView(work, out) ? absl::OkStatus() : out.CopyFrom(work);
   }
   if (!x.device().is_cpu()) return NoDeviceKernel(name, x.device());
   // Integers reduce into i64 (sum) or their own type (max); floats into out's
@@ -150,6 +200,7 @@ absl::Status SumToShape(const Tensor& x, const Tensor& out) {
 
 absl::StatusOr<double> SumAll(const Tensor& x) {
   if (!x.defined()) return absl::InvalidArgumentError("SumAll: undefined input");
+  if (x.device().is_cuda()) return SumAllCuda("SumAll", x, /*square=*/false);
   if (!x.device().is_cpu()) return NoDeviceKernel("SumAll", x.device());
   ZS_ASSIGN_OR_RETURN(Tensor xc, x.Contiguous());
   return cpu::SumAll(xc, false);
@@ -157,6 +208,7 @@ absl::StatusOr<double> SumAll(const Tensor& x) {
 
 absl::StatusOr<double> SumOfSquares(const Tensor& x) {
   if (!x.defined()) return absl::InvalidArgumentError("SumOfSquares: undefined input");
+  if (x.device().is_cuda()) return SumAllCuda("SumOfSquares", x, /*square=*/true);
   if (!x.device().is_cpu()) return NoDeviceKernel("SumOfSquares", x.device());
   ZS_ASSIGN_OR_RETURN(Tensor xc, x.Contiguous());
   return cpu::SumAll(xc, true);

@@ -2,8 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/softmax.h"
+#include "kernels/cuda/op_util.h"
+#include "kernels/cuda/softmax_launch.h"
 #include "kernels/device_check.h"
 #include "kernels/rows.h"
+#include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -35,7 +38,17 @@ absl::Status SoftmaxForward(absl::string_view op, bool log, const Tensor& x, con
       cpu::Softmax(xr, o.tensor(), log);
       return o.Finish();
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      if (out.numel() == 0) return absl::OkStatus();
+      ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "x", x));
+      ZS_ASSIGN_OR_RETURN(const int64_t os, cuda::UniformRowStride(op, "out", out));
+      const RowLayout l = RowLayout::Of(x);
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchSoftmax(log, static_cast<int>(x.dtype()), static_cast<int>(out.dtype()),
+                              x.raw_data(), xs, out.raw_data(), os, l.rows, l.cols,
+                              cuda::kOpStream),
+          cuda::LaunchWhat(op, out));
+    }
   }
   return NoDeviceKernel(op, out.device());
 }
@@ -59,7 +72,27 @@ absl::Status SoftmaxBackwardImpl(absl::string_view op, bool log, const Tensor& y
       cpu::SoftmaxBackward(yr, dyr, o.tensor(), log);
       return o.Finish();
     }
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda: {
+      if (dx.numel() == 0) return absl::OkStatus();
+      // y and dy of different dtypes: both widened to f32 on the device first.
+      const DType in = y.dtype() == dy.dtype() ? y.dtype() : DType::kF32;
+      Tensor yr = y, dyr = dy;
+      if (y.dtype() != in) {
+        ZS_ASSIGN_OR_RETURN(yr, cuda::ContiguousOnDevice(op, y, in));
+      }
+      if (dy.dtype() != in) {
+        ZS_ASSIGN_OR_RETURN(dyr, cuda::ContiguousOnDevice(op, dy, in));
+      }
+      ZS_ASSIGN_OR_RETURN(const int64_t ys, cuda::UniformRowStride(op, "y", yr));
+      ZS_ASSIGN_OR_RETURN(const int64_t ds, cuda::UniformRowStride(op, "dy", dyr));
+      ZS_ASSIGN_OR_RETURN(const int64_t os, cuda::UniformRowStride(op, "dx", dx));
+      const RowLayout l = RowLayout::Of(dx);
+      return cuda::CudaLaunchStatus(
+          cuda::LaunchSoftmaxBackward(log, static_cast<int>(in), static_cast<int>(dx.dtype()),
+                                      yr.raw_data(), ys, dyr.raw_data(), ds, dx.raw_data(), os,
+                                      l.rows, l.cols, cuda::kOpStream),
+          cuda::LaunchWhat(op, dx));
+    }
   }
   return NoDeviceKernel(op, dx.device());
 }

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "optim/adamw_math.h"
 #include "optim/cpu/optim_kernels.h"
+#include "optim/cuda/adamw_launch.h"
+#include "runtime/cuda/device_api.h"
 #include "optim/step_checks.h"
 #include "runtime/status.h"
 
@@ -38,12 +40,97 @@ absl::StatusOr<AdamWState> AdamWState::Create(int64_t numel, Allocator* allocato
   return state;
 }
 
+namespace {
+
+// A flat buffer of the CUDA step: defined, on `device`, contiguous, `numel`
+// elements, a float dtype (f32 only when `f32_only`).
+absl::Status CheckCudaBuffer(absl::string_view what, const Tensor& t, Device device, int64_t numel,
+                             bool f32_only) {
+  constexpr absl::string_view kOp = "AdamWStep";
+  if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", what, " is undefined"));
+  if (t.device() != device) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", what, " is on ", t.device().ToString(),
+                                                   ", expected ", device.ToString(),
+                                                   " (the param's device)"));
+  }
+  if (f32_only ? t.dtype() != DType::kF32 : !IsFloatingPoint(t.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", what, " has dtype ",
+                                                   DTypeName(t.dtype()), ", expected ",
+                                                   f32_only ? "f32" : "f32, bf16 or f16"));
+  }
+  if (t.numel() != numel) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", what, " has ", t.numel(),
+                                                   " elements, expected ", numel, " (the param's)"));
+  }
+  if (!t.is_contiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": ", what, " must be contiguous, got ", t.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+// The step on CUDA tensors: the same checks as the CPU path, then the fused
+// kernel of optim/cuda/adamw.cu once per group segment, on the legacy default
+// stream (as the op entries of kernels/).
+absl::Status AdamWStepCuda(const AdamWOptions& options, absl::Span<const ParamGroup> groups,
+                           const Tensor& param, const Tensor& grad, AdamWState& state,
+                           const StepOptions& step) {
+  constexpr absl::string_view kOp = "AdamWStep";
+  const int64_t n = param.numel();
+  const Device device = param.device();
+  ZS_RETURN_IF_ERROR(CheckCudaBuffer("param", param, device, n, true));
+  ZS_RETURN_IF_ERROR(CheckCudaBuffer("grad", grad, device, n, false));
+  ZS_RETURN_IF_ERROR(CheckCudaBuffer("state.exp_avg", state.exp_avg, device, n, true));
+  ZS_RETURN_IF_ERROR(CheckCudaBuffer("state.exp_avg_sq", state.exp_avg_sq, device, n, true));
+  if (state.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("AdamWStep: state.step is ", state.step, " (< 0)"));
+  }
+  if (!std::isfinite(step.grad_scale) || step.grad_scale < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": grad_scale must be finite and >= 0, got ", step.grad_scale));
+  }
+  if (step.param_copy.defined()) {
+    ZS_RETURN_IF_ERROR(CheckCudaBuffer("param_copy", step.param_copy, device, n, false));
+  }
+  ZS_RETURN_IF_ERROR(internal::CheckDisjoint(kOp, {{"param", &param},
+                                                   {"grad", &grad},
+                                                   {"state.exp_avg", &state.exp_avg},
+                                                   {"state.exp_avg_sq", &state.exp_avg_sq},
+                                                   {"param_copy", &step.param_copy}}));
+  ZS_RETURN_IF_ERROR(ValidateParamGroups(groups, n));
+
+  const int64_t t = state.step + 1;
+  const AdamHyper hyper{options.beta1, options.beta2, options.eps};
+  const bool copy = step.param_copy.defined();
+  const size_t grad_item = grad.itemsize();
+  const size_t copy_item = copy ? step.param_copy.itemsize() : 0;
+  for (const cpu::Segment& seg : internal::Segments(groups)) {
+    const ParamGroup& g = groups[seg.scalars];
+    const AdamScalars scalars = MakeAdamScalars(hyper, t, g.lr, g.weight_decay, step.grad_scale);
+    ZS_RETURN_IF_ERROR(::zeroshard::cuda::CudaLaunchStatus(
+        cuda::LaunchAdamStep(
+            options.decoupled_weight_decay, scalars, param.data<float>() + seg.offset,
+            static_cast<const char*>(grad.raw_data()) + seg.offset * grad_item,
+            static_cast<int>(grad.dtype()), state.exp_avg.data<float>() + seg.offset,
+            state.exp_avg_sq.data<float>() + seg.offset,
+            copy ? static_cast<char*>(step.param_copy.raw_data()) + seg.offset * copy_item
+                 : nullptr,
+            copy ? static_cast<int>(step.param_copy.dtype()) : 0, seg.numel, /*stream=*/nullptr),
+        absl::StrCat(kOp, " on ", device.ToString())));
+  }
+  state.step = t;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status AdamWStep(const AdamWOptions& options, absl::Span<const ParamGroup> groups,
                        const Tensor& param, const Tensor& grad, AdamWState& state,
                        const StepOptions& step) {
   constexpr absl::string_view kOp = "AdamWStep";
   ZS_RETURN_IF_ERROR(options.Validate());
   if (!param.defined()) return absl::InvalidArgumentError("AdamWStep: param is undefined");
+  if (param.device().is_cuda()) return AdamWStepCuda(options, groups, param, grad, state, step);
   const int64_t n = param.numel();
   ZS_RETURN_IF_ERROR(internal::CheckFlatBuffer(kOp, "param", param, n, {DType::kF32}));
   ZS_RETURN_IF_ERROR(internal::CheckFlatBuffer(kOp, "grad", grad, n,

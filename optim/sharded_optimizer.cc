@@ -59,6 +59,14 @@ absl::StatusOr<ShardedOptimizer> ShardedOptimizer::Create(ShardedModel& model,
   return opt;
 }
 
+absl::Status ShardedOptimizer::set_step_count(int64_t steps) {
+  if (steps < 0) return absl::InvalidArgumentError(absl::StrCat("set_step_count: ", steps, " < 0"));
+  steps_ = steps;
+  for (AdamWState& s : adam_) s.step = steps;
+  for (SgdState& s : sgd_) s.step = steps;
+  return absl::OkStatus();
+}
+
 absl::Status ShardedOptimizer::Step(double lr, double grad_scale) {
   std::vector<ShardedUnit*> units = model_->units();
   for (size_t i = 0; i < units.size(); ++i) {

@@ -50,6 +50,8 @@ class ShardedOptimizer {
   // multiplied by grad_scale as they are read (clipping, loss-scale unscaling).
   absl::Status Step(double lr, double grad_scale = 1.0);
   int64_t step_count() const { return steps_; }
+  // Restores the step count (checkpoints): Adam's bias corrections use it.
+  absl::Status set_step_count(int64_t steps);
   const OptimizerOptions& options() const { return options_; }
 
   // Per unit (in ShardedModel::units() order): the state of this rank's shard.

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "collectives/local_communicator.h"
 #include "examples/config.h"
@@ -87,8 +88,10 @@ TEST(Config, DefaultsAreTheFlagDefaults) {
   EXPECT_EQ(o.sharding.limit_all_gathers, 2);
   EXPECT_FALSE(o.sharding.offload.any());
   EXPECT_FALSE(o.loss_scaling);
-  EXPECT_EQ(c.checkpoint.state_dict_type, StateDictType::kSharded);
+  EXPECT_EQ(o.state_dict_type, "sharded");
+  EXPECT_EQ(o.work_dir, "work_dirs/test");  // checkpoints: work_dir/experiment_name
   EXPECT_EQ(MustParse("", {"train.steps=50"}).train.lr.decay_steps, 50);
+  EXPECT_EQ(MustParse("", {"work_dir="}).train.work_dir, "");
 }
 
 TEST(Config, EveryFsdpStyleKeyMapsToItsField) {
@@ -112,7 +115,8 @@ TEST(Config, EveryFsdpStyleKeyMapsToItsField) {
                  "mixed_precision": {"param_dtype": "bfloat16", "reduce_dtype": "fp32", "buffer_dtype": "bf16"},
                  "activation_checkpointing": ["Block"], "state_dict_type": "full",
                  "sync_module_states": true, "skip_init_weights": true, "ignored_modules": ["lm_head"]},
-    "checkpoint": {"init_from": "w.safetensors", "save_weights": "out.safetensors", "save_every": 10, "resume": "auto"},
+    "checkpoint": {"init_from": "w.safetensors", "save_weights": "out.safetensors", "save_every": 10, "resume": "auto",
+                   "async_save": true, "keep_last": 2},
     "sample": {"tokens": 5, "temperature": 1.5, "top_k": 3},
     "trace": {"path": "t.json", "from_step": 4, "steps": 3}
   })");
@@ -178,14 +182,17 @@ TEST(Config, EveryFsdpStyleKeyMapsToItsField) {
   EXPECT_EQ(s.mixed_precision.reduce_dtype, DType::kF32);
   EXPECT_EQ(s.mixed_precision.buffer_dtype, DType::kBF16);
   EXPECT_TRUE(o.model.activation_checkpointing);
-  EXPECT_EQ(c.checkpoint.state_dict_type, StateDictType::kFull);
+  EXPECT_EQ(o.state_dict_type, "full");
   EXPECT_TRUE(s.sync_module_states);
-  EXPECT_TRUE(c.checkpoint.skip_init_weights);
+  EXPECT_TRUE(c.skip_init_weights);
   EXPECT_THAT(s.ignored_modules, ElementsAre("lm_head"));
   EXPECT_EQ(o.init_from, "w.safetensors");
   EXPECT_EQ(o.save, "out.safetensors");
-  EXPECT_EQ(c.checkpoint.save_every, 10);
-  EXPECT_EQ(c.checkpoint.resume, "auto");
+  EXPECT_EQ(o.save_every, 10);
+  EXPECT_EQ(o.resume, "auto");
+  EXPECT_TRUE(o.async_save);
+  EXPECT_EQ(o.keep_last, 2);
+  EXPECT_EQ(o.work_dir, "/tmp/w/exp");
   EXPECT_EQ(o.sample_tokens, 5);
   EXPECT_EQ(o.temperature, 1.5);
   EXPECT_EQ(o.top_k, 3);
@@ -198,13 +205,13 @@ TEST(Config, StrategyShorthands) {
   // FSDP's booleans and None, Lightning's names.
   RunConfig c = MustParse(R"({"strategy": {"auto_wrap_policy": null, "backward_prefetch": null,
                                            "limit_all_gathers": false, "cpu_offload": true,
-                                           "mixed_precision": null, "state_dict_type": "LOCAL_STATE_DICT"}})");
+                                           "mixed_precision": null, "state_dict_type": "sharded"}})");
   EXPECT_EQ(c.train.sharding.wrap.kind, WrapPolicy::Kind::kNone);
   EXPECT_EQ(c.train.sharding.backward_prefetch, BackwardPrefetch::kNone);
   EXPECT_EQ(c.train.sharding.limit_all_gathers, 0);
   EXPECT_TRUE(c.train.sharding.offload.params && c.train.sharding.offload.grads && c.train.sharding.offload.optimizer);
   EXPECT_EQ(c.train.sharding.mixed_precision.param_dtype, DType::kF32);
-  EXPECT_EQ(c.checkpoint.state_dict_type, StateDictType::kLocal);
+  EXPECT_EQ(c.train.state_dict_type, "sharded");
   c = MustParse(R"({"strategy": {"auto_wrap_policy": "Mlp", "limit_all_gathers": true,
                                  "cpu_offload": {"offload_params": true}, "backward_prefetch": "post"}})");
   EXPECT_EQ(c.train.sharding.wrap.types, std::set<std::string>{"Mlp"});
@@ -326,7 +333,9 @@ TEST(Config, EveryFlagMapsToTheSameFieldAsBefore) {
       {"temperature", "1"}, {"top_k", "5"}, {"device_memory_limit", "123"}, {"offload", "optimizer"},
       {"param_dtype", "f16"}, {"reduce_dtype", "bf16"}, {"loss_scale", "dynamic"},
       {"initial_scale_power", "8"}, {"loss_scale_window", "20"}, {"hysteresis", "1"},
-      {"min_loss_scale", "2"}, {"trace", "t.json"}, {"trace_from", "1"}, {"trace_steps", "1"}});
+      {"min_loss_scale", "2"}, {"trace", "t.json"}, {"trace_from", "1"}, {"trace_steps", "1"},
+      {"work_dir", "/tmp/wd"}, {"save_every", "5"}, {"state_dict_type", "full"}, {"async_save", "true"},
+      {"keep_last", "3"}, {"resume", "auto"}});
   ASSERT_TRUE(sets.ok()) << sets.status();
   const RunConfig c = MustParse("", *sets);
   const TrainOptions& o = c.train;
@@ -384,6 +393,13 @@ TEST(Config, EveryFlagMapsToTheSameFieldAsBefore) {
   EXPECT_EQ(o.trace, "t.json");
   EXPECT_EQ(o.trace_from, 1);
   EXPECT_EQ(o.trace_steps, 1);
+  EXPECT_EQ(c.work_dir, "/tmp/wd");
+  EXPECT_EQ(o.work_dir, "/tmp/wd/test");  // checkpoints: work_dir/experiment_name
+  EXPECT_EQ(o.save_every, 5);
+  EXPECT_EQ(o.state_dict_type, "full");
+  EXPECT_TRUE(o.async_save);
+  EXPECT_EQ(o.keep_last, 3);
+  EXPECT_EQ(o.resume, "auto");
   // The other spellings.
   EXPECT_EQ(MustParse("", *OverridesFromFlags({{"auto_wrap", "none"}})).train.sharding.wrap.kind,
             WrapPolicy::Kind::kNone);
@@ -537,6 +553,12 @@ TEST(ConfigProblems, LearningRateSchedule) {
               HasSubstr("lr_schedule.decay_steps: expected at least lr_schedule.warmup_steps (50), found 10"));
 }
 
+TEST(ConfigProblems, LocalStateDictIsNotSupported) {
+  EXPECT_THAT(Problems(R"({"strategy": {"state_dict_type": "LOCAL_STATE_DICT"}})"),
+              HasSubstr("strategy.state_dict_type: expected \"SHARDED_STATE_DICT\" or \"FULL_STATE_DICT\", found "
+                        "\"LOCAL_STATE_DICT\" (not supported"));
+}
+
 TEST(ConfigProblems, NesterovNeedsMomentum) {
   EXPECT_THAT(Problems(R"({"optimizer": {"type": "sgd", "momentum": 0, "nesterov": true}})"),
               HasSubstr("optimizer.nesterov: Nesterov needs momentum > 0 and dampening 0, found momentum 0"));
@@ -547,7 +569,7 @@ TEST(ConfigProblems, CheckpointKeysNeedTheirPrerequisites) {
               HasSubstr("strategy.skip_init_weights: the weights must then come from checkpoint.init_from or "
                         "checkpoint.resume, found neither set"));
   EXPECT_THAT(Problems(R"({"work_dir": "", "checkpoint": {"save_every": 10, "resume": "auto"}})"),
-              AllOf(HasSubstr("checkpoint.save_every: checkpoints go to the run folder: expected a work_dir"),
+              AllOf(HasSubstr("checkpoint.save_every: checkpoints go to work_dir/experiment_name: expected a work_dir"),
                     HasSubstr("checkpoint.resume: \"auto\" looks in work_dir/experiment_name")));
 }
 
@@ -758,6 +780,38 @@ TEST(RunFolder, HoldsTheResolvedConfigTheLogAndMetrics) {
   absl::StatusOr<RunDir> second = RunDir::Create(work, "default", 1700000000);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->path(), dir->path() + "_1");
+}
+
+TEST(RunFolder, ResumeAutoFindsTheLastRunsCheckpointBesideTheRunFolders) {
+  const std::string work = TempDir() + "/resume_runs";
+  std::filesystem::remove_all(work);
+  std::vector<std::string> first = kTiny;
+  first.insert(first.end(), {"train.steps=6", "checkpoint.save_every=3", "checkpoint.keep_last=1",
+                             "work_dir=" + work, "distributed.world_size=2"});
+  absl::StatusOr<RunConfig> a = LoadConfig("examples/configs/default.json", first);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(StartRun(&*a, "", 1700000000).ok());
+  TrainSummary sa;
+  for (const absl::Status& x : RunRanks(2, [&](Communicator& comm) { return RunTraining(a->train, comm, &sa); })) {
+    ASSERT_TRUE(x.ok()) << x;
+  }
+  EXPECT_EQ(sa.last_checkpoint, work + "/default/step-000006");
+  // A later run of the experiment, in its own folder, resumes where the first stopped.
+  std::vector<std::string> second = first;
+  second.insert(second.end(), {"train.steps=8", "checkpoint.resume=auto"});
+  absl::StatusOr<RunConfig> b = LoadConfig("examples/configs/default.json", second);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<RunDir> dir = StartRun(&*b, "", 1700000060);
+  ASSERT_TRUE(dir.ok());
+  TrainSummary sb;
+  for (const absl::Status& x : RunRanks(2, [&](Communicator& comm) { return RunTraining(b->train, comm, &sb); })) {
+    ASSERT_TRUE(x.ok()) << x;
+  }
+  EXPECT_EQ(sb.start_step, 6);
+  EXPECT_EQ(sb.losses.size(), 2u);
+  std::vector<std::string> rows = absl::StrSplit(ReadFile(dir->metrics_path()), '\n', absl::SkipEmpty());
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(absl::StartsWith(rows[1], "6,")) << rows[1];
 }
 
 TEST(RunFolder, MetricsWriterChecksItsRows) {

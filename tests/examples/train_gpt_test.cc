@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "collectives/local_communicator.h"
 #include "examples/trainer.h"
@@ -76,6 +77,33 @@ TEST(TrainGpt, ForcedOverflowSkipsTheStepEverywhereAndHalvesTheScale) {
   EXPECT_EQ(s.losses[3], c.losses[3]);
   EXPECT_TRUE(std::isfinite(s.losses.back()));
   EXPECT_LT(s.losses.back(), s.losses.front());
+}
+
+TEST(TrainGpt, ResumeContinuesBitwiseInBothFormatsAndAsync) {
+  const TrainSummary straight = Train(Small(), 2);
+  for (const std::string type : {"sharded", "full"}) {
+    for (bool async : {false, true}) {
+      TrainOptions first = Small();
+      first.work_dir = ::testing::TempDir() + "/train_resume_" + type + (async ? "_async" : "");
+      std::system(("rm -rf " + first.work_dir).c_str());
+      first.steps = 6;
+      first.save_every = 3;
+      first.state_dict_type = type;
+      first.async_save = async;
+      first.keep_last = 1;
+      const TrainSummary a = Train(first, 2);
+      TrainOptions second = Small();  // the same run, told to go to step 12
+      second.work_dir = first.work_dir;
+      second.resume = "auto";
+      const TrainSummary b = Train(second, 2);
+      EXPECT_EQ(b.start_step, 6);
+      std::vector<double> joined = a.losses;
+      joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+      // Small() fixes the schedule (decay over 12 steps) whatever `steps` is,
+      // so 6 + 6 steps are the straight 12, bit for bit.
+      EXPECT_EQ(joined, straight.losses) << type << (async ? " async" : "");
+    }
+  }
 }
 
 TEST(TrainGpt, BadOptionsAreStatusErrors) {

@@ -14,6 +14,7 @@ _HEADER_GLOB = """glob([
         "include/*.h",
         "include/*.hpp",
         "include/crt/**",
+        "include/nv/**",
         "include/nvtx3/**",
         "include/nv/**",
     ])"""

@@ -1,0 +1,346 @@
+// GPU benchmarks (make gpu-bench): each figure beside its baseline, measured
+// in the same run on the same stream with CUDA events, and each kernel's
+// result checked before it is timed.
+//
+//   memory-bound kernels  GB/s = bytes read + written per call / time, beside a
+//                         device-to-device cudaMemcpyAsync moving the same
+//                         bytes (half read, half written): "of memcpy" is the ratio
+//   GEMM                  TFLOP/s = 2 M N K / time, beside a plain cublasGemmEx
+//                         call of the same shape and types (cuBLAS's default
+//                         algorithm): "of cuBLAS" is the ratio
+//
+// Prints a clear message and exits 0 when no device is present. See docs/gpu.md.
+#include <cublas_v2.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/cross_entropy.h"
+#include "kernels/cuda/cast_launch.h"
+#include "kernels/cuda/cross_entropy_launch.h"
+#include "kernels/cuda/dropout_launch.h"
+#include "kernels/cuda/embedding_launch.h"
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/layernorm_launch.h"
+#include "kernels/cuda/softmax_launch.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/softmax.h"
+#include "optim/adamw_math.h"
+#include "optim/cuda/adamw_launch.h"
+#include "runtime/cuda/cuda_allocator.h"
+#include "runtime/cuda/device_api.h"
+#include "runtime/stream.h"
+#include "runtime/tensor.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr int kDevice = 0;
+int failures = 0;
+
+void Fail(const std::string& what) {
+  std::printf("  CHECK FAILED: %s\n", what.c_str());
+  ++failures;
+}
+
+template <typename T>
+T Must(absl::StatusOr<T> v, const char* what) {
+  if (!v.ok()) {
+    std::fprintf(stderr, "cuda_bench: %s: %s\n", what, v.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *std::move(v);
+}
+
+void Must(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "cuda_bench: %s: %s\n", what, s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+Tensor Random(absl::Span<const int64_t> shape, DType dtype, float lo, float hi, uint64_t seed,
+              Allocator* allocator = nullptr) {
+  const int64_t n = NumElements(shape);
+  std::vector<float> v(static_cast<size_t>(n));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = lo + (hi - lo) * static_cast<float>(s >> 40) * (1.0f / 16777216.0f);
+  }
+  Tensor host = Must(Tensor::FromVector(v, shape, dtype), "FromVector");
+  return allocator == nullptr ? host : Must(host.To(allocator), "to device");
+}
+
+// Milliseconds per call of `fn` (which enqueues on `stream`), after a warm-up.
+double TimeMs(const Stream& stream, const std::function<void()>& fn, int iters) {
+  fn();
+  Must(stream.Synchronize(), "sync");
+  Event start = Must(Event::Create(stream.device(), true), "event");
+  Event end = Must(Event::Create(stream.device(), true), "event");
+  Must(start.Record(stream), "record");
+  for (int i = 0; i < iters; ++i) fn();
+  Must(end.Record(stream), "record");
+  Must(end.Synchronize(), "sync");
+  return Must(Event::ElapsedMs(start, end), "elapsed") / iters;
+}
+
+void Launch(int rc, const char* what) { Must(cuda::CudaLaunchStatus(rc, what), what); }
+
+// ---------------------------------------------------------------- memory-bound
+
+struct MemoryBench {
+  std::string name;
+  int64_t bytes;  // read + written per call
+  std::function<void()> run;
+};
+
+void RunMemoryBenches(const Stream& stream, CudaAllocator& gpu, std::vector<MemoryBench>& benches) {
+  std::printf("\n%-44s %12s %10s %10s %10s %8s\n", "memory-bound kernel", "bytes", "us", "GB/s",
+              "memcpy", "of cpy");
+  for (MemoryBench& b : benches) {
+    const int iters = b.bytes > (int64_t{256} << 20) ? 10 : 50;
+    const double ms = TimeMs(stream, b.run, iters);
+    // The baseline: one D2D copy moving the same bytes (bytes / 2 read, bytes / 2 written).
+    const int64_t half = b.bytes / 2;
+    void* src = Must(gpu.Allocate(half), "alloc");
+    void* dst = Must(gpu.Allocate(half), "alloc");
+    const double copy_ms = TimeMs(
+        stream,
+        [&] {
+          Must(cuda::CudaMemcpy(dst, src, half, cuda::CopyKind::kDeviceToDevice,
+                                stream.native_handle()),
+               "memcpy");
+        },
+        iters);
+    gpu.Deallocate(src, half);
+    gpu.Deallocate(dst, half);
+    const double gbs = b.bytes / (ms * 1e6), copy_gbs = 2.0 * half / (copy_ms * 1e6);
+    std::printf("%-44s %12lld %10.1f %10.1f %10.1f %7.0f%%\n", b.name.c_str(),
+                static_cast<long long>(b.bytes), ms * 1e3, gbs, copy_gbs, 100.0 * gbs / copy_gbs);
+  }
+}
+
+// Checks one CUDA op-entry result against the CPU op on the same inputs.
+void CheckClose(const Tensor& gpu_result, const Tensor& cpu_result, double tol, const char* what) {
+  const std::vector<double> g = Must(gpu_result.ToVector<double>(), "to host");
+  const std::vector<double> c = Must(cpu_result.ToVector<double>(), "to host");
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!(std::fabs(g[i] - c[i]) <= tol * (1 + std::fabs(c[i])))) {
+      Fail(std::string(what) + ": element " + std::to_string(i) + " " + std::to_string(g[i]) +
+           " vs cpu " + std::to_string(c[i]));
+      return;
+    }
+  }
+}
+
+std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu) {
+  void* const s = stream.native_handle();
+  std::vector<MemoryBench> benches;
+  const int64_t rows = 8 * 1024, c = 768, vocab = 50304;  // GPT-2 small, B*T = 8192
+
+  {  // Casts: f32 -> bf16 of a 124M-parameter shard.
+    const int64_t n = 124'000'000;
+    Tensor x = Random({n}, DType::kF32, -1, 1, 1, &gpu);
+    Tensor y = Must(Tensor::Empty({n}, DType::kBF16, &gpu), "alloc");
+    benches.push_back({"cast f32 -> bf16 (124M)", n * 6, [=] {
+                         Launch(cuda::LaunchCast(0, 1, x.raw_data(), y.raw_data(), n, s), "cast");
+                       }});
+  }
+  {  // Softmax and LayerNorm rows (bf16), checked on a small input first.
+    const Tensor xs = Random({64, 1000}, DType::kBF16, -5, 5, 2);
+    CheckClose(Must(Softmax(Must(xs.To(&gpu), "to gpu")), "softmax"), Must(Softmax(xs), "softmax"),
+               1.0 / 64, "softmax");
+    Tensor x = Random({rows, vocab}, DType::kBF16, -5, 5, 3, &gpu);
+    Tensor y = Must(Tensor::Empty({rows, vocab}, DType::kBF16, &gpu), "alloc");
+    benches.push_back({"softmax bf16 [8192, 50304]", rows * vocab * 4, [=] {
+                         Launch(cuda::LaunchSoftmax(false, 1, 1, x.raw_data(), vocab, y.raw_data(),
+                                                    vocab, rows, vocab, s),
+                                "softmax");
+                       }});
+    Tensor h = Random({rows, c}, DType::kBF16, -3, 3, 4, &gpu);
+    Tensor o = Must(Tensor::Empty({rows, c}, DType::kBF16, &gpu), "alloc");
+    Tensor m = Must(Tensor::Empty({rows}, DType::kF32, &gpu), "alloc");
+    Tensor r = Must(Tensor::Empty({rows}, DType::kF32, &gpu), "alloc");
+    benches.push_back({"layernorm fwd bf16 [8192, 768]", rows * c * 4, [=] {
+                         Launch(cuda::LaunchLayerNormForward(
+                                    1, 1, h.raw_data(), c, nullptr, nullptr, 1e-5f, o.raw_data(), c,
+                                    static_cast<float*>(m.raw_data()),
+                                    static_cast<float*>(r.raw_data()), rows, c, s),
+                                "layernorm");
+                       }});
+    // Cross-entropy forward over the logits: the one big read.
+    Tensor targets = Must(Tensor::Zeros({rows}, DType::kI32, &gpu), "alloc");
+    Tensor losses = Must(Tensor::Empty({rows}, DType::kF32, &gpu), "alloc");
+    Tensor lse = Must(Tensor::Empty({rows}, DType::kF32, &gpu), "alloc");
+    benches.push_back({"cross-entropy fwd bf16 [8192, 50304]", rows * vocab * 2, [=] {
+                         Launch(cuda::LaunchCrossEntropyForward(
+                                    1, x.raw_data(), vocab, 3, targets.raw_data(), -100,
+                                    static_cast<float*>(losses.raw_data()),
+                                    static_cast<float*>(lse.raw_data()), rows, vocab, s),
+                                "cross-entropy");
+                       }});
+    benches.push_back({"dropout bf16 [8192, 768] p=0.1", rows * c * 4, [=] {
+                         Launch(cuda::LaunchDropout(1, h.raw_data(), o.raw_data(), rows * c, 7, 0,
+                                                    0.9f, 1.0f / 0.9f, false, s),
+                                "dropout");
+                       }});
+    Tensor wte = Random({vocab, c}, DType::kBF16, -1, 1, 5, &gpu);
+    Tensor ids = Random({rows}, DType::kF32, 0, 50000, 6);
+    ids = Must(Must(ids.To(DType::kI32), "ids").To(&gpu), "ids");
+    benches.push_back({"embedding fwd bf16 [8192] x 768", rows * c * 4, [=] {
+                         Launch(cuda::LaunchEmbeddingForward(1, 1, wte.raw_data(), c, 3,
+                                                             ids.raw_data(), o.raw_data(), c, rows,
+                                                             c, s),
+                                "embedding");
+                       }});
+  }
+  {  // The fused AdamW step over a 124M shard with the bf16 param copy.
+    const int64_t n = 124'000'000;
+    Tensor p = Random({n}, DType::kF32, -1, 1, 8, &gpu);
+    Tensor g = Random({n}, DType::kBF16, -1, 1, 9, &gpu);
+    Tensor m = Must(Tensor::Zeros({n}, DType::kF32, &gpu), "alloc");
+    Tensor v = Must(Tensor::Zeros({n}, DType::kF32, &gpu), "alloc");
+    Tensor copy = Must(Tensor::Empty({n}, DType::kBF16, &gpu), "alloc");
+    const optim::AdamScalars sc = optim::MakeAdamScalars({}, 1, 6e-4, 0.1);
+    // reads p, g, m, v; writes p, m, v, copy
+    benches.push_back({"AdamW step f32 + bf16 grad/copy (124M)", n * (4 + 2 + 4 + 4 + 4 + 4 + 4 + 2),
+                       [=] {
+                         Launch(optim::cuda::LaunchAdamStep(
+                                    true, sc, static_cast<float*>(p.raw_data()), g.raw_data(), 1,
+                                    static_cast<float*>(m.raw_data()),
+                                    static_cast<float*>(v.raw_data()), copy.raw_data(), 1, n, s),
+                                "adamw");
+                       }});
+  }
+  return benches;
+}
+
+// ---------------------------------------------------------------- GEMM
+
+void RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
+  std::unique_ptr<cuda::CublasLtGemm> lt = Must(cuda::CublasLtGemm::Create(kDevice, &gpu), "cublasLt");
+  cublasHandle_t handle = nullptr;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cuda_bench: cublasCreate failed\n");
+    std::exit(1);
+  }
+  cublasSetStream(handle, static_cast<cudaStream_t>(stream.native_handle()));
+
+  std::printf("\n%-44s %10s %10s %10s %8s\n", "GEMM (row-major C = A B^T)", "us", "TFLOP/s",
+              "cuBLAS", "of cuBLAS");
+  struct Case {
+    const char* name;
+    int64_t m, n, k;
+    DType dtype;
+    bool tf32;
+    bool bias_gelu;
+  };
+  const Case cases[] = {
+      {"qkv bf16 8192x2304x768", 8192, 2304, 768, DType::kBF16, false, false},
+      {"mlp fc bf16 8192x3072x768 +bias+gelu", 8192, 3072, 768, DType::kBF16, false, true},
+      {"mlp proj bf16 8192x768x3072", 8192, 768, 3072, DType::kBF16, false, false},
+      {"lm head bf16 8192x50304x768", 8192, 50304, 768, DType::kBF16, false, false},
+      {"square f16 8192^3", 8192, 8192, 8192, DType::kF16, false, false},
+      {"square f32 tf32 8192^3", 8192, 8192, 8192, DType::kF32, true, false},
+  };
+  for (const Case& k : cases) {
+    Tensor a = Random({k.m, k.k}, k.dtype, -1, 1, 1, &gpu);
+    Tensor b = Random({k.n, k.k}, k.dtype, -1, 1, 2, &gpu);
+    Tensor bias = Random({k.n}, k.dtype, -1, 1, 3, &gpu);
+    Tensor c = Must(Tensor::Empty({k.m, k.n}, k.dtype, &gpu), "alloc");
+    cuda::GemmCall call;
+    call.shape = {.m = k.m, .n = k.n, .k = k.k, .transpose_b = true, .lda = k.k, .ldb = k.k,
+                  .ldc = k.n};
+    call.ab_dtype = call.c_dtype = k.dtype;
+    call.a = a.raw_data();
+    call.b = b.raw_data();
+    call.c = c.raw_data();
+    call.allow_tf32 = k.tf32;
+    if (k.bias_gelu) {
+      call.bias = bias.raw_data();
+      call.gelu = true;
+    }
+    Must(lt->Run(call, stream.native_handle()), "gemm");
+    // Check: a few elements of C against double dot products on the host
+    // (without the epilogue, which the GPU tests check).
+    if (!k.bias_gelu) {
+      Must(stream.Synchronize(), "sync");
+      // The first 4 rows of A, B and C (contiguous slices) on the host.
+      auto head = [&](const Tensor& t) {
+        return Must(Must(Must(t.Narrow(0, 0, 4), "narrow").To(DefaultCpuAllocator()), "to host")
+                        .ToVector<double>(),
+                    "values");
+      };
+      const std::vector<double> av = head(a), bv = head(b), cv = head(c);
+      for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 4; ++j) {
+          double want = 0;
+          for (int64_t l = 0; l < k.k; ++l) want += av[i * k.k + l] * bv[j * k.k + l];
+          const double tol = (k.dtype == DType::kF32 ? 2e-3 : 1e-2) * std::sqrt(double(k.k)) +
+                             std::fabs(want) * (k.dtype == DType::kBF16 ? 1.0 / 64 : 1e-3);
+          const double got = cv[i * k.n + j];
+          if (std::fabs(got - want) > tol) {
+            Fail(std::string(k.name) + ": C[" + std::to_string(i) + "," + std::to_string(j) +
+                 "] = " + std::to_string(got) + ", want " + std::to_string(want));
+          }
+        }
+      }
+    }
+    const double flops = 2.0 * k.m * k.n * k.k;
+    const double ms = TimeMs(stream, [&] { Must(lt->Run(call, stream.native_handle()), "gemm"); }, 20);
+    // The baseline: cublasGemmEx, column-major C^T = B A^T (the same product).
+    const cudaDataType_t t = k.dtype == DType::kBF16 ? CUDA_R_16BF
+                             : k.dtype == DType::kF16 ? CUDA_R_16F
+                                                      : CUDA_R_32F;
+    const cublasComputeType_t compute = k.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const float alpha = 1.0f, beta = 0.0f;
+    const double base_ms = TimeMs(
+        stream,
+        [&] {
+          cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(k.n), static_cast<int>(k.m),
+                       static_cast<int>(k.k), &alpha, b.raw_data(), t, static_cast<int>(k.k),
+                       a.raw_data(), t, static_cast<int>(k.k), &beta, c.raw_data(), t,
+                       static_cast<int>(k.n), compute, CUBLAS_GEMM_DEFAULT);
+        },
+        20);
+    const double tflops = flops / (ms * 1e9), base = flops / (base_ms * 1e9);
+    std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%%s\n", k.name, ms * 1e3, tflops, base,
+                100.0 * tflops / base, k.bias_gelu ? "  (baseline without epilogue)" : "");
+  }
+  cublasDestroy(handle);
+}
+
+int Main() {
+  const int devices = Must(cuda::CudaDeviceCount(), "device count");
+  if (devices == 0) {
+    std::printf("cuda_bench: no CUDA device on this machine: nothing to measure (exit 0). "
+                "Run it on an H100/H200, see docs/gpu.md.\n");
+    return 0;
+  }
+  std::printf("cuda_bench on %s\n", Must(cuda::CudaDeviceName(kDevice), "device name").c_str());
+  CudaAllocator gpu(kDevice);
+  {
+    Stream stream = Must(Stream::Create(Device::Cuda(kDevice)), "stream");
+    std::vector<MemoryBench> benches = MemoryBenches(stream, gpu);
+    RunMemoryBenches(stream, gpu, benches);
+    RunGemmBenches(stream, gpu);
+    Must(stream.Synchronize(), "sync");
+  }
+  if (failures > 0) {
+    std::printf("\n%d result checks FAILED\n", failures);
+    return 1;
+  }
+  std::printf("\nall result checks passed\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+int main() { return zeroshard::Main(); }

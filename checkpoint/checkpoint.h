@@ -1,0 +1,150 @@
+// Checkpoints of a sharded training run: model, optimizer state and the rest
+// of the training state, in two formats, loadable at any world size and
+// strategy, written atomically, checksummed, optionally in the background.
+//
+//   TrainingState state{.step = step, .lr_scheduler = scheduler.StateDict()};
+//   ZS_RETURN_IF_ERROR(SaveCheckpoint(work_dir + "/step-000200", *sharded, &opt, state,
+//                                     {.type = StateDictType::kSharded}));
+//   ...  // later, at any world size, any strategy:
+//   ZS_ASSIGN_OR_RETURN(LoadResult r, LoadCheckpoint(dir, *sharded, &opt));
+//   r.state.step;   // where to continue
+//
+// Formats (Note [Checkpoint layout]):
+//   full     <dir>/model.safetensors      every parameter and buffer by its nanoGPT-style
+//                                         name (a tied weight under both names): PyTorch
+//                                         code loads it as is
+//            <dir>/optimizer.safetensors  "<param>.exp_avg", "<param>.exp_avg_sq"
+//                                         (AdamW/Adam) or "<param>.momentum_buffer" (SGD)
+//            <dir>/checkpoint.json        format version, training state, layout, checksums
+//   sharded  <dir>/rank_<s>.safetensors   shard s of every unit: "<unit>.param" and the
+//                                         optimizer state of the shard (one file per shard
+//                                         group rank; replicas write nothing)
+//            <dir>/buffers.safetensors    module buffers (replicated), written by rank 0
+//            <dir>/checkpoint.json        as above, with every unit's flat layout (names,
+//                                         shapes, offsets, padding, shard boundaries)
+// A full checkpoint is gathered one unit at a time (never the whole model
+// unsharded) and written by rank 0; in a sharded one each rank writes only its
+// own bytes, in parallel.
+//
+// Loading re-shards: every rank reads, for each piece of its new shards, only
+// the byte ranges that hold it (safetensors ReadRange), from whichever format
+// and whatever world size, strategy and wrap policy saved it. Parameters are
+// found by name (after `revise_keys`), never by position.
+//
+// Integrity: files are written under a temporary directory and the directory
+// is renamed into place only when complete (checkpoint.json is written last),
+// so a crash mid-save never damages an earlier checkpoint. Every file's
+// CRC-32C is in checkpoint.json and checked on load. Truncated, corrupted or
+// mismatched checkpoints give a Status naming the file and the fault.
+#ifndef ZEROSHARD_CHECKPOINT_CHECKPOINT_H_
+#define ZEROSHARD_CHECKPOINT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint/atomic_file.h"
+#include "optim/sharded_optimizer.h"
+#include "runtime/sharding/sharded_model.h"
+
+namespace zeroshard {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+enum class StateDictType { kFull, kSharded };
+absl::string_view StateDictTypeName(StateDictType t);  // "full", "sharded"
+absl::StatusOr<StateDictType> ParseStateDictType(absl::string_view name);
+
+// Everything besides tensors that a checkpoint holds.
+struct TrainingState {
+  int64_t step = 0;                                   // optimizer steps taken; the data position
+  std::map<std::string, std::string> lr_scheduler;    // optim::LrScheduler::StateDict()
+  std::map<std::string, std::string> loss_scaler;     // optim::DynamicLossScaler::StateDict()
+  std::vector<uint64_t> rng_offsets;                  // per world rank: the dropout generator's offset
+  std::string config;                                 // the training configuration (JSON text)
+  std::map<std::string, std::string> extra;           // free-form
+};
+
+struct SaveOptions {
+  StateDictType type = StateDictType::kSharded;
+  bool save_optimizer = true;
+  bool save_param_scheduler = true;  // the LR schedule and loss scaler state
+  bool exclude_frozen_parameters = false;
+  AtomicFileOptions file;            // fsync; fail_after_bytes injects a failure (tests)
+};
+
+struct LoadOptions {
+  bool load_optimizer = true;  // false: model only (fine-tuning from a checkpoint)
+  bool strict = true;          // missing or unexpected parameters are errors
+  // (regex, replacement) applied in order to every name in the checkpoint.
+  std::vector<std::pair<std::string, std::string>> revise_keys = {{"^module\\.", ""}};
+  bool verify_checksums = true;
+};
+
+struct LoadResult {
+  TrainingState state;
+  StateDictType type = StateDictType::kSharded;
+  int saved_world_size = 0;
+  std::string saved_strategy;
+  std::vector<std::string> missing_keys;     // model parameters the checkpoint lacks
+  std::vector<std::string> unexpected_keys;  // checkpoint parameters the model lacks
+};
+
+// Collective over the model's world: every rank calls it. Returns when the
+// checkpoint is complete on disk. `optimizer` may be null (model only).
+absl::Status SaveCheckpoint(const std::string& dir, ShardedModel& model,
+                            optim::ShardedOptimizer* optimizer, const TrainingState& state,
+                            const SaveOptions& options = {});
+
+// Collective over the model's world. Overwrites the model's shards (and the
+// optimizer's state when loaded) with the checkpoint's values.
+absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& model,
+                                          optim::ShardedOptimizer* optimizer,
+                                          const LoadOptions& options = {});
+
+// Background saving: Start() snapshots this rank's part of the checkpoint
+// into host memory (the only time the training loop is blocked) and writes it
+// on a thread; the next Start() or Wait() waits for the previous save. Ranks
+// coordinate through marker files, not collectives, so training goes on.
+class AsyncCheckpointer {
+ public:
+  AsyncCheckpointer() = default;
+  ~AsyncCheckpointer();
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  // Collective (the snapshot of a full checkpoint gathers). Returns once the
+  // snapshot is taken; `blocked_seconds` (optional) receives how long that took.
+  absl::Status Start(const std::string& dir, ShardedModel& model, optim::ShardedOptimizer* optimizer,
+                     const TrainingState& state, const SaveOptions& options,
+                     double* blocked_seconds = nullptr);
+  // The status of the last save, after it finished.
+  absl::Status Wait();
+
+ private:
+  std::thread thread_;
+  absl::Status status_;
+};
+
+// Newest complete checkpoint directory ("step-<n>") under `work_dir`, or NotFound.
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& work_dir);
+// Deletes all but the newest `keep` complete checkpoints under `work_dir`
+// (never an incomplete or temporary one).
+absl::Status KeepLastCheckpoints(const std::string& work_dir, int keep);
+// "<work_dir>/step-000123".
+std::string CheckpointDir(const std::string& work_dir, int64_t step);
+
+// Turns a sharded checkpoint into a full one, offline (no communicator): each
+// parameter is assembled from the byte ranges of the shard files.
+absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::string& full_dir,
+                                  const AtomicFileOptions& file = {});
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_CHECKPOINT_CHECKPOINT_H_

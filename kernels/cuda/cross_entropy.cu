@@ -1,0 +1,98 @@
+// Fused cross-entropy: one block per row; the forward reads the row once (an
+// online max/sum per thread, merged with shuffles), the backward writes
+// (softmax - onehot) * dloss from the saved logsumexp.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cross_entropy_launch.h"
+#include "kernels/math/softmax_ops.h"
+
+namespace zeroshard::cuda {
+
+namespace {
+
+int RowThreads(int64_t cols) {
+  int t = kWarp;
+  while (t < 1024 && t * 8 < cols) t *= 2;
+  return t;
+}
+
+__device__ __forceinline__ void Accumulate(MaxSum& s, float v) {
+  if (v > s.max) {
+    s.sum = s.sum * RescaleFactor(s.max, v) + 1.0f;
+    s.max = v;
+  } else if (!(v == -kInfF && s.max == -kInfF)) {
+    s.sum += ExpF(v - s.max);
+  }
+}
+
+template <typename T, typename I>
+__global__ void ForwardRows(const T* x, int64_t xs, const I* targets, int64_t ignore_index,
+                            float* losses, float* lse, int64_t cols) {
+  __shared__ MaxSum scratch[kWarp];
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * xs;
+  MaxSum s{-kInfF, 0.0f};
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) Accumulate(s, ToFloat(xr[i]));
+  s = BlockMaxSum(s, scratch);
+  if (threadIdx.x == 0) {
+    const float log_s = LogF(s.sum);
+    const int64_t t = static_cast<int64_t>(targets[r]);
+    // lse - x[t] as log(s) - (x[t] - max), as the CPU kernel.
+    losses[r] = t == ignore_index ? 0.0f : log_s - (ToFloat(xr[t]) - s.max);
+    lse[r] = s.max + log_s;
+  }
+}
+
+template <typename T, typename TOut, typename I>
+__global__ void BackwardRows(const T* x, int64_t xs, const I* targets, int64_t ignore_index,
+                             const float* lse, const float* dloss, int64_t gs, TOut* d,
+                             int64_t ds, int64_t cols) {
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * xs;
+  TOut* dr = d + r * ds;
+  const int64_t t = static_cast<int64_t>(targets[r]);
+  if (t == ignore_index) {
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) dr[i] = FromFloat<TOut>(0.0f);
+    return;
+  }
+  const float s = lse[r], g = dloss[r * gs];
+  // Each thread reads and writes only its own elements: dlogits may be logits.
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    dr[i] = FromFloat<TOut>(CrossEntropyGradElement(ToFloat(xr[i]), s, i == t ? 1.0f : 0.0f, g));
+  }
+}
+
+}  // namespace
+
+int LaunchCrossEntropyForward(int x_dtype, const void* logits, int64_t x_stride, int t_dtype,
+                              const void* targets, int64_t ignore_index, float* losses, float* lse,
+                              int64_t rows, int64_t cols, void* stream) {
+  if (rows == 0) return 0;
+  if (rows > 0x7fffffff || cols == 0) return InvalidValue();
+  return DispatchFloat(x_dtype, [&]<typename T>() {
+    return DispatchIndex(t_dtype, [&]<typename I>() {
+      ForwardRows<T, I><<<static_cast<int>(rows), RowThreads(cols), 0, AsStream(stream)>>>(
+          static_cast<const T*>(logits), x_stride, static_cast<const I*>(targets), ignore_index,
+          losses, lse, cols);
+      return Launched();
+    });
+  });
+}
+
+int LaunchCrossEntropyBackward(int x_dtype, int out_dtype, const void* logits, int64_t x_stride,
+                               int t_dtype, const void* targets, int64_t ignore_index,
+                               const float* lse, const float* dloss, int64_t dloss_stride,
+                               void* dlogits, int64_t out_stride, int64_t rows, int64_t cols,
+                               void* stream) {
+  if (rows == 0 || cols == 0) return 0;
+  if (rows > 0x7fffffff) return InvalidValue();
+  return DispatchFloatPair(x_dtype, out_dtype, [&]<typename T, typename TOut>() {
+    return DispatchIndex(t_dtype, [&]<typename I>() {
+      BackwardRows<T, TOut, I><<<static_cast<int>(rows), RowThreads(cols), 0, AsStream(stream)>>>(
+          static_cast<const T*>(logits), x_stride, static_cast<const I*>(targets), ignore_index,
+          lse, dloss, dloss_stride, static_cast<TOut*>(dlogits), out_stride, cols);
+      return Launched();
+    });
+  });
+}
+
+}  // namespace zeroshard::cuda

@@ -1,0 +1,90 @@
+// GEMM through cuBLASLt: bf16/f16 inputs with fp32 accumulation, f32 (TF32
+// optional), the bias and GELU epilogues fused into the GEMM, the workspace
+// taken from an Allocator. Row-major operands, as our tensors (see
+// Note [Row-major GEMM on cuBLAS] in kernels/cuda/gemm_plan.h).
+//
+//   ZS_ASSIGN_OR_RETURN(std::unique_ptr<CublasLtGemm> gemm,
+//                       CublasLtGemm::Create(/*device=*/0, &gpu_allocator));
+//   GemmCall call;                              // h [B*T, 4C] = gelu(x [B*T, C] @ W^T + b)
+//   call.shape = {.m = B * T, .n = 4 * C, .k = C, .transpose_b = true,
+//                 .lda = C, .ldb = C, .ldc = 4 * C};
+//   call.ab_dtype = call.c_dtype = DType::kBF16;
+//   call.a = x.raw_data(); call.b = w.raw_data(); call.c = h.raw_data();
+//   call.bias = b.raw_data(); call.gelu = true;
+//   ZS_RETURN_IF_ERROR(gemm->Run(call, stream.native_handle()));
+//
+// Types (cuBLASLt, compute type fp32): A and B share one dtype; bf16 or f16
+// inputs write C in their own dtype or f32; f32 inputs write f32 (with
+// allow_tf32, on TF32 tensor cores). The bias has `bias_dtype` (by default C's)
+// and N elements. GELU is cuBLASLt's epilogue, applied after the bias;
+// tests/kernels/cuda_gemm_test.cc checks it against kernels/math/fast_math.h's
+// GeluTanh within the GEMM tolerance plus 1e-3 (the tanh and erf forms differ
+// by less than 5e-4).
+//
+// One CublasLtGemm owns a cuBLASLt handle, a workspace and a cache of chosen
+// algorithms. Calls on one stream may share it; calls on several streams at
+// once each need their own (they would share the workspace). In a CPU-only
+// build Create() says so.
+#ifndef ZEROSHARD_KERNELS_CUDA_GEMM_CUBLASLT_H_
+#define ZEROSHARD_KERNELS_CUDA_GEMM_CUBLASLT_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/cuda/gemm_plan.h"
+#include "runtime/allocator.h"
+#include "runtime/dtype.h"
+
+namespace zeroshard::cuda {
+
+struct GemmCall {
+  RowMajorGemm shape;
+  DType ab_dtype = DType::kF32;
+  DType c_dtype = DType::kF32;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  float alpha = 1.0f;
+  float beta = 0.0f;  // 0: C's previous contents are ignored
+  const void* bias = nullptr;  // N values added to every row of C (before GELU)
+  std::optional<DType> bias_dtype;  // default: c_dtype
+  bool gelu = false;
+  bool allow_tf32 = false;  // f32 inputs only
+};
+
+class CublasLtGemm {
+ public:
+  static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
+
+  // `workspace_allocator` (a device allocator of `device`) must outlive this.
+  static absl::StatusOr<std::unique_ptr<CublasLtGemm>> Create(
+      int device, Allocator* workspace_allocator, size_t workspace_bytes = kDefaultWorkspaceBytes);
+  ~CublasLtGemm();
+  CublasLtGemm(const CublasLtGemm&) = delete;
+  CublasLtGemm& operator=(const CublasLtGemm&) = delete;
+
+  // Enqueues the GEMM on `stream`. InvalidArgument for an inconsistent call
+  // (shapes, dtypes the types table above does not have); Internal with
+  // cuBLAS's status text when cuBLASLt refuses or finds no algorithm.
+  absl::Status Run(const GemmCall& call, void* stream);
+
+  // Number of algorithm searches (cache misses) so far.
+  int64_t heuristic_queries() const;
+
+ private:
+  struct Impl;
+  explicit CublasLtGemm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A CublasLtGemm per device for the op entries (MatMul on CUDA tensors), made
+// on first use with its workspace from its own CudaAllocator, never destroyed
+// (as DefaultCpuAllocator). Code that owns its streams makes its own.
+absl::StatusOr<CublasLtGemm*> DefaultCublasLtGemm(int device);
+
+}  // namespace zeroshard::cuda
+
+#endif  // ZEROSHARD_KERNELS_CUDA_GEMM_CUBLASLT_H_

@@ -1,0 +1,49 @@
+#include "runtime/cuda/async_copy.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/cuda/device_api.h"
+
+namespace zeroshard {
+
+absl::Status CopyAsync(const Tensor& dst, const Tensor& src, const Stream& stream) {
+  if (!dst.defined() || !src.defined()) {
+    return absl::InvalidArgumentError("CopyAsync: undefined source or destination");
+  }
+  if (dst.dtype() != src.dtype() || dst.shape() != src.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyAsync: destination ", dst.DebugString(),
+                                                   " and source ", src.DebugString(),
+                                                   " differ in dtype or shape"));
+  }
+  if (!dst.is_contiguous() || !src.is_contiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyAsync: both tensors must be contiguous; ",
+                                                   "got ", dst.DebugString(), " <- ",
+                                                   src.DebugString()));
+  }
+  if (MemoryOverlaps(dst, src)) {
+    return absl::InvalidArgumentError("CopyAsync: source and destination overlap");
+  }
+  const Device d = dst.device(), s = src.device();
+  if (d.is_cpu() && s.is_cpu()) {
+    if (dst.nbytes() > 0) std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
+    return absl::OkStatus();
+  }
+  for (const Device& side : {d, s}) {
+    if (side.is_cuda() && side != stream.device()) {
+      return absl::InvalidArgumentError(absl::StrCat("CopyAsync: a tensor on ", side.ToString(),
+                                                     " copied on a stream of ",
+                                                     stream.device().ToString()));
+    }
+  }
+  const cuda::CopyKind kind = s.is_cpu()   ? cuda::CopyKind::kHostToDevice
+                              : d.is_cpu() ? cuda::CopyKind::kDeviceToHost
+                                           : cuda::CopyKind::kDeviceToDevice;
+  if (stream.native_handle() == nullptr) {
+    return absl::InvalidArgumentError("CopyAsync: the stream has no CUDA handle");
+  }
+  return cuda::CudaMemcpy(dst.raw_data(), src.raw_data(), dst.nbytes(), kind,
+                          stream.native_handle());
+}
+
+}  // namespace zeroshard

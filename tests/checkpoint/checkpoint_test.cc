@@ -1,0 +1,314 @@
+// Checkpoints: exact resume (bitwise) in both formats and with async saves;
+// re-sharding to other world sizes and strategies; faults (a save killed
+// midway, truncation, corruption, missing files, mismatched models); the
+// offline converter; retention; PyTorch-compatible names.
+#include "checkpoint/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/engine.h"
+#include "autograd/nn/gpt.h"
+#include "checkpoint/safetensors.h"
+#include "collectives/local_communicator.h"
+#include "tests/runtime/sharding/parity.h"
+#include "tests/testing.h"
+
+namespace zeroshard {
+namespace {
+
+using ::zeroshard::testing::BlockOptions;
+using ::zeroshard::testing::HasSubstr;
+using ::zeroshard::testing::StatusIs;
+using ::zeroshard::testing::TinyConfig;
+using ::zeroshard::testing::TinyData;
+
+struct RunConfig {
+  int world = 2;
+  ShardingOptions options = BlockOptions(ShardingStrategy::kFullShard);
+  optim::OptimizerKind optimizer = optim::OptimizerKind::kAdamW;
+};
+
+struct Outcome {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<float>> params;
+  absl::Status status;
+  int64_t resumed_step = -1;
+};
+
+// Trains steps [begin, end): optionally loading `load` first (its step must be
+// `begin`) and saving to `save` at the end.
+Outcome Train(const RunConfig& run, int begin, int end, const std::string& load = "", const std::string& save = "",
+              SaveOptions save_options = {}, bool async = false, LoadOptions load_options = {}) {
+  Outcome out;
+  std::vector<absl::Status> st = RunRanks(run.world, [&](Communicator& comm) -> absl::Status {
+    auto gpt = std::make_shared<nn::Gpt>(TinyConfig());
+    ShardingOptions o = run.options;
+    o.init_seed = 42;
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o));
+    optim::OptimizerOptions oo{.kind = run.optimizer, .lr = 1e-2, .weight_decay = 0.1};
+    oo.sgd.momentum = 0.9;
+    ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, oo));
+    if (!load.empty()) {
+      ZS_ASSIGN_OR_RETURN(LoadResult r, LoadCheckpoint(load, *sharded, &opt, load_options));
+      if (comm.rank() == 0) out.resumed_step = r.state.step;
+    }
+    const TokenData data = TinyData();
+    const int per_rank = 12 / comm.size();
+    for (int step = begin; step < end; ++step) {
+      ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .rank = comm.rank(), .world_size = comm.size(),
+                                                  .batch_size = per_rank, .block_size = 8}));
+      ZS_ASSIGN_OR_RETURN(nn::GptOutput y, gpt->Forward(b.inputs, b.targets));
+      ZS_RETURN_IF_ERROR(autograd::Backward(y.loss));
+      ZS_RETURN_IF_ERROR(opt.Step(1e-2));
+      ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+      ZS_ASSIGN_OR_RETURN(Tensor l, Tensor::Full({1}, y.loss.value().Item().value(), DType::kF32));
+      ZS_RETURN_IF_ERROR(comm.AllReduce(l, ReduceOp::kAvg));
+      if (comm.rank() == 0) out.losses.push_back(l.Item().value());
+    }
+    if (!save.empty()) {
+      const TrainingState state{.step = end, .config = "{\"test\": true}"};
+      if (async) {
+        AsyncCheckpointer saver;
+        ZS_RETURN_IF_ERROR(saver.Start(save, *sharded, &opt, state, save_options));
+        ZS_RETURN_IF_ERROR(saver.Wait());
+        ZS_RETURN_IF_ERROR(comm.Barrier());  // every rank's save finished before anyone loads
+      } else {
+        ZS_RETURN_IF_ERROR(SaveCheckpoint(save, *sharded, &opt, state, save_options));
+      }
+    }
+    return sharded->SummonFullParams([&]() -> absl::Status {
+      if (comm.rank() != 0) return absl::OkStatus();
+      for (auto& [n, v] : gpt->NamedParameters()) {
+        ZS_ASSIGN_OR_RETURN(out.params[n], v.value().ToVector<float>());
+      }
+      return absl::OkStatus();
+    });
+  });
+  out.status = absl::OkStatus();
+  for (const absl::Status& s : st) {
+    if (!s.ok() && out.status.ok()) out.status = s;
+  }
+  return out;
+}
+
+std::string TempDir(const std::string& name) {
+  const std::string d = absl::StrCat(::testing::TempDir(), "/ckpt_", ::getpid(), "_", name);
+  return d;
+}
+
+std::vector<double> Concat(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> c = a;
+  c.insert(c.end(), b.begin(), b.end());
+  return c;
+}
+
+TEST(Checkpoint, ExactResumeIsBitwiseInBothFormatsAndAsync) {
+  const RunConfig run;
+  const Outcome straight = Train(run, 0, 6);
+  ASSERT_TRUE(straight.status.ok()) << straight.status;
+  for (StateDictType type : {StateDictType::kSharded, StateDictType::kFull}) {
+    for (bool async : {false, true}) {
+      const std::string dir = TempDir(absl::StrCat("resume_", StateDictTypeName(type), async));
+      const Outcome first = Train(run, 0, 3, "", dir, {.type = type, .file = {.fsync = false}}, async);
+      ASSERT_TRUE(first.status.ok()) << first.status;
+      const Outcome second = Train(run, 3, 6, dir);
+      ASSERT_TRUE(second.status.ok()) << second.status;
+      EXPECT_EQ(second.resumed_step, 3);
+      EXPECT_EQ(Concat(first.losses, second.losses), straight.losses) << StateDictTypeName(type) << " async " << async;
+      EXPECT_EQ(second.params, straight.params) << StateDictTypeName(type) << " async " << async;
+    }
+  }
+}
+
+TEST(Checkpoint, SgdMomentumStateResumesExactly) {
+  RunConfig run;
+  run.optimizer = optim::OptimizerKind::kSgd;
+  const Outcome straight = Train(run, 0, 4);
+  const std::string dir = TempDir("sgd");
+  ASSERT_TRUE(Train(run, 0, 2, "", dir, {.file = {.fsync = false}}).status.ok());
+  const Outcome resumed = Train(run, 2, 4, dir);
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status;
+  EXPECT_EQ(resumed.params, straight.params);
+}
+
+void ExpectClose(const Outcome& got, const Outcome& want, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(got.status.ok()) << got.status;
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t i = 0; i < want.losses.size(); ++i) EXPECT_NEAR(got.losses[i], want.losses[i], 1e-5 * want.losses[i]);
+  for (const auto& [name, w] : want.params) {
+    const std::vector<float>& g = got.params.at(name);
+    for (size_t i = 0; i < w.size(); ++i) {
+      // See tests/runtime/sharding/parity.cc: the attention key bias's gradient
+      // is rounding noise that Adam amplifies to ~lr/100.
+      ASSERT_NEAR(g[i], w[i], 5e-5 + 1e-5 * std::fabs(w[i])) << name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(Checkpoint, ReshardsToOtherWorldSizesAndStrategies) {
+  RunConfig four;
+  four.world = 4;
+  const Outcome straight = Train(four, 0, 6);
+  const std::string sharded4 = TempDir("sharded4");
+  ASSERT_TRUE(Train(four, 0, 3, "", sharded4, {.type = StateDictType::kSharded, .file = {.fsync = false}}).status.ok());
+  // The continuation at world 4 is the reference for steps 3..5.
+  const Outcome tail = Train(four, 3, 6, sharded4);
+  ASSERT_TRUE(tail.status.ok()) << tail.status;
+  RunConfig two;
+  two.world = 2;
+  ExpectClose(Train(two, 3, 6, sharded4), tail, "sharded 4 -> 2");
+  RunConfig three;
+  three.world = 3;
+  ExpectClose(Train(three, 3, 6, sharded4), tail, "sharded 4 -> 3");
+  RunConfig no_shard;
+  no_shard.world = 2;
+  no_shard.options = BlockOptions(ShardingStrategy::kNoShard);
+  ExpectClose(Train(no_shard, 3, 6, sharded4), tail, "sharded 4 FULL_SHARD -> 2 NO_SHARD");
+  RunConfig whole;  // a different wrap policy: one unit
+  whole.world = 3;
+  whole.options.wrap = WrapPolicy::None();
+  ExpectClose(Train(whole, 3, 6, sharded4), tail, "sharded 4 by blocks -> 3 in one unit");
+  // Full at 2, resumed at 3.
+  const std::string full2 = TempDir("full2");
+  ASSERT_TRUE(Train(two, 0, 3, "", full2, {.type = StateDictType::kFull, .file = {.fsync = false}}).status.ok());
+  ExpectClose(Train(three, 3, 6, full2), tail, "full 2 -> 3");
+  (void)straight;
+}
+
+TEST(Checkpoint, FullCheckpointHasPyTorchNamesAndTheConverterMatchesIt) {
+  const RunConfig run;
+  const std::string sharded = TempDir("conv_sharded"), full = TempDir("conv_full"), converted = TempDir("conv_out");
+  ASSERT_TRUE(Train(run, 0, 2, "", sharded, {.type = StateDictType::kSharded, .file = {.fsync = false}}).status.ok());
+  ASSERT_TRUE(Train(run, 0, 2, "", full, {.type = StateDictType::kFull, .file = {.fsync = false}}).status.ok());
+  ZS_ASSERT_OK(ConvertShardedToFull(sharded, converted, {.fsync = false}));
+  ZS_ASSERT_OK_AND_ASSIGN(SafetensorsFile direct, SafetensorsFile::Open(full + "/model.safetensors"));
+  ZS_ASSERT_OK_AND_ASSIGN(SafetensorsFile conv, SafetensorsFile::Open(converted + "/model.safetensors"));
+  EXPECT_TRUE(direct.Contains("transformer.wte.weight"));
+  EXPECT_TRUE(direct.Contains("lm_head.weight"));  // the tied weight under both names
+  EXPECT_TRUE(direct.Contains("transformer.h.1.mlp.c_proj.bias"));
+  for (const SafetensorsEntry& e : direct.entries()) {
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor a, direct.Read(e.name));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor b, conv.Read(e.name));
+    EXPECT_EQ(a.ToVector<float>().value(), b.ToVector<float>().value()) << e.name;
+  }
+  ZS_ASSERT_OK_AND_ASSIGN(SafetensorsFile opt, SafetensorsFile::Open(converted + "/optimizer.safetensors"));
+  EXPECT_TRUE(opt.Contains("transformer.h.0.attn.c_attn.weight.exp_avg"));
+  // The converted checkpoint resumes like the original.
+  const Outcome a = Train(run, 2, 4, full), b = Train(run, 2, 4, converted);
+  ASSERT_TRUE(a.status.ok() && b.status.ok());
+  EXPECT_EQ(a.params, b.params);
+}
+
+TEST(Checkpoint, AFailedSaveLeavesThePreviousCheckpointLoadable) {
+  const RunConfig run;
+  const std::string dir = TempDir("killed");
+  ASSERT_TRUE(Train(run, 0, 2, "", dir, {.file = {.fsync = false}}).status.ok());
+  const Outcome reference = Train(run, 2, 3, dir);
+  for (StateDictType type : {StateDictType::kSharded, StateDictType::kFull}) {
+    // The same directory, a save that dies after 1000 bytes of some file.
+    const Outcome failed = Train(run, 0, 3, "", dir, {.type = type, .file = {.fsync = false, .fail_after_bytes = 1000}});
+    EXPECT_THAT(failed.status, StatusIs(absl::StatusCode::kInternal, HasSubstr("injected write failure")));
+    const Outcome again = Train(run, 2, 3, dir);
+    ASSERT_TRUE(again.status.ok()) << again.status;
+    EXPECT_EQ(again.params, reference.params);
+    struct stat st;
+    EXPECT_NE(::stat((dir + ".tmp").c_str(), &st), 0) << "the temporary directory was left behind";
+  }
+}
+
+TEST(Checkpoint, CorruptionsAreNamedOnEveryRank) {
+  const RunConfig run;
+  const std::string good = TempDir("good");
+  ASSERT_TRUE(Train(run, 0, 1, "", good, {.file = {.fsync = false}}).status.ok());
+  auto copy = [&](const std::string& name) {
+    const std::string d = TempDir(name);
+    std::system(absl::StrCat("rm -rf ", d, " && cp -r ", good, " ", d).c_str());
+    return d;
+  };
+  // Truncated shard file.
+  const std::string truncated = copy("truncated");
+  ASSERT_EQ(::truncate((truncated + "/rank_1.safetensors").c_str(), 100), 0);
+  EXPECT_THAT(Train(run, 1, 2, truncated).status,
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("'rank_1.safetensors' has 100 bytes, expected")));
+  // A flipped byte in the data.
+  const std::string flipped = copy("flipped");
+  {
+    std::fstream f(flipped + "/rank_0.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x7f');
+  }
+  EXPECT_THAT(Train(run, 1, 2, flipped).status,
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("'rank_0.safetensors' has CRC-32C")));
+  // A missing rank file.
+  const std::string missing = copy("missing");
+  ::unlink((missing + "/rank_1.safetensors").c_str());
+  EXPECT_THAT(Train(run, 1, 2, missing).status,
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("file 'rank_1.safetensors' is missing")));
+  // No manifest: not a (complete) checkpoint.
+  const std::string incomplete = copy("incomplete");
+  ::unlink((incomplete + "/checkpoint.json").c_str());
+  EXPECT_THAT(Train(run, 1, 2, incomplete).status, StatusIs(absl::StatusCode::kNotFound, HasSubstr("checkpoint.json")));
+  // A different model: names and shapes do not match.
+  std::vector<absl::Status> st = RunRanks(2, [&](Communicator& comm) -> absl::Status {
+    nn::GptConfig c = TinyConfig();
+    c.n_layer = 3;
+    auto gpt = std::make_shared<nn::Gpt>(c);
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, BlockOptions(ShardingStrategy::kFullShard)));
+    EXPECT_THAT(LoadCheckpoint(good, *sharded, nullptr),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("missing keys [transformer.h.2.ln_1.weight")));
+    ZS_ASSIGN_OR_RETURN(LoadResult loose, LoadCheckpoint(good, *sharded, nullptr, {.strict = false}));
+    EXPECT_EQ(loose.missing_keys.size(), 12u);
+    nn::GptConfig wide = TinyConfig();
+    wide.n_embd = 32;
+    auto other = std::make_shared<nn::Gpt>(wide);
+    ZS_ASSIGN_OR_RETURN(auto sharded2, ShardedModel::Create(other, comm, BlockOptions(ShardingStrategy::kFullShard)));
+    absl::StatusOr<LoadResult> wrong = LoadCheckpoint(good, *sharded2, nullptr);
+    EXPECT_THAT(wrong, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("in the checkpoint, expected [")));
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : st) EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(Checkpoint, RetentionAndLatest) {
+  const std::string work = TempDir("work");
+  std::system(absl::StrCat("rm -rf ", work).c_str());
+  const RunConfig run;
+  for (int step : {1, 2, 3, 4}) {
+    ASSERT_TRUE(Train(run, step - 1, step, step == 1 ? "" : CheckpointDir(work, step - 1), CheckpointDir(work, step),
+                      {.file = {.fsync = false}})
+                    .status.ok());
+  }
+  ::mkdir(CheckpointDir(work, 9).c_str(), 0755);  // incomplete: no manifest
+  ZS_ASSERT_OK_AND_ASSIGN(std::string latest, LatestCheckpoint(work));
+  EXPECT_EQ(latest, CheckpointDir(work, 4));
+  ZS_ASSERT_OK(KeepLastCheckpoints(work, 2));
+  struct stat st;
+  EXPECT_NE(::stat(CheckpointDir(work, 2).c_str(), &st), 0);
+  EXPECT_EQ(::stat(CheckpointDir(work, 3).c_str(), &st), 0);
+  EXPECT_EQ(::stat(CheckpointDir(work, 4).c_str(), &st), 0);
+  EXPECT_EQ(::stat(CheckpointDir(work, 9).c_str(), &st), 0);  // never deleted: not complete
+  EXPECT_THAT(LatestCheckpoint(TempDir("empty_work")), StatusIs(absl::StatusCode::kNotFound, HasSubstr("no complete checkpoint")));
+}
+
+TEST(Checkpoint, ModelOnlyLoadAndReviseKeys) {
+  const RunConfig run;
+  const std::string dir = TempDir("model_only");
+  ASSERT_TRUE(Train(run, 0, 2, "", dir, {.type = StateDictType::kFull, .file = {.fsync = false}}).status.ok());
+  // Loading with a prefix rule that maps nothing away still works; a rule
+  // that renames everything makes every key unexpected.
+  const Outcome ok = Train(run, 2, 3, dir, "", {}, false, {.load_optimizer = false});
+  ASSERT_TRUE(ok.status.ok()) << ok.status;
+  const Outcome renamed = Train(run, 2, 3, dir, "", {}, false, {.revise_keys = {{"^transformer\\.", "model."}}});
+  EXPECT_THAT(renamed.status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unexpected keys [model.")));
+}
+
+}  // namespace
+}  // namespace zeroshard

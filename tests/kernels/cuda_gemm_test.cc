@@ -1,0 +1,168 @@
+// MatMul on CUDA tensors (cuBLASLt) against the CPU GEMM, and the fused bias /
+// GELU epilogues of CublasLtGemm against MatMul + Add + Gelu on the CPU: every
+// dtype, transposes, strided and batched operands, a shared B, beta
+// accumulation, odd and large shapes. Skips without a device.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/elementwise.h"
+#include "kernels/matmul.h"
+#include "tests/kernels/cuda_testing.h"
+
+namespace zeroshard {
+namespace {
+
+using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::OnGpu;
+using ::zeroshard::testing::RandomTensor;
+using ::zeroshard::testing::Tol;
+
+// fp32 accumulation over k terms of magnitude <= 1 in another order than the
+// CPU's; 16-bit outputs add one rounding.
+Tol GemmTol(DType in, DType out, int64_t k) {
+  const double sum = 1e-6 * static_cast<double>(k);
+  if (out == DType::kBF16) return {sum + 1e-2, 1.0 / 64};
+  if (out == DType::kF16) return {sum + 2e-3, 1.0 / 256};
+  return {sum + (in == DType::kF32 ? 1e-5 : 1e-4), 1e-4};
+}
+
+TEST(CudaGemm, MatMulMatchesCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  uint64_t seed = 1;
+  for (const Shape3& s : {Shape3{1, 1, 1}, Shape3{3, 5, 7}, Shape3{33, 17, 65},
+                          Shape3{1024, 2304, 768}, Shape3{4096, 768, 3072}}) {
+    for (DType dtype : kFloatDTypes) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          const Tensor a = RandomTensor(ta ? std::vector<int64_t>{s.k, s.m} : std::vector<int64_t>{s.m, s.k},
+                                        dtype, -1, 1, ++seed);
+          const Tensor b = RandomTensor(tb ? std::vector<int64_t>{s.n, s.k} : std::vector<int64_t>{s.k, s.n},
+                                        dtype, -1, 1, ++seed);
+          const MatMulOptions o{.transpose_a = ta, .transpose_b = tb};
+          ZS_ASSERT_OK_AND_ASSIGN(Tensor c, MatMul(a, b, o));
+          ZS_ASSERT_OK_AND_ASSIGN(Tensor cd, MatMul(OnGpu(a, &gpu), OnGpu(b, &gpu), o));
+          ExpectClose(cd, c, GemmTol(dtype, dtype, s.k),
+                      std::string("MatMul ") + std::string(DTypeName(dtype)) + " " +
+                          std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                          std::to_string(s.k) + (ta ? " ta" : "") + (tb ? " tb" : ""));
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaGemm, BatchedSharedStridedMixedAndBeta) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  // [B, T, C] @ W^T with a shared 2-D W (folded into one GEMM), bf16 -> f32 out.
+  const Tensor x = RandomTensor({4, 64, 96}, DType::kBF16, -1, 1, 1);
+  const Tensor w = RandomTensor({80, 96}, DType::kBF16, -1, 1, 2);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Tensor::Empty({4, 64, 80}, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor yd, Tensor::Empty({4, 64, 80}, DType::kF32, &gpu));
+  ZS_ASSERT_OK(MatMul(x, w, y, {.transpose_b = true}));
+  ZS_ASSERT_OK(MatMul(OnGpu(x, &gpu), OnGpu(w, &gpu), yd, {.transpose_b = true}));
+  ExpectClose(yd, y, GemmTol(DType::kBF16, DType::kF32, 96), "shared W");
+  // Batched with per-batch B, transposed A (attention-like), f16.
+  const Tensor q = RandomTensor({6, 32, 40}, DType::kF16, -1, 1, 3);
+  const Tensor k = RandomTensor({6, 32, 24}, DType::kF16, -1, 1, 4);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor s, MatMul(q, k, {.transpose_a = true}));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor sd, MatMul(OnGpu(q, &gpu), OnGpu(k, &gpu), {.transpose_a = true}));
+  ExpectClose(sd, s, GemmTol(DType::kF16, DType::kF16, 32), "batched ta");
+  // Shared B with a transposed A: one GEMM per batch.
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor t, MatMul(q, RandomTensor({32, 8}, DType::kF16, -1, 1, 5),
+                                           {.transpose_a = true}));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor td, MatMul(OnGpu(q, &gpu),
+                                            OnGpu(RandomTensor({32, 8}, DType::kF16, -1, 1, 5), &gpu),
+                                            {.transpose_a = true}));
+  ExpectClose(td, t, GemmTol(DType::kF16, DType::kF16, 32), "shared B, ta");
+  // Mixed input dtypes and a column-major (transposed view) operand; beta = 1 accumulates.
+  const Tensor a = RandomTensor({50, 30}, DType::kF32, -1, 1, 6);
+  const Tensor bt = RandomTensor({20, 50}, DType::kBF16, -1, 1, 7);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor b_view, bt.Transpose(0, 1));  // [50, 20], column-major
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor acc, Tensor::Full({30, 20}, 0.5, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor accd, Tensor::Full({30, 20}, 0.5, DType::kF32, &gpu));
+  const MatMulOptions o{.transpose_a = true, .alpha = 2.0f, .beta = 1.0f};
+  ZS_ASSERT_OK(MatMul(a, b_view, acc, o));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor bd, OnGpu(bt, &gpu).Transpose(0, 1));
+  ZS_ASSERT_OK(MatMul(OnGpu(a, &gpu), bd, accd, o));
+  ExpectClose(accd, acc, GemmTol(DType::kF32, DType::kF32, 50), "mixed, column-major, beta");
+  // A bf16 output from f32 inputs goes through an f32 buffer.
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor h, Tensor::Empty({30, 20}, DType::kBF16));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor hd, Tensor::Empty({30, 20}, DType::kBF16, &gpu));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor bf, b_view.To(DType::kF32));
+  ZS_ASSERT_OK(MatMul(a, bf, h, {.transpose_a = true}));
+  ZS_ASSERT_OK(MatMul(OnGpu(a, &gpu), OnGpu(bf, &gpu), hd, {.transpose_a = true}));
+  ExpectClose(hd, h, GemmTol(DType::kF32, DType::kBF16, 50), "f32 -> bf16 out");
+}
+
+TEST(CudaGemm, BiasAndGeluEpiloguesMatchCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  ZS_ASSERT_OK_AND_ASSIGN(std::unique_ptr<cuda::CublasLtGemm> gemm,
+                          cuda::CublasLtGemm::Create(0, &gpu));
+  const int64_t m = 257, n = 384, k = 96;  // h = gelu(x @ W^T + b)
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (bool bias : {false, true}) {
+      for (bool gelu : {false, true}) {
+        const Tensor x = RandomTensor({m, k}, dtype, -1, 1, 10);
+        const Tensor w = RandomTensor({n, k}, dtype, -0.2, 0.2, 11);
+        const Tensor b = RandomTensor({n}, dtype, -1, 1, 12);
+        // CPU reference: the f32 product, + bias, GELU, rounded once into dtype.
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor ref, Tensor::Empty({m, n}, DType::kF32));
+        ZS_ASSERT_OK(MatMul(x, w, ref, {.transpose_b = true}));
+        if (bias) ZS_ASSERT_OK(Add(ref, b, ref));
+        if (gelu) ZS_ASSERT_OK(Unary(UnaryOp::kGelu, ref, ref));
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor want, ref.To(dtype));
+
+        const Tensor xd = OnGpu(x, &gpu), wd = OnGpu(w, &gpu), bd = OnGpu(b, &gpu);
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor hd, Tensor::Empty({m, n}, dtype, &gpu));
+        cuda::GemmCall call;
+        call.shape = {.m = m, .n = n, .k = k, .transpose_b = true, .lda = k, .ldb = k, .ldc = n};
+        call.ab_dtype = call.c_dtype = dtype;
+        call.a = xd.raw_data();
+        call.b = wd.raw_data();
+        call.c = hd.raw_data();
+        call.bias = bias ? bd.raw_data() : nullptr;
+        call.gelu = gelu;
+        ZS_ASSERT_OK(gemm->Run(call, nullptr));
+        const Tol tol = GemmTol(dtype, dtype, k);
+        ExpectClose(hd, want, {tol.atol + 1e-3, tol.rtol},
+                    std::string("epilogue ") + std::string(DTypeName(dtype)) +
+                        (bias ? " bias" : "") + (gelu ? " gelu" : ""));
+      }
+    }
+  }
+  // The algorithm cache: the same call again needs no new heuristic query.
+  const int64_t before = gemm->heuristic_queries();
+  const Tensor x = OnGpu(RandomTensor({m, k}, DType::kF32, -1, 1, 1), &gpu);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Tensor::Empty({m, m}, DType::kF32, &gpu));
+  cuda::GemmCall call;
+  call.shape = {.m = m, .n = m, .k = k, .transpose_b = true, .lda = k, .ldb = k, .ldc = m};
+  call.a = call.b = x.raw_data();
+  call.c = y.raw_data();
+  call.allow_tf32 = true;
+  ZS_ASSERT_OK(gemm->Run(call, nullptr));
+  ZS_ASSERT_OK(gemm->Run(call, nullptr));
+  EXPECT_EQ(gemm->heuristic_queries(), before + 1);
+  // Unsupported types are refused before cuBLASLt sees them.
+  call.ab_dtype = DType::kBF16;
+  call.c_dtype = DType::kF16;
+  call.allow_tf32 = false;
+  EXPECT_EQ(gemm->Run(call, nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CudaGemm, WithoutADeviceCreateFailsCleanly) {
+  if (testing::HasCudaDevice()) GTEST_SKIP() << "a CUDA device is present";
+  CpuAllocator host;
+  EXPECT_FALSE(cuda::CublasLtGemm::Create(0, &host).ok());
+}
+
+}  // namespace
+}  // namespace zeroshard
