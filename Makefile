@@ -22,9 +22,11 @@ endif
 .PHONY: deps test train bench bench-peers fuzz clean gpu-test gpu-bench
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
-# bundled Shakespeare (bytes). Extra flags: make train ARGS="--steps=50".
-TRAIN_ARGS ?= --world_size=4 --sharding_strategy=FULL_SHARD --auto_wrap=block --steps=300 \
-              --data=data/tinyshakespeare.txt
+# bundled Shakespeare (bytes), as examples/configs/default.json says; the run
+# folder is work_dirs/default/<timestamp>/. Extra flags:
+#   make train ARGS="--steps=50 --set strategy.forward_prefetch=true"
+#   make train TRAIN_ARGS=--config=examples/configs/bf16.json
+TRAIN_ARGS ?= --config=examples/configs/default.json
 
 deps:
 	@./tools/install_deps.sh

@@ -1,36 +1,60 @@
 // The main job: trains a GPT on a text (bytes) or token (.bin) file with
 // sharded data parallelism over in-process ranks or MPI processes.
 //
-//   bazel run -c opt //examples:train_gpt -- --world_size=4 --steps=200
-//   mpirun -np 2 bazel-bin/examples/train_gpt --backend=mpi
+//   bazel run -c opt //examples:train_gpt -- --config=examples/configs/default.json
+//   bazel-bin/examples/train_gpt --config=examples/configs/fp16.json --set train.steps=50
+//       --set strategy.mixed_precision.reduce_dtype=bf16       (one line)
+//   bazel-bin/examples/train_gpt --world_size=4 --steps=200          # flags alone: the defaults + flags
+//   mpirun -np 2 bazel-bin/examples/train_gpt --config=... --backend=mpi
+//
+// The run is described by one JSON config (examples/config.h has the schema;
+// examples/configs/ holds ready ones). Precedence, lowest first: the built-in
+// defaults, the --config file, the flags below given on the command line
+// (each is a shorthand for a config key), then every --set key.path=value in
+// order. The whole config is checked before anything starts (--print_config
+// prints the resolved config and exits). With a work_dir the run writes
+// work_dir/experiment_name/<timestamp>/ {config.json, <timestamp>.log, metrics.csv}.
 //
 // Prints one line per logged step: "step <n> loss <loss> lr <lr> <ms> ms/step
 // <n> tokens/s", validation losses beside the corpus's unigram entropy, a
-// generated sample and a summary. Flags (defaults in examples/trainer.h):
+// generated sample and a summary. Flags (defaults in examples/config.h):
 // model --n_layer --n_head --n_embd --block_size --vocab_size --dropout;
 // data --data --batch_size (per rank) --grad_accum_steps --accumulate;
 // optimisation --steps --optimizer --lr --min_lr --warmup_steps --lr_schedule
 // --weight_decay --beta1 --beta2 --grad_clip --seed; sharding --world_size
 // --backend --sharding_strategy --hybrid_shard_size --auto_wrap
 // --forward_prefetch --backward_prefetch --limit_all_gathers
-// --activation_checkpointing; I/O --init_from --save --log_every --eval_every
-// --eval_iters --sample_tokens --temperature --top_k.
+// --activation_checkpointing --offload --param_dtype --reduce_dtype; fp16
+// --loss_scale --initial_scale_power --loss_scale_window --hysteresis
+// --min_loss_scale; I/O --init_from --save --log_every --eval_every
+// --eval_iters --sample_tokens --temperature --top_k --trace --trace_from
+// --trace_steps; checkpoints --work_dir --save_every --state_dict_type
+// --async_save --keep_last --resume (into work_dir/experiment_name/step-<n>).
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectives/local_communicator.h"
 #include "collectives/mpi_communicator.h"
+#include "examples/config.h"
+#include "examples/progress.h"
+#include "examples/run_dir.h"
 #include "examples/trainer.h"
 #include "runtime/status.h"
 
+ABSL_FLAG(std::string, config, "", "JSON config (examples/configs/); flags and --set override it");
+ABSL_FLAG(std::string, set, "", "key.path=value: override one config key (repeat the flag for more)");
+ABSL_FLAG(bool, print_config, false, "print the resolved config and exit");
 ABSL_FLAG(int64_t, n_layer, 4, "transformer blocks");
 ABSL_FLAG(int64_t, n_head, 4, "attention heads");
 ABSL_FLAG(int64_t, n_embd, 128, "model width");
@@ -91,102 +115,49 @@ ABSL_FLAG(int64_t, trace_steps, 2, "traced steps");
 namespace zeroshard {
 namespace {
 
-absl::StatusOr<TrainOptions> OptionsFromFlags() {
-  TrainOptions o;
-  o.model.n_layer = absl::GetFlag(FLAGS_n_layer);
-  o.model.n_head = absl::GetFlag(FLAGS_n_head);
-  o.model.n_embd = absl::GetFlag(FLAGS_n_embd);
-  o.model.block_size = absl::GetFlag(FLAGS_block_size);
-  o.model.vocab_size = absl::GetFlag(FLAGS_vocab_size);
-  o.model.dropout = absl::GetFlag(FLAGS_dropout);
-  o.model.activation_checkpointing = absl::GetFlag(FLAGS_activation_checkpointing);
-  if (o.model.n_embd % o.model.n_head != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--n_embd ", o.model.n_embd,
-                                                   " must be a multiple of --n_head ", o.model.n_head));
+// Takes every --set out of argv (absl keeps only a flag's last value, and a
+// value may hold commas): "--set=k=v", "--set k=v", "-set ...".
+std::vector<std::string> TakeSetArgs(int* argc, char** argv) {
+  std::vector<std::string> sets;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      for (; i < *argc; ++i) argv[out++] = argv[i];
+      break;
+    }
+    if (a == "--set" || a == "-set") {
+      if (i + 1 < *argc) sets.push_back(argv[++i]);
+      continue;
+    }
+    if (absl::StartsWith(a, "--set=") || absl::StartsWith(a, "-set=")) {
+      sets.push_back(a.substr(a.find('=') + 1));
+      continue;
+    }
+    argv[out++] = argv[i];
   }
-  o.data = absl::GetFlag(FLAGS_data);
-  o.batch_size = absl::GetFlag(FLAGS_batch_size);
-  o.grad_accum_steps = absl::GetFlag(FLAGS_grad_accum_steps);
-  const std::string acc = absl::GetFlag(FLAGS_accumulate);
-  if (acc != "sharded" && acc != "no_sync") {
-    return absl::InvalidArgumentError(absl::StrCat("--accumulate=", acc, ": expected sharded or no_sync"));
+  *argc = out;
+  return sets;
+}
+
+// The flags of this file given on the command line, as (name, value) in order.
+std::vector<std::pair<std::string, std::string>> GivenFlags(int argc, char** argv) {
+  std::vector<std::pair<std::string, std::string>> given;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-') continue;
+    std::string name = a.substr(a[1] == '-' ? 2 : 1);
+    name = name.substr(0, name.find('='));
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no")) flag = absl::FindCommandLineFlag(name.substr(2));
+    if (flag == nullptr || !absl::EndsWith(flag->Filename(), "train_gpt.cc")) continue;
+    const std::string n(flag->Name());
+    if (n == "config" || n == "set" || n == "print_config") continue;
+    std::erase_if(given, [&](const auto& g) { return g.first == n; });
+    given.emplace_back(n, flag->CurrentValue());
   }
-  o.no_sync = acc == "no_sync";
-  o.steps = absl::GetFlag(FLAGS_steps);
-  ZS_ASSIGN_OR_RETURN(o.optimizer.kind, optim::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer)));
-  o.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  o.optimizer.adamw.beta1 = absl::GetFlag(FLAGS_beta1);
-  o.optimizer.adamw.beta2 = absl::GetFlag(FLAGS_beta2);
-  o.optimizer.sgd.momentum = absl::GetFlag(FLAGS_beta1);
-  ZS_ASSIGN_OR_RETURN(o.lr.kind, optim::ParseLrScheduleKind(absl::GetFlag(FLAGS_lr_schedule)));
-  o.lr.lr = absl::GetFlag(FLAGS_lr);
-  o.lr.min_lr = absl::GetFlag(FLAGS_min_lr);
-  o.lr.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
-  o.lr.decay_steps = std::max(o.steps, o.lr.warmup_steps);
-  o.grad_clip = absl::GetFlag(FLAGS_grad_clip);
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.init_from = absl::GetFlag(FLAGS_init_from);
-  o.save = absl::GetFlag(FLAGS_save);
-  o.log_every = std::max<int64_t>(1, absl::GetFlag(FLAGS_log_every));
-  o.eval_every = absl::GetFlag(FLAGS_eval_every);
-  o.eval_iters = absl::GetFlag(FLAGS_eval_iters);
-  o.sample_tokens = absl::GetFlag(FLAGS_sample_tokens);
-  o.temperature = absl::GetFlag(FLAGS_temperature);
-  o.top_k = absl::GetFlag(FLAGS_top_k);
-  o.device_memory_limit = absl::GetFlag(FLAGS_device_memory_limit);
-  o.work_dir = absl::GetFlag(FLAGS_work_dir);
-  o.save_every = absl::GetFlag(FLAGS_save_every);
-  o.state_dict_type = absl::GetFlag(FLAGS_state_dict_type);
-  o.async_save = absl::GetFlag(FLAGS_async_save);
-  o.keep_last = absl::GetFlag(FLAGS_keep_last);
-  o.resume = absl::GetFlag(FLAGS_resume);
-  if ((o.save_every > 0 || o.resume == "auto") && o.work_dir.empty()) {
-    return absl::InvalidArgumentError("--save_every and --resume=auto need --work_dir");
-  }
-  o.trace = absl::GetFlag(FLAGS_trace);
-  o.trace_from = absl::GetFlag(FLAGS_trace_from);
-  o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
-  ShardingOptions& s = o.sharding;
-  const std::string offload = absl::GetFlag(FLAGS_offload);
-  if (offload == "optimizer") {
-    s.offload = OffloadPolicy{.grads = true, .optimizer = true};
-  } else if (offload == "params_and_optimizer") {
-    s.offload = OffloadPolicy{.params = true, .grads = true, .optimizer = true};
-  } else if (offload != "none") {
-    return absl::InvalidArgumentError(absl::StrCat("--offload=", offload,
-                                                   ": expected none, optimizer or params_and_optimizer"));
-  }
-  ZS_ASSIGN_OR_RETURN(s.mixed_precision.param_dtype, ParseDType(absl::GetFlag(FLAGS_param_dtype)));
-  ZS_ASSIGN_OR_RETURN(s.mixed_precision.reduce_dtype, ParseDType(absl::GetFlag(FLAGS_reduce_dtype)));
-  const std::string ls = absl::GetFlag(FLAGS_loss_scale);
-  if (ls != "auto" && ls != "dynamic" && ls != "none") {
-    return absl::InvalidArgumentError(absl::StrCat("--loss_scale=", ls, ": expected auto, dynamic or none"));
-  }
-  o.loss_scaling = ls == "dynamic";
-  if (ls == "none" && s.mixed_precision.param_dtype == DType::kF16) {
-    return absl::InvalidArgumentError("--loss_scale=none with --param_dtype=f16: fp16 training needs loss scaling");
-  }
-  o.loss_scaler.initial_scale_power = absl::GetFlag(FLAGS_initial_scale_power);
-  o.loss_scaler.scale_window = absl::GetFlag(FLAGS_loss_scale_window);
-  o.loss_scaler.hysteresis = absl::GetFlag(FLAGS_hysteresis);
-  o.loss_scaler.min_scale = absl::GetFlag(FLAGS_min_loss_scale);
-  ZS_ASSIGN_OR_RETURN(s.strategy, ParseShardingStrategy(absl::GetFlag(FLAGS_sharding_strategy)));
-  s.hybrid_shard_size = absl::GetFlag(FLAGS_hybrid_shard_size);
-  const std::string wrap = absl::GetFlag(FLAGS_auto_wrap);
-  int64_t min_params = 0;
-  if (wrap == "block") {
-    s.wrap = WrapPolicy::ByType({"Block"});
-  } else if (wrap == "none") {
-    s.wrap = WrapPolicy::None();
-  } else if (absl::StartsWith(wrap, "size:") && absl::SimpleAtoi(wrap.substr(5), &min_params)) {
-    s.wrap = WrapPolicy::BySize(min_params);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--auto_wrap=", wrap, ": expected block, size:<n> or none"));
-  }
-  s.forward_prefetch = absl::GetFlag(FLAGS_forward_prefetch);
-  ZS_ASSIGN_OR_RETURN(s.backward_prefetch, ParseBackwardPrefetch(absl::GetFlag(FLAGS_backward_prefetch)));
-  s.limit_all_gathers = absl::GetFlag(FLAGS_limit_all_gathers);
-  return o;
+  return given;
 }
 
 int Fail(const absl::Status& s) {
@@ -199,29 +170,80 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace zeroshard;
+  const std::vector<std::string> sets = TakeSetArgs(&argc, argv);
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<TrainOptions> options = OptionsFromFlags();
-  if (!options.ok()) return Fail(options.status());
-  const std::string backend = absl::GetFlag(FLAGS_backend);
-  if (backend == "mpi") {
+  absl::StatusOr<std::vector<std::string>> overrides = OverridesFromFlags(GivenFlags(argc, argv));
+  if (!overrides.ok()) return Fail(overrides.status());
+  overrides->insert(overrides->end(), sets.begin(), sets.end());
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  absl::StatusOr<RunConfig> config =
+      config_path.empty() ? ConfigFromText("", *overrides) : LoadConfig(config_path, *overrides);
+  if (!config.ok()) return Fail(config.status());
+  if (absl::GetFlag(FLAGS_print_config)) {
+    std::fputs(ResolvedConfigJson(*config).c_str(), stdout);
+    return 0;
+  }
+  TrainOptions& options = config->train;
+  // Rank 0 makes the run folder and writes the resolved config; the log opens with this.
+  auto open_run_dir = [&]() -> absl::StatusOr<std::string> {
+    std::string header = absl::StrCat("config: ", config->source, "\n");
+    for (const std::string& note : config->notes) absl::StrAppend(&header, "note: ", note, "\n");
+    if (!config->work_dir.empty()) {
+      ZS_ASSIGN_OR_RETURN(RunDir dir, StartRun(&*config, header));
+      absl::StrAppend(&header, "run folder: ", dir.path(), "\n");
+      ZS_RETURN_IF_ERROR(dir.WriteFile(dir.log_path(), header));  // with its own path
+    }
+    std::fputs(header.c_str(), stdout);
+    return options.log_file;
+  };
+  if (config->backend == "mpi") {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     absl::Status status;
     {
       absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm = MpiCommunicator::Create(MPI_COMM_WORLD);
-      status = comm.ok() ? options->sharding.Validate((*comm)->size()) : comm.status();
-      if (status.ok()) status = RunTraining(*options, **comm);
+      status = comm.ok() ? CheckWorldSize(*config, (*comm)->size()) : comm.status();
+      if (status.ok()) status = options.sharding.Validate((*comm)->size());
+      if (status.ok()) config->world_size = (*comm)->size();  // what the resolved config records
+      // Rank 0's run folder, told to every rank (they all gather the metrics' peak memory).
+      std::string log_file;
+      if (status.ok() && (*comm)->rank() == 0) {
+        absl::StatusOr<std::string> opened = open_run_dir();
+        status = opened.status();
+        if (opened.ok()) log_file = *opened;
+      }
+      int ok = status.ok() ? 1 : 0;
+      MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      if (status.ok() && !ok) status = absl::AbortedError("another rank failed to start");
+      if (status.ok()) {
+        int n = static_cast<int>(log_file.size());
+        MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        log_file.resize(n);
+        MPI_Bcast(log_file.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+        if (!log_file.empty()) {
+          options.log_file = log_file;
+          options.metrics_csv = log_file.substr(0, log_file.find_last_of('/')) + "/metrics.csv";
+        }
+        status = RunTraining(options, **comm);
+      }
     }
     MPI_Finalize();
     return status.ok() ? 0 : Fail(status);
   }
-  if (backend != "local") return Fail(absl::InvalidArgumentError(absl::StrCat("--backend=", backend, ": expected local or mpi")));
-  const int world = absl::GetFlag(FLAGS_world_size);
-  if (absl::Status s = options->sharding.Validate(world); !s.ok()) return Fail(s);
+  const int world = config->world_size;
+  if (absl::Status s = options.sharding.Validate(world); !s.ok()) return Fail(s);
+  if (absl::StatusOr<std::string> opened = open_run_dir(); !opened.ok()) return Fail(opened.status());
+  // On a terminal: a progress bar (plain lines stay in the log and in pipes).
+  options.progress_bar = isatty(fileno(stdout)) != 0;
+  if (options.progress_bar) {
+    const PeakFlops peak = MeasurePeakFlops();
+    options.peak_flops = peak.flops_per_s;
+    std::printf("MFU against the measured peak: %s\n", peak.how.c_str());
+  }
   TraceRecorder trace;  // one recorder for every in-process rank
-  if (!options->trace.empty()) options->shared_trace = &trace;
+  if (!options.trace.empty()) options.shared_trace = &trace;
   std::vector<absl::Status> statuses =
-      RunRanks(world, [&](Communicator& comm) { return RunTraining(*options, comm); });
+      RunRanks(world, [&](Communicator& comm) { return RunTraining(options, comm); });
   int rc = 0;
   for (size_t r = 0; r < statuses.size(); ++r) {
     if (!statuses[r].ok()) {

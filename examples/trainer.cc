@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,8 @@
 #include "autograd/ops.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "examples/metrics.h"
+#include "examples/progress.h"
 #include "examples/token_data.h"
 #include "runtime/sharding/sharded_model.h"
 #include "runtime/status.h"
@@ -101,14 +105,32 @@ absl::StatusOr<std::vector<int64_t>> Generate(nn::Gpt& gpt, std::vector<int64_t>
   return tokens;
 }
 
+// Every rank's `bytes`, in rank order.
+absl::StatusOr<std::vector<int64_t>> GatherPerRank(Communicator& comm, int64_t bytes) {
+  ZS_ASSIGN_OR_RETURN(Tensor mine, Tensor::FromVector(std::vector<int64_t>{bytes}, {1}));
+  ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Zeros({comm.size()}, DType::kI64));
+  ZS_RETURN_IF_ERROR(comm.AllGather(mine, all));
+  return all.ToVector<int64_t>();
+}
+
 }  // namespace
 
 absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary* summary) {
   const bool lead = comm.rank() == 0;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> log(nullptr, &std::fclose);
+  if (lead && !o.log_file.empty()) {
+    log.reset(std::fopen(o.log_file.c_str(), "a"));
+    if (log == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot append to the log ", o.log_file));
+  }
   auto say = [&](const std::string& s) {
     if (lead) {
+      if (o.progress_bar) std::fputs("\r\33[2K", stdout);  // over the bar; it is redrawn after the step
       std::fputs(s.c_str(), stdout);
       std::fflush(stdout);
+      if (log != nullptr) {
+        std::fputs(s.c_str(), log.get());
+        std::fflush(log.get());
+      }
     }
   };
   ZS_RETURN_IF_ERROR(o.lr.Validate());
@@ -225,7 +247,15 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     own_trace = std::make_unique<TraceRecorder>();
     trace = own_trace.get();
   }
+  // metrics.csv: per-step time and every rank's per-step peak memory.
+  std::optional<MetricsWriter> metrics;
+  if (lead && !o.metrics_csv.empty()) {
+    ZS_ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(o.metrics_csv, comm.size()));
+  }
+  int64_t run_peak = 0;
+  StepMetrics row;
   for (int64_t step = start_step; step < o.steps; ++step) {
+    const double step_start = Now();
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nullptr);
     ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
@@ -274,6 +304,15 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
     ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(comm, loss_sum / o.grad_accum_steps));
     s.losses.push_back(loss);
+    if (!o.metrics_csv.empty() || o.progress_bar) {
+      const double ms = (Now() - step_start) * 1000.0;
+      const int64_t step_peak = device.stats().peak_bytes_in_use;
+      run_peak = std::max(run_peak, step_peak);
+      device.ResetPeak();
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> peaks, GatherPerRank(comm, step_peak));
+      row = StepMetrics{.step = step, .loss = loss, .lr = lr, .tokens_per_s = tokens_per_step / (ms / 1000.0),
+                        .ms_per_step = ms, .peak_bytes = std::move(peaks)};
+    }
     if ((step + 1) % o.log_every == 0 || step == 0 || step + 1 == o.steps) {
       const double now = Now();
       const int64_t steps_in_window = step == 0 ? 1 : ((step + 1) % o.log_every == 0 ? o.log_every : (step + 1) % o.log_every);
@@ -288,7 +327,20 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
       ZS_ASSIGN_OR_RETURN(double vl, EvalLoss(*gpt, val, o, comm));
       say(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
+      row.val_loss = vl;
       window_start = Now();
+    }
+    if (lead && o.progress_bar) {
+      const double flops = GptTrainFlopsPerToken(o.model, gpt->NumParameters()) * row.tokens_per_s;
+      std::fputs(ProgressLine({.step = step, .steps = o.steps, .loss = loss, .lr = lr,
+                               .tokens_per_s = row.tokens_per_s, .ms_per_step = row.ms_per_step,
+                               .mfu = o.peak_flops > 0 ? flops / o.peak_flops : -1.0,
+                               .peak_bytes = row.peak_bytes}).c_str(),
+                 stdout);
+      std::fflush(stdout);
+    }
+    if (metrics && step + 1 < o.steps) {  // the last row waits for the final validation loss
+      ZS_RETURN_IF_ERROR(metrics->Write(row));
     }
   }
   sharded->set_trace(nullptr);
@@ -315,7 +367,11 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   s.seconds = Now() - start;
   s.tokens = tokens_per_step * (o.steps - start_step);
   ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm));
-  s.peak_bytes = device.stats().peak_bytes_in_use;
+  s.peak_bytes = std::max(run_peak, device.stats().peak_bytes_in_use);
+  if (metrics && o.steps > start_step) {
+    row.val_loss = s.final_val_loss;
+    ZS_RETURN_IF_ERROR(metrics->Write(row));
+  }
   say(absl::StrFormat("final val loss %.6f vs unigram entropy %.4f nats\n", s.final_val_loss, unigram));
   if (o.sample_tokens > 0 && all.vocab_size() <= 256) {
     std::vector<int64_t> prompt = {'\n'};

@@ -65,6 +65,16 @@ struct TrainOptions {
   int64_t trace_from = 2;
   int64_t trace_steps = 2;
   TraceRecorder* shared_trace = nullptr;  // in-process ranks share one recorder (set by the caller)
+  // Run folder outputs (examples/run_dir.h), written by rank 0: every printed
+  // line is appended to log_file, one row per step to metrics_csv
+  // (examples/metrics.h). Give every rank the same values: the per-rank peak
+  // memory of the metrics is gathered from all of them.
+  std::string log_file;
+  std::string metrics_csv;
+  // Rank 0 redraws a one-line progress bar every step (examples/progress.h);
+  // for terminals, and the same on every rank (it gathers per-rank memory).
+  bool progress_bar = false;
+  double peak_flops = 0;  // the MFU's denominator, FLOP/s of all ranks together; 0: no MFU
 
   std::string ToString() const;
 };

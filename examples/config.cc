@@ -1,0 +1,1376 @@
+#include "examples/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+using Json = nlohmann::json;
+using OrderedJson = nlohmann::ordered_json;
+
+int EditDistance(const std::string& a_in, const std::string& b_in) {
+  const std::string a = absl::AsciiStrToLower(a_in), b = absl::AsciiStrToLower(b_in);
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<int>> d(n + 1, std::vector<int>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = static_cast<int>(i);
+  for (size_t j = 0; j <= m; ++j) d[0][j] = static_cast<int>(j);
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= m; ++j) {
+      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);  // adjacent transposition
+      }
+    }
+  }
+  return d[n][m];
+}
+
+RunConfig DefaultRunConfig() {
+  RunConfig c;
+  TrainOptions& o = c.train;
+  o.model = nn::GptConfig{.vocab_size = 256, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128};
+  o.data = "data/tinyshakespeare.txt";
+  o.val_fraction = 0.1;
+  o.batch_size = 8;
+  o.grad_accum_steps = 1;
+  o.no_sync = false;
+  o.steps = 200;
+  o.optimizer = optim::OptimizerOptions{.kind = optim::OptimizerKind::kAdamW, .lr = 1e-3, .weight_decay = 0.1};
+  o.optimizer.adamw.beta1 = 0.9;
+  o.optimizer.adamw.beta2 = 0.95;
+  o.optimizer.sgd.momentum = 0.9;
+  o.lr = optim::LrSchedule{.kind = optim::LrScheduleKind::kCosine, .lr = 1e-3, .min_lr = 1e-4,
+                           .warmup_steps = 20, .decay_steps = 200};
+  o.grad_clip = 1.0;
+  o.seed = 1337;
+  o.log_every = 10;
+  o.eval_every = 100;
+  o.eval_iters = 10;
+  o.sample_tokens = 200;
+  o.temperature = 0.8;
+  o.top_k = 40;
+  o.sharding = ShardingOptions{};
+  o.sharding.wrap = WrapPolicy::ByType({"Block"});
+  o.loss_scaling = false;
+  o.loss_scaler = optim::LossScalerOptions{};
+  c.source = "<defaults>";
+  return c;
+}
+
+namespace {
+
+// ============================================================ problems
+
+// What a value is, for "found ..." in messages.
+std::string Found(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return v.get<bool>() ? "true" : "false";
+    case Json::value_t::string: return absl::StrCat("string ", v.dump());
+    case Json::value_t::array: {
+      std::string s = v.dump();
+      return absl::StrCat("array ", s.size() > 60 ? s.substr(0, 57) + "..." : s);
+    }
+    case Json::value_t::object: return "an object";
+    default: return absl::StrCat("number ", v.dump());
+  }
+}
+
+std::string Quoted(const std::vector<std::string>& names) {
+  std::vector<std::string> q;
+  for (const std::string& n : names) q.push_back(absl::StrCat("\"", n, "\""));
+  return absl::StrJoin(q, ", ");
+}
+
+// The closest of `candidates` to `word`, when close enough to be a likely typo.
+std::string Closest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  int best_d = std::numeric_limits<int>::max();
+  for (const std::string& c : candidates) {
+    const int d = EditDistance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  const int allowed = std::max<int>(2, static_cast<int>(word.size()) / 3);
+  return best_d <= allowed ? best : "";
+}
+
+std::string JoinPath(const std::string& section, const std::string& key) {
+  return section.empty() ? key : absl::StrCat(section, ".", key);
+}
+
+// Collects every problem of one parse, and which paths failed (so a
+// contradiction is only checked between values that were read).
+struct Context {
+  std::vector<std::string> problems;
+  std::set<std::string> failed;
+  std::vector<std::string> known_leaves;  // every leaf key path read
+  struct Unknown {
+    std::string section;
+    std::string key;
+    std::vector<std::string> siblings;
+  };
+  std::vector<Unknown> unknowns;
+  std::vector<std::string> overridden;  // key paths set on the command line (--set, flags)
+
+  void Add(const std::string& path, const std::string& what) {
+    problems.push_back(absl::StrCat(path, ": ", what));
+    failed.insert(path);
+  }
+  // True when the command line set `path`, a key inside it or an object holding it.
+  bool Overridden(const std::string& path) const {
+    for (const std::string& o : overridden) {
+      if (o == path || absl::StartsWith(o, path + ".") || absl::StartsWith(path, o + ".")) return true;
+    }
+    return false;
+  }
+  bool Ok(std::initializer_list<std::string> paths) const {
+    for (const std::string& p : paths) {
+      if (failed.count(p)) return false;
+    }
+    return true;
+  }
+};
+
+// ============================================================ reading a section
+
+struct Range {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_open = false;
+  bool max_open = false;
+
+  bool Contains(double v) const {
+    return std::isfinite(v) && (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);
+  }
+  std::string Describe(const char* what) const {
+    const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
+    if (has_min && has_max) {
+      return absl::StrCat(what, " in ", min_open ? "(" : "[", min, ", ", max, max_open ? ")" : "]");
+    }
+    if (has_min) return absl::StrCat(what, min_open ? " > " : " >= ", min);
+    if (has_max) return absl::StrCat(what, max_open ? " < " : " <= ", max);
+    return what;
+  }
+};
+
+Range AtLeast(double v) { return Range{.min = v}; }
+Range Above(double v) { return Range{.min = v, .min_open = true}; }
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+
+// One JSON object of the config. Each reader marks its key as known, leaves
+// the output untouched when the key is absent, and reports a wrong type or an
+// out-of-range value with the key's path. Finish() reports the keys nobody read.
+class Section {
+ public:
+  Section(Context* ctx, std::string path, const Json* obj) : ctx_(ctx), path_(std::move(path)), obj_(obj) {}
+
+  const std::string& path() const { return path_; }
+  bool present() const { return obj_ != nullptr; }
+  std::string PathOf(const std::string& key) const { return JoinPath(path_, key); }
+
+  // The value at `key` (nullptr when absent). `leaf`: a key of the schema
+  // (not a sub-section) for ConfigKeyPaths.
+  const Json* Get(const std::string& key, bool leaf = true) {
+    known_.push_back(key);
+    if (leaf) ctx_->known_leaves.push_back(PathOf(key));
+    if (obj_ == nullptr) return nullptr;
+    auto it = obj_->find(key);
+    return it == obj_->end() ? nullptr : &*it;
+  }
+  bool Has(const std::string& key) const { return obj_ != nullptr && obj_->contains(key); }
+  void Add(const std::string& key, const std::string& what) { ctx_->Add(PathOf(key), what); }
+
+  bool Bool(const std::string& key, bool* out) {
+    const Json* v = Get(key);
+    if (v == nullptr) return false;
+    if (!v->is_boolean()) {
+      Add(key, absl::StrCat("expected true or false, found ", Found(*v)));
+      return false;
+    }
+    *out = v->get<bool>();
+    return true;
+  }
+
+  template <typename T>
+  bool Int(const std::string& key, T* out, int64_t min, int64_t max = kNoMax) {
+    const Json* v = Get(key);
+    if (v == nullptr) return false;
+    const std::string want =
+        max == kNoMax ? absl::StrCat("an integer >= ", min) : absl::StrCat("an integer in [", min, ", ", max, "]");
+    int64_t x = 0;
+    if (v->is_number_unsigned()) {
+      if (v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        Add(key, absl::StrCat("expected ", want, ", found ", Found(*v)));
+        return false;
+      }
+      x = static_cast<int64_t>(v->get<uint64_t>());
+    } else if (v->is_number_integer()) {
+      x = v->get<int64_t>();
+    } else if (v->is_number_float() && std::nearbyint(v->get<double>()) == v->get<double>() &&
+               std::fabs(v->get<double>()) < 9.007199254740992e15) {
+      x = static_cast<int64_t>(v->get<double>());  // 1e6
+    } else {
+      Add(key, absl::StrCat("expected ", want, ", found ", Found(*v)));
+      return false;
+    }
+    if (x < min || x > max) {
+      Add(key, absl::StrCat("expected ", want, ", found ", x));
+      return false;
+    }
+    *out = static_cast<T>(x);
+    return true;
+  }
+
+  bool Number(const std::string& key, double* out, Range range = {}) {
+    const Json* v = Get(key);
+    if (v == nullptr) return false;
+    if (!v->is_number()) {
+      Add(key, absl::StrCat("expected ", range.Describe("a number"), ", found ", Found(*v)));
+      return false;
+    }
+    const double x = v->get<double>();
+    if (!range.Contains(x)) {
+      Add(key, absl::StrCat("expected ", range.Describe("a number"), ", found ", v->dump()));
+      return false;
+    }
+    *out = x;
+    return true;
+  }
+
+  bool String(const std::string& key, std::string* out) {
+    const Json* v = Get(key);
+    if (v == nullptr) return false;
+    if (!v->is_string()) {
+      Add(key, absl::StrCat("expected a string, found ", Found(*v)));
+      return false;
+    }
+    *out = v->get<std::string>();
+    return true;
+  }
+
+  // One of `choices`, compared case-insensitively; *out gets the choice's spelling.
+  bool Choice(const std::string& key, std::string* out, const std::vector<std::string>& choices) {
+    const Json* v = Get(key);
+    if (v == nullptr) return false;
+    return ChoiceOf(key, *v, out, choices);
+  }
+  bool ChoiceOf(const std::string& key, const Json& v, std::string* out,
+                const std::vector<std::string>& choices) {
+    const std::string want = absl::StrCat("expected one of ", Quoted(choices));
+    if (!v.is_string()) {
+      Add(key, absl::StrCat(want, ", found ", Found(v)));
+      return false;
+    }
+    const std::string s = v.get<std::string>();
+    for (const std::string& c : choices) {
+      if (absl::EqualsIgnoreCase(s, c)) {
+        *out = c;
+        return true;
+      }
+    }
+    const std::string near = Closest(s, choices);
+    Add(key, absl::StrCat(want, ", found ", Found(v), near.empty() ? "" : absl::StrCat(" (did you mean \"", near, "\"?)")));
+    return false;
+  }
+
+  // A float dtype name as runtime/dtype.h parses it; *out unchanged otherwise.
+  bool FloatDType(const std::string& key, DType* out) {
+    const Json* v = Get(key);
+    if (v == nullptr) return false;
+    absl::StatusOr<DType> d = v->is_string() ? ParseDType(v->get<std::string>())
+                                             : absl::StatusOr<DType>(absl::InvalidArgumentError(""));
+    if (!d.ok() || !IsFloatingPoint(*d)) {
+      Add(key, absl::StrCat("expected a float dtype (\"f32\", \"bf16\" or \"f16\"; also \"float32\", "
+                            "\"bfloat16\", \"float16\", \"fp32\", \"fp16\"), found ", Found(*v)));
+      return false;
+    }
+    *out = *d;
+    return true;
+  }
+
+  // A list of strings.
+  bool Strings(const std::string& key, std::vector<std::string>* out) {
+    const Json* v = Get(key);
+    if (v == nullptr) return false;
+    return StringsOf(key, *v, out);
+  }
+  bool StringsOf(const std::string& key, const Json& v, std::vector<std::string>* out) {
+    bool ok = v.is_array();
+    if (ok) {
+      for (const Json& e : v) ok = ok && e.is_string();
+    }
+    if (!ok) {
+      Add(key, absl::StrCat("expected an array of strings, found ", Found(v)));
+      return false;
+    }
+    out->clear();
+    for (const Json& e : v) out->push_back(e.get<std::string>());
+    return true;
+  }
+
+  // The object at `key` (absent: an empty section that reads nothing).
+  Section Child(const std::string& key) {
+    const Json* v = Get(key, /*leaf=*/false);
+    if (v != nullptr && !v->is_object()) {
+      Add(key, absl::StrCat("expected an object, found ", Found(*v)));
+      v = nullptr;
+    }
+    return Section(ctx_, PathOf(key), v);
+  }
+
+  // Records the keys no reader asked for.
+  void Finish() {
+    if (obj_ == nullptr) return;
+    for (auto it = obj_->begin(); it != obj_->end(); ++it) {
+      if (std::find(known_.begin(), known_.end(), it.key()) == known_.end()) {
+        ctx_->unknowns.push_back({path_, it.key(), known_});
+      }
+    }
+  }
+
+ private:
+  Context* ctx_;
+  std::string path_;
+  const Json* obj_;
+  std::vector<std::string> known_;
+};
+
+// The module types of the GPT (autograd/nn/layers.h, gpt.h), for wrap policies.
+const std::vector<std::string>& GptModuleTypes() {
+  static const auto* types = new std::vector<std::string>{"Block", "CausalSelfAttention", "Mlp", "LayerNorm"};
+  return *types;
+}
+
+// ============================================================ the sections
+
+void ReadModel(Section s, nn::GptConfig* m) {
+  s.Int("vocab_size", &m->vocab_size, 1);
+  s.Int("block_size", &m->block_size, 1);
+  s.Int("n_layer", &m->n_layer, 1);
+  s.Int("n_head", &m->n_head, 1);
+  s.Int("n_embd", &m->n_embd, 1);
+  s.Number("dropout", &m->dropout, Range{.min = 0, .max = 1, .max_open = true});
+  s.Bool("bias", &m->bias);
+  s.Finish();
+}
+
+void ReadData(Section s, TrainOptions* o) {
+  s.String("path", &o->data);
+  s.Number("val_fraction", &o->val_fraction, Range{.min = 0, .max = 1, .min_open = true, .max_open = true});
+  s.Finish();
+}
+
+void ReadTrain(Section s, TrainOptions* o) {
+  s.Int("steps", &o->steps, 1);
+  s.Int("batch_size", &o->batch_size, 1);
+  s.Int("grad_accum_steps", &o->grad_accum_steps, 1);
+  std::string acc;
+  if (s.Choice("accumulate", &acc, {"sharded", "no_sync"})) o->no_sync = acc == "no_sync";
+  s.Number("grad_clip", &o->grad_clip, AtLeast(0));
+  s.Int("seed", &o->seed, 0);
+  s.Int("log_every", &o->log_every, 1);
+  s.Int("eval_every", &o->eval_every, 0);
+  s.Int("eval_iters", &o->eval_iters, 1);
+  s.Int("device_memory_limit", &o->device_memory_limit, 0);
+  s.Finish();
+}
+
+void ReadOptimizer(Section s, optim::OptimizerOptions* opt, optim::LrSchedule* lr) {
+  std::string type;
+  if (s.Choice("type", &type, {"adamw", "adam", "sgd"})) opt->kind = *optim::ParseOptimizerKind(type);
+  if (s.Number("lr", &opt->lr, AtLeast(0))) lr->lr = opt->lr;
+  s.Number("weight_decay", &opt->weight_decay, AtLeast(0));
+  if (const Json* b = s.Get("betas")) {
+    const Range unit{.min = 0, .max = 1, .max_open = true};
+    if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number()) {
+      s.Add("betas", absl::StrCat("expected [beta1, beta2], two numbers in [0, 1), found ", Found(*b)));
+    } else if (!unit.Contains((*b)[0].get<double>()) || !unit.Contains((*b)[1].get<double>())) {
+      s.Add("betas", absl::StrCat("expected two numbers in [0, 1), found ", b->dump()));
+    } else {
+      opt->adamw.beta1 = (*b)[0].get<double>();
+      opt->adamw.beta2 = (*b)[1].get<double>();
+    }
+  }
+  s.Number("eps", &opt->adamw.eps, AtLeast(0));
+  s.Number("momentum", &opt->sgd.momentum, AtLeast(0));
+  s.Number("dampening", &opt->sgd.dampening, AtLeast(0));
+  s.Bool("nesterov", &opt->sgd.nesterov);
+  s.Finish();
+}
+
+// decay_steps: -1 until known (null or absent: the run's steps).
+void ReadLrSchedule(Section s, optim::LrSchedule* lr, int64_t* decay_steps) {
+  std::string type;
+  if (s.Choice("type", &type, {"cosine", "linear", "constant"})) lr->kind = *optim::ParseLrScheduleKind(type);
+  s.Number("min_lr", &lr->min_lr, AtLeast(0));
+  s.Int("warmup_steps", &lr->warmup_steps, 0);
+  if (s.Has("decay_steps") && s.Get("decay_steps", false)->is_null()) {
+    s.Get("decay_steps");  // null: the default
+  } else {
+    s.Int("decay_steps", decay_steps, 0);
+  }
+  s.Finish();
+}
+
+void ReadLossScaler(Section s, RunConfig* c) {
+  optim::LossScalerOptions& l = c->train.loss_scaler;
+  s.Choice("mode", &c->loss_scale_mode, {"auto", "dynamic", "none"});
+  s.Int("initial_scale_power", &l.initial_scale_power, 0, 126);
+  s.Int("loss_scale_window", &l.scale_window, 1);
+  s.Int("hysteresis", &l.hysteresis, 1);
+  s.Bool("consecutive_hysteresis", &l.consecutive_hysteresis);
+  s.Number("min_loss_scale", &l.min_scale, Above(0));
+  s.Number("scale_factor", &l.scale_factor, Above(1));
+  s.Finish();
+}
+
+void ReadStrategy(Section s, RunConfig* c) {
+  ShardingOptions& sh = c->train.sharding;
+  std::string strategy;
+  if (s.Choice("sharding_strategy", &strategy, {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"})) {
+    sh.strategy = *ParseShardingStrategy(strategy);
+  }
+  s.Int("hybrid_shard_size", &sh.hybrid_shard_size, 0);
+
+  // auto_wrap_policy: ["Block", ...] (module types: FSDP's ModuleWrapPolicy /
+  // transformer_auto_wrap_policy, Lightning's set of classes), a string (one
+  // type, or "none"), {"min_num_params": n} (size_based_auto_wrap_policy) or null.
+  if (const Json* w = s.Get("auto_wrap_policy")) {
+    const std::string key = "auto_wrap_policy";
+    std::vector<std::string> types;
+    if (w->is_null() || (w->is_string() && absl::EqualsIgnoreCase(w->get<std::string>(), "none"))) {
+      sh.wrap = WrapPolicy::None();
+    } else if (w->is_object()) {
+      const auto it = w->find("min_num_params");
+      bool ok = w->size() == 1 && it != w->end();
+      if (!ok) {
+        std::vector<std::string> keys;
+        for (auto k = w->begin(); k != w->end(); ++k) keys.push_back(k.key());
+        s.Add(key, absl::StrCat("expected {\"min_num_params\": n} (size-based wrapping), found an object with ",
+                                keys.empty() ? "no keys" : absl::StrCat("keys ", Quoted(keys))));
+      } else {
+        const Json& n = *it;
+        const bool integral = n.is_number_integer() || n.is_number_unsigned() ||
+                              (n.is_number_float() && std::nearbyint(n.get<double>()) == n.get<double>());
+        if (!integral || n.get<double>() < 1) {
+          s.Add(key + ".min_num_params", absl::StrCat("expected an integer >= 1, found ", Found(n)));
+        } else {
+          sh.wrap = WrapPolicy::BySize(static_cast<int64_t>(n.get<double>()));
+        }
+      }
+    } else if (w->is_string() || w->is_array()) {
+      Json list = w->is_string() ? Json::array({*w}) : *w;
+      if (s.StringsOf(key, list, &types)) {
+        bool ok = true;
+        for (std::string& t : types) {
+          std::string canonical;
+          if (!s.ChoiceOf(key, Json(t), &canonical, GptModuleTypes())) ok = false;
+          t = canonical;
+        }
+        if (ok) sh.wrap = types.empty() ? WrapPolicy::None() : WrapPolicy::ByType({types.begin(), types.end()});
+      }
+    } else {
+      s.Add(key, absl::StrCat("expected an array of module types (e.g. [\"Block\"]), {\"min_num_params\": n} "
+                              "or null, found ", Found(*w)));
+    }
+  }
+
+  if (const Json* p = s.Get("backward_prefetch")) {
+    std::string name;
+    if (p->is_null()) {
+      sh.backward_prefetch = BackwardPrefetch::kNone;
+    } else if (s.ChoiceOf("backward_prefetch", *p, &name, {"BACKWARD_PRE", "BACKWARD_POST", "NONE", "PRE", "POST"})) {
+      sh.backward_prefetch = *ParseBackwardPrefetch(name);
+    }
+  }
+  s.Bool("forward_prefetch", &sh.forward_prefetch);
+  // limit_all_gathers: FSDP's boolean (true: our default of 2 units in flight) or the count (0: no limit).
+  if (const Json* l = s.Get("limit_all_gathers")) {
+    if (l->is_boolean()) {
+      sh.limit_all_gathers = l->get<bool>() ? 2 : 0;
+    } else {
+      s.Int("limit_all_gathers", &sh.limit_all_gathers, 0, 1 << 20);
+    }
+  }
+  // cpu_offload: true is FSDP's CPUOffload(offload_params=True): parameters,
+  // gradients and the optimizer step on the host. An object picks: params,
+  // grads, optimizer (OffloadPolicy), or FSDP's offload_params.
+  if (const Json* off = s.Get("cpu_offload")) {
+    if (off->is_boolean()) {
+      const bool on = off->get<bool>();
+      sh.offload = OffloadPolicy{.params = on, .grads = on, .optimizer = on};
+    } else if (off->is_object()) {
+      OffloadPolicy policy;
+      bool ok = true;
+      for (auto it = off->begin(); it != off->end(); ++it) {
+        const std::string k = it.key();
+        const std::string path = absl::StrCat("cpu_offload.", k);
+        if (!it->is_boolean()) {
+          s.Add(path, absl::StrCat("expected true or false, found ", Found(*it)));
+          ok = false;
+        } else if (k == "params") {
+          policy.params = it->get<bool>();
+        } else if (k == "grads") {
+          policy.grads = it->get<bool>();
+        } else if (k == "optimizer") {
+          policy.optimizer = it->get<bool>();
+        } else if (k == "offload_params") {
+          if (it->get<bool>()) policy = OffloadPolicy{.params = true, .grads = true, .optimizer = true};
+        } else {
+          const std::string near = Closest(k, {"params", "grads", "optimizer", "offload_params"});
+          s.Add(path, absl::StrCat("unknown key", near.empty() ? "; expected one of \"params\", \"grads\", "
+                                                                 "\"optimizer\", \"offload_params\""
+                                                               : absl::StrCat(" (did you mean \"", near, "\"?)")));
+          ok = false;
+        }
+      }
+      if (ok) sh.offload = policy;
+    } else {
+      s.Add("cpu_offload", absl::StrCat("expected true, false or {\"params\", \"grads\", \"optimizer\"}, found ",
+                                        Found(*off)));
+    }
+  }
+  if (s.Has("mixed_precision") && s.Get("mixed_precision", false)->is_null()) {
+    sh.mixed_precision = MixedPrecision{};  // FSDP's mixed_precision=None
+  } else {
+    Section mp = s.Child("mixed_precision");
+    mp.FloatDType("param_dtype", &sh.mixed_precision.param_dtype);
+    mp.FloatDType("reduce_dtype", &sh.mixed_precision.reduce_dtype);
+    mp.FloatDType("buffer_dtype", &sh.mixed_precision.buffer_dtype);
+    mp.Finish();
+  }
+  // activation_checkpointing: the module types recomputed in backward
+  // (Lightning's activation_checkpointing_policy); the GPT recomputes whole blocks.
+  std::vector<std::string> ac;
+  if (s.Strings("activation_checkpointing", &ac)) {
+    bool ok = true;
+    for (const std::string& t : ac) {
+      if (t != "Block") {
+        s.Add("activation_checkpointing",
+              absl::StrCat("expected [] or [\"Block\"] (the GPT recomputes whole blocks), found \"", t, "\"",
+                           absl::EqualsIgnoreCase(t, "block") ? " (did you mean \"Block\"?)" : ""));
+        ok = false;
+      }
+    }
+    if (ok) c->train.model.activation_checkpointing = !ac.empty();
+  }
+  // state_dict_type: FSDP's names or Lightning's. FSDP's LOCAL_STATE_DICT (each
+  // rank's flat shard as is) has no format of its own here: SHARDED is that plus names.
+  if (const Json* t = s.Get("state_dict_type")) {
+    std::string name;
+    if (t->is_string() && absl::EqualsIgnoreCase(t->get<std::string>(), "LOCAL_STATE_DICT")) {
+      s.Add("state_dict_type", "expected \"SHARDED_STATE_DICT\" or \"FULL_STATE_DICT\", found \"LOCAL_STATE_DICT\" "
+                               "(not supported: SHARDED_STATE_DICT holds each rank's shard with names)");
+    } else if (s.ChoiceOf("state_dict_type", *t, &name,
+                          {"SHARDED_STATE_DICT", "FULL_STATE_DICT", "sharded", "full"})) {
+      c->train.state_dict_type = absl::StartsWithIgnoreCase(name, "full") ? "full" : "sharded";
+    }
+  }
+  s.Bool("sync_module_states", &sh.sync_module_states);
+  s.Bool("skip_init_weights", &c->skip_init_weights);
+  s.Strings("ignored_modules", &sh.ignored_modules);
+  s.Finish();
+}
+
+void ReadCheckpoint(Section s, RunConfig* c) {
+  s.String("init_from", &c->train.init_from);
+  s.String("save_weights", &c->train.save);
+  s.Int("save_every", &c->train.save_every, 0);
+  s.String("resume", &c->train.resume);
+  s.Bool("async_save", &c->train.async_save);
+  s.Int("keep_last", &c->train.keep_last, 0, 1 << 20);
+  s.Finish();
+}
+
+void ReadSample(Section s, TrainOptions* o) {
+  s.Int("tokens", &o->sample_tokens, 0);
+  s.Number("temperature", &o->temperature, Above(0));
+  s.Int("top_k", &o->top_k, 1);
+  s.Finish();
+}
+
+void ReadTrace(Section s, TrainOptions* o) {
+  s.String("path", &o->trace);
+  s.Int("from_step", &o->trace_from, 0);
+  s.Int("steps", &o->trace_steps, 1);
+  s.Finish();
+}
+
+// ============================================================ DeepSpeed
+
+// Note [DeepSpeed mapping]
+// A "deepspeed" block holds DeepSpeed config keys; they set the same
+// TrainOptions as the FSDP-style keys. A setting given both ways is a
+// contradiction (even with equal values: one place to read).
+//   zero_optimization.stage 3 -> FULL_SHARD; 2 -> SHARD_GRAD_OP; 0 (DeepSpeed's
+//     default) -> NO_SHARD (DDP); 1 -> SHARD_GRAD_OP as well. ZeRO-1 shards only
+//     the optimizer state and keeps a full gradient on every rank; the runtime
+//     has no such mode, and SHARD_GRAD_OP communicates the same (all-gather +
+//     reduce-scatter = one all-reduce) and computes the same update, but
+//     reduce-scatters each unit's gradient into a shard and reshards the
+//     parameters after backward, so a rank holds less than under ZeRO-1: one
+//     full gradient (reduce_dtype bytes x params) x (N-1)/N, and between steps
+//     the same for the parameters.
+//   offload_optimizer.device "cpu" -> cpu_offload {grads, optimizer} (ZeRO-Offload:
+//     the step runs on the host); offload_param.device "cpu" -> params too
+//     (ZeRO-Infinity; DeepSpeed allows it with stage 3 only, and so do we).
+//   bf16.enabled -> mixed_precision {bf16, bf16, bf16}; fp16.enabled -> f16 and
+//     dynamic loss scaling with the fp16 block's keys (loss_scale 0 = dynamic; a
+//     static scale is not supported). The reduction dtype is the model's
+//     (DeepSpeed's default) unless communication_data_type says otherwise.
+//   overlap_comm -> forward and backward prefetch (on: forward_prefetch, BACKWARD_PRE;
+//     off: neither): what overlaps communication with compute here.
+//   optimizer {type, params}: "Adam" is AdamW unless params.adam_w_mode is false
+//     (DeepSpeed's FusedAdam default), "AdamW", "SGD".
+//   Bucket sizes and the other tuning keys of zero_optimization are read
+//   (type-checked) without effect: the unit of communication is the wrap unit.
+void ReadDeepSpeed(Section ds, const Json& root, RunConfig* c, Context* ctx) {
+  TrainOptions& o = c->train;
+  ShardingOptions& sh = o.sharding;
+  // Whether the config (after overrides) holds the dotted `path`.
+  auto given = [&](const std::string& path) {
+    const Json* node = &root;
+    for (const std::string& k : std::vector<std::string>(absl::StrSplit(path, '.'))) {
+      if (!node->is_object() || !node->contains(k)) return false;
+      node = &(*node)[k];
+    }
+    return true;
+  };
+  // A setting given both as an FSDP-style key (`path`) and in the DeepSpeed
+  // block (`ds_paths`): the one set on the command line wins; both in the
+  // file (or both on the command line) is a contradiction. True when the
+  // DeepSpeed value is to be used.
+  auto use_ds = [&](const std::vector<std::string>& ds_paths, const std::string& path) {
+    if (!given(path)) return true;
+    bool ds_cli = false;
+    for (const std::string& p : ds_paths) ds_cli = ds_cli || ctx->Overridden(p);
+    const bool cli = ctx->Overridden(path);
+    if (cli && !ds_cli) {
+      c->notes.push_back(absl::StrCat(path, " from the command line wins over ", absl::StrJoin(ds_paths, ", ")));
+      return false;
+    }
+    if (ds_cli && !cli) return true;
+    ctx->Add(path, absl::StrCat("also set by ", absl::StrJoin(ds_paths, ", "), ": keep one of them"));
+    return false;
+  };
+  std::vector<std::string> without_effect;
+
+  // ---- batch, accumulation, clipping, printing
+  int64_t micro = 0;
+  if (ds.Int("train_micro_batch_size_per_gpu", &micro, 1) &&
+      use_ds({ds.PathOf("train_micro_batch_size_per_gpu")}, "train.batch_size")) {
+    o.batch_size = micro;
+  }
+  int64_t accum = 0;
+  if (ds.Int("gradient_accumulation_steps", &accum, 1) &&
+      use_ds({ds.PathOf("gradient_accumulation_steps")}, "train.grad_accum_steps")) {
+    o.grad_accum_steps = accum;
+  }
+  ds.Int("train_batch_size", &c->train_batch_size, 1);
+  double clip = 0;
+  if (ds.Number("gradient_clipping", &clip, AtLeast(0)) && use_ds({ds.PathOf("gradient_clipping")}, "train.grad_clip")) {
+    o.grad_clip = clip;
+  }
+  int64_t print = 0;
+  if (ds.Int("steps_per_print", &print, 1) && use_ds({ds.PathOf("steps_per_print")}, "train.log_every")) {
+    o.log_every = print;
+  }
+  for (const char* k : {"wall_clock_breakdown", "zero_allow_untested_optimizer"}) {
+    bool unused = false;
+    if (ds.Bool(k, &unused)) without_effect.push_back(ds.PathOf(k));
+  }
+
+  // ---- zero_optimization
+  Section zero = ds.Child("zero_optimization");
+  int64_t stage = 0;
+  zero.Int("stage", &stage, 0, 3);
+  if (use_ds({zero.PathOf("stage")}, "strategy.sharding_strategy")) {
+    sh.strategy = stage == 3 ? ShardingStrategy::kFullShard
+                  : stage == 0 ? ShardingStrategy::kNoShard
+                               : ShardingStrategy::kShardGradOp;
+    if (stage == 1) {
+      c->notes.push_back(
+          "deepspeed.zero_optimization.stage 1 runs as SHARD_GRAD_OP: the same communication and updates, "
+          "but gradients are sharded too and parameters are resharded after backward, so a rank holds "
+          "(N-1)/N of a full gradient (and, between steps, of the parameters) less than ZeRO-1 would");
+    } else if (stage == 0) {
+      c->notes.push_back("deepspeed.zero_optimization.stage 0 runs as NO_SHARD (DDP: gradients all-reduced)");
+    }
+  }
+  auto read_device = [&](const char* key) {
+    Section dev = zero.Child(key);
+    std::string device = "none";
+    const Json* d = dev.Get("device");
+    if (d != nullptr && d->is_string() && absl::EqualsIgnoreCase(d->get<std::string>(), "nvme")) {
+      dev.Add("device", "expected \"none\" or \"cpu\", found \"nvme\" (NVMe offload is not supported)");
+    } else if (d != nullptr) {
+      dev.ChoiceOf("device", *d, &device, {"none", "cpu"});
+    }
+    bool pin = false;
+    if (dev.Bool("pin_memory", &pin)) without_effect.push_back(dev.PathOf("pin_memory"));
+    dev.Finish();
+    return device == "cpu";
+  };
+  const bool offload_optimizer = read_device("offload_optimizer");
+  const bool offload_param = read_device("offload_param");
+  if (offload_param && stage != 3 && ctx->Ok({zero.PathOf("stage")})) {
+    ctx->Add(zero.PathOf("offload_param.device"),
+             absl::StrCat("parameter offload needs zero_optimization.stage 3 (as in DeepSpeed), found stage ", stage));
+  }
+  if (use_ds({zero.PathOf("offload_optimizer"), zero.PathOf("offload_param")}, "strategy.cpu_offload")) {
+    sh.offload = OffloadPolicy{.params = offload_param, .grads = offload_optimizer, .optimizer = offload_optimizer};
+  }
+  bool overlap = false;
+  if (zero.Bool("overlap_comm", &overlap)) {
+    if (use_ds({zero.PathOf("overlap_comm")}, "strategy.forward_prefetch")) sh.forward_prefetch = overlap;
+    if (use_ds({zero.PathOf("overlap_comm")}, "strategy.backward_prefetch")) {
+      sh.backward_prefetch = overlap ? BackwardPrefetch::kBackwardPre : BackwardPrefetch::kNone;
+    }
+  }
+  for (const char* k : {"contiguous_gradients", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
+                        "stage3_gather_16bit_weights_on_model_save"}) {
+    bool unused = false;
+    if (zero.Bool(k, &unused)) without_effect.push_back(zero.PathOf(k));
+  }
+  for (const char* k : {"reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size",
+                        "stage3_param_persistence_threshold", "stage3_max_live_parameters",
+                        "stage3_max_reuse_distance", "sub_group_size"}) {
+    const Json* v = zero.Get(k);
+    if (v == nullptr) continue;
+    if (v->is_number() || (v->is_string() && v->get<std::string>() == "auto")) {
+      without_effect.push_back(zero.PathOf(k));
+    } else {
+      zero.Add(k, absl::StrCat("expected a number or \"auto\", found ", Found(*v)));
+    }
+  }
+  zero.Finish();
+
+  // ---- precision and loss scaling
+  Section bf16 = ds.Child("bf16");
+  bool bf16_on = false;
+  bf16.Bool("enabled", &bf16_on);
+  bf16.Finish();
+  Section fp16 = ds.Child("fp16");
+  bool fp16_on = false;
+  fp16.Bool("enabled", &fp16_on);
+  if (fp16_on && bf16_on) {
+    ctx->Add(fp16.PathOf("enabled"), "fp16 and bf16 both on (deepspeed.bf16.enabled is true too): expected at most one");
+  }
+  const std::vector<std::string> precision = {bf16.PathOf("enabled"), fp16.PathOf("enabled")};
+  const DType model_dtype = fp16_on ? DType::kF16 : bf16_on ? DType::kBF16 : DType::kF32;
+  MixedPrecision& mp = sh.mixed_precision;
+  if (use_ds(precision, "strategy.mixed_precision.param_dtype")) mp.param_dtype = model_dtype;
+  if (use_ds(precision, "strategy.mixed_precision.buffer_dtype")) mp.buffer_dtype = model_dtype;
+  DType comm_dtype = model_dtype;  // DeepSpeed's default: the model's dtype
+  ds.FloatDType("communication_data_type", &comm_dtype);
+  if (use_ds({ds.PathOf("communication_data_type"), bf16.PathOf("enabled"), fp16.PathOf("enabled")},
+             "strategy.mixed_precision.reduce_dtype")) {
+    mp.reduce_dtype = comm_dtype;
+  }
+  if (fp16_on && use_ds({fp16.PathOf("enabled")}, "loss_scaler.mode")) c->loss_scale_mode = "dynamic";
+  double static_scale = 0;
+  if (fp16.Number("loss_scale", &static_scale, AtLeast(0)) && static_scale != 0) {
+    fp16.Add("loss_scale", absl::StrCat("expected 0 (dynamic loss scaling; a static loss scale is not supported), "
+                                        "found ", static_scale));
+  }
+  optim::LossScalerOptions scaler = o.loss_scaler;
+  if (fp16.Int("initial_scale_power", &scaler.initial_scale_power, 0, 126) &&
+      use_ds({fp16.PathOf("initial_scale_power")}, "loss_scaler.initial_scale_power")) {
+    o.loss_scaler.initial_scale_power = scaler.initial_scale_power;
+  }
+  if (fp16.Int("loss_scale_window", &scaler.scale_window, 1) &&
+      use_ds({fp16.PathOf("loss_scale_window")}, "loss_scaler.loss_scale_window")) {
+    o.loss_scaler.scale_window = scaler.scale_window;
+  }
+  if (fp16.Int("hysteresis", &scaler.hysteresis, 1) && use_ds({fp16.PathOf("hysteresis")}, "loss_scaler.hysteresis")) {
+    o.loss_scaler.hysteresis = scaler.hysteresis;
+  }
+  if (fp16.Bool("consecutive_hysteresis", &scaler.consecutive_hysteresis) &&
+      use_ds({fp16.PathOf("consecutive_hysteresis")}, "loss_scaler.consecutive_hysteresis")) {
+    o.loss_scaler.consecutive_hysteresis = scaler.consecutive_hysteresis;
+  }
+  if (fp16.Number("min_loss_scale", &scaler.min_scale, Above(0)) &&
+      use_ds({fp16.PathOf("min_loss_scale")}, "loss_scaler.min_loss_scale")) {
+    o.loss_scaler.min_scale = scaler.min_scale;
+  }
+  fp16.Finish();
+
+  // ---- optimizer {type, params}
+  Section opt = ds.Child("optimizer");
+  std::string type;
+  if (opt.Choice("type", &type, {"Adam", "AdamW", "SGD"}) && use_ds({opt.PathOf("type")}, "optimizer.type")) {
+    o.optimizer.kind = type == "SGD" ? optim::OptimizerKind::kSgd : optim::OptimizerKind::kAdamW;
+  }
+  Section params = opt.Child("params");
+  double x = 0;
+  if (params.Number("lr", &x, AtLeast(0)) && use_ds({params.PathOf("lr")}, "optimizer.lr")) o.optimizer.lr = x;
+  if (params.Number("weight_decay", &x, AtLeast(0)) && use_ds({params.PathOf("weight_decay")}, "optimizer.weight_decay")) {
+    o.optimizer.weight_decay = x;
+  }
+  if (const Json* b = params.Get("betas")) {
+    const Range unit{.min = 0, .max = 1, .max_open = true};
+    if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number() ||
+        !unit.Contains((*b)[0].get<double>()) || !unit.Contains((*b)[1].get<double>())) {
+      params.Add("betas", absl::StrCat("expected [beta1, beta2], two numbers in [0, 1), found ", Found(*b)));
+    } else if (use_ds({params.PathOf("betas")}, "optimizer.betas")) {
+      o.optimizer.adamw.beta1 = (*b)[0].get<double>();
+      o.optimizer.adamw.beta2 = (*b)[1].get<double>();
+    }
+  }
+  if (params.Number("eps", &x, AtLeast(0)) && use_ds({params.PathOf("eps")}, "optimizer.eps")) o.optimizer.adamw.eps = x;
+  bool adam_w_mode = true;
+  if (params.Bool("adam_w_mode", &adam_w_mode) && type == "Adam" && !adam_w_mode &&
+      use_ds({opt.PathOf("type"), params.PathOf("adam_w_mode")}, "optimizer.type")) {
+    o.optimizer.kind = optim::OptimizerKind::kAdam;
+  }
+  if (params.Number("momentum", &x, AtLeast(0)) && use_ds({params.PathOf("momentum")}, "optimizer.momentum")) {
+    o.optimizer.sgd.momentum = x;
+  }
+  if (params.Number("dampening", &x, AtLeast(0)) && use_ds({params.PathOf("dampening")}, "optimizer.dampening")) {
+    o.optimizer.sgd.dampening = x;
+  }
+  bool nesterov = false;
+  if (params.Bool("nesterov", &nesterov) && use_ds({params.PathOf("nesterov")}, "optimizer.nesterov")) {
+    o.optimizer.sgd.nesterov = nesterov;
+  }
+  params.Finish();
+  opt.Finish();
+  if (ds.Get("scheduler", false) != nullptr) {
+    ctx->Add(ds.PathOf("scheduler"), "not supported: expected the schedule in lr_schedule {type, min_lr, "
+                                     "warmup_steps, decay_steps}");
+  }
+  ds.Finish();
+  if (!without_effect.empty()) {
+    c->notes.push_back(absl::StrCat("read without effect (communication runs per wrap unit): ",
+                                    absl::StrJoin(without_effect, ", ")));
+  }
+}
+
+// ============================================================ cross-field checks
+
+void CheckWorld(const RunConfig& c, int world, const std::string& world_source, Context* ctx) {
+  const ShardingOptions& sh = c.train.sharding;
+  if (sh.strategy == ShardingStrategy::kHybridShard && ctx->Ok({"strategy.hybrid_shard_size"})) {
+    if (sh.hybrid_shard_size < 1 || world % sh.hybrid_shard_size != 0) {
+      ctx->Add("strategy.hybrid_shard_size",
+               absl::StrCat("HYBRID_SHARD needs a shard group size >= 1 that divides the world size ", world,
+                            " (", world_source, "), found ", sh.hybrid_shard_size));
+    }
+  }
+  if (c.train_batch_size > 0) {
+    const int64_t want = c.train.batch_size * c.train.grad_accum_steps * world;
+    if (want != c.train_batch_size) {
+      ctx->Add("deepspeed.train_batch_size",
+               absl::StrCat("expected train_micro_batch_size_per_gpu x gradient_accumulation_steps x world size = ",
+                            c.train.batch_size, " x ", c.train.grad_accum_steps, " x ", world, " = ", want,
+                            ", found ", c.train_batch_size));
+    }
+  }
+}
+
+void CheckContradictions(RunConfig* c, Context* ctx) {
+  TrainOptions& o = c->train;
+  if (ctx->Ok({"model.n_embd", "model.n_head"}) && o.model.n_embd % o.model.n_head != 0) {
+    ctx->Add("model.n_embd", absl::StrCat("expected a multiple of model.n_head (", o.model.n_head, "), found ",
+                                          o.model.n_embd));
+  }
+  if (o.lr.kind != optim::LrScheduleKind::kConstant && ctx->Ok({"lr_schedule.min_lr", "optimizer.lr"}) &&
+      o.lr.min_lr > o.lr.lr) {
+    ctx->Add("lr_schedule.min_lr", absl::StrCat("expected at most optimizer.lr (", o.lr.lr, "), found ", o.lr.min_lr));
+  }
+  if (o.lr.kind != optim::LrScheduleKind::kConstant && ctx->Ok({"lr_schedule.decay_steps", "lr_schedule.warmup_steps"}) &&
+      o.lr.decay_steps < o.lr.warmup_steps) {
+    ctx->Add("lr_schedule.decay_steps", absl::StrCat("expected at least lr_schedule.warmup_steps (", o.lr.warmup_steps,
+                                                     "), found ", o.lr.decay_steps));
+  }
+  if (o.optimizer.kind == optim::OptimizerKind::kSgd && o.optimizer.sgd.nesterov &&
+      (o.optimizer.sgd.momentum <= 0 || o.optimizer.sgd.dampening != 0)) {
+    ctx->Add("optimizer.nesterov", absl::StrCat("Nesterov needs momentum > 0 and dampening 0, found momentum ",
+                                                o.optimizer.sgd.momentum, " and dampening ", o.optimizer.sgd.dampening));
+  }
+  const bool f16 = o.sharding.mixed_precision.param_dtype == DType::kF16;
+  if (c->loss_scale_mode == "none" && f16 && ctx->Ok({"loss_scaler.mode"})) {
+    ctx->Add("loss_scaler.mode", "expected \"auto\" or \"dynamic\" with strategy.mixed_precision.param_dtype f16 "
+                                 "(fp16 training needs loss scaling), found \"none\"");
+  }
+  o.loss_scaling = c->loss_scale_mode == "dynamic";
+  if (o.sharding.strategy != ShardingStrategy::kHybridShard && o.sharding.hybrid_shard_size != 0 &&
+      ctx->Ok({"strategy.hybrid_shard_size", "strategy.sharding_strategy"})) {
+    c->notes.push_back(absl::StrCat("strategy.hybrid_shard_size ", o.sharding.hybrid_shard_size, " has no effect with ",
+                                    ShardingStrategyName(o.sharding.strategy)));
+  }
+  if (c->skip_init_weights && o.init_from.empty() && o.resume.empty()) {
+    ctx->Add("strategy.skip_init_weights", "the weights must then come from checkpoint.init_from or "
+                                           "checkpoint.resume, found neither set");
+  }
+  if (c->work_dir.empty() && ctx->Ok({"work_dir"})) {
+    if (o.save_every > 0) {
+      ctx->Add("checkpoint.save_every", "checkpoints go to work_dir/experiment_name: expected a work_dir, found \"\"");
+    }
+    if (o.resume == "auto") {
+      ctx->Add("checkpoint.resume", "\"auto\" looks in work_dir/experiment_name: expected a work_dir, found \"\"");
+    }
+  }
+  if (c->backend != "mpi" && ctx->Ok({"distributed.world_size"})) {
+    CheckWorld(*c, c->world_size, "distributed.world_size", ctx);
+  }
+}
+
+// ============================================================ overrides
+
+// The JSON value at `path` in `root`, or nullptr.
+const OrderedJson* Find(const OrderedJson& root, const std::vector<std::string>& path) {
+  const OrderedJson* node = &root;
+  for (const std::string& k : path) {
+    if (node->is_object()) {
+      auto it = node->find(k);
+      if (it == node->end()) return nullptr;
+      node = &*it;
+    } else if (node->is_array()) {
+      size_t i = 0;
+      if (!absl::SimpleAtoi(k, &i) || i >= node->size()) return nullptr;
+      node = &(*node)[i];
+    } else {
+      return nullptr;
+    }
+  }
+  return node;
+}
+
+// "key.path=value": the value is read as the schema's type at that path (the
+// defaults say which): text for a string key, true/false/1/0/yes/no/on/off for
+// a boolean key, otherwise JSON (numbers, null, arrays, objects), falling back
+// to text, which the reader then reports if the key wants something else.
+void ApplyOverride(const std::string& text, const OrderedJson& defaults, Json* root, Context* ctx) {
+  const size_t eq = text.find('=');
+  const std::string where = absl::StrCat("--set \"", text, "\"");
+  if (eq == std::string::npos || eq == 0) {
+    ctx->Add(where, "expected key.path=value");
+    return;
+  }
+  const std::string key = text.substr(0, eq), raw = text.substr(eq + 1);
+  ctx->overridden.push_back(key);
+  std::vector<std::string> path = absl::StrSplit(key, '.');
+  for (const std::string& p : path) {
+    if (p.empty()) {
+      ctx->Add(where, "expected key.path=value with non-empty keys between the dots");
+      return;
+    }
+  }
+  const OrderedJson* schema = Find(defaults, path);
+  Json value;
+  const std::string lower = absl::AsciiStrToLower(raw);
+  if (schema != nullptr && schema->is_string() && !absl::StartsWith(raw, "\"")) {
+    value = raw == "null" ? Json() : Json(raw);
+  } else if (schema != nullptr && schema->is_boolean() &&
+             (lower == "true" || lower == "false" || lower == "1" || lower == "0" || lower == "yes" ||
+              lower == "no" || lower == "on" || lower == "off")) {
+    value = lower == "true" || lower == "1" || lower == "yes" || lower == "on";
+  } else {
+    value = Json::parse(raw, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) value = raw;
+  }
+  Json* node = root;
+  std::string walked;
+  for (size_t i = 0; i < path.size(); ++i) {
+    const std::string& k = path[i];
+    const bool last = i + 1 == path.size();
+    if (node->is_null()) {
+      // Not in the config: start from the default (an array to index into, or
+      // a value that cannot hold keys), else from an empty object.
+      const OrderedJson* def = Find(defaults, std::vector<std::string>(path.begin(), path.begin() + i));
+      *node = def != nullptr && !def->is_object() && !def->is_null() ? Json::parse(def->dump()) : Json::object();
+    }
+    if (node->is_object()) {
+      node = &(*node)[k];
+    } else if (node->is_array()) {
+      size_t idx = 0;
+      if (!absl::SimpleAtoi(k, &idx) || idx > node->size()) {
+        ctx->Add(where, absl::StrCat("expected an index in [0, ", node->size(), "] into ", walked, ", found \"", k, "\""));
+        return;
+      }
+      if (idx == node->size()) node->push_back(Json());
+      node = &(*node)[idx];
+    } else {
+      ctx->Add(where, absl::StrCat(walked, " is ", Found(*node), ", not an object"));
+      return;
+    }
+    walked = JoinPath(walked, k);
+    if (last) *node = value;
+  }
+}
+
+OrderedJson ToJson(const RunConfig& c);
+
+absl::StatusOr<RunConfig> Parse(Json root, const std::vector<std::string>& overrides, const std::string& source,
+                                std::vector<std::string>* known_leaves) {
+  Context ctx;
+  const OrderedJson defaults = ToJson(DefaultRunConfig());
+  if (!root.is_object()) {
+    ctx.Add("(root)", absl::StrCat("expected an object, found ", Found(root)));
+    root = Json::object();
+  }
+  for (const std::string& o : overrides) ApplyOverride(o, defaults, &root, &ctx);
+
+  RunConfig c = DefaultRunConfig();
+  c.source = source;
+  std::string stem = source;
+  if (size_t slash = stem.find_last_of('/'); slash != std::string::npos) stem = stem.substr(slash + 1);
+  if (size_t dot = stem.find_last_of('.'); dot != std::string::npos && dot > 0) stem = stem.substr(0, dot);
+  c.experiment_name = source == "<defaults>" || stem.empty() ? "default" : stem;
+
+  Section top(&ctx, "", &root);
+  std::string description;
+  top.String("description", &description);
+  top.String("experiment_name", &c.experiment_name);
+  top.String("work_dir", &c.work_dir);
+  if (c.experiment_name.empty() || absl::StrContains(c.experiment_name, "/")) {
+    ctx.Add("experiment_name", absl::StrCat("expected a non-empty name without '/', found \"", c.experiment_name, "\""));
+  }
+  {
+    Section d = top.Child("distributed");
+    d.Int("world_size", &c.world_size, 1, 4096);
+    d.Choice("backend", &c.backend, {"local", "mpi"});
+    d.Finish();
+  }
+  ReadModel(top.Child("model"), &c.train.model);
+  ReadData(top.Child("data"), &c.train);
+  ReadTrain(top.Child("train"), &c.train);
+  ReadOptimizer(top.Child("optimizer"), &c.train.optimizer, &c.train.lr);
+  int64_t decay_steps = -1;
+  ReadLrSchedule(top.Child("lr_schedule"), &c.train.lr, &decay_steps);
+  ReadLossScaler(top.Child("loss_scaler"), &c);
+  ReadStrategy(top.Child("strategy"), &c);
+  ReadCheckpoint(top.Child("checkpoint"), &c);
+  ReadSample(top.Child("sample"), &c.train);
+  ReadTrace(top.Child("trace"), &c.train);
+  {
+    Section ds = top.Child("deepspeed");
+    if (ds.present()) ReadDeepSpeed(ds, root, &c, &ctx);
+  }
+  top.Finish();
+  c.train.lr.lr = c.train.optimizer.lr;
+  // Checkpoints beside the timestamped run folders, as MMEngine keeps them.
+  c.train.work_dir = c.work_dir.empty() ? "" : absl::StrCat(c.work_dir, "/", c.experiment_name);
+  c.train.lr.decay_steps = decay_steps >= 0 ? decay_steps : std::max(c.train.steps, c.train.lr.warmup_steps);
+  CheckContradictions(&c, &ctx);
+
+  // Unknown keys: the closest key of the same object, else the place where a
+  // key of that name belongs.
+  for (const Context::Unknown& u : ctx.unknowns) {
+    const std::string path = JoinPath(u.section, u.key);
+    std::string near = Closest(u.key, u.siblings);
+    std::string hint;
+    if (!near.empty()) {
+      hint = absl::StrCat(" (did you mean \"", near, "\"?)");
+    } else {
+      for (const std::string& leaf : ctx.known_leaves) {
+        if (leaf == u.key || absl::EndsWith(leaf, absl::StrCat(".", u.key))) {
+          hint = absl::StrCat(" (it belongs in ", leaf, ")");
+          break;
+        }
+      }
+      if (hint.empty()) hint = absl::StrCat("; expected one of ", Quoted(u.siblings));
+    }
+    ctx.problems.push_back(absl::StrCat(path, ": unknown key", hint));
+  }
+  if (known_leaves != nullptr) *known_leaves = ctx.known_leaves;
+  if (!ctx.problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("config ", source, ": ", ctx.problems.size(),
+                                                   ctx.problems.size() == 1 ? " problem" : " problems", "\n  ",
+                                                   absl::StrJoin(ctx.problems, "\n  ")));
+  }
+  if (!description.empty()) c.notes.insert(c.notes.begin(), description);
+  return c;
+}
+
+// ============================================================ writing
+
+OrderedJson ToJson(const RunConfig& c) {
+  const TrainOptions& o = c.train;
+  const ShardingOptions& sh = o.sharding;
+  OrderedJson j;
+  j["experiment_name"] = c.experiment_name;
+  j["work_dir"] = c.work_dir;
+  j["distributed"] = {{"world_size", c.world_size}, {"backend", c.backend}};
+  j["model"] = {{"vocab_size", o.model.vocab_size}, {"block_size", o.model.block_size},
+                {"n_layer", o.model.n_layer},       {"n_head", o.model.n_head},
+                {"n_embd", o.model.n_embd},         {"dropout", o.model.dropout},
+                {"bias", o.model.bias}};
+  j["data"] = {{"path", o.data}, {"val_fraction", o.val_fraction}};
+  j["train"] = {{"steps", o.steps},
+                {"batch_size", o.batch_size},
+                {"grad_accum_steps", o.grad_accum_steps},
+                {"accumulate", o.no_sync ? "no_sync" : "sharded"},
+                {"grad_clip", o.grad_clip},
+                {"seed", o.seed},
+                {"log_every", o.log_every},
+                {"eval_every", o.eval_every},
+                {"eval_iters", o.eval_iters},
+                {"device_memory_limit", o.device_memory_limit}};
+  j["optimizer"] = {{"type", std::string(optim::OptimizerKindName(o.optimizer.kind))},
+                    {"lr", o.optimizer.lr},
+                    {"weight_decay", o.optimizer.weight_decay},
+                    {"betas", {o.optimizer.adamw.beta1, o.optimizer.adamw.beta2}},
+                    {"eps", o.optimizer.adamw.eps},
+                    {"momentum", o.optimizer.sgd.momentum},
+                    {"dampening", o.optimizer.sgd.dampening},
+                    {"nesterov", o.optimizer.sgd.nesterov}};
+  j["lr_schedule"] = {{"type", std::string(optim::LrScheduleKindName(o.lr.kind))},
+                      {"min_lr", o.lr.min_lr},
+                      {"warmup_steps", o.lr.warmup_steps},
+                      {"decay_steps", o.lr.decay_steps}};
+  j["loss_scaler"] = {{"mode", c.loss_scale_mode},
+                      {"initial_scale_power", o.loss_scaler.initial_scale_power},
+                      {"loss_scale_window", o.loss_scaler.scale_window},
+                      {"hysteresis", o.loss_scaler.hysteresis},
+                      {"consecutive_hysteresis", o.loss_scaler.consecutive_hysteresis},
+                      {"min_loss_scale", o.loss_scaler.min_scale},
+                      {"scale_factor", o.loss_scaler.scale_factor}};
+  OrderedJson s;
+  s["sharding_strategy"] = std::string(ShardingStrategyName(sh.strategy));
+  s["hybrid_shard_size"] = sh.hybrid_shard_size;
+  switch (sh.wrap.kind) {
+    case WrapPolicy::Kind::kByType: s["auto_wrap_policy"] = std::vector<std::string>(sh.wrap.types.begin(), sh.wrap.types.end()); break;
+    case WrapPolicy::Kind::kBySize: s["auto_wrap_policy"] = {{"min_num_params", sh.wrap.min_num_params}}; break;
+    default: s["auto_wrap_policy"] = nullptr; break;
+  }
+  s["backward_prefetch"] = sh.backward_prefetch == BackwardPrefetch::kNone
+                               ? OrderedJson(nullptr)
+                               : OrderedJson(std::string(BackwardPrefetchName(sh.backward_prefetch)));
+  s["forward_prefetch"] = sh.forward_prefetch;
+  s["limit_all_gathers"] = sh.limit_all_gathers;
+  const OffloadPolicy& off = sh.offload;
+  if (!off.any()) {
+    s["cpu_offload"] = false;
+  } else if (off.params && off.grads && off.optimizer) {
+    s["cpu_offload"] = true;
+  } else {
+    s["cpu_offload"] = {{"params", off.params}, {"grads", off.grads}, {"optimizer", off.optimizer}};
+  }
+  s["mixed_precision"] = {{"param_dtype", std::string(DTypeName(sh.mixed_precision.param_dtype))},
+                          {"reduce_dtype", std::string(DTypeName(sh.mixed_precision.reduce_dtype))},
+                          {"buffer_dtype", std::string(DTypeName(sh.mixed_precision.buffer_dtype))}};
+  s["activation_checkpointing"] =
+      o.model.activation_checkpointing ? std::vector<std::string>{"Block"} : std::vector<std::string>{};
+  s["state_dict_type"] = o.state_dict_type == "full" ? "FULL_STATE_DICT" : "SHARDED_STATE_DICT";
+  s["sync_module_states"] = sh.sync_module_states;
+  s["skip_init_weights"] = c.skip_init_weights;
+  s["ignored_modules"] = sh.ignored_modules;
+  j["strategy"] = s;
+  j["checkpoint"] = {{"init_from", o.init_from},
+                     {"save_weights", o.save},
+                     {"save_every", o.save_every},
+                     {"resume", o.resume},
+                     {"async_save", o.async_save},
+                     {"keep_last", o.keep_last}};
+  j["sample"] = {{"tokens", o.sample_tokens}, {"temperature", o.temperature}, {"top_k", o.top_k}};
+  j["trace"] = {{"path", o.trace}, {"from_step", o.trace_from}, {"steps", o.trace_steps}};
+  return j;
+}
+
+}  // namespace
+
+namespace {
+
+// Objects merge key by key; any other value replaces the base's.
+void Merge(Json* base, const Json& over) {
+  if (!base->is_object() || !over.is_object()) {
+    *base = over;
+    return;
+  }
+  for (auto it = over.begin(); it != over.end(); ++it) Merge(&(*base)[it.key()], *it);
+}
+
+absl::StatusOr<Json> ReadJsonFile(const std::string& path, int depth);
+
+// `text` parsed, with its "_base_" (a file name relative to `dir`) read and
+// merged under it (MMEngine's config inheritance).
+absl::StatusOr<Json> ParseJsonText(const std::string& text, const std::string& source, const std::string& dir,
+                                   int depth) {
+  Json root = Json::object();
+  if (!absl::StripAsciiWhitespace(text).empty()) {
+    try {
+      root = Json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    } catch (const Json::parse_error& e) {
+      std::string what = e.what();
+      if (size_t p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
+      return absl::InvalidArgumentError(absl::StrCat("config ", source, ": expected JSON, found a ", what));
+    }
+  }
+  if (!root.is_object() || !root.contains("_base_")) return root;
+  const Json base_name = root["_base_"];
+  if (!base_name.is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config ", source, ": _base_: expected a file name, found ", Found(base_name)));
+  }
+  if (depth >= 8) {
+    return absl::InvalidArgumentError(absl::StrCat("config ", source, ": _base_: expected at most 8 levels of "
+                                                   "inheritance, found more (a cycle?)"));
+  }
+  const std::string base_path = dir.empty() ? base_name.get<std::string>()
+                                            : absl::StrCat(dir, "/", base_name.get<std::string>());
+  ZS_ASSIGN_OR_RETURN(Json base, ReadJsonFile(base_path, depth + 1));
+  root.erase("_base_");
+  Merge(&base, root);
+  return base;
+}
+
+absl::StatusOr<Json> ReadJsonFile(const std::string& path, int depth) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("config ", path, ": cannot open the file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const size_t slash = path.find_last_of('/');
+  return ParseJsonText(text.str(), path, slash == std::string::npos ? "" : path.substr(0, slash), depth);
+}
+
+}  // namespace
+
+absl::StatusOr<RunConfig> ConfigFromText(const std::string& json_text, const std::vector<std::string>& overrides,
+                                         const std::string& source) {
+  ZS_ASSIGN_OR_RETURN(Json root, ParseJsonText(json_text, source, "", 0));
+  return Parse(std::move(root), overrides, source, nullptr);
+}
+
+absl::StatusOr<RunConfig> LoadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  ZS_ASSIGN_OR_RETURN(Json root, ReadJsonFile(path, 0));
+  return Parse(std::move(root), overrides, path, nullptr);
+}
+
+absl::Status CheckWorldSize(const RunConfig& config, int world_size) {
+  Context ctx;
+  CheckWorld(config, world_size, "the number of ranks", &ctx);
+  if (ctx.problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("config ", config.source, " on ", world_size, " ranks:\n  ",
+                                                 absl::StrJoin(ctx.problems, "\n  ")));
+}
+
+std::string ResolvedConfigJson(const RunConfig& config) { return ToJson(config).dump(2) + "\n"; }
+
+std::vector<std::string> ConfigKeyPaths() {
+  std::vector<std::string> leaves;
+  (void)Parse(Json::object(), {}, "<defaults>", &leaves);
+  return leaves;
+}
+
+// ============================================================ flags
+
+absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
+    const std::vector<std::pair<std::string, std::string>>& flags) {
+  // Flags whose value is the config value as is.
+  static const auto* direct = new std::map<std::string, std::string>{
+      {"n_layer", "model.n_layer"},
+      {"n_head", "model.n_head"},
+      {"n_embd", "model.n_embd"},
+      {"block_size", "model.block_size"},
+      {"vocab_size", "model.vocab_size"},
+      {"dropout", "model.dropout"},
+      {"data", "data.path"},
+      {"batch_size", "train.batch_size"},
+      {"grad_accum_steps", "train.grad_accum_steps"},
+      {"accumulate", "train.accumulate"},
+      {"steps", "train.steps"},
+      {"grad_clip", "train.grad_clip"},
+      {"seed", "train.seed"},
+      {"eval_every", "train.eval_every"},
+      {"eval_iters", "train.eval_iters"},
+      {"device_memory_limit", "train.device_memory_limit"},
+      {"optimizer", "optimizer.type"},
+      {"lr", "optimizer.lr"},
+      {"weight_decay", "optimizer.weight_decay"},
+      {"beta2", "optimizer.betas.1"},
+      {"min_lr", "lr_schedule.min_lr"},
+      {"warmup_steps", "lr_schedule.warmup_steps"},
+      {"lr_schedule", "lr_schedule.type"},
+      {"world_size", "distributed.world_size"},
+      {"backend", "distributed.backend"},
+      {"sharding_strategy", "strategy.sharding_strategy"},
+      {"hybrid_shard_size", "strategy.hybrid_shard_size"},
+      {"forward_prefetch", "strategy.forward_prefetch"},
+      {"backward_prefetch", "strategy.backward_prefetch"},
+      {"limit_all_gathers", "strategy.limit_all_gathers"},
+      {"param_dtype", "strategy.mixed_precision.param_dtype"},
+      {"reduce_dtype", "strategy.mixed_precision.reduce_dtype"},
+      {"loss_scale", "loss_scaler.mode"},
+      {"initial_scale_power", "loss_scaler.initial_scale_power"},
+      {"loss_scale_window", "loss_scaler.loss_scale_window"},
+      {"hysteresis", "loss_scaler.hysteresis"},
+      {"min_loss_scale", "loss_scaler.min_loss_scale"},
+      {"init_from", "checkpoint.init_from"},
+      {"save", "checkpoint.save_weights"},
+      {"work_dir", "work_dir"},
+      {"save_every", "checkpoint.save_every"},
+      {"resume", "checkpoint.resume"},
+      {"async_save", "checkpoint.async_save"},
+      {"keep_last", "checkpoint.keep_last"},
+      {"state_dict_type", "strategy.state_dict_type"},
+      {"sample_tokens", "sample.tokens"},
+      {"temperature", "sample.temperature"},
+      {"top_k", "sample.top_k"},
+      {"trace", "trace.path"},
+      {"trace_from", "trace.from_step"},
+      {"trace_steps", "trace.steps"},
+  };
+  std::vector<std::string> out;
+  for (const auto& [name, value] : flags) {
+    if (auto it = direct->find(name); it != direct->end()) {
+      out.push_back(absl::StrCat(it->second, "=", value));
+    } else if (name == "beta1") {  // Adam's beta1 and SGD's momentum, as before the config
+      out.push_back(absl::StrCat("optimizer.betas.0=", value));
+      out.push_back(absl::StrCat("optimizer.momentum=", value));
+    } else if (name == "log_every") {
+      int64_t n = 1;
+      out.push_back(absl::StrCat("train.log_every=",
+                                 absl::SimpleAtoi(value, &n) ? absl::StrCat(std::max<int64_t>(n, 1)) : value));
+    } else if (name == "auto_wrap") {
+      int64_t min_params = 0;
+      if (value == "block") {
+        out.push_back("strategy.auto_wrap_policy=[\"Block\"]");
+      } else if (value == "none") {
+        out.push_back("strategy.auto_wrap_policy=null");
+      } else if (absl::StartsWith(value, "size:") && absl::SimpleAtoi(value.substr(5), &min_params)) {
+        out.push_back(absl::StrCat("strategy.auto_wrap_policy={\"min_num_params\": ", min_params, "}"));
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("--auto_wrap=", value, ": expected block, size:<n> or none"));
+      }
+    } else if (name == "activation_checkpointing") {
+      const bool on = value == "true" || value == "1";
+      out.push_back(absl::StrCat("strategy.activation_checkpointing=", on ? "[\"Block\"]" : "[]"));
+    } else if (name == "offload") {
+      if (value == "none") {
+        out.push_back("strategy.cpu_offload=false");
+      } else if (value == "optimizer") {
+        out.push_back("strategy.cpu_offload={\"params\": false, \"grads\": true, \"optimizer\": true}");
+      } else if (value == "params_and_optimizer") {
+        out.push_back("strategy.cpu_offload=true");
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--offload=", value, ": expected none, optimizer or params_and_optimizer"));
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a config flag"));
+    }
+  }
+  return out;
+}
+
+}  // namespace zeroshard

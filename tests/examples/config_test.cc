@@ -1,0 +1,834 @@
+// The main job's config: every key of both styles (FSDP-style and a DeepSpeed
+// block) and every flag lands in the right TrainOptions field; every kind of
+// problem is reported with its path, all at once; --set overrides convert by
+// the schema's types; each ready config in examples/configs/ is valid and
+// trains; a run folder holds the resolved config, the log and metrics.csv.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "collectives/local_communicator.h"
+#include "examples/config.h"
+#include "examples/metrics.h"
+#include "examples/run_dir.h"
+#include "examples/trainer.h"
+#include "tests/testing.h"
+
+namespace zeroshard {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::StatusIs;
+
+RunConfig MustParse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<RunConfig> c = ConfigFromText(text, overrides, "test.json");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : RunConfig{};
+}
+
+// The message of a config that must fail.
+std::string Problems(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<RunConfig> c = ConfigFromText(text, overrides, "test.json");
+  EXPECT_FALSE(c.ok()) << "expected problems in " << text;
+  return c.ok() ? "" : std::string(c.status().message());
+}
+
+std::string TempDir() {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return t != nullptr ? t : "/tmp";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// ============================================================ defaults and keys
+
+TEST(Config, DefaultsAreTheFlagDefaults) {
+  const RunConfig c = MustParse("");
+  const TrainOptions& o = c.train;
+  EXPECT_EQ(c.experiment_name, "test");  // the source's stem
+  EXPECT_EQ(c.work_dir, "work_dirs");
+  EXPECT_EQ(c.world_size, 4);
+  EXPECT_EQ(c.backend, "local");
+  EXPECT_EQ(o.model.n_layer, 4);
+  EXPECT_EQ(o.model.n_head, 4);
+  EXPECT_EQ(o.model.n_embd, 128);
+  EXPECT_EQ(o.model.block_size, 64);
+  EXPECT_EQ(o.model.vocab_size, 256);
+  EXPECT_EQ(o.data, "data/tinyshakespeare.txt");
+  EXPECT_EQ(o.batch_size, 8);
+  EXPECT_EQ(o.steps, 200);
+  EXPECT_EQ(o.optimizer.kind, optim::OptimizerKind::kAdamW);
+  EXPECT_EQ(o.optimizer.adamw.beta2, 0.95);
+  EXPECT_EQ(o.optimizer.sgd.momentum, 0.9);
+  EXPECT_EQ(o.lr.kind, optim::LrScheduleKind::kCosine);
+  EXPECT_EQ(o.lr.lr, 1e-3);
+  EXPECT_EQ(o.lr.min_lr, 1e-4);
+  EXPECT_EQ(o.lr.warmup_steps, 20);
+  EXPECT_EQ(o.lr.decay_steps, 200);  // follows train.steps
+  EXPECT_EQ(o.sharding.strategy, ShardingStrategy::kFullShard);
+  EXPECT_EQ(o.sharding.wrap.kind, WrapPolicy::Kind::kByType);
+  EXPECT_EQ(o.sharding.wrap.types, std::set<std::string>{"Block"});
+  EXPECT_EQ(o.sharding.backward_prefetch, BackwardPrefetch::kBackwardPre);
+  EXPECT_EQ(o.sharding.limit_all_gathers, 2);
+  EXPECT_FALSE(o.sharding.offload.any());
+  EXPECT_FALSE(o.loss_scaling);
+  EXPECT_EQ(o.state_dict_type, "sharded");
+  EXPECT_EQ(o.work_dir, "work_dirs/test");  // checkpoints: work_dir/experiment_name
+  EXPECT_EQ(MustParse("", {"train.steps=50"}).train.lr.decay_steps, 50);
+  EXPECT_EQ(MustParse("", {"work_dir="}).train.work_dir, "");
+}
+
+TEST(Config, EveryFsdpStyleKeyMapsToItsField) {
+  const RunConfig c = MustParse(R"({
+    "description": "every key",
+    "experiment_name": "exp", "work_dir": "/tmp/w",
+    "distributed": {"world_size": 8, "backend": "mpi"},
+    "model": {"vocab_size": 300, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 64, "dropout": 0.1, "bias": false},
+    "data": {"path": "x.bin", "val_fraction": 0.2},
+    "train": {"steps": 50, "batch_size": 3, "grad_accum_steps": 4, "accumulate": "no_sync", "grad_clip": 0.5,
+              "seed": 7, "log_every": 5, "eval_every": 25, "eval_iters": 3, "device_memory_limit": 1000000},
+    "optimizer": {"type": "sgd", "lr": 0.1, "weight_decay": 0.01, "betas": [0.8, 0.9], "eps": 1e-6,
+                  "momentum": 0.5, "dampening": 0.0, "nesterov": true},
+    "lr_schedule": {"type": "linear", "min_lr": 0.01, "warmup_steps": 5, "decay_steps": 40},
+    "loss_scaler": {"mode": "dynamic", "initial_scale_power": 12, "loss_scale_window": 100, "hysteresis": 3,
+                    "consecutive_hysteresis": true, "min_loss_scale": 0.5, "scale_factor": 4.0},
+    "strategy": {"sharding_strategy": "HYBRID_SHARD", "hybrid_shard_size": 4,
+                 "auto_wrap_policy": {"min_num_params": 1e4}, "backward_prefetch": "BACKWARD_POST",
+                 "forward_prefetch": true, "limit_all_gathers": 3,
+                 "cpu_offload": {"params": true, "grads": false, "optimizer": false},
+                 "mixed_precision": {"param_dtype": "bfloat16", "reduce_dtype": "fp32", "buffer_dtype": "bf16"},
+                 "activation_checkpointing": ["Block"], "state_dict_type": "full",
+                 "sync_module_states": true, "skip_init_weights": true, "ignored_modules": ["lm_head"]},
+    "checkpoint": {"init_from": "w.safetensors", "save_weights": "out.safetensors", "save_every": 10, "resume": "auto",
+                   "async_save": true, "keep_last": 2},
+    "sample": {"tokens": 5, "temperature": 1.5, "top_k": 3},
+    "trace": {"path": "t.json", "from_step": 4, "steps": 3}
+  })");
+  const TrainOptions& o = c.train;
+  EXPECT_EQ(c.notes.front(), "every key");
+  EXPECT_EQ(c.experiment_name, "exp");
+  EXPECT_EQ(c.work_dir, "/tmp/w");
+  EXPECT_EQ(c.world_size, 8);
+  EXPECT_EQ(c.backend, "mpi");
+  EXPECT_EQ(o.model.vocab_size, 300);
+  EXPECT_EQ(o.model.block_size, 32);
+  EXPECT_EQ(o.model.n_layer, 2);
+  EXPECT_EQ(o.model.n_head, 2);
+  EXPECT_EQ(o.model.n_embd, 64);
+  EXPECT_EQ(o.model.dropout, 0.1);
+  EXPECT_FALSE(o.model.bias);
+  EXPECT_EQ(o.data, "x.bin");
+  EXPECT_EQ(o.val_fraction, 0.2);
+  EXPECT_EQ(o.steps, 50);
+  EXPECT_EQ(o.batch_size, 3);
+  EXPECT_EQ(o.grad_accum_steps, 4);
+  EXPECT_TRUE(o.no_sync);
+  EXPECT_EQ(o.grad_clip, 0.5);
+  EXPECT_EQ(o.seed, 7u);
+  EXPECT_EQ(o.log_every, 5);
+  EXPECT_EQ(o.eval_every, 25);
+  EXPECT_EQ(o.eval_iters, 3);
+  EXPECT_EQ(o.device_memory_limit, 1000000);
+  EXPECT_EQ(o.optimizer.kind, optim::OptimizerKind::kSgd);
+  EXPECT_EQ(o.optimizer.lr, 0.1);
+  EXPECT_EQ(o.lr.lr, 0.1);  // the schedule's peak is the optimizer's lr
+  EXPECT_EQ(o.optimizer.weight_decay, 0.01);
+  EXPECT_EQ(o.optimizer.adamw.beta1, 0.8);
+  EXPECT_EQ(o.optimizer.adamw.beta2, 0.9);
+  EXPECT_EQ(o.optimizer.adamw.eps, 1e-6);
+  EXPECT_EQ(o.optimizer.sgd.momentum, 0.5);
+  EXPECT_EQ(o.optimizer.sgd.dampening, 0.0);
+  EXPECT_TRUE(o.optimizer.sgd.nesterov);
+  EXPECT_EQ(o.lr.kind, optim::LrScheduleKind::kLinear);
+  EXPECT_EQ(o.lr.min_lr, 0.01);
+  EXPECT_EQ(o.lr.warmup_steps, 5);
+  EXPECT_EQ(o.lr.decay_steps, 40);
+  EXPECT_TRUE(o.loss_scaling);
+  EXPECT_EQ(c.loss_scale_mode, "dynamic");
+  EXPECT_EQ(o.loss_scaler.initial_scale_power, 12);
+  EXPECT_EQ(o.loss_scaler.scale_window, 100);
+  EXPECT_EQ(o.loss_scaler.hysteresis, 3);
+  EXPECT_TRUE(o.loss_scaler.consecutive_hysteresis);
+  EXPECT_EQ(o.loss_scaler.min_scale, 0.5);
+  EXPECT_EQ(o.loss_scaler.scale_factor, 4.0);
+  const ShardingOptions& s = o.sharding;
+  EXPECT_EQ(s.strategy, ShardingStrategy::kHybridShard);
+  EXPECT_EQ(s.hybrid_shard_size, 4);
+  EXPECT_EQ(s.wrap.kind, WrapPolicy::Kind::kBySize);
+  EXPECT_EQ(s.wrap.min_num_params, 10000);
+  EXPECT_EQ(s.backward_prefetch, BackwardPrefetch::kBackwardPost);
+  EXPECT_TRUE(s.forward_prefetch);
+  EXPECT_EQ(s.limit_all_gathers, 3);
+  EXPECT_TRUE(s.offload.params);
+  EXPECT_FALSE(s.offload.grads);
+  EXPECT_FALSE(s.offload.optimizer);
+  EXPECT_EQ(s.mixed_precision.param_dtype, DType::kBF16);
+  EXPECT_EQ(s.mixed_precision.reduce_dtype, DType::kF32);
+  EXPECT_EQ(s.mixed_precision.buffer_dtype, DType::kBF16);
+  EXPECT_TRUE(o.model.activation_checkpointing);
+  EXPECT_EQ(o.state_dict_type, "full");
+  EXPECT_TRUE(s.sync_module_states);
+  EXPECT_TRUE(c.skip_init_weights);
+  EXPECT_THAT(s.ignored_modules, ElementsAre("lm_head"));
+  EXPECT_EQ(o.init_from, "w.safetensors");
+  EXPECT_EQ(o.save, "out.safetensors");
+  EXPECT_EQ(o.save_every, 10);
+  EXPECT_EQ(o.resume, "auto");
+  EXPECT_TRUE(o.async_save);
+  EXPECT_EQ(o.keep_last, 2);
+  EXPECT_EQ(o.work_dir, "/tmp/w/exp");
+  EXPECT_EQ(o.sample_tokens, 5);
+  EXPECT_EQ(o.temperature, 1.5);
+  EXPECT_EQ(o.top_k, 3);
+  EXPECT_EQ(o.trace, "t.json");
+  EXPECT_EQ(o.trace_from, 4);
+  EXPECT_EQ(o.trace_steps, 3);
+}
+
+TEST(Config, StrategyShorthands) {
+  // FSDP's booleans and None, Lightning's names.
+  RunConfig c = MustParse(R"({"strategy": {"auto_wrap_policy": null, "backward_prefetch": null,
+                                           "limit_all_gathers": false, "cpu_offload": true,
+                                           "mixed_precision": null, "state_dict_type": "sharded"}})");
+  EXPECT_EQ(c.train.sharding.wrap.kind, WrapPolicy::Kind::kNone);
+  EXPECT_EQ(c.train.sharding.backward_prefetch, BackwardPrefetch::kNone);
+  EXPECT_EQ(c.train.sharding.limit_all_gathers, 0);
+  EXPECT_TRUE(c.train.sharding.offload.params && c.train.sharding.offload.grads && c.train.sharding.offload.optimizer);
+  EXPECT_EQ(c.train.sharding.mixed_precision.param_dtype, DType::kF32);
+  EXPECT_EQ(c.train.state_dict_type, "sharded");
+  c = MustParse(R"({"strategy": {"auto_wrap_policy": "Mlp", "limit_all_gathers": true,
+                                 "cpu_offload": {"offload_params": true}, "backward_prefetch": "post"}})");
+  EXPECT_EQ(c.train.sharding.wrap.types, std::set<std::string>{"Mlp"});
+  EXPECT_EQ(c.train.sharding.limit_all_gathers, 2);
+  EXPECT_TRUE(c.train.sharding.offload.params && c.train.sharding.offload.optimizer);
+  EXPECT_EQ(c.train.sharding.backward_prefetch, BackwardPrefetch::kBackwardPost);
+  c = MustParse(R"({"strategy": {"auto_wrap_policy": ["Block", "Mlp"], "sharding_strategy": "shard_grad_op"}})");
+  EXPECT_EQ(c.train.sharding.wrap.types, (std::set<std::string>{"Block", "Mlp"}));
+  EXPECT_EQ(c.train.sharding.strategy, ShardingStrategy::kShardGradOp);
+  EXPECT_FALSE(MustParse(R"({"loss_scaler": {"mode": "auto"}})").train.loss_scaling);
+}
+
+// ============================================================ DeepSpeed
+
+TEST(Config, DeepSpeedStagesMapToStrategies) {
+  auto strategy = [](int stage) {
+    return MustParse(absl::StrCat(R"({"deepspeed": {"zero_optimization": {"stage": )", stage, "}}}"))
+        .train.sharding.strategy;
+  };
+  EXPECT_EQ(strategy(0), ShardingStrategy::kNoShard);
+  EXPECT_EQ(strategy(1), ShardingStrategy::kShardGradOp);
+  EXPECT_EQ(strategy(2), ShardingStrategy::kShardGradOp);
+  EXPECT_EQ(strategy(3), ShardingStrategy::kFullShard);
+  EXPECT_EQ(MustParse(R"({"deepspeed": {}})").train.sharding.strategy, ShardingStrategy::kNoShard);  // stage 0
+  const RunConfig one = MustParse(R"({"deepspeed": {"zero_optimization": {"stage": 1}}})");
+  ASSERT_FALSE(one.notes.empty());
+  EXPECT_THAT(one.notes[0], HasSubstr("stage 1 runs as SHARD_GRAD_OP"));
+}
+
+TEST(Config, EveryDeepSpeedKeyMapsToItsField) {
+  const RunConfig c = MustParse(R"({"deepspeed": {
+    "train_batch_size": 48, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 4,
+    "gradient_clipping": 0.7, "steps_per_print": 7, "wall_clock_breakdown": false,
+    "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 10, "loss_scale_window": 50,
+             "hysteresis": 4, "consecutive_hysteresis": true, "min_loss_scale": 0.25},
+    "bf16": {"enabled": false},
+    "communication_data_type": "fp32",
+    "optimizer": {"type": "Adam", "params": {"lr": 0.002, "betas": [0.85, 0.98], "eps": 1e-7,
+                                             "weight_decay": 0.05, "adam_w_mode": false}},
+    "zero_optimization": {"stage": 3, "overlap_comm": false, "contiguous_gradients": true,
+                          "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": 5e7,
+                          "offload_optimizer": {"device": "cpu", "pin_memory": true},
+                          "offload_param": {"device": "cpu"}}}})");
+  const TrainOptions& o = c.train;
+  EXPECT_EQ(o.batch_size, 3);
+  EXPECT_EQ(o.grad_accum_steps, 4);
+  EXPECT_EQ(c.train_batch_size, 48);
+  EXPECT_EQ(o.grad_clip, 0.7);
+  EXPECT_EQ(o.log_every, 7);
+  EXPECT_EQ(o.sharding.strategy, ShardingStrategy::kFullShard);
+  EXPECT_TRUE(o.sharding.offload.params && o.sharding.offload.grads && o.sharding.offload.optimizer);
+  EXPECT_FALSE(o.sharding.forward_prefetch);
+  EXPECT_EQ(o.sharding.backward_prefetch, BackwardPrefetch::kNone);
+  EXPECT_EQ(o.sharding.mixed_precision.param_dtype, DType::kF16);
+  EXPECT_EQ(o.sharding.mixed_precision.buffer_dtype, DType::kF16);
+  EXPECT_EQ(o.sharding.mixed_precision.reduce_dtype, DType::kF32);  // communication_data_type
+  EXPECT_TRUE(o.loss_scaling);
+  EXPECT_EQ(o.loss_scaler.initial_scale_power, 10);
+  EXPECT_EQ(o.loss_scaler.scale_window, 50);
+  EXPECT_EQ(o.loss_scaler.hysteresis, 4);
+  EXPECT_TRUE(o.loss_scaler.consecutive_hysteresis);
+  EXPECT_EQ(o.loss_scaler.min_scale, 0.25);
+  EXPECT_EQ(o.optimizer.kind, optim::OptimizerKind::kAdam);  // adam_w_mode false
+  EXPECT_EQ(o.optimizer.lr, 0.002);
+  EXPECT_EQ(o.lr.lr, 0.002);
+  EXPECT_EQ(o.optimizer.adamw.beta1, 0.85);
+  EXPECT_EQ(o.optimizer.adamw.beta2, 0.98);
+  EXPECT_EQ(o.optimizer.adamw.eps, 1e-7);
+  EXPECT_EQ(o.optimizer.weight_decay, 0.05);
+  EXPECT_THAT(c.notes.back(), AllOf(HasSubstr("without effect"), HasSubstr("reduce_bucket_size"),
+                                    HasSubstr("pin_memory")));
+}
+
+TEST(Config, DeepSpeedBf16AdamAndOffloadOptimizer) {
+  const RunConfig c = MustParse(R"({"deepspeed": {"bf16": {"enabled": true}, "optimizer": {"type": "Adam"},
+                                   "zero_optimization": {"stage": 2, "overlap_comm": true,
+                                                         "offload_optimizer": {"device": "cpu"}}}})");
+  const TrainOptions& o = c.train;
+  EXPECT_EQ(o.sharding.mixed_precision.param_dtype, DType::kBF16);
+  EXPECT_EQ(o.sharding.mixed_precision.reduce_dtype, DType::kBF16);  // DeepSpeed's default: the model's dtype
+  EXPECT_FALSE(o.loss_scaling);
+  EXPECT_EQ(o.optimizer.kind, optim::OptimizerKind::kAdamW);  // DeepSpeed's Adam is AdamW by default
+  EXPECT_TRUE(o.sharding.forward_prefetch);
+  EXPECT_EQ(o.sharding.backward_prefetch, BackwardPrefetch::kBackwardPre);
+  EXPECT_FALSE(o.sharding.offload.params);
+  EXPECT_TRUE(o.sharding.offload.grads && o.sharding.offload.optimizer);
+  EXPECT_EQ(MustParse(R"({"deepspeed": {"optimizer": {"type": "sgd", "params": {"momentum": 0.3,
+                          "nesterov": true, "dampening": 0}}}})").train.optimizer.sgd.momentum, 0.3);
+}
+
+TEST(Config, CommandLineWinsOverTheDeepSpeedBlock) {
+  const std::string ds = R"({"deepspeed": {"train_micro_batch_size_per_gpu": 4, "steps_per_print": 5,
+                                            "zero_optimization": {"stage": 3}, "bf16": {"enabled": true}}})";
+  const RunConfig c = MustParse(ds, {"train.batch_size=2", "strategy.sharding_strategy=NO_SHARD",
+                                     "strategy.mixed_precision.param_dtype=f32"});
+  EXPECT_EQ(c.train.batch_size, 2);
+  EXPECT_EQ(c.train.log_every, 5);
+  EXPECT_EQ(c.train.sharding.strategy, ShardingStrategy::kNoShard);
+  EXPECT_EQ(c.train.sharding.mixed_precision.param_dtype, DType::kF32);
+  EXPECT_EQ(c.train.sharding.mixed_precision.buffer_dtype, DType::kBF16);  // still the block's
+  // The block's own key on the command line wins over the file's FSDP-style key.
+  EXPECT_EQ(MustParse(R"({"train": {"batch_size": 2}, "deepspeed": {}})",
+                      {"deepspeed.train_micro_batch_size_per_gpu=6"}).train.batch_size, 6);
+}
+
+// ============================================================ flags
+
+TEST(Config, EveryFlagMapsToTheSameFieldAsBefore) {
+  absl::StatusOr<std::vector<std::string>> sets = OverridesFromFlags({
+      {"n_layer", "2"}, {"n_head", "2"}, {"n_embd", "32"}, {"block_size", "16"}, {"vocab_size", "300"},
+      {"dropout", "0.1"}, {"data", "a.txt"}, {"batch_size", "3"}, {"grad_accum_steps", "2"},
+      {"accumulate", "no_sync"}, {"steps", "30"}, {"optimizer", "sgd"}, {"lr", "0.01"}, {"min_lr", "0.001"},
+      {"warmup_steps", "3"}, {"lr_schedule", "linear"}, {"weight_decay", "0.2"}, {"beta1", "0.8"},
+      {"beta2", "0.99"}, {"grad_clip", "0"}, {"seed", "5"}, {"world_size", "2"}, {"backend", "mpi"},
+      {"sharding_strategy", "HYBRID_SHARD"}, {"hybrid_shard_size", "2"}, {"auto_wrap", "size:1000"},
+      {"forward_prefetch", "true"}, {"backward_prefetch", "none"}, {"limit_all_gathers", "0"},
+      {"activation_checkpointing", "true"}, {"init_from", "i.safetensors"}, {"save", "s.safetensors"},
+      {"log_every", "0"}, {"eval_every", "0"}, {"eval_iters", "2"}, {"sample_tokens", "0"},
+      {"temperature", "1"}, {"top_k", "5"}, {"device_memory_limit", "123"}, {"offload", "optimizer"},
+      {"param_dtype", "f16"}, {"reduce_dtype", "bf16"}, {"loss_scale", "dynamic"},
+      {"initial_scale_power", "8"}, {"loss_scale_window", "20"}, {"hysteresis", "1"},
+      {"min_loss_scale", "2"}, {"trace", "t.json"}, {"trace_from", "1"}, {"trace_steps", "1"},
+      {"work_dir", "/tmp/wd"}, {"save_every", "5"}, {"state_dict_type", "full"}, {"async_save", "true"},
+      {"keep_last", "3"}, {"resume", "auto"}});
+  ASSERT_TRUE(sets.ok()) << sets.status();
+  const RunConfig c = MustParse("", *sets);
+  const TrainOptions& o = c.train;
+  EXPECT_EQ(o.model.n_layer, 2);
+  EXPECT_EQ(o.model.n_head, 2);
+  EXPECT_EQ(o.model.n_embd, 32);
+  EXPECT_EQ(o.model.block_size, 16);
+  EXPECT_EQ(o.model.vocab_size, 300);
+  EXPECT_EQ(o.model.dropout, 0.1);
+  EXPECT_EQ(o.data, "a.txt");
+  EXPECT_EQ(o.batch_size, 3);
+  EXPECT_EQ(o.grad_accum_steps, 2);
+  EXPECT_TRUE(o.no_sync);
+  EXPECT_EQ(o.steps, 30);
+  EXPECT_EQ(o.optimizer.kind, optim::OptimizerKind::kSgd);
+  EXPECT_EQ(o.lr.lr, 0.01);
+  EXPECT_EQ(o.lr.min_lr, 0.001);
+  EXPECT_EQ(o.lr.warmup_steps, 3);
+  EXPECT_EQ(o.lr.decay_steps, 30);  // max(steps, warmup_steps), as before
+  EXPECT_EQ(o.lr.kind, optim::LrScheduleKind::kLinear);
+  EXPECT_EQ(o.optimizer.weight_decay, 0.2);
+  EXPECT_EQ(o.optimizer.adamw.beta1, 0.8);
+  EXPECT_EQ(o.optimizer.sgd.momentum, 0.8);  // --beta1 is also SGD's momentum
+  EXPECT_EQ(o.optimizer.adamw.beta2, 0.99);
+  EXPECT_EQ(o.grad_clip, 0);
+  EXPECT_EQ(o.seed, 5u);
+  EXPECT_EQ(c.world_size, 2);
+  EXPECT_EQ(c.backend, "mpi");
+  EXPECT_EQ(o.sharding.strategy, ShardingStrategy::kHybridShard);
+  EXPECT_EQ(o.sharding.hybrid_shard_size, 2);
+  EXPECT_EQ(o.sharding.wrap.kind, WrapPolicy::Kind::kBySize);
+  EXPECT_EQ(o.sharding.wrap.min_num_params, 1000);
+  EXPECT_TRUE(o.sharding.forward_prefetch);
+  EXPECT_EQ(o.sharding.backward_prefetch, BackwardPrefetch::kNone);
+  EXPECT_EQ(o.sharding.limit_all_gathers, 0);
+  EXPECT_TRUE(o.model.activation_checkpointing);
+  EXPECT_EQ(o.init_from, "i.safetensors");
+  EXPECT_EQ(o.save, "s.safetensors");
+  EXPECT_EQ(o.log_every, 1);  // clamped, as before
+  EXPECT_EQ(o.eval_every, 0);
+  EXPECT_EQ(o.eval_iters, 2);
+  EXPECT_EQ(o.sample_tokens, 0);
+  EXPECT_EQ(o.temperature, 1.0);
+  EXPECT_EQ(o.top_k, 5);
+  EXPECT_EQ(o.device_memory_limit, 123);
+  EXPECT_FALSE(o.sharding.offload.params);
+  EXPECT_TRUE(o.sharding.offload.grads && o.sharding.offload.optimizer);
+  EXPECT_EQ(o.sharding.mixed_precision.param_dtype, DType::kF16);
+  EXPECT_EQ(o.sharding.mixed_precision.reduce_dtype, DType::kBF16);
+  EXPECT_TRUE(o.loss_scaling);
+  EXPECT_EQ(o.loss_scaler.initial_scale_power, 8);
+  EXPECT_EQ(o.loss_scaler.scale_window, 20);
+  EXPECT_EQ(o.loss_scaler.hysteresis, 1);
+  EXPECT_EQ(o.loss_scaler.min_scale, 2.0);
+  EXPECT_EQ(o.trace, "t.json");
+  EXPECT_EQ(o.trace_from, 1);
+  EXPECT_EQ(o.trace_steps, 1);
+  EXPECT_EQ(c.work_dir, "/tmp/wd");
+  EXPECT_EQ(o.work_dir, "/tmp/wd/test");  // checkpoints: work_dir/experiment_name
+  EXPECT_EQ(o.save_every, 5);
+  EXPECT_EQ(o.state_dict_type, "full");
+  EXPECT_TRUE(o.async_save);
+  EXPECT_EQ(o.keep_last, 3);
+  EXPECT_EQ(o.resume, "auto");
+  // The other spellings.
+  EXPECT_EQ(MustParse("", *OverridesFromFlags({{"auto_wrap", "none"}})).train.sharding.wrap.kind,
+            WrapPolicy::Kind::kNone);
+  EXPECT_EQ(MustParse("", *OverridesFromFlags({{"auto_wrap", "block"}})).train.sharding.wrap.types,
+            std::set<std::string>{"Block"});
+  EXPECT_TRUE(MustParse("", *OverridesFromFlags({{"offload", "params_and_optimizer"}})).train.sharding.offload.params);
+  EXPECT_FALSE(MustParse("", *OverridesFromFlags({{"offload", "none"}})).train.sharding.offload.any());
+  EXPECT_THAT(OverridesFromFlags({{"offload", "disk"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--offload=disk: expected none, optimizer or params_and_optimizer")));
+  EXPECT_THAT(OverridesFromFlags({{"auto_wrap", "size:x"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected block, size:<n> or none")));
+  EXPECT_THAT(OverridesFromFlags({{"config", "x"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--config: not a config flag")));
+}
+
+// ============================================================ problems, one kind each
+
+TEST(ConfigProblems, UnknownKeyGetsTheClosestValidKey) {
+  EXPECT_EQ(Problems(R"({"strategy": {"sharding_stratgy": "FULL_SHARD"}})"),
+            "config test.json: 1 problem\n"
+            "  strategy.sharding_stratgy: unknown key (did you mean \"sharding_strategy\"?)");
+  EXPECT_THAT(Problems(R"({"modle": {}})"), HasSubstr("modle: unknown key (did you mean \"model\"?)"));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"zero_optimization": {"stgae": 3}}})"),
+              HasSubstr("deepspeed.zero_optimization.stgae: unknown key (did you mean \"stage\"?)"));
+}
+
+TEST(ConfigProblems, UnknownKeyThatBelongsElsewhereSaysWhere) {
+  EXPECT_THAT(Problems(R"({"train": {"lr": 0.1}})"), HasSubstr("train.lr: unknown key (it belongs in optimizer.lr)"));
+}
+
+TEST(ConfigProblems, UnknownKeyWithNothingCloseListsTheValidKeys) {
+  EXPECT_THAT(Problems(R"({"sample": {"nucleus": 0.9}})"),
+              HasSubstr("sample.nucleus: unknown key; expected one of \"tokens\", \"temperature\", \"top_k\""));
+}
+
+TEST(ConfigProblems, WrongType) {
+  EXPECT_THAT(Problems(R"({"train": {"steps": "ten"}})"),
+              HasSubstr("train.steps: expected an integer >= 1, found string \"ten\""));
+  EXPECT_THAT(Problems(R"({"train": {"steps": 2.5}})"),
+              HasSubstr("train.steps: expected an integer >= 1, found number 2.5"));
+  EXPECT_THAT(Problems(R"({"strategy": {"forward_prefetch": "yes"}})"),
+              HasSubstr("strategy.forward_prefetch: expected true or false, found string \"yes\""));
+  EXPECT_THAT(Problems(R"({"data": {"path": 3}})"), HasSubstr("data.path: expected a string, found number 3"));
+  EXPECT_THAT(Problems(R"({"model": []})"), HasSubstr("model: expected an object, found array []"));
+  EXPECT_THAT(Problems(R"({"optimizer": {"lr": null}})"),
+              HasSubstr("optimizer.lr: expected a number >= 0, found null"));
+  EXPECT_THAT(Problems(R"({"strategy": {"mixed_precision": {"param_dtype": "int8"}}})"),
+              HasSubstr("strategy.mixed_precision.param_dtype: expected a float dtype"));
+  EXPECT_THAT(Problems("[1]"), HasSubstr("(root): expected an object, found array [1]"));
+}
+
+TEST(ConfigProblems, OutOfRange) {
+  EXPECT_THAT(Problems(R"({"model": {"n_layer": 0}})"), HasSubstr("model.n_layer: expected an integer >= 1, found 0"));
+  EXPECT_THAT(Problems(R"({"model": {"dropout": 1.0}})"),
+              HasSubstr("model.dropout: expected a number in [0, 1), found 1.0"));
+  EXPECT_THAT(Problems(R"({"data": {"val_fraction": 0}})"),
+              HasSubstr("data.val_fraction: expected a number in (0, 1), found 0"));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"zero_optimization": {"stage": 4}}})"),
+              HasSubstr("deepspeed.zero_optimization.stage: expected an integer in [0, 3], found 4"));
+  EXPECT_THAT(Problems(R"({"strategy": {"limit_all_gathers": -1}})"),
+              HasSubstr("strategy.limit_all_gathers: expected an integer in [0, 1048576], found -1"));
+}
+
+TEST(ConfigProblems, UnknownChoiceGetsTheClosestOne) {
+  EXPECT_THAT(Problems(R"({"strategy": {"sharding_strategy": "FULL_SHRAD"}})"),
+              HasSubstr("strategy.sharding_strategy: expected one of \"FULL_SHARD\", \"SHARD_GRAD_OP\", "
+                        "\"NO_SHARD\", \"HYBRID_SHARD\", found string \"FULL_SHRAD\" (did you mean \"FULL_SHARD\"?)"));
+  EXPECT_THAT(Problems(R"({"strategy": {"auto_wrap_policy": ["Blok"]}})"),
+              HasSubstr("found string \"Blok\" (did you mean \"Block\"?)"));
+  EXPECT_THAT(Problems(R"({"strategy": {"activation_checkpointing": ["Mlp"]}})"),
+              HasSubstr("strategy.activation_checkpointing: expected [] or [\"Block\"]"));
+}
+
+TEST(ConfigProblems, AccumulationStepsBelowOne) {
+  EXPECT_THAT(Problems(R"({"train": {"grad_accum_steps": 0}})"),
+              HasSubstr("train.grad_accum_steps: expected an integer >= 1, found 0"));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"gradient_accumulation_steps": 0}})"),
+              HasSubstr("deepspeed.gradient_accumulation_steps: expected an integer >= 1, found 0"));
+}
+
+TEST(ConfigProblems, Fp16AndBf16BothOn) {
+  EXPECT_THAT(Problems(R"({"deepspeed": {"fp16": {"enabled": true}, "bf16": {"enabled": true}}})"),
+              HasSubstr("deepspeed.fp16.enabled: fp16 and bf16 both on (deepspeed.bf16.enabled is true too): "
+                        "expected at most one"));
+}
+
+TEST(ConfigProblems, HybridShardSizeMustDivideTheWorld) {
+  EXPECT_THAT(Problems(R"({"distributed": {"world_size": 4},
+                           "strategy": {"sharding_strategy": "HYBRID_SHARD", "hybrid_shard_size": 3}})"),
+              HasSubstr("strategy.hybrid_shard_size: HYBRID_SHARD needs a shard group size >= 1 that divides the "
+                        "world size 4 (distributed.world_size), found 3"));
+  // Under MPI the real world size is checked when it is known.
+  const RunConfig mpi = MustParse(R"({"distributed": {"backend": "mpi"},
+                                      "strategy": {"sharding_strategy": "HYBRID_SHARD", "hybrid_shard_size": 3}})");
+  EXPECT_TRUE(CheckWorldSize(mpi, 6).ok());
+  EXPECT_THAT(CheckWorldSize(mpi, 4), StatusIs(absl::StatusCode::kInvalidArgument,
+                                               HasSubstr("divides the world size 4 (the number of ranks), found 3")));
+}
+
+TEST(ConfigProblems, NEmbdMustBeAMultipleOfNHead) {
+  EXPECT_THAT(Problems(R"({"model": {"n_embd": 100, "n_head": 3}})"),
+              HasSubstr("model.n_embd: expected a multiple of model.n_head (3), found 100"));
+}
+
+TEST(ConfigProblems, DeepSpeedTrainBatchSizeMustMatch) {
+  EXPECT_THAT(Problems(R"({"deepspeed": {"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4,
+                                         "gradient_accumulation_steps": 2}})"),
+              HasSubstr("deepspeed.train_batch_size: expected train_micro_batch_size_per_gpu x "
+                        "gradient_accumulation_steps x world size = 4 x 2 x 4 = 32, found 30"));
+}
+
+TEST(ConfigProblems, SettingGivenInBothStyles) {
+  EXPECT_THAT(Problems(R"({"train": {"batch_size": 4}, "deepspeed": {"train_micro_batch_size_per_gpu": 4}})"),
+              HasSubstr("train.batch_size: also set by deepspeed.train_micro_batch_size_per_gpu: keep one of them"));
+  EXPECT_THAT(Problems(R"({"strategy": {"sharding_strategy": "FULL_SHARD"}, "deepspeed": {}})"),
+              HasSubstr("strategy.sharding_strategy: also set by deepspeed.zero_optimization.stage"));
+  EXPECT_THAT(Problems(R"({"loss_scaler": {"hysteresis": 1}, "deepspeed": {"fp16": {"hysteresis": 2}}})"),
+              HasSubstr("loss_scaler.hysteresis: also set by deepspeed.fp16.hysteresis: keep one of them"));
+  // Both on the command line: still a contradiction.
+  EXPECT_THAT(Problems(R"({"deepspeed": {}})", {"train.grad_clip=1", "deepspeed.gradient_clipping=2"}),
+              HasSubstr("train.grad_clip: also set by deepspeed.gradient_clipping"));
+}
+
+TEST(ConfigProblems, ParameterOffloadNeedsStage3) {
+  EXPECT_THAT(Problems(R"({"deepspeed": {"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}})"),
+              HasSubstr("deepspeed.zero_optimization.offload_param.device: parameter offload needs "
+                        "zero_optimization.stage 3 (as in DeepSpeed), found stage 2"));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}})"),
+              HasSubstr("found \"nvme\" (NVMe offload is not supported)"));
+}
+
+TEST(ConfigProblems, StaticLossScaleAndSchedulerAreNotSupported) {
+  EXPECT_THAT(Problems(R"({"deepspeed": {"fp16": {"enabled": true, "loss_scale": 128}}})"),
+              HasSubstr("deepspeed.fp16.loss_scale: expected 0 (dynamic loss scaling; a static loss scale is not "
+                        "supported), found 128"));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"scheduler": {"type": "WarmupLR"}}})"),
+              HasSubstr("deepspeed.scheduler: not supported: expected the schedule in lr_schedule"));
+}
+
+TEST(ConfigProblems, Fp16WithoutLossScaling) {
+  EXPECT_THAT(Problems(R"({"strategy": {"mixed_precision": {"param_dtype": "f16"}}, "loss_scaler": {"mode": "none"}})"),
+              HasSubstr("loss_scaler.mode: expected \"auto\" or \"dynamic\" with strategy.mixed_precision.param_dtype "
+                        "f16 (fp16 training needs loss scaling), found \"none\""));
+}
+
+TEST(ConfigProblems, LearningRateSchedule) {
+  EXPECT_THAT(Problems(R"({"optimizer": {"lr": 0.001}, "lr_schedule": {"min_lr": 0.01}})"),
+              HasSubstr("lr_schedule.min_lr: expected at most optimizer.lr (0.001), found 0.01"));
+  EXPECT_THAT(Problems(R"({"lr_schedule": {"warmup_steps": 50, "decay_steps": 10}})"),
+              HasSubstr("lr_schedule.decay_steps: expected at least lr_schedule.warmup_steps (50), found 10"));
+}
+
+TEST(ConfigProblems, LocalStateDictIsNotSupported) {
+  EXPECT_THAT(Problems(R"({"strategy": {"state_dict_type": "LOCAL_STATE_DICT"}})"),
+              HasSubstr("strategy.state_dict_type: expected \"SHARDED_STATE_DICT\" or \"FULL_STATE_DICT\", found "
+                        "\"LOCAL_STATE_DICT\" (not supported"));
+}
+
+TEST(ConfigProblems, NesterovNeedsMomentum) {
+  EXPECT_THAT(Problems(R"({"optimizer": {"type": "sgd", "momentum": 0, "nesterov": true}})"),
+              HasSubstr("optimizer.nesterov: Nesterov needs momentum > 0 and dampening 0, found momentum 0"));
+}
+
+TEST(ConfigProblems, CheckpointKeysNeedTheirPrerequisites) {
+  EXPECT_THAT(Problems(R"({"strategy": {"skip_init_weights": true}})"),
+              HasSubstr("strategy.skip_init_weights: the weights must then come from checkpoint.init_from or "
+                        "checkpoint.resume, found neither set"));
+  EXPECT_THAT(Problems(R"({"work_dir": "", "checkpoint": {"save_every": 10, "resume": "auto"}})"),
+              AllOf(HasSubstr("checkpoint.save_every: checkpoints go to work_dir/experiment_name: expected a work_dir"),
+                    HasSubstr("checkpoint.resume: \"auto\" looks in work_dir/experiment_name")));
+}
+
+TEST(ConfigProblems, EveryProblemAtOnceOnePerLine) {
+  const std::string m = Problems(R"({"model": {"n_layer": 0, "n_embd": 100, "n_head": 3},
+                                     "train": {"steps": "x", "stepz": 1},
+                                     "deepspeed": {"fp16": {"enabled": true}, "bf16": {"enabled": true}}})",
+                                 {"strategy.forward_prefetch=maybe"});
+  const std::vector<std::string> lines = absl::StrSplit(m, '\n');
+  ASSERT_EQ(lines.size(), 7u) << m;
+  EXPECT_EQ(lines[0], "config test.json: 6 problems");
+  EXPECT_THAT(m, HasSubstr("  model.n_layer: "));
+  EXPECT_THAT(m, HasSubstr("  model.n_embd: "));
+  EXPECT_THAT(m, HasSubstr("  train.steps: "));
+  EXPECT_THAT(m, HasSubstr("  train.stepz: unknown key (did you mean \"steps\"?)"));
+  EXPECT_THAT(m, HasSubstr("  strategy.forward_prefetch: expected true or false, found string \"maybe\""));
+  EXPECT_THAT(m, HasSubstr("  deepspeed.fp16.enabled: fp16 and bf16 both on"));
+}
+
+TEST(ConfigProblems, NotJson) {
+  EXPECT_THAT(ConfigFromText("{\"model\": {\n  \"n_layer\": 4,\n}", {}, "bad.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("config bad.json: expected JSON, found a parse error at line 3"))));
+  EXPECT_THAT(LoadConfig("no/such.json", {}), StatusIs(absl::StatusCode::kNotFound, HasSubstr("no/such.json")));
+}
+
+// ============================================================ --set
+
+TEST(ConfigOverrides, NestedPathsAndTypeConversion) {
+  const RunConfig c = MustParse(R"({"model": {"n_layer": 2}})",
+                                {"model.n_layer=6",                              // number
+                                 "strategy.mixed_precision.param_dtype=bf16",    // nested, text
+                                 "experiment_name=123",                          // a string key keeps text
+                                 "strategy.forward_prefetch=yes",                // boolean spellings
+                                 "strategy.sync_module_states=1",
+                                 "optimizer.betas.1=0.99",                       // array element
+                                 "strategy.auto_wrap_policy=[\"Block\", \"Mlp\"]",  // JSON
+                                 "strategy.backward_prefetch=null",
+                                 "lr_schedule.decay_steps=null",
+                                 "optimizer.lr=3e-4",
+                                 "data.path=x=y.txt"});                          // '=' in the value
+  EXPECT_EQ(c.train.model.n_layer, 6);
+  EXPECT_EQ(c.train.sharding.mixed_precision.param_dtype, DType::kBF16);
+  EXPECT_EQ(c.experiment_name, "123");
+  EXPECT_TRUE(c.train.sharding.forward_prefetch);
+  EXPECT_TRUE(c.train.sharding.sync_module_states);
+  EXPECT_EQ(c.train.optimizer.adamw.beta1, 0.9);
+  EXPECT_EQ(c.train.optimizer.adamw.beta2, 0.99);
+  EXPECT_EQ(c.train.sharding.wrap.types, (std::set<std::string>{"Block", "Mlp"}));
+  EXPECT_EQ(c.train.sharding.backward_prefetch, BackwardPrefetch::kNone);
+  EXPECT_EQ(c.train.lr.decay_steps, 200);
+  EXPECT_EQ(c.train.optimizer.lr, 3e-4);
+  EXPECT_EQ(c.train.data, "x=y.txt");
+  // Later overrides win; a DeepSpeed block can be built on the command line.
+  EXPECT_EQ(MustParse("", {"train.steps=5", "train.steps=7"}).train.steps, 7);
+  EXPECT_EQ(MustParse("", {"deepspeed.zero_optimization.stage=2", "deepspeed.zero_optimization.offload_optimizer.device=cpu"})
+                .train.sharding.strategy,
+            ShardingStrategy::kShardGradOp);
+}
+
+TEST(ConfigOverrides, Problems) {
+  EXPECT_THAT(Problems("", {"train.steps"}), HasSubstr("--set \"train.steps\": expected key.path=value"));
+  EXPECT_THAT(Problems("", {"train..steps=1"}), HasSubstr("non-empty keys between the dots"));
+  EXPECT_THAT(Problems("", {"model.n_layer.x=1"}), HasSubstr("--set \"model.n_layer.x=1\": model.n_layer is number 4, not an object"));
+  EXPECT_THAT(Problems("", {"train.stesp=1"}), HasSubstr("train.stesp: unknown key (did you mean \"steps\"?)"));
+  EXPECT_THAT(Problems("", {"train.steps=ten"}), HasSubstr("train.steps: expected an integer >= 1, found string \"ten\""));
+  EXPECT_THAT(Problems("", {"optimizer.betas.5=1"}), HasSubstr("expected an index in [0, 2] into optimizer.betas"));
+}
+
+// ============================================================ inheritance, resolved form
+
+TEST(Config, BaseIsMergedUnder) {
+  const std::string dir = TempDir() + "/base_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/a.json") << R"({"model": {"n_layer": 2, "n_head": 2}, "strategy": {"forward_prefetch": true}})";
+  std::ofstream(dir + "/b.json") << R"({"_base_": "a.json", "model": {"n_layer": 3}})";
+  std::ofstream(dir + "/loop.json") << R"({"_base_": "loop.json"})";
+  absl::StatusOr<RunConfig> c = LoadConfig(dir + "/b.json", {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->train.model.n_layer, 3);
+  EXPECT_EQ(c->train.model.n_head, 2);
+  EXPECT_TRUE(c->train.sharding.forward_prefetch);
+  EXPECT_EQ(c->experiment_name, "b");
+  EXPECT_THAT(LoadConfig(dir + "/loop.json", {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at most 8 levels of inheritance")));
+}
+
+// Every leaf key path of a JSON object (arrays are leaves).
+void Leaves(const nlohmann::ordered_json& j, const std::string& prefix, std::vector<std::string>* out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string p = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (it->is_object()) {
+      Leaves(*it, p, out);
+    } else {
+      out->push_back(p);
+    }
+  }
+}
+
+TEST(Config, ResolvedConfigHoldsEveryKeyAndReadsBackToTheSameRun) {
+  std::vector<std::string> resolved;
+  Leaves(nlohmann::ordered_json::parse(ResolvedConfigJson(DefaultRunConfig())), "", &resolved);
+  std::vector<std::string> schema = ConfigKeyPaths();
+  schema.erase(std::remove(schema.begin(), schema.end(), "description"), schema.end());
+  std::sort(resolved.begin(), resolved.end());
+  std::sort(schema.begin(), schema.end());
+  EXPECT_EQ(resolved, schema);
+}
+
+// ============================================================ ready configs
+
+std::vector<std::string> ReadyConfigs() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator("examples/configs")) {
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(ReadyConfigs, EveryFileIsValidAndItsResolvedFormIsAFixedPoint) {
+  const std::vector<std::string> files = ReadyConfigs();
+  EXPECT_GE(files.size(), 10u);
+  for (const std::string& f : files) {
+    SCOPED_TRACE(f);
+    absl::StatusOr<RunConfig> c = LoadConfig(f, {});
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string resolved = ResolvedConfigJson(*c);
+    absl::StatusOr<RunConfig> again = ConfigFromText(resolved, {}, f);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(ResolvedConfigJson(*again), resolved);
+    EXPECT_TRUE(CheckWorldSize(*c, c->world_size).ok());
+  }
+  // The default is what `make train` runs: 4 ranks, FULL_SHARD, one unit per block.
+  absl::StatusOr<RunConfig> d = LoadConfig("examples/configs/default.json", {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->world_size, 4);
+  EXPECT_EQ(d->train.sharding.strategy, ShardingStrategy::kFullShard);
+  EXPECT_EQ(d->train.sharding.wrap.types, std::set<std::string>{"Block"});
+  EXPECT_EQ(d->experiment_name, "default");
+}
+
+// Shrinks a ready config to a run of a few seconds.
+const std::vector<std::string> kTiny = {"model.n_layer=2", "model.n_embd=32",  "model.n_head=2",
+                                        "model.block_size=32", "train.steps=4", "train.eval_iters=2",
+                                        "sample.tokens=8", "train.log_every=2", "work_dir="};
+
+TEST(ReadyConfigs, EveryOneTrains) {
+  for (const std::string& f : ReadyConfigs()) {
+    SCOPED_TRACE(f);
+    absl::StatusOr<RunConfig> c = LoadConfig(f, kTiny);
+    ASSERT_TRUE(c.ok()) << c.status();
+    TrainSummary s;
+    std::vector<absl::Status> st =
+        RunRanks(c->world_size, [&](Communicator& comm) { return RunTraining(c->train, comm, &s); });
+    for (const absl::Status& x : st) ASSERT_TRUE(x.ok()) << x;
+    ASSERT_EQ(s.losses.size(), 4u);
+    EXPECT_TRUE(std::isfinite(s.final_val_loss));
+    EXPECT_LT(s.losses.back(), s.losses.front());
+  }
+}
+
+// ============================================================ the run folder
+
+TEST(RunFolder, HoldsTheResolvedConfigTheLogAndMetrics) {
+  const std::string work = TempDir() + "/runs";
+  absl::StatusOr<RunConfig> c = LoadConfig("examples/configs/default.json", kTiny);
+  ASSERT_TRUE(c.ok()) << c.status();
+  c->work_dir = work;
+  c->train.eval_every = 2;  // a validation loss at step 1 and at the end
+  absl::StatusOr<RunDir> dir = StartRun(&*c, "config: examples/configs/default.json\n", 1700000000);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_EQ(dir->path(), work + "/default/" + RunTimestamp(1700000000));
+  std::vector<absl::Status> st = RunRanks(c->world_size, [&](Communicator& comm) { return RunTraining(c->train, comm); });
+  for (const absl::Status& x : st) ASSERT_TRUE(x.ok()) << x;
+
+  // config.json: the resolved config, which reads back to this run.
+  const std::string resolved = ReadFile(dir->config_path());
+  EXPECT_EQ(resolved, ResolvedConfigJson(*c));
+  absl::StatusOr<RunConfig> back = ConfigFromText(resolved, {}, dir->config_path());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->train.steps, 4);
+
+  // The log: the header, then what rank 0 printed.
+  const std::string log = ReadFile(dir->log_path());
+  EXPECT_THAT(log, AllOf(HasSubstr("config: examples/configs/default.json\n"), HasSubstr("zeroshard train: 4 ranks"),
+                         HasSubstr("step 0 loss "), HasSubstr("step 1 val loss"), HasSubstr("final val loss"),
+                         HasSubstr("done: 4 steps")));
+
+  // metrics.csv: the header and one row per step.
+  const std::string csv = ReadFile(dir->metrics_path());
+  std::vector<std::string> rows = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(rows.size(), 5u) << csv;
+  EXPECT_EQ(rows[0], "step,loss,lr,tokens_per_s,ms_per_step,val_loss,peak_bytes_rank0,peak_bytes_rank1,"
+                     "peak_bytes_rank2,peak_bytes_rank3");
+  for (int i = 1; i <= 4; ++i) {
+    const std::vector<std::string> f = absl::StrSplit(rows[i], ',');
+    ASSERT_EQ(f.size(), 10u) << rows[i];
+    EXPECT_EQ(f[0], absl::StrCat(i - 1));
+    EXPECT_GT(std::stod(f[1]), 0);
+    EXPECT_GT(std::stod(f[2]), 0);
+    EXPECT_GT(std::stod(f[3]), 0);
+    EXPECT_GT(std::stod(f[4]), 0);
+    EXPECT_EQ(f[5].empty(), i != 2 && i != 4) << rows[i];  // evaluated after step 1 and at the end
+    for (int r = 6; r < 10; ++r) EXPECT_GT(std::stoll(f[r]), 0);
+  }
+  // A second run in the same second gets its own folder.
+  absl::StatusOr<RunDir> second = RunDir::Create(work, "default", 1700000000);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->path(), dir->path() + "_1");
+}
+
+TEST(RunFolder, ResumeAutoFindsTheLastRunsCheckpointBesideTheRunFolders) {
+  const std::string work = TempDir() + "/resume_runs";
+  std::filesystem::remove_all(work);
+  std::vector<std::string> first = kTiny;
+  first.insert(first.end(), {"train.steps=6", "checkpoint.save_every=3", "checkpoint.keep_last=1",
+                             "work_dir=" + work, "distributed.world_size=2"});
+  absl::StatusOr<RunConfig> a = LoadConfig("examples/configs/default.json", first);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(StartRun(&*a, "", 1700000000).ok());
+  TrainSummary sa;
+  for (const absl::Status& x : RunRanks(2, [&](Communicator& comm) { return RunTraining(a->train, comm, &sa); })) {
+    ASSERT_TRUE(x.ok()) << x;
+  }
+  EXPECT_EQ(sa.last_checkpoint, work + "/default/step-000006");
+  // A later run of the experiment, in its own folder, resumes where the first stopped.
+  std::vector<std::string> second = first;
+  second.insert(second.end(), {"train.steps=8", "checkpoint.resume=auto"});
+  absl::StatusOr<RunConfig> b = LoadConfig("examples/configs/default.json", second);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<RunDir> dir = StartRun(&*b, "", 1700000060);
+  ASSERT_TRUE(dir.ok());
+  TrainSummary sb;
+  for (const absl::Status& x : RunRanks(2, [&](Communicator& comm) { return RunTraining(b->train, comm, &sb); })) {
+    ASSERT_TRUE(x.ok()) << x;
+  }
+  EXPECT_EQ(sb.start_step, 6);
+  EXPECT_EQ(sb.losses.size(), 2u);
+  std::vector<std::string> rows = absl::StrSplit(ReadFile(dir->metrics_path()), '\n', absl::SkipEmpty());
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(absl::StartsWith(rows[1], "6,")) << rows[1];
+}
+
+TEST(RunFolder, MetricsWriterChecksItsRows) {
+  absl::StatusOr<MetricsWriter> w = MetricsWriter::Open(TempDir() + "/m.csv", 2);
+  ASSERT_TRUE(w.ok());
+  EXPECT_THAT(w->Write({.step = 0, .peak_bytes = {1}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected 2 peak_bytes values, found 1")));
+  EXPECT_THAT(MetricsWriter::Open("/no/such/dir/m.csv", 1), StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("/no/such/dir/m.csv")));
+}
+
+TEST(Config, EditDistance) {
+  EXPECT_EQ(EditDistance("steps", "steps"), 0);
+  EXPECT_EQ(EditDistance("stesp", "steps"), 1);  // a transposition
+  EXPECT_EQ(EditDistance("Sharding_Strategy", "sharding_strategy"), 0);
+  EXPECT_EQ(EditDistance("", "abc"), 3);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3);
+}
+
+}  // namespace
+}  // namespace zeroshard
