@@ -13,7 +13,8 @@
 // (n-1)/n for all_gather and reduce_scatter, x 2(n-1)/n for all_reduce, x 1
 // for broadcast (nccl-tests' definitions), and #wrong: elements that differ
 // from the closed-form answer in a checked run before the timed ones (on by
-// default, --check=false turns it off).
+// default, --check=false turns it off). Times are the best of --repeats
+// rounds of --iters collectives (the slowest rank's time in each round).
 //
 // Baseline, same buffers and sizes:
 //   local: memcpy of `size` bytes on one thread (others idle) - its GB/s is
@@ -31,6 +32,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +67,7 @@ ABSL_FLAG(std::string, e, "64M", "largest size, bytes per rank");
 ABSL_FLAG(int, f, 2, "size multiplication factor");
 ABSL_FLAG(int, iters, 20, "timed iterations per size");
 ABSL_FLAG(int, warmup, 5, "untimed iterations per size");
+ABSL_FLAG(int, repeats, 3, "timed rounds per size; the best is reported (for ours and the baseline)");
 ABSL_FLAG(bool, check, true, "check the data (closed-form answer) before timing");
 ABSL_FLAG(bool, inplace, false, "in place (all_gather: input is the output's slice, ...)");
 ABSL_FLAG(bool, baseline, true, "measure the baseline (memcpy / raw MPI) too");
@@ -107,7 +110,7 @@ struct Config {
   DType dtype;
   ReduceOp redop;
   int64_t min_bytes, max_bytes;
-  int factor, iters, warmup, root;
+  int factor, iters, warmup, repeats, root;
   bool check, inplace, baseline;
 };
 
@@ -236,9 +239,10 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
   const int64_t esize = static_cast<int64_t>(DTypeSize(c.dtype));
   if (r == 0) {
     std::printf("# zeroshard collectives_bench: backend=%s world_size=%d op=%s dtype=%s redop=%s "
-                "inplace=%d iters=%d warmup=%d check=%d\n",
+                "inplace=%d iters=%d warmup=%d repeats=%d check=%d\n",
                 c.backend.c_str(), n, c.op_name.c_str(), std::string(DTypeName(c.dtype)).c_str(),
-                std::string(ReduceOpName(c.redop)).c_str(), c.inplace, c.iters, c.warmup, c.check);
+                std::string(ReduceOpName(c.redop)).c_str(), c.inplace, c.iters, c.warmup, c.repeats,
+                c.check);
     std::printf("# options: %s\n", comm.options().ToString().c_str());
     std::printf("# baseline: %s\n",
                 c.backend == "local" ? "memcpy of size bytes, one thread (busbw column = its GB/s)"
@@ -257,16 +261,23 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
       ZS_ASSIGN_OR_RETURN(wrong, MaxOverRanks(comm, mine, alloc));
     }
     for (int i = 0; i < c.warmup; ++i) ZS_RETURN_IF_ERROR(RunOnce(comm, c, b));
-    ZS_RETURN_IF_ERROR(comm.Barrier());
-    const absl::Time start = absl::Now();
-    for (int i = 0; i < c.iters; ++i) ZS_RETURN_IF_ERROR(RunOnce(comm, c, b));
-    ZS_RETURN_IF_ERROR(comm.Barrier());
-    const int64_t mine_ns = absl::ToInt64Nanoseconds(absl::Now() - start);
-    ZS_ASSIGN_OR_RETURN(const int64_t ns, MaxOverRanks(comm, mine_ns, alloc));
-    const double seconds = static_cast<double>(ns) * 1e-9 / c.iters;
+    // Best of `repeats` timed rounds, the baseline's rounds interleaved with
+    // ours, so that both see the same machine (it is shared, and noisy).
+    double seconds = std::numeric_limits<double>::infinity();
     double base_seconds = std::nan("");
-    if (c.baseline && baseline) {
-      ZS_ASSIGN_OR_RETURN(base_seconds, baseline(b.in, b.out, count, c.iters, c.warmup));
+    for (int rep = 0; rep < c.repeats; ++rep) {
+      ZS_RETURN_IF_ERROR(comm.Barrier());
+      const absl::Time start = absl::Now();
+      for (int i = 0; i < c.iters; ++i) ZS_RETURN_IF_ERROR(RunOnce(comm, c, b));
+      ZS_RETURN_IF_ERROR(comm.Barrier());
+      const int64_t mine_ns = absl::ToInt64Nanoseconds(absl::Now() - start);
+      ZS_ASSIGN_OR_RETURN(const int64_t ns, MaxOverRanks(comm, mine_ns, alloc));
+      seconds = std::min(seconds, static_cast<double>(ns) * 1e-9 / c.iters);
+      if (c.baseline && baseline) {
+        ZS_ASSIGN_OR_RETURN(const double t,
+                            baseline(b.in, b.out, count, c.iters, rep == 0 ? c.warmup : 0));
+        if (std::isnan(base_seconds) || t < base_seconds) base_seconds = t;
+      }
     }
     if (r == 0) {
       const double size = static_cast<double>(count * esize);
@@ -406,12 +417,14 @@ absl::StatusOr<Config> ReadFlags() {
   c.factor = absl::GetFlag(FLAGS_f);
   c.iters = absl::GetFlag(FLAGS_iters);
   c.warmup = absl::GetFlag(FLAGS_warmup);
+  c.repeats = absl::GetFlag(FLAGS_repeats);
   c.root = absl::GetFlag(FLAGS_root);
   c.check = absl::GetFlag(FLAGS_check);
   c.inplace = absl::GetFlag(FLAGS_inplace);
   c.baseline = absl::GetFlag(FLAGS_baseline);
-  if (c.factor < 2 || c.iters < 1 || c.warmup < 0 || c.min_bytes > c.max_bytes) {
-    return absl::InvalidArgumentError("need -f >= 2, --iters >= 1, --warmup >= 0, -b <= -e");
+  if (c.factor < 2 || c.iters < 1 || c.warmup < 0 || c.repeats < 1 || c.min_bytes > c.max_bytes) {
+    return absl::InvalidArgumentError(
+        "need -f >= 2, --iters >= 1, --warmup >= 0, --repeats >= 1, -b <= -e");
   }
   return c;
 }
