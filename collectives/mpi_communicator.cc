@@ -236,7 +236,7 @@ class MpiCommunicator::Exchange {
       // Back off: spin, then yield the core, then sleep (a rank that is far
       // behind should not cost its peers' compute a core).
       ++idle;
-      if (idle < 512) {
+      if (idle < 128) {
         CpuRelax();
         continue;
       }
