@@ -243,11 +243,11 @@ void LocalCommunicator::MarkExited(const absl::Status& status) {
 }
 
 absl::StatusOr<std::shared_ptr<Work>> LocalCommunicator::Launch(CollectiveCall call) {
-  if (call.blocking) {
-    return std::shared_ptr<Work>(
-        HostWork::Done(comm_thread_.Run([this, &call] { return Execute(call); })));
-  }
   return comm_thread_.Enqueue([this, call = std::move(call)] { return Execute(call); });
+}
+
+absl::Status LocalCommunicator::RunBlocking(CollectiveCall call) {
+  return comm_thread_.Run([this, &call] { return Execute(call); });
 }
 
 absl::Status LocalCommunicator::Execute(const CollectiveCall& call) {

@@ -32,7 +32,10 @@ constexpr int64_t kDirectAllReduceBytes = int64_t{32} << 10;
 constexpr int64_t kScatterBroadcastBytes = int64_t{256} << 10;
 // AllGather and AllReduce up to this many bytes per rank (without check
 // mode) send their handshake inside their one data message per peer.
-constexpr int64_t kPiggybackBytes = int64_t{8} << 10;
+// The whole message must stay within OpenMPI's shared-memory eager limit
+// (4 KiB): past it the rendezvous protocol costs more than a separate
+// handshake message.
+constexpr int64_t kPiggybackBytes = 4096 - static_cast<int64_t>(sizeof(CollectiveDesc));
 
 absl::Status MpiError(int code, absl::string_view call) {
   if (code == MPI_SUCCESS) return absl::OkStatus();
@@ -364,11 +367,11 @@ char* MpiCommunicator::Scratch(int slot, int peer, int64_t bytes) {
 }
 
 absl::StatusOr<std::shared_ptr<Work>> MpiCommunicator::Launch(CollectiveCall call) {
-  if (call.blocking) {
-    return std::shared_ptr<Work>(
-        HostWork::Done(comm_thread_.Run([this, &call] { return Execute(call); })));
-  }
   return comm_thread_.Enqueue([this, call = std::move(call)] { return Execute(call); });
+}
+
+absl::Status MpiCommunicator::RunBlocking(CollectiveCall call) {
+  return comm_thread_.Run([this, &call] { return Execute(call); });
 }
 
 absl::Status MpiCommunicator::Execute(const CollectiveCall& call) {

@@ -89,6 +89,7 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   absl::StatusOr<std::shared_ptr<Work>> Launch(CollectiveCall call) override;
+  absl::Status RunBlocking(CollectiveCall call) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc& desc) override;
 
  private:
