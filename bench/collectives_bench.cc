@@ -18,7 +18,9 @@
 //
 // Baseline, same buffers and sizes:
 //   local: memcpy of `size` bytes on one thread (others idle) - its GB/s is
-//          what one core can move, which busbw is compared with;
+//          what one core can move, which busbw is compared with; and, in a
+//          last column, the same memcpy by every rank at once (GB/s per rank:
+//          what each core moves while all share the memory bandwidth);
 //   mpi:   the raw MPI call (MPI_Allgather, MPI_Reduce_scatter_block,
 //          MPI_Allreduce, MPI_Bcast) on a duplicate of MPI_COMM_WORLD,
 //          reported with the same busbw formula;
@@ -234,7 +236,7 @@ double BusFactor(Op op, int n) {
 }
 
 absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& baseline,
-                      Allocator* alloc) {
+                      const Baseline& all_ranks_memcpy, Allocator* alloc) {
   const int n = comm.size(), r = comm.rank();
   const int64_t esize = static_cast<int64_t>(DTypeSize(c.dtype));
   if (r == 0) {
@@ -248,8 +250,12 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
                 c.backend == "local" ? "memcpy of size bytes, one thread (busbw column = its GB/s)"
                 : c.backend == "mpi" ? "the raw MPI call on the same buffers"
                                      : "none");
-    std::printf("#%11s %11s %11s %11s %11s %8s %14s %11s %7s\n", "size(B)", "count", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "#wrong", "base time(us)", "base busbw", "ratio");
+    if (all_ranks_memcpy) {
+      std::printf("# all-ranks memcpy: every rank copies size bytes at once (GB/s per rank)\n");
+    }
+    std::printf("#%11s %11s %11s %11s %11s %8s %14s %11s %7s%s\n", "size(B)", "count", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "#wrong", "base time(us)", "base busbw", "ratio",
+                all_ranks_memcpy ? "  all-ranks memcpy" : "");
     std::fflush(stdout);
   }
   for (int64_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= c.factor) {
@@ -265,6 +271,7 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
     // ours, so that both see the same machine (it is shared, and noisy).
     double seconds = std::numeric_limits<double>::infinity();
     double base_seconds = std::nan("");
+    double par_seconds = std::nan("");
     for (int rep = 0; rep < c.repeats; ++rep) {
       ZS_RETURN_IF_ERROR(comm.Barrier());
       const absl::Time start = absl::Now();
@@ -277,6 +284,11 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
         ZS_ASSIGN_OR_RETURN(const double t,
                             baseline(b.in, b.out, count, c.iters, rep == 0 ? c.warmup : 0));
         if (std::isnan(base_seconds) || t < base_seconds) base_seconds = t;
+      }
+      if (c.baseline && all_ranks_memcpy) {
+        ZS_ASSIGN_OR_RETURN(const double t, all_ranks_memcpy(b.in, b.out, count, c.iters,
+                                                             rep == 0 ? c.warmup : 0));
+        if (std::isnan(par_seconds) || t < par_seconds) par_seconds = t;
       }
     }
     if (r == 0) {
@@ -292,9 +304,12 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
         base = absl::StrFormat("%14.2f %11.2f %7.2f", base_seconds * 1e6, base_busbw,
                                busbw / base_busbw);
       }
-      std::printf("%12lld %11lld %11.2f %11.2f %11.2f %8lld %s\n",
+      std::string par;
+      if (!std::isnan(par_seconds)) par = absl::StrFormat(" %18.2f", size / par_seconds * 1e-9);
+      std::printf("%12lld %11lld %11.2f %11.2f %11.2f %8lld %s%s\n",
                   static_cast<long long>(count * esize), static_cast<long long>(count),
-                  seconds * 1e6, algbw, busbw, static_cast<long long>(wrong), base.c_str());
+                  seconds * 1e6, algbw, busbw, static_cast<long long>(wrong), base.c_str(),
+                  par.c_str());
       std::fflush(stdout);
     }
     if (bytes > c.max_bytes / c.factor) break;  // no overflow past the end
@@ -304,31 +319,38 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
 
 // ---------------------------------------------------------------- baselines
 
-// Rank 0 copies `size` bytes (the in-process collectives' unit) while the
-// others wait: what one core moves.
-Baseline MemcpyBaseline(Communicator& comm) {
-  return [&comm](const Tensor& in, const Tensor& out, int64_t count, int iters,
-                 int warmup) -> absl::StatusOr<double> {
+// memcpy of `size` bytes (the in-process collectives' unit) between the
+// collective's own buffers: by rank 0 alone while the others wait (what one
+// core moves: the goal's unit), or by every rank at once (what the cores move
+// together when they share the memory bandwidth: the ceiling of a collective
+// in which every rank copies). The slowest rank's time.
+Baseline MemcpyBaseline(Communicator& comm, bool all_ranks) {
+  return [&comm, all_ranks](const Tensor& in, const Tensor& out, int64_t count, int iters,
+                            int warmup) -> absl::StatusOr<double> {
+    const size_t bytes = static_cast<size_t>(count) * in.itemsize();
+    // Source and destination: two distinct buffers (a scratch one when the
+    // collective's overlap).
+    const bool same =
+        in.raw_data() == out.raw_data() || static_cast<size_t>(out.nbytes()) < 2 * bytes;
+    char* dst = static_cast<char*>(out.raw_data());
+    const char* src = static_cast<const char*>(in.raw_data());
+    std::vector<char> scratch;
+    const bool copies = all_ranks || comm.rank() == 0;
+    if (copies && same) {
+      scratch.resize(bytes);
+      dst = scratch.data();
+    }
+    if (copies) {
+      for (int i = 0; i < warmup; ++i) std::memcpy(dst, src, bytes);
+    }
     ZS_RETURN_IF_ERROR(comm.Barrier());
     int64_t ns = 0;
-    if (comm.rank() == 0) {
-      const size_t bytes = static_cast<size_t>(count) * in.itemsize();
-      // Source and destination: two distinct buffers of the collective.
-      const bool same = in.raw_data() == out.raw_data() ||
-                        static_cast<size_t>(out.nbytes()) < 2 * bytes;
-      char* dst = static_cast<char*>(out.raw_data());
-      const char* src = static_cast<const char*>(in.raw_data());
-      std::vector<char> scratch;
-      if (same) {
-        scratch.resize(bytes);
-        dst = scratch.data();
-      }
-      for (int i = 0; i < warmup; ++i) std::memcpy(dst, src, bytes);
+    if (copies) {
       const absl::Time start = absl::Now();
       for (int i = 0; i < iters; ++i) std::memcpy(dst, src, bytes);
       ns = absl::ToInt64Nanoseconds(absl::Now() - start);
     }
-    ZS_RETURN_IF_ERROR(comm.Barrier());
+    ZS_ASSIGN_OR_RETURN(ns, MaxOverRanks(comm, ns, nullptr));
     return static_cast<double>(ns) * 1e-9 / iters;
   };
 }
@@ -434,7 +456,11 @@ absl::Status RunLocal(const Config& c) {
   options.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank);
   const int n = absl::GetFlag(FLAGS_world_size);
   std::vector<absl::Status> statuses = RunRanks(
-      n, [&](Communicator& comm) { return RunSweep(comm, c, MemcpyBaseline(comm), nullptr); },
+      n,
+      [&](Communicator& comm) {
+        return RunSweep(comm, c, MemcpyBaseline(comm, /*all_ranks=*/false),
+                        MemcpyBaseline(comm, /*all_ranks=*/true), nullptr);
+      },
       options);
   for (size_t r = 0; r < statuses.size(); ++r) {
     if (!statuses[r].ok()) return statuses[r];
@@ -449,7 +475,7 @@ absl::Status RunMpi(const Config& c) {
                       MpiCommunicator::Create(MPI_COMM_WORLD, options));
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
-  absl::Status s = RunSweep(*comm, c, MpiBaseline(c, raw), nullptr);
+  absl::Status s = RunSweep(*comm, c, MpiBaseline(c, raw), Baseline(), nullptr);
   MPI_Comm_free(&raw);
   return s;
 }
@@ -463,7 +489,7 @@ absl::Status RunNccl(const Config& c) {
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                       NcclCommunicator::Create(*bootstrap, Device::Cuda(device)));
   CudaAllocator gpu(device);
-  return RunSweep(*comm, c, Baseline(), &gpu);
+  return RunSweep(*comm, c, Baseline(), Baseline(), &gpu);
 }
 
 }  // namespace
