@@ -86,6 +86,11 @@ class MpiCommunicator::Exchange {
         theirs_(comm.size(), desc),
         arrived_(comm.size(), false) {
     arrived_[comm.rank()] = true;
+    // Room for the usual requests up front: allocations show at small sizes.
+    const size_t expected = 4 * static_cast<size_t>(comm.size()) + 8;
+    reqs_.reserve(expected);
+    meta_.reserve(expected);
+    pending_by_group_.resize(kFirstRecvGroup + 2, 0);
   }
 
   ~Exchange() {
