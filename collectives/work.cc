@@ -90,6 +90,9 @@ void CommThread::Loop() {
       busy_ = true;
     }
     absl::Status s = item.task();
+    // Drop the task (and the tensors it holds) before waking the waiter, so
+    // that memory the caller frees after Wait() is really free by then.
+    item.task = nullptr;
     item.work->Complete(std::move(s));
     {
       std::lock_guard<std::mutex> lock(mu_);
