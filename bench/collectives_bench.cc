@@ -13,11 +13,14 @@
 // (n-1)/n for all_gather and reduce_scatter, x 2(n-1)/n for all_reduce, x 1
 // for broadcast (nccl-tests' definitions), and #wrong: elements that differ
 // from the closed-form answer in a checked run before the timed ones (on by
-// default, --check=false turns it off).
+// default, --check=false turns it off). Times are the best of --repeats
+// rounds of --iters collectives (the slowest rank's time in each round).
 //
 // Baseline, same buffers and sizes:
 //   local: memcpy of `size` bytes on one thread (others idle) - its GB/s is
-//          what one core can move, which busbw is compared with;
+//          what one core can move, which busbw is compared with; and, in a
+//          last column, the same memcpy by every rank at once (GB/s per rank:
+//          what each core moves while all share the memory bandwidth);
 //   mpi:   the raw MPI call (MPI_Allgather, MPI_Reduce_scatter_block,
 //          MPI_Allreduce, MPI_Bcast) on a duplicate of MPI_COMM_WORLD,
 //          reported with the same busbw formula;
@@ -31,6 +34,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +69,7 @@ ABSL_FLAG(std::string, e, "64M", "largest size, bytes per rank");
 ABSL_FLAG(int, f, 2, "size multiplication factor");
 ABSL_FLAG(int, iters, 20, "timed iterations per size");
 ABSL_FLAG(int, warmup, 5, "untimed iterations per size");
+ABSL_FLAG(int, repeats, 3, "timed rounds per size; the best is reported (for ours and the baseline)");
 ABSL_FLAG(bool, check, true, "check the data (closed-form answer) before timing");
 ABSL_FLAG(bool, inplace, false, "in place (all_gather: input is the output's slice, ...)");
 ABSL_FLAG(bool, baseline, true, "measure the baseline (memcpy / raw MPI) too");
@@ -107,7 +112,7 @@ struct Config {
   DType dtype;
   ReduceOp redop;
   int64_t min_bytes, max_bytes;
-  int factor, iters, warmup, root;
+  int factor, iters, warmup, repeats, root;
   bool check, inplace, baseline;
 };
 
@@ -231,21 +236,26 @@ double BusFactor(Op op, int n) {
 }
 
 absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& baseline,
-                      Allocator* alloc) {
+                      const Baseline& all_ranks_memcpy, Allocator* alloc) {
   const int n = comm.size(), r = comm.rank();
   const int64_t esize = static_cast<int64_t>(DTypeSize(c.dtype));
   if (r == 0) {
     std::printf("# zeroshard collectives_bench: backend=%s world_size=%d op=%s dtype=%s redop=%s "
-                "inplace=%d iters=%d warmup=%d check=%d\n",
+                "inplace=%d iters=%d warmup=%d repeats=%d check=%d\n",
                 c.backend.c_str(), n, c.op_name.c_str(), std::string(DTypeName(c.dtype)).c_str(),
-                std::string(ReduceOpName(c.redop)).c_str(), c.inplace, c.iters, c.warmup, c.check);
+                std::string(ReduceOpName(c.redop)).c_str(), c.inplace, c.iters, c.warmup, c.repeats,
+                c.check);
     std::printf("# options: %s\n", comm.options().ToString().c_str());
     std::printf("# baseline: %s\n",
                 c.backend == "local" ? "memcpy of size bytes, one thread (busbw column = its GB/s)"
                 : c.backend == "mpi" ? "the raw MPI call on the same buffers"
                                      : "none");
-    std::printf("#%11s %11s %11s %11s %11s %8s %14s %11s %7s\n", "size(B)", "count", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "#wrong", "base time(us)", "base busbw", "ratio");
+    if (all_ranks_memcpy) {
+      std::printf("# all-ranks memcpy: every rank copies size bytes at once (GB/s per rank)\n");
+    }
+    std::printf("#%11s %11s %11s %11s %11s %8s %14s %11s %7s%s\n", "size(B)", "count", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "#wrong", "base time(us)", "base busbw", "ratio",
+                all_ranks_memcpy ? "  all-ranks memcpy" : "");
     std::fflush(stdout);
   }
   for (int64_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= c.factor) {
@@ -257,16 +267,29 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
       ZS_ASSIGN_OR_RETURN(wrong, MaxOverRanks(comm, mine, alloc));
     }
     for (int i = 0; i < c.warmup; ++i) ZS_RETURN_IF_ERROR(RunOnce(comm, c, b));
-    ZS_RETURN_IF_ERROR(comm.Barrier());
-    const absl::Time start = absl::Now();
-    for (int i = 0; i < c.iters; ++i) ZS_RETURN_IF_ERROR(RunOnce(comm, c, b));
-    ZS_RETURN_IF_ERROR(comm.Barrier());
-    const int64_t mine_ns = absl::ToInt64Nanoseconds(absl::Now() - start);
-    ZS_ASSIGN_OR_RETURN(const int64_t ns, MaxOverRanks(comm, mine_ns, alloc));
-    const double seconds = static_cast<double>(ns) * 1e-9 / c.iters;
+    // Best of `repeats` timed rounds, the baseline's rounds interleaved with
+    // ours, so that both see the same machine (it is shared, and noisy).
+    double seconds = std::numeric_limits<double>::infinity();
     double base_seconds = std::nan("");
-    if (c.baseline && baseline) {
-      ZS_ASSIGN_OR_RETURN(base_seconds, baseline(b.in, b.out, count, c.iters, c.warmup));
+    double par_seconds = std::nan("");
+    for (int rep = 0; rep < c.repeats; ++rep) {
+      ZS_RETURN_IF_ERROR(comm.Barrier());
+      const absl::Time start = absl::Now();
+      for (int i = 0; i < c.iters; ++i) ZS_RETURN_IF_ERROR(RunOnce(comm, c, b));
+      ZS_RETURN_IF_ERROR(comm.Barrier());
+      const int64_t mine_ns = absl::ToInt64Nanoseconds(absl::Now() - start);
+      ZS_ASSIGN_OR_RETURN(const int64_t ns, MaxOverRanks(comm, mine_ns, alloc));
+      seconds = std::min(seconds, static_cast<double>(ns) * 1e-9 / c.iters);
+      if (c.baseline && baseline) {
+        ZS_ASSIGN_OR_RETURN(const double t,
+                            baseline(b.in, b.out, count, c.iters, rep == 0 ? c.warmup : 0));
+        if (std::isnan(base_seconds) || t < base_seconds) base_seconds = t;
+      }
+      if (c.baseline && all_ranks_memcpy) {
+        ZS_ASSIGN_OR_RETURN(const double t, all_ranks_memcpy(b.in, b.out, count, c.iters,
+                                                             rep == 0 ? c.warmup : 0));
+        if (std::isnan(par_seconds) || t < par_seconds) par_seconds = t;
+      }
     }
     if (r == 0) {
       const double size = static_cast<double>(count * esize);
@@ -281,9 +304,12 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
         base = absl::StrFormat("%14.2f %11.2f %7.2f", base_seconds * 1e6, base_busbw,
                                busbw / base_busbw);
       }
-      std::printf("%12lld %11lld %11.2f %11.2f %11.2f %8lld %s\n",
+      std::string par;
+      if (!std::isnan(par_seconds)) par = absl::StrFormat(" %18.2f", size / par_seconds * 1e-9);
+      std::printf("%12lld %11lld %11.2f %11.2f %11.2f %8lld %s%s\n",
                   static_cast<long long>(count * esize), static_cast<long long>(count),
-                  seconds * 1e6, algbw, busbw, static_cast<long long>(wrong), base.c_str());
+                  seconds * 1e6, algbw, busbw, static_cast<long long>(wrong), base.c_str(),
+                  par.c_str());
       std::fflush(stdout);
     }
     if (bytes > c.max_bytes / c.factor) break;  // no overflow past the end
@@ -293,31 +319,38 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
 
 // ---------------------------------------------------------------- baselines
 
-// Rank 0 copies `size` bytes (the in-process collectives' unit) while the
-// others wait: what one core moves.
-Baseline MemcpyBaseline(Communicator& comm) {
-  return [&comm](const Tensor& in, const Tensor& out, int64_t count, int iters,
-                 int warmup) -> absl::StatusOr<double> {
+// memcpy of `size` bytes (the in-process collectives' unit) between the
+// collective's own buffers: by rank 0 alone while the others wait (what one
+// core moves: the goal's unit), or by every rank at once (what the cores move
+// together when they share the memory bandwidth: the ceiling of a collective
+// in which every rank copies). The slowest rank's time.
+Baseline MemcpyBaseline(Communicator& comm, bool all_ranks) {
+  return [&comm, all_ranks](const Tensor& in, const Tensor& out, int64_t count, int iters,
+                            int warmup) -> absl::StatusOr<double> {
+    const size_t bytes = static_cast<size_t>(count) * in.itemsize();
+    // Source and destination: two distinct buffers (a scratch one when the
+    // collective's overlap).
+    const bool same =
+        in.raw_data() == out.raw_data() || static_cast<size_t>(out.nbytes()) < 2 * bytes;
+    char* dst = static_cast<char*>(out.raw_data());
+    const char* src = static_cast<const char*>(in.raw_data());
+    std::vector<char> scratch;
+    const bool copies = all_ranks || comm.rank() == 0;
+    if (copies && same) {
+      scratch.resize(bytes);
+      dst = scratch.data();
+    }
+    if (copies) {
+      for (int i = 0; i < warmup; ++i) std::memcpy(dst, src, bytes);
+    }
     ZS_RETURN_IF_ERROR(comm.Barrier());
     int64_t ns = 0;
-    if (comm.rank() == 0) {
-      const size_t bytes = static_cast<size_t>(count) * in.itemsize();
-      // Source and destination: two distinct buffers of the collective.
-      const bool same = in.raw_data() == out.raw_data() ||
-                        static_cast<size_t>(out.nbytes()) < 2 * bytes;
-      char* dst = static_cast<char*>(out.raw_data());
-      const char* src = static_cast<const char*>(in.raw_data());
-      std::vector<char> scratch;
-      if (same) {
-        scratch.resize(bytes);
-        dst = scratch.data();
-      }
-      for (int i = 0; i < warmup; ++i) std::memcpy(dst, src, bytes);
+    if (copies) {
       const absl::Time start = absl::Now();
       for (int i = 0; i < iters; ++i) std::memcpy(dst, src, bytes);
       ns = absl::ToInt64Nanoseconds(absl::Now() - start);
     }
-    ZS_RETURN_IF_ERROR(comm.Barrier());
+    ZS_ASSIGN_OR_RETURN(ns, MaxOverRanks(comm, ns, nullptr));
     return static_cast<double>(ns) * 1e-9 / iters;
   };
 }
@@ -406,12 +439,14 @@ absl::StatusOr<Config> ReadFlags() {
   c.factor = absl::GetFlag(FLAGS_f);
   c.iters = absl::GetFlag(FLAGS_iters);
   c.warmup = absl::GetFlag(FLAGS_warmup);
+  c.repeats = absl::GetFlag(FLAGS_repeats);
   c.root = absl::GetFlag(FLAGS_root);
   c.check = absl::GetFlag(FLAGS_check);
   c.inplace = absl::GetFlag(FLAGS_inplace);
   c.baseline = absl::GetFlag(FLAGS_baseline);
-  if (c.factor < 2 || c.iters < 1 || c.warmup < 0 || c.min_bytes > c.max_bytes) {
-    return absl::InvalidArgumentError("need -f >= 2, --iters >= 1, --warmup >= 0, -b <= -e");
+  if (c.factor < 2 || c.iters < 1 || c.warmup < 0 || c.repeats < 1 || c.min_bytes > c.max_bytes) {
+    return absl::InvalidArgumentError(
+        "need -f >= 2, --iters >= 1, --warmup >= 0, --repeats >= 1, -b <= -e");
   }
   return c;
 }
@@ -421,7 +456,11 @@ absl::Status RunLocal(const Config& c) {
   options.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank);
   const int n = absl::GetFlag(FLAGS_world_size);
   std::vector<absl::Status> statuses = RunRanks(
-      n, [&](Communicator& comm) { return RunSweep(comm, c, MemcpyBaseline(comm), nullptr); },
+      n,
+      [&](Communicator& comm) {
+        return RunSweep(comm, c, MemcpyBaseline(comm, /*all_ranks=*/false),
+                        MemcpyBaseline(comm, /*all_ranks=*/true), nullptr);
+      },
       options);
   for (size_t r = 0; r < statuses.size(); ++r) {
     if (!statuses[r].ok()) return statuses[r];
@@ -436,7 +475,7 @@ absl::Status RunMpi(const Config& c) {
                       MpiCommunicator::Create(MPI_COMM_WORLD, options));
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
-  absl::Status s = RunSweep(*comm, c, MpiBaseline(c, raw), nullptr);
+  absl::Status s = RunSweep(*comm, c, MpiBaseline(c, raw), Baseline(), nullptr);
   MPI_Comm_free(&raw);
   return s;
 }
@@ -450,7 +489,7 @@ absl::Status RunNccl(const Config& c) {
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                       NcclCommunicator::Create(*bootstrap, Device::Cuda(device)));
   CudaAllocator gpu(device);
-  return RunSweep(*comm, c, Baseline(), &gpu);
+  return RunSweep(*comm, c, Baseline(), Baseline(), &gpu);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ CollectiveTrace::CollectiveTrace(int capacity) : capacity_(std::max(1, capacity)
 }
 
 void CollectiveTrace::Issued(const CollectiveDesc& desc) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Entry& e = ring_[next_ % capacity_];
   e = Entry{};
   e.desc = desc;
@@ -32,7 +32,7 @@ void CollectiveTrace::Issued(const CollectiveDesc& desc) {
 }
 
 void CollectiveTrace::SetState(int64_t seq, CollectiveState state, absl::string_view note) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const int64_t first = std::max<int64_t>(0, next_ - capacity_);
   for (int64_t i = next_ - 1; i >= first; --i) {
     Entry& e = ring_[i % capacity_];
@@ -49,7 +49,7 @@ void CollectiveTrace::SetState(int64_t seq, CollectiveState state, absl::string_
 }
 
 std::vector<CollectiveTrace::Entry> CollectiveTrace::Entries() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<Entry> out;
   for (int64_t i = std::max<int64_t>(0, next_ - capacity_); i < next_; ++i) {
     out.push_back(ring_[i % capacity_]);

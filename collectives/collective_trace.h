@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
+#include <mutex>
+
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/collective_desc.h"
 
@@ -63,9 +63,10 @@ class CollectiveTrace {
 
  private:
   const int capacity_;
-  mutable absl::Mutex mu_;
-  std::vector<Entry> ring_ ABSL_GUARDED_BY(mu_);
-  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;  // total entries ever added
+  // std::mutex: see Note [std::mutex on the collective path] in work.h.
+  mutable std::mutex mu_;  // guards the two below
+  std::vector<Entry> ring_;
+  int64_t next_ = 0;  // total entries ever added
 };
 
 }  // namespace zeroshard

@@ -161,11 +161,10 @@ absl::Status Communicator::ValidateArgs(const CollectiveDesc& desc, const Tensor
   return absl::InternalError("unknown collective");
 }
 
-absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(CollectiveOp op, const Tensor& input,
-                                                          const Tensor& output,
-                                                          ReduceOp reduce_op, int root,
-                                                          const CollectiveOptions& opts,
-                                                          bool blocking) {
+absl::StatusOr<CollectiveCall> Communicator::Prepare(CollectiveOp op, const Tensor& input,
+                                                     const Tensor& output, ReduceOp reduce_op,
+                                                     int root, const CollectiveOptions& opts,
+                                                     bool blocking) {
   ZS_RETURN_IF_ERROR(health());
   CollectiveCall call;
   call.desc.seq = ++next_seq_;
@@ -184,13 +183,14 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(CollectiveOp op, const
   if (args.ok() && input.defined() && call.output.defined()) {
     call.desc.in_place = op != CollectiveOp::kBroadcast && Overlaps(input, call.output);
   }
-  if (!args.ok()) {
-    call.desc.invalid_args = true;
-    args = absl::Status(args.code(),
-                        absl::StrCat(ErrorPrefix(call.desc, rank_, size_), args.message()));
+  if (args.ok()) {
+    trace_.Issued(call.desc);
+    return call;
   }
+  call.desc.invalid_args = true;
+  args = absl::Status(args.code(),
+                      absl::StrCat(ErrorPrefix(call.desc, rank_, size_), args.message()));
   trace_.Issued(call.desc);
-  if (args.ok()) return Launch(std::move(call));
   // Join the collective anyway (moving nothing) so the peers fail rather
   // than wait for this rank until the timeout.
   const CollectiveDesc desc = call.desc;
@@ -202,39 +202,53 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(CollectiveOp op, const
   return args;
 }
 
+absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(CollectiveOp op, const Tensor& input,
+                                                          const Tensor& output,
+                                                          ReduceOp reduce_op, int root,
+                                                          const CollectiveOptions& opts) {
+  ZS_ASSIGN_OR_RETURN(CollectiveCall call,
+                      Prepare(op, input, output, reduce_op, root, opts, /*blocking=*/false));
+  return Launch(std::move(call));
+}
+
 absl::Status Communicator::IssueBlocking(CollectiveOp op, const Tensor& input,
                                          const Tensor& output, ReduceOp reduce_op, int root,
                                          const CollectiveOptions& opts) {
-  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Work> work,
-                      Issue(op, input, output, reduce_op, root, opts, /*blocking=*/true));
+  ZS_ASSIGN_OR_RETURN(CollectiveCall call,
+                      Prepare(op, input, output, reduce_op, root, opts, /*blocking=*/true));
+  return RunBlocking(std::move(call));
+}
+
+absl::Status Communicator::RunBlocking(CollectiveCall call) {
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Work> work, Launch(std::move(call)));
   return work->Wait();
 }
 
 absl::StatusOr<std::shared_ptr<Work>> Communicator::AllGatherAsync(const Tensor& input,
                                                                    const Tensor& output,
                                                                    const CollectiveOptions& opts) {
-  return Issue(CollectiveOp::kAllGather, input, output, ReduceOp::kSum, 0, opts, false);
+  return Issue(CollectiveOp::kAllGather, input, output, ReduceOp::kSum, 0, opts);
 }
 
 absl::StatusOr<std::shared_ptr<Work>> Communicator::ReduceScatterAsync(
     const Tensor& input, const Tensor& output, ReduceOp op, const CollectiveOptions& opts) {
-  return Issue(CollectiveOp::kReduceScatter, input, output, op, 0, opts, false);
+  return Issue(CollectiveOp::kReduceScatter, input, output, op, 0, opts);
 }
 
 absl::StatusOr<std::shared_ptr<Work>> Communicator::AllReduceAsync(const Tensor& input,
                                                                    const Tensor& output,
                                                                    ReduceOp op,
                                                                    const CollectiveOptions& opts) {
-  return Issue(CollectiveOp::kAllReduce, input, output, op, 0, opts, false);
+  return Issue(CollectiveOp::kAllReduce, input, output, op, 0, opts);
 }
 
 absl::StatusOr<std::shared_ptr<Work>> Communicator::BroadcastAsync(const Tensor& tensor, int root,
                                                                    const CollectiveOptions& opts) {
-  return Issue(CollectiveOp::kBroadcast, tensor, Tensor(), ReduceOp::kSum, root, opts, false);
+  return Issue(CollectiveOp::kBroadcast, tensor, Tensor(), ReduceOp::kSum, root, opts);
 }
 
 absl::StatusOr<std::shared_ptr<Work>> Communicator::BarrierAsync(const CollectiveOptions& opts) {
-  return Issue(CollectiveOp::kBarrier, Tensor(), Tensor(), ReduceOp::kSum, 0, opts, false);
+  return Issue(CollectiveOp::kBarrier, Tensor(), Tensor(), ReduceOp::kSum, 0, opts);
 }
 
 absl::Status Communicator::AllGather(const Tensor& input, const Tensor& output,

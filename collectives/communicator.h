@@ -190,6 +190,9 @@ class Communicator {
   // whose arguments failed on this rank: join the rendezvous, move no data,
   // fail. Backends report progress with MarkRunning / MarkDone.
   virtual absl::StatusOr<std::shared_ptr<Work>> Launch(CollectiveCall call) = 0;
+  // A blocking collective (`call.blocking`): by default Launch, then Wait.
+  // Host backends run it on the caller's thread when their queue is idle.
+  virtual absl::Status RunBlocking(CollectiveCall call);
   // `desc` is the Split's descriptor (seq, color, key). nullptr for color < 0.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc& desc) = 0;
 
@@ -203,9 +206,14 @@ class Communicator {
   CollectiveTrace& trace() { return trace_; }
 
  private:
+  // The validated call with its sequence number; on invalid arguments the
+  // error (after joining the collective so the peers fail too).
+  absl::StatusOr<CollectiveCall> Prepare(CollectiveOp op, const Tensor& input,
+                                         const Tensor& output, ReduceOp reduce_op, int root,
+                                         const CollectiveOptions& opts, bool blocking);
   absl::StatusOr<std::shared_ptr<Work>> Issue(CollectiveOp op, const Tensor& input,
                                               const Tensor& output, ReduceOp reduce_op, int root,
-                                              const CollectiveOptions& opts, bool blocking);
+                                              const CollectiveOptions& opts);
   absl::Status ValidateArgs(const CollectiveDesc& desc, const Tensor& input,
                             const Tensor& output) const;
   absl::Status IssueBlocking(CollectiveOp op, const Tensor& input, const Tensor& output,

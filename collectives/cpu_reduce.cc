@@ -14,11 +14,12 @@ namespace {
 // Elements per block when the result goes through a small buffer (several
 // outputs, or streaming stores): the buffer stays in L1.
 constexpr int64_t kBlock = 1024;
-// Outputs at least this large in all (about glibc's memcpy threshold on a
-// 32 MiB L3 shared by 2 cores) are written with streaming (non-temporal)
-// stores: they would not stay in cache anyway, and skipping the
-// read-for-ownership of every line is worth ~1.3-1.5x at DRAM sizes.
-constexpr int64_t kStreamingBytes = int64_t{8} << 20;
+// Outputs at least this large in all are written with streaming
+// (non-temporal) stores: they would not stay in the 32 MiB L3 anyway, and
+// skipping the read-for-ownership of every line is worth ~1.3-1.5x at DRAM
+// sizes. (At 8 MiB, streaming measured 3-4x slower than cached stores in
+// collectives_bench: the next use still found the data in L3.)
+constexpr int64_t kStreamingBytes = int64_t{16} << 20;
 
 // out[i] = Store(Finish(in[0][i] op in[1][i] op ... op in[N-1][i])).
 // N is a compile-time count (the inner loop unrolls and the outer one

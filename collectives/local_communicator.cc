@@ -64,7 +64,7 @@ class LocalGroup {
         options_(std::move(options)),
         progress_(size),
         exited_(size),
-        spin_iterations_(size <= HardwareThreads() ? 4000 : 0) {
+        spin_iterations_(size <= HardwareThreads() ? 200 : 0) {
     for (auto& p : posts_) p.resize(size);
     for (auto& s : splits_) s.resize(size);
   }
@@ -158,15 +158,18 @@ absl::Status LocalGroup::Rendezvous(int rank, const CollectiveDesc& desc, Phase 
     absl::MutexLock lock(&mu_);
     cv_.SignalAll();
   }
-  // Fast path: peers usually arrive within microseconds.
+  // Fast path: peers usually arrive within microseconds. Spin only briefly:
+  // when the scheduler has put a peer on this very core (the machine is
+  // busy), spinning only delays it; yielding lets it run.
   for (int i = 0; i < spin_iterations_; ++i) {
     if (AllReached(target)) return absl::OkStatus();
     CpuRelax();
   }
-  for (int i = 0; i < 16; ++i) {
+  const absl::Time yield_until = absl::Now() + absl::Microseconds(50);
+  do {
     if (AllReached(target)) return absl::OkStatus();
     std::this_thread::yield();
-  }
+  } while (absl::Now() < yield_until);
   // Slow path: sleep until every rank arrived, the deadline, or an abort.
   const absl::Duration timeout = options_.comm.timeout;
   const absl::Time start = absl::Now();
@@ -240,11 +243,11 @@ void LocalCommunicator::MarkExited(const absl::Status& status) {
 }
 
 absl::StatusOr<std::shared_ptr<Work>> LocalCommunicator::Launch(CollectiveCall call) {
-  if (call.blocking) {
-    return std::shared_ptr<Work>(
-        HostWork::Done(comm_thread_.Run([this, &call] { return Execute(call); })));
-  }
   return comm_thread_.Enqueue([this, call = std::move(call)] { return Execute(call); });
+}
+
+absl::Status LocalCommunicator::RunBlocking(CollectiveCall call) {
+  return comm_thread_.Run([this, &call] { return Execute(call); });
 }
 
 absl::Status LocalCommunicator::Execute(const CollectiveCall& call) {

@@ -20,8 +20,11 @@
 //   - Broadcast: every non-root rank copies the root's tensor.
 // A second rendezvous marks the end, after which no rank touches another's
 // buffers. The rendezvous spins briefly (when the ranks fit on the cores),
-// then sleeps on a condition variable with the timeout as deadline; a rank
-// that times out names the ranks that have not arrived and aborts the group.
+// yields the core for up to 50 us (a peer may be waiting for this very core
+// on a busy machine), then sleeps on a condition variable with the timeout
+// as deadline; a rank that times out names the ranks that have not arrived
+// and aborts the group. Reductions accumulate in rank order, so every rank
+// gets the same bits, and the same bits as the MPI backend.
 // Descriptors are always compared across ranks (check mode is free here).
 #ifndef ZEROSHARD_COLLECTIVES_LOCAL_COMMUNICATOR_H_
 #define ZEROSHARD_COLLECTIVES_LOCAL_COMMUNICATOR_H_
@@ -69,6 +72,7 @@ class LocalCommunicator final : public Communicator {
 
  protected:
   absl::StatusOr<std::shared_ptr<Work>> Launch(CollectiveCall call) override;
+  absl::Status RunBlocking(CollectiveCall call) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc& desc) override;
 
  private:

@@ -28,9 +28,14 @@ constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
 constexpr int kHandshakeTag = 1;
 // AllReduce up to this many bytes exchanges whole inputs (one round).
 constexpr int64_t kDirectAllReduceBytes = int64_t{32} << 10;
+// Broadcasts at least this large among 3+ ranks scatter, then all-gather.
+constexpr int64_t kScatterBroadcastBytes = int64_t{256} << 10;
 // AllGather and AllReduce up to this many bytes per rank (without check
 // mode) send their handshake inside their one data message per peer.
-constexpr int64_t kPiggybackBytes = int64_t{8} << 10;
+// The whole message must stay within OpenMPI's shared-memory eager limit
+// (4 KiB): past it the rendezvous protocol costs more than a separate
+// handshake message.
+constexpr int64_t kPiggybackBytes = 4096 - static_cast<int64_t>(sizeof(CollectiveDesc));
 
 absl::Status MpiError(int code, absl::string_view call) {
   if (code == MPI_SUCCESS) return absl::OkStatus();
@@ -81,6 +86,11 @@ class MpiCommunicator::Exchange {
         theirs_(comm.size(), desc),
         arrived_(comm.size(), false) {
     arrived_[comm.rank()] = true;
+    // Room for the usual requests up front: allocations show at small sizes.
+    const size_t expected = 4 * static_cast<size_t>(comm.size()) + 8;
+    reqs_.reserve(expected);
+    meta_.reserve(expected);
+    pending_by_group_.resize(kFirstRecvGroup + 2, 0);
   }
 
   ~Exchange() {
@@ -234,7 +244,7 @@ class MpiCommunicator::Exchange {
       // Back off: spin, then yield the core, then sleep (a rank that is far
       // behind should not cost its peers' compute a core).
       ++idle;
-      if (idle < 512) {
+      if (idle < 128) {
         CpuRelax();
         continue;
       }
@@ -362,11 +372,11 @@ char* MpiCommunicator::Scratch(int slot, int peer, int64_t bytes) {
 }
 
 absl::StatusOr<std::shared_ptr<Work>> MpiCommunicator::Launch(CollectiveCall call) {
-  if (call.blocking) {
-    return std::shared_ptr<Work>(
-        HostWork::Done(comm_thread_.Run([this, &call] { return Execute(call); })));
-  }
   return comm_thread_.Enqueue([this, call = std::move(call)] { return Execute(call); });
+}
+
+absl::Status MpiCommunicator::RunBlocking(CollectiveCall call) {
+  return comm_thread_.Run([this, &call] { return Execute(call); });
 }
 
 absl::Status MpiCommunicator::Execute(const CollectiveCall& call) {
@@ -638,10 +648,41 @@ absl::Status MpiCommunicator::BroadcastData(Exchange& ex, const CollectiveCall& 
   const int64_t bytes = d.count * static_cast<int64_t>(DTypeSize(d.dtype));
   if (bytes == 0 || size() == 1) return absl::OkStatus();
   const int tag = 2 + static_cast<int>(d.seq % data_tag_modulus_) * 2;
-  void* data = call.input.raw_data();
-  if (rank() != d.root) return ex.Recv(data, bytes, d.root, tag, Exchange::kFirstRecvGroup);
-  for (int k = 1; k < size(); ++k) {
-    ZS_RETURN_IF_ERROR(ex.Send(data, bytes, (d.root + k) % size(), tag));
+  char* data = static_cast<char*>(call.input.raw_data());
+  const int n = size(), me = rank();
+  if (n < 3 || bytes < kScatterBroadcastBytes) {
+    // The root sends the whole tensor to every peer.
+    if (me != d.root) return ex.Recv(data, bytes, d.root, tag, Exchange::kFirstRecvGroup);
+    for (int k = 1; k < n; ++k) ZS_RETURN_IF_ERROR(ex.Send(data, bytes, (d.root + k) % n, tag));
+    return absl::OkStatus();
+  }
+  // Large, 3+ ranks: scatter, then all-gather among the non-roots, so the
+  // root sends 2(n-1)/n of the tensor instead of n-1 copies of it.
+  const int64_t esize = static_cast<int64_t>(DTypeSize(d.dtype));
+  auto piece = [&](int p) {
+    const auto [lo, hi] = Block(d.count, esize, p, n);
+    return std::pair<char*, int64_t>{data + lo * esize, (hi - lo) * esize};
+  };
+  if (me == d.root) {
+    for (int k = 1; k < n; ++k) {
+      const int p = (d.root + k) % n;
+      ZS_RETURN_IF_ERROR(ex.Send(piece(p).first, piece(p).second, p, tag));      // its piece
+      ZS_RETURN_IF_ERROR(ex.Send(piece(me).first, piece(me).second, p, tag + 1));  // mine
+    }
+    return absl::OkStatus();
+  }
+  for (int p = 0; p < n; ++p) {  // every piece but mine arrives in the second phase
+    if (p == me) continue;
+    ZS_RETURN_IF_ERROR(
+        ex.Recv(piece(p).first, piece(p).second, p, tag + 1, Exchange::kFirstRecvGroup + 1));
+  }
+  ZS_RETURN_IF_ERROR(ex.Recv(piece(me).first, piece(me).second, d.root, tag,
+                             Exchange::kFirstRecvGroup));
+  ZS_RETURN_IF_ERROR(ex.WaitGroup(Exchange::kFirstRecvGroup));
+  for (int p = 0; p < n; ++p) {
+    if (p != me && p != d.root) {
+      ZS_RETURN_IF_ERROR(ex.Send(piece(me).first, piece(me).second, p, tag + 1));
+    }
   }
   return absl::OkStatus();
 }

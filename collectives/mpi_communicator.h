@@ -27,7 +27,9 @@
 //     each reduced chunk sent on to every peer at once (the all-gather half);
 //     up to 32 KiB, one exchange of whole inputs and a local reduction in
 //     rank order (one message round instead of two).
-//   - Broadcast: the root sends to every peer.
+//   - Broadcast: the root sends to every peer; from 256 KiB among 3+ ranks,
+//     it scatters 1/size to each rank, which passes its piece on to the
+//     other non-roots (the root sends 2(n-1)/n of the tensor, not n-1 copies).
 //   - Barrier: the handshake below alone.
 //   Each collective starts with a handshake: every rank sends its
 //   CollectiveDesc to every peer (small AllGather / AllReduce without check
@@ -87,6 +89,7 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   absl::StatusOr<std::shared_ptr<Work>> Launch(CollectiveCall call) override;
+  absl::Status RunBlocking(CollectiveCall call) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc& desc) override;
 
  private:

@@ -13,15 +13,18 @@ std::shared_ptr<HostWork> HostWork::Done(absl::Status status) {
 }
 
 void HostWork::Complete(absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  status_ = std::move(status);
-  done_ = true;
-  done_flag_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = std::move(status);
+    done_ = true;
+    done_flag_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
 }
 
 absl::Status HostWork::Wait() {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(&done_));
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return done_; });
   return status_;
 }
 
@@ -32,40 +35,46 @@ CommThread::CommThread(std::string name, std::function<void()> on_start)
 
 CommThread::~CommThread() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 std::shared_ptr<Work> CommThread::Enqueue(std::function<absl::Status()> task) {
   auto work = std::make_shared<HostWork>();
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(Item{std::move(task), work});
-  if (!started_) {
-    started_ = true;
-    thread_ = std::thread([this] { Loop(); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Item{std::move(task), work});
+    if (!started_) {
+      started_ = true;
+      thread_ = std::thread([this] { Loop(); });
+    }
   }
+  cv_.notify_all();
   return work;
 }
 
 absl::Status CommThread::Run(std::function<absl::Status()> task) {
   bool run_here = false;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (queue_.empty() && !busy_) busy_ = run_here = true;
   }
   if (!run_here) return Enqueue(std::move(task))->Wait();
   absl::Status s = task();
-  absl::MutexLock lock(&mu_);
-  busy_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();
   return s;
 }
 
 void CommThread::Drain() {
-  absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };
-  mu_.Await(absl::Condition(&idle));
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
 }
 
 void CommThread::Loop() {
@@ -73,11 +82,8 @@ void CommThread::Loop() {
   while (true) {
     Item item;
     {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return (!queue_.empty() && !busy_) || (stop_ && queue_.empty() && !busy_);
-      };
-      mu_.Await(absl::Condition(&ready));
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return (!queue_.empty() && !busy_) || (stop_ && queue_.empty() && !busy_); });
       if (queue_.empty()) return;  // stopping and drained
       item = std::move(queue_.front());
       queue_.pop_front();
@@ -88,8 +94,11 @@ void CommThread::Loop() {
     // that memory the caller frees after Wait() is really free by then.
     item.task = nullptr;
     item.work->Complete(std::move(s));
-    absl::MutexLock lock(&mu_);
-    busy_ = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();
   }
 }
 

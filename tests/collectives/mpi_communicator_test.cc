@@ -100,6 +100,29 @@ TEST(MpiCommunicatorTest, SmallChunksPipelineTheReductions) {
   ExpectAllOk(ExchangeStatuses(status));
 }
 
+// Past 256 KiB, 3+ ranks broadcast by scatter + all-gather.
+TEST(MpiCommunicatorTest, LargeBroadcast) {
+  absl::Status status = [&]() -> absl::Status {
+    ZS_ASSIGN_OR_RETURN(auto comm, MpiCommunicator::Create(MPI_COMM_WORLD));
+    const int n = comm->size(), r = comm->rank();
+    for (int root : {0, n - 1}) {
+      const int64_t count = 100003;
+      std::vector<int32_t> v(count);
+      for (int64_t i = 0; i < count; ++i) v[i] = r == root ? static_cast<int32_t>(i * 7 + root) : -1;
+      ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector<int32_t>(v, {count}));
+      ZS_RETURN_IF_ERROR(comm->Broadcast(t, root));
+      ZS_ASSIGN_OR_RETURN(std::vector<int32_t> got, t.ToVector<int32_t>());
+      for (int64_t i = 0; i < count; ++i) {
+        if (got[i] != i * 7 + root) {
+          return absl::InternalError(absl::StrCat("root ", root, ": element ", i, " is ", got[i]));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }();
+  ExpectAllOk(ExchangeStatuses(status));
+}
+
 TEST(MpiCommunicatorTest, RejectsTinyChunks) {
   EXPECT_THAT(MpiCommunicator::Create(MPI_COMM_WORLD, MpiOptions{.chunk_bytes = 8}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("chunk_bytes")));

@@ -138,8 +138,8 @@ TEST(CpuReduceTest, SeveralOutputsAndInPlace) {
 }
 
 TEST(CpuReduceTest, LargeOutputsUseStreamingStores) {
-  CheckReduce<float>(2, 1, (int64_t{9} << 20) / 4 + 5, false);  // 9 MiB, odd tail
-  CheckReduce<BFloat16>(2, 2, (int64_t{2} << 20) + 3, true);      // 2 x 4 MiB
+  CheckReduce<float>(2, 1, (int64_t{17} << 20) / 4 + 5, false);  // 17 MiB, odd tail
+  CheckReduce<BFloat16>(2, 2, (int64_t{4} << 20) + 3, true);       // 2 x 8 MiB
 }
 
 }  // namespace

@@ -16,7 +16,6 @@ _HEADER_GLOB = """glob([
         "include/crt/**",
         "include/nv/**",
         "include/nvtx3/**",
-        "include/nv/**",
     ])"""
 
 def _lib(name, libs):
