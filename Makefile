@@ -43,7 +43,7 @@ train: deps
 
 bench: deps
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all
-	./bazel-bin/bench/kernels_bench --benchmark_counters_tabular=true
+	./tools/run_benchmarks.sh
 
 # GPU suites: no GPU (or a CPU-only build) is not a failure, only nothing to run.
 # Test results are never taken from the cache: one cached on a machine without
