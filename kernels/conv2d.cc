@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/conv2d.h"
-#include "kernels/cuda/conv2d_cudnn.h"
+#include "kernels/cuda/cudnn_ops.h"
 #include "kernels/device_check.h"
 #include "kernels/math/conv_geometry.h"
 #include "kernels/nchw.h"

@@ -1,6 +1,6 @@
 // CPU-only build: the CUDA cases of the image ops have no kernels.
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/conv2d_cudnn.h"
+#include "kernels/cuda/cudnn_ops.h"
 
 namespace zeroshard::cuda {
 
@@ -19,6 +19,18 @@ absl::Status CudnnConv2dForward(const Conv2dGeometry&, const Tensor& x, const Te
 absl::Status CudnnConv2dBackward(const Conv2dGeometry&, const Tensor&, const Tensor& x, const Tensor&,
                                  const Tensor&, const Tensor&, const Tensor&, bool) {
   return NoCuda("Conv2dBackward", x);
+}
+
+absl::Status CudnnBatchNormForward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
+                                   const Tensor&, bool, double, double, const Tensor&,
+                                   const Tensor&, const Tensor&) {
+  return NoCuda("BatchNormForward", x);
+}
+
+absl::Status CudnnBatchNormBackward(const Tensor&, const Tensor& x, const Tensor&, const Tensor&,
+                                    const Tensor&, bool, const Tensor&, const Tensor&, const Tensor&,
+                                    bool) {
+  return NoCuda("BatchNormBackward", x);
 }
 
 }  // namespace zeroshard::cuda
