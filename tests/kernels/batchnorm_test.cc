@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/kernels/grad_check.h"
+#include "tests/kernels/image_reference.h"
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
 
@@ -27,47 +28,12 @@ using ::zeroshard::testing::RoundingRtol;
 using ::zeroshard::testing::StatusIs;
 using ::zeroshard::testing::ToDoubles;
 using Vec = std::vector<double>;
+using ::zeroshard::testing::BnDims;
+using ::zeroshard::testing::BnDimsOf;
+using ::zeroshard::testing::kBnEps;
+using ::zeroshard::testing::RefBatchNorm;
+using ::zeroshard::testing::RefBnOut;
 
-constexpr double kEps = 1e-5;
-
-struct Dims {
-  int64_t n, c, l;
-};
-Dims DimsOf(const Shape& s) {
-  int64_t l = 1;
-  for (size_t i = 2; i < s.size(); ++i) l *= s[i];
-  return {s[0], s[1], l};
-}
-
-struct RefOut {
-  Vec y, mean, var;  // var biased
-};
-
-// Training mode when rm is empty, else eval with (rm, rv).
-RefOut RefForward(const Shape& shape, const Vec& x, const Vec& w, const Vec& b, const Vec& rm = {},
-                  const Vec& rv = {}) {
-  const Dims d = DimsOf(shape);
-  RefOut o{Vec(x.size()), Vec(d.c), Vec(d.c)};
-  for (int64_t c = 0; c < d.c; ++c) {
-    double m = 0, v = 0;
-    for (int64_t n = 0; n < d.n; ++n)
-      for (int64_t i = 0; i < d.l; ++i) m += x[(n * d.c + c) * d.l + i];
-    m /= d.n * d.l;
-    for (int64_t n = 0; n < d.n; ++n)
-      for (int64_t i = 0; i < d.l; ++i) v += std::pow(x[(n * d.c + c) * d.l + i] - m, 2);
-    v /= d.n * d.l;
-    o.mean[c] = m;
-    o.var[c] = v;
-    const double mu = rm.empty() ? m : rm[c];
-    const double rs = 1 / std::sqrt((rv.empty() ? v : rv[c]) + kEps);
-    for (int64_t n = 0; n < d.n; ++n)
-      for (int64_t i = 0; i < d.l; ++i) {
-        const int64_t k = (n * d.c + c) * d.l + i;
-        o.y[k] = (x[k] - mu) * rs * w[c] + b[c];
-      }
-  }
-  return o;
-}
 
 struct RefGrads {
   Vec dx, dw, db;
@@ -75,12 +41,12 @@ struct RefGrads {
 
 // Training mode: through the batch statistics.
 RefGrads RefBackward(const Shape& shape, const Vec& dy, const Vec& x, const Vec& w) {
-  const Dims d = DimsOf(shape);
-  const RefOut f = RefForward(shape, x, w, Vec(d.c, 0.0));
+  const BnDims d = BnDimsOf(shape);
+  const RefBnOut f = RefBatchNorm(shape, x, w, Vec(d.c, 0.0));
   RefGrads g{Vec(x.size()), Vec(d.c), Vec(d.c)};
   const double m = d.n * d.l;
   for (int64_t c = 0; c < d.c; ++c) {
-    const double rs = 1 / std::sqrt(f.var[c] + kEps);
+    const double rs = 1 / std::sqrt(f.var[c] + kBnEps);
     double sdy = 0, sdyx = 0;
     for (int64_t n = 0; n < d.n; ++n)
       for (int64_t i = 0; i < d.l; ++i) {
@@ -112,11 +78,11 @@ TEST(BatchNorm, ReferenceGradientMatchesFiniteDifferences) {
   const Vec b = ToDoubles(RandomTensor({2}, DType::kF32, -1, 1, 3));
   const Vec dy = ToDoubles(RandomTensor(shape, DType::kF32, -1, 1, 4));
   const RefGrads g = RefBackward(shape, dy, x, w);
-  ExpectClose(g.dx, NumericGradient([&](const Vec& v) { return Dot(dy, RefForward(shape, v, w, b).y); }, x),
+  ExpectClose(g.dx, NumericGradient([&](const Vec& v) { return Dot(dy, RefBatchNorm(shape, v, w, b).y); }, x),
               1e-7, 1e-6, "dx vs finite differences");
-  ExpectClose(g.dw, NumericGradient([&](const Vec& v) { return Dot(dy, RefForward(shape, x, v, b).y); }, w),
+  ExpectClose(g.dw, NumericGradient([&](const Vec& v) { return Dot(dy, RefBatchNorm(shape, x, v, b).y); }, w),
               1e-7, 1e-6, "dweight vs finite differences");
-  ExpectClose(g.db, NumericGradient([&](const Vec& v) { return Dot(dy, RefForward(shape, x, w, v).y); }, b),
+  ExpectClose(g.db, NumericGradient([&](const Vec& v) { return Dot(dy, RefBatchNorm(shape, x, w, v).y); }, b),
               1e-7, 1e-6, "dbias vs finite differences");
 }
 
@@ -124,7 +90,7 @@ TEST(BatchNorm, TrainingForwardUpdatesRunningStatistics) {
   uint64_t seed = 10;
   for (const Shape& shape : Shapes()) {
     for (DType dtype : kFloatDTypes) {
-      const Dims d = DimsOf(shape);
+      const BnDims d = BnDimsOf(shape);
       const std::string what = absl::StrCat(ShapeToString(shape), " ", DTypeName(dtype));
       Tensor x = RandomTensor(shape, dtype, -2, 3, seed++);
       Tensor w = RandomTensor({d.c}, dtype, 0.5, 1.5, seed++);
@@ -135,15 +101,15 @@ TEST(BatchNorm, TrainingForwardUpdatesRunningStatistics) {
       ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Tensor::Empty(shape, dtype));
       ZS_ASSERT_OK_AND_ASSIGN(Tensor sm, Tensor::Empty({d.c}, DType::kF32));
       ZS_ASSERT_OK_AND_ASSIGN(Tensor sr, Tensor::Empty({d.c}, DType::kF32));
-      const BatchNormOptions o{.training = true, .momentum = 0.25, .eps = kEps};
+      const BatchNormOptions o{.training = true, .momentum = 0.25, .eps = kBnEps};
       ZS_ASSERT_OK(BatchNormForward(x, w, b, rm, rv, o, y, sm, sr));
-      const RefOut ref = RefForward(shape, ToDoubles(x), ToDoubles(w), ToDoubles(b));
+      const RefBnOut ref = RefBatchNorm(shape, ToDoubles(x), ToDoubles(w), ToDoubles(b));
       ExpectClose(y, ref.y, 2e-5, 2e-5 + RoundingRtol(dtype), "y " + what);
       ExpectClose(sm, ref.mean, 1e-6, 1e-5, "save_mean " + what);
       Vec want_rstd(d.c), want_rm(d.c), want_rv(d.c);
       const double count = d.n * d.l;
       for (int64_t c = 0; c < d.c; ++c) {
-        want_rstd[c] = 1 / std::sqrt(ref.var[c] + kEps);
+        want_rstd[c] = 1 / std::sqrt(ref.var[c] + kBnEps);
         want_rm[c] = 0.75 * rm0[c] + 0.25 * ref.mean[c];
         want_rv[c] = 0.75 * rv0[c] + 0.25 * ref.var[c] * count / (count - 1);
       }
@@ -166,7 +132,7 @@ TEST(BatchNorm, EvalForwardUsesRunningStatistics) {
   ZS_ASSERT_OK_AND_ASSIGN(Tensor sm, Tensor::Empty({4}, DType::kF32));
   ZS_ASSERT_OK_AND_ASSIGN(Tensor sr, Tensor::Empty({4}, DType::kF32));
   ZS_ASSERT_OK(BatchNormForward(x, w, b, rm, rv, {.training = false}, y, sm, sr));
-  ExpectClose(y, RefForward(shape, ToDoubles(x), ToDoubles(w), ToDoubles(b), rm0, rv0).y, 1e-5, 1e-5, "eval y");
+  ExpectClose(y, RefBatchNorm(shape, ToDoubles(x), ToDoubles(w), ToDoubles(b), rm0, rv0).y, 1e-5, 1e-5, "eval y");
   EXPECT_EQ(ToDoubles(rm), rm0);  // untouched
   EXPECT_EQ(ToDoubles(rv), rv0);
   ExpectClose(sm, rm0, 0, 0, "save_mean = running_mean");
@@ -177,9 +143,9 @@ TEST(BatchNorm, EvalForwardUsesRunningStatistics) {
   ZS_ASSERT_OK(BatchNormBackward(dy, x, sm, sr, w, /*training=*/false, dx, dw, Tensor(), GradMode::kOverwrite));
   const Vec dyv = ToDoubles(dy), xv = ToDoubles(x), wv = ToDoubles(w);
   const Vec bzero(4, 0.0);
-  ExpectClose(dx, NumericGradient([&](const Vec& v) { return Dot(dyv, RefForward(shape, v, wv, bzero, rm0, rv0).y); }, xv),
+  ExpectClose(dx, NumericGradient([&](const Vec& v) { return Dot(dyv, RefBatchNorm(shape, v, wv, bzero, rm0, rv0).y); }, xv),
               1e-5, 1e-4, "eval dx vs finite differences");
-  ExpectClose(dw, NumericGradient([&](const Vec& v) { return Dot(dyv, RefForward(shape, xv, v, bzero, rm0, rv0).y); }, wv),
+  ExpectClose(dw, NumericGradient([&](const Vec& v) { return Dot(dyv, RefBatchNorm(shape, xv, v, bzero, rm0, rv0).y); }, wv),
               1e-4, 1e-4, "eval dweight vs finite differences");
 }
 
@@ -187,7 +153,7 @@ TEST(BatchNorm, BackwardMatchesDoubleReference) {
   uint64_t seed = 100;
   for (const Shape& shape : Shapes()) {
     for (DType dtype : kFloatDTypes) {
-      const Dims d = DimsOf(shape);
+      const BnDims d = BnDimsOf(shape);
       const std::string what = absl::StrCat(ShapeToString(shape), " ", DTypeName(dtype));
       Tensor x = RandomTensor(shape, dtype, -2, 3, seed++);
       Tensor w = RandomTensor({d.c}, DType::kF32, 0.5, 1.5, seed++);
@@ -215,7 +181,7 @@ TEST(BatchNorm, BackwardMatchesDoubleReference) {
 TEST(BatchNorm, InPlaceAndNoAffine) {
   const Shape shape = {4, 3, 5, 5};
   Tensor x = RandomTensor(shape, DType::kF32, -2, 2, 200);
-  const RefOut ref = RefForward(shape, ToDoubles(x), Vec(3, 1.0), Vec(3, 0.0));
+  const RefBnOut ref = RefBatchNorm(shape, ToDoubles(x), Vec(3, 1.0), Vec(3, 0.0));
   ZS_ASSERT_OK(BatchNormForward(x, Tensor(), Tensor(), Tensor(), Tensor(), {}, x, Tensor(), Tensor()));
   ExpectClose(x, ref.y, 1e-5, 1e-5, "in place, no affine");
 }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/conv2d.h"
 #include "tests/kernels/grad_check.h"
+#include "tests/kernels/image_reference.h"
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
 
@@ -32,67 +33,20 @@ using ::zeroshard::testing::RoundingRtol;
 using ::zeroshard::testing::StatusIs;
 using ::zeroshard::testing::ToDoubles;
 using Vec = std::vector<double>;
-
-struct Case {
-  Shape x, w;
-  Conv2dOptions o;
-  std::string name;
-};
-
-// Sizes of a case, computed independently of the kernel's geometry code.
-struct Dims {
-  int64_t n, c, h, w, o, cg, og, kh, kw, oh, ow;
-};
-
-Dims DimsOf(const Case& k) {
-  Dims d{k.x[0], k.x[1], k.x[2], k.x[3], k.w[0], k.w[1], k.w[0] / k.o.groups, k.w[2], k.w[3], 0, 0};
-  d.oh = (d.h + 2 * k.o.padding[0] - k.o.dilation[0] * (d.kh - 1) - 1) / k.o.stride[0] + 1;
-  d.ow = (d.w + 2 * k.o.padding[1] - k.o.dilation[1] * (d.kw - 1) - 1) / k.o.stride[1] + 1;
-  return d;
-}
-
-// Calls f(n, o, oh, ow, ci, kh, kw, x index, w index) for every product of
-// the convolution whose input index is inside x.
-template <typename F>
-void ForEachTap(const Case& k, F&& f) {
-  const Dims d = DimsOf(k);
-  for (int64_t n = 0; n < d.n; ++n)
-    for (int64_t o = 0; o < d.o; ++o) {
-      const int64_t g = o / d.og;
-      for (int64_t oh = 0; oh < d.oh; ++oh)
-        for (int64_t ow = 0; ow < d.ow; ++ow)
-          for (int64_t c = 0; c < d.cg; ++c)
-            for (int64_t i = 0; i < d.kh; ++i)
-              for (int64_t j = 0; j < d.kw; ++j) {
-                const int64_t ih = oh * k.o.stride[0] - k.o.padding[0] + i * k.o.dilation[0];
-                const int64_t iw = ow * k.o.stride[1] - k.o.padding[1] + j * k.o.dilation[1];
-                if (ih < 0 || ih >= d.h || iw < 0 || iw >= d.w) continue;
-                const int64_t xi = ((n * d.c + g * d.cg + c) * d.h + ih) * d.w + iw;
-                const int64_t wi = ((o * d.cg + c) * d.kh + i) * d.kw + j;
-                const int64_t yi = ((n * d.o + o) * d.oh + oh) * d.ow + ow;
-                f(yi, xi, wi);
-              }
-    }
-}
-
-Vec RefForward(const Case& k, const Vec& x, const Vec& w, const Vec& b) {
-  const Dims d = DimsOf(k);
-  Vec y(d.n * d.o * d.oh * d.ow, 0.0);
-  if (!b.empty()) {
-    for (size_t i = 0; i < y.size(); ++i) y[i] = b[(i / (d.oh * d.ow)) % d.o];
-  }
-  ForEachTap(k, [&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += x[xi] * w[wi]; });
-  return y;
-}
+using ::zeroshard::testing::ConvCase;
+using ::zeroshard::testing::ConvDims;
+using ::zeroshard::testing::ConvDimsOf;
+using ::zeroshard::testing::ForEachConvTap;
+using ::zeroshard::testing::RefConv2d;
 
 struct RefGrads {
   Vec dx, dw, db;
 };
 
-RefGrads RefBackward(const Case& k, const Vec& dy, const Vec& x, const Vec& w) {
-  const Dims d = DimsOf(k);
+RefGrads RefBackward(const ConvCase& k, const Vec& dy, const Vec& x, const Vec& w) {
+  const ConvDims d = ConvDimsOf(k);
   RefGrads g{Vec(x.size(), 0.0), Vec(w.size(), 0.0), Vec(d.o, 0.0)};
-  ForEachTap(k, [&](int64_t yi, int64_t xi, int64_t wi) {
+  ForEachConvTap(k, [&](int64_t yi, int64_t xi, int64_t wi) {
     g.dx[xi] += dy[yi] * w[wi];
     g.dw[wi] += dy[yi] * x[xi];
   });
@@ -104,8 +58,8 @@ Conv2dOptions Opt(int64_t s0, int64_t s1, int64_t p0, int64_t p1, int64_t d0, in
   return Conv2dOptions{.stride = {s0, s1}, .padding = {p0, p1}, .dilation = {d0, d1}, .groups = g};
 }
 
-const std::vector<Case>& Cases() {
-  static const std::vector<Case> cases = {
+const std::vector<ConvCase>& Cases() {
+  static const std::vector<ConvCase> cases = {
       {{2, 3, 7, 9}, {5, 3, 3, 3}, Opt(1, 1, 1, 1, 1, 1, 1), "3x3 same"},
       {{3, 4, 9, 8}, {6, 4, 3, 3}, Opt(2, 2, 1, 1, 1, 1, 1), "3x3 stride 2"},
       {{1, 3, 11, 13}, {4, 3, 7, 7}, Opt(2, 2, 3, 3, 1, 1, 1), "7x7 stride 2 (ResNet stem)"},
@@ -124,15 +78,15 @@ const std::vector<Case>& Cases() {
 
 TEST(Conv2d, ForwardMatchesDoubleReference) {
   uint64_t seed = 1;
-  for (const Case& k : Cases()) {
+  for (const ConvCase& k : Cases()) {
     for (bool bias : {true, false}) {
       Tensor x = RandomTensor(k.x, DType::kF32, -1, 1, seed++);
       Tensor w = RandomTensor(k.w, DType::kF32, -1, 1, seed++);
       Tensor b = bias ? RandomTensor({k.w[0]}, DType::kF32, -1, 1, seed++) : Tensor();
       ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Conv2dForward(x, w, b, k.o));
-      const Dims d = DimsOf(k);
+      const ConvDims d = ConvDimsOf(k);
       ASSERT_EQ(y.shape(), (Shape{d.n, d.o, d.oh, d.ow})) << k.name;
-      ExpectClose(y, RefForward(k, ToDoubles(x), ToDoubles(w), bias ? ToDoubles(b) : Vec()), 1e-5,
+      ExpectClose(y, RefConv2d(k, ToDoubles(x), ToDoubles(w), bias ? ToDoubles(b) : Vec()), 1e-5,
                   1e-5, k.name + (bias ? "" : " no bias"));
     }
   }
@@ -140,28 +94,28 @@ TEST(Conv2d, ForwardMatchesDoubleReference) {
 
 TEST(Conv2d, ReferenceGradientMatchesFiniteDifferences) {
   uint64_t seed = 50;
-  for (const Case& k : Cases()) {
+  for (const ConvCase& k : Cases()) {
     const Vec x = ToDoubles(RandomTensor(k.x, DType::kF32, -1, 1, seed++));
     const Vec w = ToDoubles(RandomTensor(k.w, DType::kF32, -1, 1, seed++));
     const Vec b = ToDoubles(RandomTensor({k.w[0]}, DType::kF32, -1, 1, seed++));
-    const Vec y = RefForward(k, x, w, b);
+    const Vec y = RefConv2d(k, x, w, b);
     const Vec dy = ToDoubles(RandomTensor({static_cast<int64_t>(y.size())}, DType::kF32, -1, 1, seed++));
     const RefGrads g = RefBackward(k, dy, x, w);
-    ExpectClose(g.dx, NumericGradient([&](const Vec& v) { return Dot(dy, RefForward(k, v, w, b)); }, x),
+    ExpectClose(g.dx, NumericGradient([&](const Vec& v) { return Dot(dy, RefConv2d(k, v, w, b)); }, x),
                 1e-7, 1e-6, k.name + " dx vs finite differences");
-    ExpectClose(g.dw, NumericGradient([&](const Vec& v) { return Dot(dy, RefForward(k, x, v, b)); }, w),
+    ExpectClose(g.dw, NumericGradient([&](const Vec& v) { return Dot(dy, RefConv2d(k, x, v, b)); }, w),
                 1e-7, 1e-6, k.name + " dweight vs finite differences");
-    ExpectClose(g.db, NumericGradient([&](const Vec& v) { return Dot(dy, RefForward(k, x, w, v)); }, b),
+    ExpectClose(g.db, NumericGradient([&](const Vec& v) { return Dot(dy, RefConv2d(k, x, w, v)); }, b),
                 1e-7, 1e-6, k.name + " dbias vs finite differences");
   }
 }
 
 TEST(Conv2d, BackwardMatchesDoubleReference) {
   uint64_t seed = 100;
-  for (const Case& k : Cases()) {
+  for (const ConvCase& k : Cases()) {
     Tensor x = RandomTensor(k.x, DType::kF32, -1, 1, seed++);
     Tensor w = RandomTensor(k.w, DType::kF32, -1, 1, seed++);
-    const Dims d = DimsOf(k);
+    const ConvDims d = ConvDimsOf(k);
     Tensor dy = RandomTensor({d.n, d.o, d.oh, d.ow}, DType::kF32, -1, 1, seed++);
     ZS_ASSERT_OK_AND_ASSIGN(Tensor dx, Tensor::Full(k.x, 7.0, DType::kF32));
     ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, Tensor::Full(k.w, 7.0, DType::kF32));
@@ -195,7 +149,7 @@ TEST(Conv2d, BackwardMatchesDoubleReference) {
 TEST(Conv2d, SeveralIm2ColChunks) {
   // 27 taps x 48 x 48 outputs = 62208 floats per sample: 67 samples per chunk,
   // so 150 samples take 3 chunks (the last one short).
-  const Case k{{150, 3, 48, 48}, {2, 3, 3, 3}, Opt(1, 1, 1, 1, 1, 1, 1), "chunks"};
+  const ConvCase k{{150, 3, 48, 48}, {2, 3, 3, 3}, Opt(1, 1, 1, 1, 1, 1, 1), "chunks"};
   Conv2dGeometry g{};
   g.n = 150, g.c = 3, g.o = 2, g.kh = 3, g.kw = 3, g.oh = 48, g.ow = 48, g.groups = 1;
   ASSERT_EQ(cpu::Conv2dChunkSamples(g), cpu::kConvColBudget / (27 * 48 * 48));
@@ -204,7 +158,7 @@ TEST(Conv2d, SeveralIm2ColChunks) {
   Tensor w = RandomTensor(k.w, DType::kF32, -1, 1, 201);
   Tensor b = RandomTensor({2}, DType::kF32, -1, 1, 202);
   ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Conv2dForward(x, w, b, k.o));
-  ExpectClose(y, RefForward(k, ToDoubles(x), ToDoubles(w), ToDoubles(b)), 1e-5, 1e-5, "forward");
+  ExpectClose(y, RefConv2d(k, ToDoubles(x), ToDoubles(w), ToDoubles(b)), 1e-5, 1e-5, "forward");
   Tensor dy = RandomTensor(y.shape(), DType::kF32, -1, 1, 203);
   ZS_ASSERT_OK_AND_ASSIGN(Tensor dx, Tensor::Empty(k.x, DType::kF32));
   ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, Tensor::Empty(k.w, DType::kF32));
@@ -221,14 +175,14 @@ TEST(Conv2d, SeveralIm2ColChunks) {
 }
 
 TEST(Conv2d, SixteenBitAndStridedTensors) {
-  const Case& k = Cases()[6];  // groups 3
+  const ConvCase& k = Cases()[6];  // groups 3
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     Tensor x = RandomTensor(k.x, dtype, -1, 1, 300);
     Tensor w = RandomTensor(k.w, dtype, -1, 1, 301);
     Tensor b = RandomTensor({k.w[0]}, DType::kF32, -1, 1, 302);
     ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Conv2dForward(x, w, b, k.o));
     EXPECT_EQ(y.dtype(), dtype);
-    const Vec want = RefForward(k, ToDoubles(x), ToDoubles(w), ToDoubles(b));
+    const Vec want = RefConv2d(k, ToDoubles(x), ToDoubles(w), ToDoubles(b));
     ExpectClose(y, want, 1e-5, 1e-5 + RoundingRtol(dtype), std::string(DTypeName(dtype)));
     // x and weight of different dtypes: an f32 result.
     ZS_ASSERT_OK_AND_ASSIGN(Tensor x32, x.To(DType::kF32));
@@ -240,11 +194,11 @@ TEST(Conv2d, SixteenBitAndStridedTensors) {
   Tensor xt_base = RandomTensor({k.x[0], k.x[1], k.x[3], k.x[2]}, DType::kF32, -1, 1, 310);
   ZS_ASSERT_OK_AND_ASSIGN(Tensor xt, xt_base.Transpose(2, 3));
   Tensor w = RandomTensor(k.w, DType::kF32, -1, 1, 311);
-  const Dims d = DimsOf(k);
+  const ConvDims d = ConvDimsOf(k);
   ZS_ASSERT_OK_AND_ASSIGN(Tensor big, Tensor::Full({d.n, d.o + 2, d.oh, d.ow}, 5.0, DType::kF32));
   ZS_ASSERT_OK_AND_ASSIGN(Tensor y, big.Narrow(1, 1, d.o));
   ZS_ASSERT_OK(Conv2dForward(xt, w, Tensor(), k.o, y));
-  ExpectClose(y, RefForward(k, ToDoubles(xt), ToDoubles(w), Vec()), 1e-5, 1e-5, "strided");
+  ExpectClose(y, RefConv2d(k, ToDoubles(xt), ToDoubles(w), Vec()), 1e-5, 1e-5, "strided");
   ZS_ASSERT_OK_AND_ASSIGN(Tensor edge, big.Narrow(1, 0, 1));
   for (double v : ToDoubles(edge)) ASSERT_EQ(v, 5.0);
   // bf16 gradients: one rounding of the fp32 result.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/kernels/grad_check.h"
+#include "tests/kernels/image_reference.h"
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
 
@@ -28,82 +29,9 @@ using ::zeroshard::testing::RoundingRtol;
 using ::zeroshard::testing::StatusIs;
 using ::zeroshard::testing::ToDoubles;
 using Vec = std::vector<double>;
-
-int64_t Out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
-
-// Max pooling reference; also returns each output's argmax (ih W + iw).
-Vec RefMax(const Shape& x_shape, const Vec& x, const Pool2dOptions& o, std::vector<int64_t>* arg = nullptr) {
-  const int64_t planes = x_shape[0] * x_shape[1], h = x_shape[2], w = x_shape[3];
-  const int64_t sh = o.stride[0] ? o.stride[0] : o.kernel[0], sw = o.stride[1] ? o.stride[1] : o.kernel[1];
-  const int64_t oh = Out(h, o.kernel[0], sh, o.padding[0], o.dilation[0]);
-  const int64_t ow = Out(w, o.kernel[1], sw, o.padding[1], o.dilation[1]);
-  Vec y;
-  for (int64_t p = 0; p < planes; ++p)
-    for (int64_t i = 0; i < oh; ++i)
-      for (int64_t j = 0; j < ow; ++j) {
-        double best = -INFINITY;
-        int64_t bi = -1;
-        for (int64_t a = 0; a < o.kernel[0]; ++a)
-          for (int64_t b = 0; b < o.kernel[1]; ++b) {
-            const int64_t ih = i * sh - o.padding[0] + a * o.dilation[0];
-            const int64_t iw = j * sw - o.padding[1] + b * o.dilation[1];
-            if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
-            if (x[(p * h + ih) * w + iw] > best) {
-              best = x[(p * h + ih) * w + iw];
-              bi = ih * w + iw;
-            }
-          }
-        y.push_back(best);
-        if (arg) arg->push_back(bi);
-      }
-  return y;
-}
-
-// Average over explicit windows [r0, r1) x [c0, c1) with a divisor.
-struct Win {
-  int64_t r0, r1, c0, c1, div;
-};
-
-Vec RefAvgWindows(const Shape& x_shape, const Vec& x, int64_t oh, int64_t ow,
-                  const std::function<Win(int64_t, int64_t)>& win) {
-  const int64_t planes = x_shape[0] * x_shape[1], h = x_shape[2], w = x_shape[3];
-  Vec y;
-  for (int64_t p = 0; p < planes; ++p)
-    for (int64_t i = 0; i < oh; ++i)
-      for (int64_t j = 0; j < ow; ++j) {
-        const Win v = win(i, j);
-        double s = 0;
-        for (int64_t a = v.r0; a < v.r1; ++a)
-          for (int64_t b = v.c0; b < v.c1; ++b) s += x[(p * h + a) * w + b];
-        y.push_back(s / v.div);
-      }
-  return y;
-}
-
-Vec RefAvg(const Shape& xs, const Vec& x, const Pool2dOptions& o) {
-  const int64_t sh = o.stride[0] ? o.stride[0] : o.kernel[0], sw = o.stride[1] ? o.stride[1] : o.kernel[1];
-  const int64_t oh = Out(xs[2], o.kernel[0], sh, o.padding[0], 1), ow = Out(xs[3], o.kernel[1], sw, o.padding[1], 1);
-  return RefAvgWindows(xs, x, oh, ow, [&](int64_t i, int64_t j) {
-    // torch: hstart = i s - p, hend = min(hstart + k, H + p), pool = (hend - hstart)(wend - wstart),
-    // then clip to [0, H).
-    int64_t r0 = i * sh - o.padding[0], r1 = std::min(r0 + o.kernel[0], xs[2] + o.padding[0]);
-    int64_t c0 = j * sw - o.padding[1], c1 = std::min(c0 + o.kernel[1], xs[3] + o.padding[1]);
-    const int64_t pool = (r1 - r0) * (c1 - c0);
-    r0 = std::max<int64_t>(r0, 0), c0 = std::max<int64_t>(c0, 0);
-    r1 = std::min(r1, xs[2]), c1 = std::min(c1, xs[3]);
-    return Win{r0, r1, c0, c1, o.count_include_pad ? pool : (r1 - r0) * (c1 - c0)};
-  });
-}
-
-Vec RefAdaptive(const Shape& xs, const Vec& x, int64_t oh, int64_t ow) {
-  return RefAvgWindows(xs, x, oh, ow, [&](int64_t i, int64_t j) {
-    const int64_t r0 = static_cast<int64_t>(std::floor(double(i) * xs[2] / oh));
-    const int64_t r1 = static_cast<int64_t>(std::ceil(double(i + 1) * xs[2] / oh));
-    const int64_t c0 = static_cast<int64_t>(std::floor(double(j) * xs[3] / ow));
-    const int64_t c1 = static_cast<int64_t>(std::ceil(double(j + 1) * xs[3] / ow));
-    return Win{r0, r1, c0, c1, (r1 - r0) * (c1 - c0)};
-  });
-}
+using ::zeroshard::testing::RefAdaptive;
+using ::zeroshard::testing::RefAvg;
+using ::zeroshard::testing::RefMax;
 
 struct PoolCase {
   Shape x;
