@@ -13,9 +13,9 @@
 // CPU algorithm (Note [Conv2d as GEMM], kernels/cpu/conv2d.h): im2col of a
 // chunk of samples into a [C/g KH KW, S OH OW] matrix, then one Eigen GEMM per
 // group (kernels/cpu/gemm.h); the weight gradient is a GEMM against the same
-// matrix, the input gradient a GEMM followed by col2im. Chunks have a size that
-// depends only on the shapes, so results are bitwise the same for any thread
-// count or instruction set.
+// matrix, the input gradient a GEMM followed by col2im. Chunks and GEMM blocks
+// depend only on the shapes, so results are bitwise the same for any thread
+// count (instruction sets differ by rounding: their GEMM kernels differ).
 //
 // Rules (each violation is an InvalidArgument saying what was found):
 // - x, y, dy, dx are 4-D; weight is [O, C / groups, KH, KW]; groups divides

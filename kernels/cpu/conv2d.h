@@ -12,9 +12,11 @@
 // whose long side L spans several samples: late ResNet layers with 4x4 maps
 // still get GEMMs of useful width. S is the largest count with K L <=
 // kConvColBudget floats (at least 1), a function of the shapes only; chunks
-// and groups run in order, so results do not depend on timing. im2col, col2im
-// and the copies between [O/g, L] and NCHW run on OpenMP threads over
-// disjoint outputs; the GEMMs use Eigen's threads.
+// and groups run in order. im2col, col2im and the copies between [O/g, L] and
+// NCHW run on OpenMP threads over disjoint outputs; each GEMM runs as fixed
+// blocks of its output on OpenMP threads, each block a single-threaded Eigen
+// GEMM (Note [Conv2d GEMM threads] in conv2d.cc), so results are bitwise the
+// same for any thread count.
 //
 // Every pointer is a contiguous f32 buffer: x [N, C, H, W], w [O, C/g, KH, KW],
 // y, dy [N, O, OH, OW], dx like x, dw like w, bias, db [O].

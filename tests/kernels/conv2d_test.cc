@@ -10,6 +10,7 @@
 #include "kernels/conv2d.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <string>
 #include <vector>
@@ -172,6 +173,32 @@ TEST(Conv2d, SeveralIm2ColChunks) {
   ZS_ASSERT_OK_AND_ASSIGN(Tensor dw2, Tensor::Empty(k.w, DType::kF32));
   ZS_ASSERT_OK(Conv2dBackward(dy, x, w, k.o, Tensor(), dw2, Tensor(), GradMode::kOverwrite));
   EXPECT_EQ(dw.ToVector<float>().value(), dw2.ToVector<float>().value());
+}
+
+TEST(Conv2d, BitwiseTheSameForAnyThreadCount) {
+  const ConvCase k{{6, 32, 20, 20}, {48, 16, 3, 3}, Opt(1, 1, 1, 1, 1, 1, 2), "threads"};
+  Tensor x = RandomTensor(k.x, DType::kF32, -1, 1, 600), w = RandomTensor(k.w, DType::kF32, -1, 1, 601);
+  Tensor b = RandomTensor({48}, DType::kF32, -1, 1, 602);
+  const int threads = omp_get_max_threads();
+  std::vector<std::vector<float>> runs;
+  for (int n : {1, 2, 3}) {
+    omp_set_num_threads(n);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Conv2dForward(x, w, b, k.o));
+    Tensor dy = RandomTensor(y.shape(), DType::kF32, -1, 1, 603);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dx, Tensor::Empty(k.x, DType::kF32));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, Tensor::Empty(k.w, DType::kF32));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor db, Tensor::Empty({48}, DType::kF32));
+    ZS_ASSERT_OK(Conv2dBackward(dy, x, w, k.o, dx, dw, db, GradMode::kOverwrite));
+    std::vector<float> all;
+    for (const Tensor* t : {&y, &dx, &dw, &db}) {
+      const std::vector<float> v = t->ToVector<float>().value();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    runs.push_back(all);
+  }
+  omp_set_num_threads(threads);
+  EXPECT_TRUE(runs[0] == runs[1]) << "1 vs 2 threads";
+  EXPECT_TRUE(runs[0] == runs[2]) << "1 vs 3 threads";
 }
 
 TEST(Conv2d, SixteenBitAndStridedTensors) {
