@@ -40,12 +40,9 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, Init
     : UnaryModule("BatchNorm2d"), num_features_(num_features), eps_(eps), momentum_(momentum) {
   RegisterParameter("weight", {num_features}, weight_init);
   RegisterParameter("bias", {num_features}, InitSpec::Zeros());
-  running_mean_ = Tensor::Zeros({num_features}, DType::kF32).value();
-  running_var_ = Tensor::Full({num_features}, 1.0, DType::kF32).value();
-  num_batches_tracked_ = Tensor::Zeros({}, DType::kI64).value();
-  RegisterBuffer("running_mean", running_mean_);
-  RegisterBuffer("running_var", running_var_);
-  RegisterBuffer("num_batches_tracked", num_batches_tracked_);
+  RegisterBuffer("running_mean", Tensor::Zeros({num_features}, DType::kF32).value());
+  RegisterBuffer("running_var", Tensor::Full({num_features}, 1.0, DType::kF32).value());
+  RegisterBuffer("num_batches_tracked", Tensor::Zeros({}, DType::kI64).value());
 }
 
 absl::StatusOr<Variable> BatchNorm2d::Forward(const Variable& x) {
@@ -55,10 +52,11 @@ absl::StatusOr<Variable> BatchNorm2d::Forward(const Variable& x) {
   }
   const BatchNormOptions o{.training = is_training(), .momentum = momentum_, .eps = eps_};
   ZS_ASSIGN_OR_RETURN(Variable y, ops::BatchNorm(x, FindParameter("weight")->var, FindParameter("bias")->var,
-                                                 running_mean_, running_var_, o));
+                                                 running_mean(), running_var(), o));
   if (is_training()) {
-    ZS_ASSIGN_OR_RETURN(double n, num_batches_tracked_.Item());
-    ZS_RETURN_IF_ERROR(num_batches_tracked_.Fill(n + 1));
+    const Tensor& count = num_batches_tracked();
+    ZS_ASSIGN_OR_RETURN(double n, count.Item());
+    ZS_RETURN_IF_ERROR(count.Fill(n + 1));
   }
   return y;
 }

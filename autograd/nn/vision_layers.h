@@ -49,14 +49,14 @@ class BatchNorm2d : public UnaryModule {
                        InitSpec weight_init = InitSpec::Ones());
   absl::StatusOr<Variable> Forward(const Variable& x) override;
 
-  const Tensor& running_mean() const { return running_mean_; }
-  const Tensor& running_var() const { return running_var_; }
-  const Tensor& num_batches_tracked() const { return num_batches_tracked_; }
+  // The registered buffers (read through FindBuffer: an owner may have moved them).
+  const Tensor& running_mean() { return *FindBuffer("running_mean"); }
+  const Tensor& running_var() { return *FindBuffer("running_var"); }
+  const Tensor& num_batches_tracked() { return *FindBuffer("num_batches_tracked"); }
 
  private:
   int64_t num_features_;
   double eps_, momentum_;
-  Tensor running_mean_, running_var_, num_batches_tracked_;  // the registered buffers
 };
 
 // Runs its children ("0", "1", ...) in order; every child is a UnaryModule.

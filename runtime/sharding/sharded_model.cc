@@ -198,6 +198,13 @@ absl::Status ShardedModel::Build() {
   for (auto& unit : units_) {
     ZS_RETURN_IF_ERROR(InitShards(*unit));
   }
+  // Buffers live where the rank computes: moved to its allocator (device) when
+  // they were made elsewhere (modules read them through Module::FindBuffer).
+  for (auto& [name, buffer] : root_->NamedBufferSlots()) {
+    if (buffer->defined() && buffer->allocator() != allocator_) {
+      ZS_ASSIGN_OR_RETURN(*buffer, buffer->To(allocator_));
+    }
+  }
   if (options_.sync_module_states) {  // buffers too: rank 0's running statistics everywhere
     for (auto& [name, buffer] : root_->NamedBuffers()) {
       ZS_ASSIGN_OR_RETURN(Tensor c, buffer.Contiguous());

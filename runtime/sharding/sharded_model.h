@@ -113,7 +113,8 @@ class ShardedModel {
   // allocator) is the rank's device memory and holds every sharded and
   // gathered buffer, so its statistics are this rank's memory; buffers the
   // offload policy moves to the host come from `host_allocator` (nullptr: the
-  // default CPU allocator). The module must outlive the ShardedModel.
+  // default CPU allocator). The module must outlive the ShardedModel, and
+  // `allocator` the module (its buffers are moved onto it).
   static absl::StatusOr<std::unique_ptr<ShardedModel>> Create(std::shared_ptr<nn::Module> root,
                                                               Communicator& world,
                                                               const ShardingOptions& options,
@@ -170,8 +171,8 @@ class ShardedModel {
                                 bool rank0_only = false);
 
   // Buffers (BatchNorm running statistics) are not sharded: each rank keeps
-  // the module's own tensors, in their own dtype, and updates them from its
-  // own batches (FSDP's behaviour: no SyncBatchNorm). sync_module_states
+  // the module's own tensors, in their own dtype, moved to the rank's
+  // allocator (device) at Create(), and updates them from its own batches (FSDP's behaviour: no SyncBatchNorm). sync_module_states
   // broadcasts rank 0's at Create(). AverageBuffers() replaces every floating
   // buffer by its mean over the world (one all-reduce each; integer buffers
   // such as num_batches_tracked are equal on every rank and left alone): the

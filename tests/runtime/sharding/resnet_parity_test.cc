@@ -4,7 +4,8 @@
 // rank's running statistics of an unsharded reference on the same global
 // batch; AverageBuffers() gives the mean of the ranks' statistics;
 // sync_module_states broadcasts rank 0's buffers; under bf16 mixed precision
-// BatchNorm runs in fp32 (units of its own, fp32 statistics).
+// BatchNorm runs in fp32 (units of its own, fp32 statistics); buffers move to
+// the rank's allocator.
 //
 // The reference (Note [Data-parallel BatchNorm]): data-parallel ranks
 // normalise with the statistics of their own B images and update their own
@@ -131,9 +132,13 @@ Result TrainSharded(int world, const ShardingOptions& options) {
   Result r;
   r.buffers.resize(world);
   std::vector<absl::Status> statuses = RunRanks(world, [&](Communicator& comm) -> absl::Status {
-    auto net = std::make_shared<nn::ResNet>(TinyResNet());  // shapes only: each rank inits its shard
+    // The allocator outlives the model: the model's buffers move onto it.
     CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
+    auto net = std::make_shared<nn::ResNet>(TinyResNet());  // shapes only: each rank inits its shard
     ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(net, comm, options, &device));
+    for (auto& [name, t] : net->NamedBuffers()) {  // moved to the rank's device
+      if (t.allocator() != &device) return absl::InternalError(absl::StrCat(name, " is not on the rank's allocator"));
+    }
     ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt,
                         optim::ShardedOptimizer::Create(*sharded, {.lr = kLr, .weight_decay = kWeightDecay}));
     for (int step = 0; step < kSteps; ++step) {
