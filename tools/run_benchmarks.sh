@@ -7,7 +7,7 @@
 set -uo pipefail
 
 bin=./bazel-bin/bench
-suites="${BENCH:-kernels,optim,step,collectives,checkpoint}"
+suites="${BENCH:-kernels,optim,step,collectives,checkpoint,conv}"
 mpirun_flags=(--oversubscribe --bind-to none)
 [[ "$(id -u)" == 0 ]] && mpirun_flags+=(--allow-run-as-root)
 failed=()
@@ -35,7 +35,8 @@ for s in ${suites//,/ }; do
       done
       ;;
     checkpoint) run checkpoint "$bin/checkpoint_bench" ;;
-    *) echo "run_benchmarks: unknown suite \"$s\" (expected kernels, optim, step, collectives, checkpoint)" >&2; exit 2 ;;
+    conv) run conv "$bin/conv_bench" --threads=1,2 ;;
+    *) echo "run_benchmarks: unknown suite \"$s\" (expected kernels, optim, step, collectives, checkpoint, conv)" >&2; exit 2 ;;
   esac
 done
 

@@ -58,6 +58,14 @@ std::vector<std::pair<std::string, Tensor>> Module::NamedBuffers(const std::stri
   return out;
 }
 
+std::vector<std::pair<std::string, Tensor*>> Module::NamedBufferSlots(const std::string& prefix) {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (auto& [mname, m] : NamedModules(prefix)) {
+    for (auto& [bname, t] : m->buffers_) out.emplace_back(JoinName(mname, bname), &t);
+  }
+  return out;
+}
+
 int64_t Module::NumParameters() {
   int64_t n = 0;
   std::unordered_set<const autograd::VariableImpl*> seen;
@@ -210,6 +218,13 @@ Variable Module::RegisterParameter(std::string name, Shape shape, InitSpec init,
 
 void Module::RegisterBuffer(std::string name, Tensor value) {
   buffers_.emplace_back(std::move(name), std::move(value));
+}
+
+Tensor* Module::FindBuffer(const std::string& name) {
+  for (auto& [bname, t] : buffers_) {
+    if (bname == name) return &t;
+  }
+  return nullptr;
 }
 
 ParameterSlot* Module::FindParameter(const std::string& name) {

@@ -83,6 +83,10 @@ class Module {
   // Every parameter slot with its full name, tied parameters under each name.
   std::vector<std::pair<std::string, ParameterSlot*>> NamedParameterSlots(const std::string& prefix = "");
   std::vector<std::pair<std::string, Tensor>> NamedBuffers(const std::string& prefix = "");
+  // The stored buffers themselves, so that an owner can replace one (the
+  // sharding runtime moves them to the rank's device); modules read their
+  // buffers through FindBuffer, never through a copy of the handle.
+  std::vector<std::pair<std::string, Tensor*>> NamedBufferSlots(const std::string& prefix = "");
   // Number of parameter elements, tied ones counted once.
   int64_t NumParameters();
   std::vector<ParameterSlot>& parameter_slots() { return params_; }
@@ -132,6 +136,8 @@ class Module {
   absl::Status TieParameter(const std::string& name, const ParameterSlot& target);
   // Looks up a local parameter slot.
   ParameterSlot* FindParameter(const std::string& name);
+  // Looks up a local buffer (nullptr when there is none of that name).
+  Tensor* FindBuffer(const std::string& name);
 
  private:
   std::string type_name_;

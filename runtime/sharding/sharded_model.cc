@@ -66,6 +66,8 @@ namespace {
 struct WrapPlanner {
   const WrapPolicy& policy;
   const std::set<std::string>& ignored;
+  // Types that get units of their own (Note [BatchNorm under mixed precision]).
+  const std::set<std::string>& own_units;
   std::set<const nn::Module*> wrapped;
 
   // Returns the number of parameter elements of `m`'s subtree not yet in a unit.
@@ -78,6 +80,10 @@ struct WrapPlanner {
     }
     for (const nn::ParameterSlot& p : m.parameter_slots()) unwrapped += NumElements(p.shape);
     if (is_root) return unwrapped;
+    if (own_units.count(m.type_name()) && !m.parameter_slots().empty()) {
+      wrapped.insert(&m);
+      return 0;
+    }
     bool wrap = false;
     switch (policy.kind) {
       case WrapPolicy::Kind::kNone: break;
@@ -110,7 +116,9 @@ absl::Status ShardedModel::Build() {
                                                      "\" is not in the model"));
     }
   }
-  WrapPlanner planner{options_.wrap, ignored, {}};
+  const MixedPrecision& mp = options_.mixed_precision;
+  const std::set<std::string> fp32_types = mp.active() ? mp.fp32_module_types : std::set<std::string>{};
+  WrapPlanner planner{options_.wrap, ignored, fp32_types, {}};
   planner.Visit(*root_, "", true);
 
   // Owner unit of every module: the deepest wrapped ancestor, or the root.
@@ -173,6 +181,9 @@ absl::Status ShardedModel::Build() {
     unit->name = unit_modules[i].first;
     unit->module = unit_modules[i].second;
     unit->is_root = i == root_index;
+    const bool fp32 = fp32_types.count(unit->module->type_name()) > 0 && !unit->is_root;
+    unit->param_dtype = fp32 ? DType::kF32 : mp.param_dtype;
+    unit->reduce_dtype = fp32 ? DType::kF32 : mp.reduce_dtype;
     unit->flat = FlatParameter(std::move(slots[i]), s, shard_group_->rank());
     for (const FlatParamSlot& p : unit->flat.params()) {
       if (p.requires_grad) {
@@ -187,6 +198,20 @@ absl::Status ShardedModel::Build() {
   for (auto& unit : units_) {
     ZS_RETURN_IF_ERROR(InitShards(*unit));
   }
+  // Buffers live where the rank computes: moved to its allocator (device) when
+  // they were made elsewhere (modules read them through Module::FindBuffer).
+  for (auto& [name, buffer] : root_->NamedBufferSlots()) {
+    if (buffer->defined() && buffer->allocator() != allocator_) {
+      ZS_ASSIGN_OR_RETURN(*buffer, buffer->To(allocator_));
+    }
+  }
+  if (options_.sync_module_states) {  // buffers too: rank 0's running statistics everywhere
+    for (auto& [name, buffer] : root_->NamedBuffers()) {
+      ZS_ASSIGN_OR_RETURN(Tensor c, buffer.Contiguous());
+      ZS_RETURN_IF_ERROR(world_.Broadcast(c, 0));
+      if (!IsSameView(c, buffer)) ZS_RETURN_IF_ERROR(buffer.CopyFrom(c));
+    }
+  }
   for (auto& unit : units_) {
     ZS_RETURN_IF_ERROR(InstallHooks(*unit));
   }
@@ -195,7 +220,7 @@ absl::Status ShardedModel::Build() {
 
 // True when the gathered buffer can be the shard itself (nothing to gather or cast).
 static bool Aliased(const ShardedUnit& u, const ShardingOptions& o) {
-  return u.flat.shard_group_size() == 1 && o.mixed_precision.param_dtype == DType::kF32 &&
+  return u.flat.shard_group_size() == 1 && u.param_dtype == DType::kF32 &&
          !o.offload.params_on_host();
 }
 
@@ -233,8 +258,7 @@ absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
   if (Aliased(unit, options_)) {
     unit.full = unit.shard;
   } else {
-    ZS_ASSIGN_OR_RETURN(unit.full, Tensor::Empty({flat.padded_numel()},
-                                                 options_.mixed_precision.param_dtype, allocator_));
+    ZS_ASSIGN_OR_RETURN(unit.full, Tensor::Empty({flat.padded_numel()}, unit.param_dtype, allocator_));
     ZS_RETURN_IF_ERROR(unit.full.storage()->Release());
   }
   return absl::OkStatus();
@@ -419,8 +443,7 @@ absl::Status ShardedModel::OnPreBackward(ShardedUnit& unit) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
   }
   if (!unit.full_grad.defined()) {  // kept across backwards inside NoSync()
-    ZS_ASSIGN_OR_RETURN(unit.full_grad, Tensor::Zeros({unit.flat.padded_numel()},
-                                                      options_.mixed_precision.reduce_dtype, allocator_));
+    ZS_ASSIGN_OR_RETURN(unit.full_grad, Tensor::Zeros({unit.flat.padded_numel()}, unit.reduce_dtype, allocator_));
   }
   for (const FlatParamSlot& p : unit.flat.params()) {
     if (!p.requires_grad) continue;
@@ -587,15 +610,25 @@ absl::Status ShardedModel::SummonFullParams(const std::function<absl::Status()>&
   return status;
 }
 
+absl::Status ShardedModel::AverageBuffers() {
+  for (auto& [name, buffer] : root_->NamedBuffers()) {
+    if (!IsFloatingPoint(buffer.dtype())) continue;
+    ZS_ASSIGN_OR_RETURN(Tensor c, buffer.Contiguous());
+    ZS_RETURN_IF_ERROR(world_.AllReduce(c, ReduceOp::kAvg));
+    if (!IsSameView(c, buffer)) ZS_RETURN_IF_ERROR(buffer.CopyFrom(c));
+  }
+  return absl::OkStatus();
+}
+
 // ================================================================ reporting
 
 MemoryPlan ShardedModel::Plan() const {
   MemoryPlan plan;
-  const int64_t pitem = static_cast<int64_t>(DTypeSize(options_.mixed_precision.param_dtype));
-  const int64_t gitem = static_cast<int64_t>(DTypeSize(options_.mixed_precision.reduce_dtype));
   int64_t max_unit = 0;
   int64_t root = 0;
   for (const auto& u : units_) {
+    const int64_t pitem = static_cast<int64_t>(DTypeSize(u->param_dtype));
+    const int64_t gitem = static_cast<int64_t>(DTypeSize(u->reduce_dtype));
     // Device bytes only: offloaded buffers live in host memory.
     if (!options_.offload.params_on_host()) plan.sharded_params += u->flat.shard_numel() * 4;
     if (!options_.offload.grads_on_host()) plan.sharded_grads += u->flat.shard_numel() * 4;
@@ -612,6 +645,8 @@ MemoryPlan ShardedModel::Plan() const {
                                                            : static_cast<int64_t>(units_.size()) - 1;
   int64_t sum_units = 0;
   for (const auto& u : units_) {
+    const int64_t pitem = static_cast<int64_t>(DTypeSize(u->param_dtype));
+    const int64_t gitem = static_cast<int64_t>(DTypeSize(u->reduce_dtype));
     if (!u->is_root) sum_units += (Aliased(*u, options_) ? 0 : u->flat.padded_numel() * pitem) + u->flat.padded_numel() * gitem;
   }
   // SHARD_GRAD_OP and NO_SHARD keep every unit gathered from forward to backward.
@@ -627,8 +662,7 @@ std::string ShardedModel::ToString() const {
       replica_group_->size(), units_.size(), allocator_->device().ToString(), allocator_->name());
   for (const auto& u : units_) {
     absl::StrAppend(&out, absl::StrFormat("  unit %d \"%s\" (%s), gathered as %s: %s", u->index, u->name,
-                                          u->module->type_name(),
-                                          DTypeName(options_.mixed_precision.param_dtype),
+                                          u->module->type_name(), DTypeName(u->param_dtype),
                                           u->flat.ToString()));
   }
   absl::StrAppend(&out, "  memory plan per rank: ", Plan().ToString(), "\n");

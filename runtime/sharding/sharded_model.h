@@ -75,6 +75,10 @@ struct ShardedUnit {
   FlatParameter flat;
   int num_grad_params = 0;  // parameters that require a gradient
   bool has_frozen = false;
+  // Gathered and reduced in these (f32 for fp32 modules, Note [BatchNorm under
+  // mixed precision]; else the options' param_dtype and reduce_dtype).
+  DType param_dtype = DType::kF32;
+  DType reduce_dtype = DType::kF32;
 
   Tensor shard;       // [shard_numel] f32: the master copy of this rank's shard
   Tensor grad_shard;  // [shard_numel] f32: accumulated, reduced gradient shard
@@ -109,7 +113,8 @@ class ShardedModel {
   // allocator) is the rank's device memory and holds every sharded and
   // gathered buffer, so its statistics are this rank's memory; buffers the
   // offload policy moves to the host come from `host_allocator` (nullptr: the
-  // default CPU allocator). The module must outlive the ShardedModel.
+  // default CPU allocator). The module must outlive the ShardedModel, and
+  // `allocator` the module (its buffers are moved onto it).
   static absl::StatusOr<std::unique_ptr<ShardedModel>> Create(std::shared_ptr<nn::Module> root,
                                                               Communicator& world,
                                                               const ShardingOptions& options,
@@ -164,6 +169,16 @@ class ShardedModel {
   // are defined inside fn (the others still take part in the gathers).
   absl::Status SummonFullParams(const std::function<absl::Status()>& fn, bool writeback = false,
                                 bool rank0_only = false);
+
+  // Buffers (BatchNorm running statistics) are not sharded: each rank keeps
+  // the module's own tensors, in their own dtype, moved to the rank's
+  // allocator (device) at Create(), and updates them from its own batches (FSDP's behaviour: no SyncBatchNorm). sync_module_states
+  // broadcasts rank 0's at Create(). AverageBuffers() replaces every floating
+  // buffer by its mean over the world (one all-reduce each; integer buffers
+  // such as num_batches_tracked are equal on every rank and left alone): the
+  // documented step before saving a checkpoint or evaluating, so that the
+  // saved statistics describe every rank's data.
+  absl::Status AverageBuffers();
 
   // Waits for outstanding reductions and finishes the backward pass (runs at
   // the end of every backward through an engine callback; public for tests).

@@ -71,7 +71,10 @@ std::string WrapPolicy::ToString() const {
 
 std::string MixedPrecision::ToString() const {
   return absl::StrCat("param ", DTypeName(param_dtype), ", reduce ", DTypeName(reduce_dtype),
-                      ", buffer ", DTypeName(buffer_dtype));
+                      ", buffer ", DTypeName(buffer_dtype),
+                      active() && !fp32_module_types.empty()
+                          ? absl::StrCat(", fp32 units {", absl::StrJoin(fp32_module_types, ", "), "}")
+                          : "");
 }
 
 std::string OffloadPolicy::ToString() const {

@@ -66,10 +66,21 @@ struct WrapPolicy {
 // Mixed precision (FSDP's MixedPrecision): the dtype of the gathered
 // parameters and of compute, of gradient reduction, and of buffers. Master
 // weights and optimizer state stay f32.
+//
+// Note [BatchNorm under mixed precision]
+// Modules whose type is in fp32_module_types (FSDP's
+// _module_classes_to_ignore, default its _BatchNorm) run in fp32 whatever
+// param_dtype says: when param_dtype or reduce_dtype is not f32, each such
+// module becomes a unit of its own (whatever the wrap policy) whose
+// parameters are gathered and reduced in f32. Their buffers (running
+// statistics) are f32 tensors that are never cast or sharded.
 struct MixedPrecision {
   DType param_dtype = DType::kF32;
   DType reduce_dtype = DType::kF32;
   DType buffer_dtype = DType::kF32;
+  std::set<std::string> fp32_module_types = {"BatchNorm2d"};
+  // True when some dtype is not f32 (fp32 modules then get units of their own).
+  bool active() const { return param_dtype != DType::kF32 || reduce_dtype != DType::kF32; }
   std::string ToString() const;
 };
 

@@ -1,0 +1,173 @@
+#include "examples/resnet_trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "checkpoint/safetensors.h"
+#include "kernels/reduce.h"
+#include "runtime/sharding/sharded_model.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+using autograd::Variable;
+
+std::string ResNetTrainOptions::ToString() const {
+  return absl::StrCat(model.ToString(), "; ", data.ToString(), "; batch ", batch_size, " per rank, ",
+                      steps, " steps, ", optim::OptimizerKindName(optimizer.kind), " lr ", lr.lr,
+                      " (", optim::LrScheduleKindName(lr.kind), ", warmup ", lr.warmup_steps,
+                      ", min ", lr.min_lr, "), weight decay ", optimizer.weight_decay,
+                      ", seed ", seed, average_bn_stats ? ", BN statistics averaged before eval/save" : "",
+                      "; ", sharding.ToString());
+}
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Sum of a value over the world.
+absl::StatusOr<double> WorldSum(Communicator& comm, double v) {
+  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, v, DType::kF32));
+  ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kSum));
+  return t.Item();
+}
+
+struct Eval {
+  double loss = 0, accuracy = 0;
+};
+
+// Eval mode over the validation set: forward number i on rank r takes samples
+// [(i R + r) E, + E); every rank runs the same number of forwards (the
+// gathers are collectives), rows past the end wrap around and are not counted.
+absl::StatusOr<Eval> Evaluate(nn::ResNet& net, ShardedModel& sharded, const ShapesData& data,
+                              const ResNetTrainOptions& o, Communicator& comm) {
+  const int64_t v = data.size(ShapesSplit::kVal);
+  if (v == 0) return Eval{};
+  if (o.average_bn_stats) ZS_RETURN_IF_ERROR(sharded.AverageBuffers());
+  net.Eval();
+  autograd::NoGradGuard no_grad;
+  const int64_t e = o.eval_batch, r = comm.rank(), world = comm.size();
+  const int64_t rounds = (v + e * world - 1) / (e * world);
+  double correct = 0, loss_sum = 0;
+  for (int64_t i = 0; i < rounds; ++i) {
+    const int64_t start = (i * world + r) * e;
+    std::vector<int64_t> idx(e);
+    for (int64_t k = 0; k < e; ++k) idx[k] = (start + k) % v;
+    ZS_ASSIGN_OR_RETURN(ImageBatch b, data.Samples(ShapesSplit::kVal, idx));
+    ZS_ASSIGN_OR_RETURN(Variable logits, net(Variable(b.images)));
+    const int64_t valid = std::max<int64_t>(0, std::min(e, v - start));
+    if (valid == 0) continue;
+    ZS_ASSIGN_OR_RETURN(Tensor lv, logits.value().Narrow(0, 0, valid));
+    ZS_ASSIGN_OR_RETURN(Tensor labels, b.labels.Narrow(0, 0, valid));
+    ZS_ASSIGN_OR_RETURN(Tensor pred, ArgMax(lv, -1));
+    const std::vector<int64_t> p = pred.ToVector<int64_t>().value(), l = labels.ToVector<int64_t>().value();
+    for (int64_t k = 0; k < valid; ++k) correct += p[k] == l[k];
+    ZS_ASSIGN_OR_RETURN(Variable loss, ops::CrossEntropy(Variable(lv), labels));
+    ZS_ASSIGN_OR_RETURN(double lval, loss.value().Item());
+    loss_sum += lval * valid;
+  }
+  net.Train();
+  ZS_ASSIGN_OR_RETURN(const double total_correct, WorldSum(comm, correct));
+  ZS_ASSIGN_OR_RETURN(const double total_loss, WorldSum(comm, loss_sum));
+  return Eval{total_loss / v, total_correct / v};
+}
+
+absl::Status Save(nn::ResNet& net, ShardedModel& sharded, const ResNetTrainOptions& o, Communicator& comm,
+                  int64_t step) {
+  if (o.average_bn_stats) ZS_RETURN_IF_ERROR(sharded.AverageBuffers());
+  return sharded.SummonFullParams(
+      [&]() -> absl::Status {
+        if (comm.rank() != 0) return absl::OkStatus();
+        SafetensorsTensors tensors;
+        for (auto& [name, t] : net.StateDict()) tensors.emplace_back(name, t);
+        return WriteSafetensors(o.save, tensors,
+                                {{"format", "torchvision-resnet"}, {"config", o.model.ToString()},
+                                 {"step", absl::StrCat(step)}});
+      },
+      /*writeback=*/false, /*rank0_only=*/true);
+}
+
+}  // namespace
+
+absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o, Communicator& comm) {
+  ZS_RETURN_IF_ERROR(o.model.Validate());
+  if (o.threads_per_rank > 0) omp_set_num_threads(o.threads_per_rank);
+  const bool print = comm.rank() == 0 && !o.quiet;
+  ZS_ASSIGN_OR_RETURN(ShapesData data, ShapesData::Create(o.data));
+  auto net = std::make_shared<nn::ResNet>(o.model);  // shapes only: each rank fills its shard
+  ShardingOptions sharding = o.sharding;
+  sharding.init_seed = o.seed;
+  if (sharding.wrap.kind == WrapPolicy::Kind::kNone) sharding.wrap = WrapPolicy::ByType({"BasicBlock"});
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardedModel> sharded, ShardedModel::Create(net, comm, sharding));
+  ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, o.optimizer));
+  if (print) {
+    std::printf("train_resnet: %s\n%d ranks, %lld parameters, %zu units, %.1f MFLOP per image (forward)\n",
+                o.ToString().c_str(), comm.size(), static_cast<long long>(net->NumParameters()),
+                sharded->units().size(),
+                2e-6 * nn::ResNetForwardMacs(o.model, o.data.image_size, o.data.image_size));
+    std::fflush(stdout);
+  }
+  ResNetTrainResult result;
+  net->Train();
+  double timed_s = 0;
+  int64_t timed_steps = 0;
+  const int64_t global_batch = o.batch_size * comm.size();
+  for (int64_t step = 0; step < o.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ZS_ASSIGN_OR_RETURN(ImageBatch b, data.TrainBatch({.step = step, .rank = comm.rank(),
+                                                       .world_size = comm.size(), .batch_size = o.batch_size}));
+    ZS_ASSIGN_OR_RETURN(Variable logits, (*net)(Variable(b.images)));
+    ZS_ASSIGN_OR_RETURN(Variable loss, ops::CrossEntropy(logits, b.labels));
+    ZS_RETURN_IF_ERROR(autograd::Backward(loss));
+    const double lr = optim::LrAt(o.lr, step);
+    ZS_RETURN_IF_ERROR(opt.Step(lr));
+    ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+    ZS_ASSIGN_OR_RETURN(double local_loss, loss.value().Item());
+    ZS_ASSIGN_OR_RETURN(double loss_sum, WorldSum(comm, local_loss));
+    const double mean_loss = loss_sum / comm.size();
+    result.losses.push_back(mean_loss);
+    const double dt = Seconds(t0, std::chrono::steady_clock::now());
+    if (step > 0) {
+      timed_s += dt;
+      ++timed_steps;
+    }
+    if (print && (step % o.log_every == 0 || step + 1 == o.steps)) {
+      std::printf("step %4lld loss %.4f lr %.4f %7.1f ms/step %7.1f images/s\n", static_cast<long long>(step),
+                  mean_loss, lr, 1e3 * dt, global_batch / dt);
+      std::fflush(stdout);
+    }
+    const bool last = step + 1 == o.steps;
+    if (last || (o.eval_every > 0 && (step + 1) % o.eval_every == 0)) {
+      ZS_ASSIGN_OR_RETURN(Eval ev, Evaluate(*net, *sharded, data, o, comm));
+      result.val_loss = ev.loss;
+      result.val_accuracy = ev.accuracy;
+      if (print) {
+        std::printf("eval step %4lld val loss %.4f val accuracy %.2f%% (chance %.0f%%, %lld images)\n",
+                    static_cast<long long>(step + 1), ev.loss, 100 * ev.accuracy,
+                    100.0 / ShapesData::kNumClasses, static_cast<long long>(data.size(ShapesSplit::kVal)));
+        std::fflush(stdout);
+      }
+    }
+  }
+  result.images_per_s = timed_steps > 0 ? global_batch * timed_steps / timed_s : 0;
+  if (!o.save.empty()) {
+    ZS_RETURN_IF_ERROR(Save(*net, *sharded, o, comm, o.steps));
+    if (print) std::printf("saved %s (torchvision names, parameters and BatchNorm buffers)\n", o.save.c_str());
+  }
+  if (print) {
+    std::printf("done: final loss %.4f, val accuracy %.2f%%, %.1f images/s\n",
+                result.losses.empty() ? 0.0 : result.losses.back(), 100 * result.val_accuracy, result.images_per_s);
+  }
+  return result;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,39 @@
+// The CUDA cases of the NCHW image ops (kernels/conv2d.h, batchnorm.h,
+// pool2d.h), through cuDNN's legacy descriptor API: convolutions with the
+// algorithm cuDNN's heuristics rank first among those whose workspace fits,
+// the workspace taken from the tensors' allocator; BatchNorm in spatial mode;
+// max and average pooling.
+// Arguments are validated by the op entries; these calls only map them onto
+// cuDNN descriptors. In a build without CUDA (make CUDA=0) they return
+// Unimplemented (kernels/cuda/no_cuda_cudnn_ops.cc).
+#ifndef ZEROSHARD_KERNELS_CUDA_CUDNN_OPS_H_
+#define ZEROSHARD_KERNELS_CUDA_CUDNN_OPS_H_
+
+#include "absl/status/status.h"
+#include "kernels/math/conv_geometry.h"
+#include "runtime/tensor.h"
+
+namespace zeroshard::cuda {
+
+// y = conv(x, weight) + bias (bias may be undefined).
+absl::Status CudnnConv2dForward(const Conv2dGeometry& g, const Tensor& x, const Tensor& weight,
+                                const Tensor& bias, const Tensor& y);
+// dx overwritten; dweight, dbias written or (accumulate) added to; any may be undefined.
+absl::Status CudnnConv2dBackward(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x,
+                                 const Tensor& weight, const Tensor& dx, const Tensor& dweight,
+                                 const Tensor& dbias, bool accumulate);
+
+// x [N, C, H, W] (4-D only on CUDA); the statistics tensors are f32 [C] and
+// contiguous; weight and bias f32 [C] (ones / zeros when undefined).
+absl::Status CudnnBatchNormForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   bool training, double momentum, double eps, const Tensor& y,
+                                   const Tensor& save_mean, const Tensor& save_rstd);
+absl::Status CudnnBatchNormBackward(const Tensor& dy, const Tensor& x, const Tensor& save_mean,
+                                    const Tensor& save_rstd, const Tensor& weight, bool training,
+                                    const Tensor& dx, const Tensor& dweight,
+                                    const Tensor& dbias, bool accumulate);
+
+}  // namespace zeroshard::cuda
+
+#endif  // ZEROSHARD_KERNELS_CUDA_CUDNN_OPS_H_

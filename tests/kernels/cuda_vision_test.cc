@@ -1,0 +1,153 @@
+// The CUDA image ops (cuDNN convolution and BatchNorm, the pooling kernels)
+// against their CPU twins on the same inputs: stride, padding, dilation,
+// groups, f32 and bf16, training and eval BatchNorm with running statistics,
+// every pooling kind forward and backward. Skips without a device.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/batchnorm.h"
+#include "kernels/conv2d.h"
+#include "kernels/pool2d.h"
+#include "tests/kernels/cuda_testing.h"
+
+namespace zeroshard {
+namespace {
+
+using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::GpuTol;
+using ::zeroshard::testing::OnGpu;
+using ::zeroshard::testing::RandomTensor;
+using ::zeroshard::testing::Tol;
+
+Tensor ToCpu(const Tensor& t) { return t.To(DefaultCpuAllocator()).value(); }
+
+TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  struct Case {
+    Shape x, w;
+    Conv2dOptions o;
+  };
+  const std::vector<Case> cases = {
+      {{4, 3, 32, 32}, {16, 3, 7, 7}, {.stride = {2, 2}, .padding = {3, 3}}},
+      {{2, 16, 17, 15}, {32, 16, 3, 3}, {.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}}},
+      {{2, 12, 9, 9}, {12, 1, 3, 3}, {.padding = {1, 1}, .groups = 12}},
+      {{3, 8, 8, 8}, {6, 4, 1, 1}, {.stride = {2, 2}, .groups = 2}},
+  };
+  uint64_t seed = 1;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const Case& k : cases) {
+      const std::string what = ShapeToString(k.x) + " " + ShapeToString(k.w) + " " + k.o.ToString() + " " +
+                                std::string(DTypeName(dtype));
+      Tensor x = RandomTensor(k.x, dtype, -1, 1, ++seed), w = RandomTensor(k.w, dtype, -1, 1, ++seed);
+      Tensor b = RandomTensor({k.w[0]}, DType::kF32, -1, 1, ++seed);
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Conv2dForward(x, w, b, k.o));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor yd, Conv2dForward(OnGpu(x, &gpu), OnGpu(w, &gpu), OnGpu(b, &gpu), k.o));
+      ExpectClose(ToCpu(yd), y, GpuTol(dtype), "y " + what);
+      Tensor dy = RandomTensor(y.shape(), dtype, -1, 1, ++seed);
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor dx, Tensor::Empty(k.x, dtype));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, Tensor::Full(k.w, 1.0, DType::kF32));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor db, Tensor::Full({k.w[0]}, 1.0, DType::kF32));
+      ZS_ASSERT_OK(Conv2dBackward(dy, x, w, k.o, dx, dw, db, GradMode::kAccumulate));
+      Tensor dxd = OnGpu(dx, &gpu), dwd = OnGpu(RandomTensor(k.w, DType::kF32, 1, 1, 0), &gpu);
+      ZS_ASSERT_OK(dwd.Fill(1.0));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor dbd, Tensor::Full({k.w[0]}, 1.0, DType::kF32, &gpu));
+      ZS_ASSERT_OK(Conv2dBackward(OnGpu(dy, &gpu), OnGpu(x, &gpu), OnGpu(w, &gpu), k.o, dxd, dwd, dbd,
+                                  GradMode::kAccumulate));
+      ExpectClose(ToCpu(dxd), dx, GpuTol(dtype), "dx " + what);
+      const Tol sum_tol{1e-3, dtype == DType::kF32 ? 1e-4 : 1.0 / 64};
+      ExpectClose(ToCpu(dwd), dw, sum_tol, "dweight " + what);
+      ExpectClose(ToCpu(dbd), db, sum_tol, "dbias " + what);
+    }
+  }
+}
+
+TEST(CudaBatchNorm, TrainingAndEvalMatchCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const Shape shape = {8, 16, 9, 7};
+  Tensor x = RandomTensor(shape, DType::kF32, -2, 3, 1), w = RandomTensor({16}, DType::kF32, 0.5, 1.5, 2);
+  Tensor b = RandomTensor({16}, DType::kF32, -1, 1, 3);
+  Tensor rm = RandomTensor({16}, DType::kF32, -1, 1, 4), rv = RandomTensor({16}, DType::kF32, 0.5, 2, 5);
+  Tensor rmd = OnGpu(rm, &gpu), rvd = OnGpu(rv, &gpu);
+  for (bool training : {true, false}) {
+    const BatchNormOptions o{.training = training, .momentum = 0.1, .eps = 1e-5};
+    const std::string what = training ? "training" : "eval";
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Tensor::Empty(shape, DType::kF32));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor sm, Tensor::Empty({16}, DType::kF32));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor sr, Tensor::Empty({16}, DType::kF32));
+    ZS_ASSERT_OK(BatchNormForward(x, w, b, rm, rv, o, y, sm, sr));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor yd, Tensor::Empty(shape, DType::kF32, &gpu));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor smd, Tensor::Empty({16}, DType::kF32, &gpu));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor srd, Tensor::Empty({16}, DType::kF32, &gpu));
+    ZS_ASSERT_OK(BatchNormForward(OnGpu(x, &gpu), OnGpu(w, &gpu), OnGpu(b, &gpu), rmd, rvd, o, yd, smd, srd));
+    ExpectClose(ToCpu(yd), y, GpuTol(DType::kF32), "y " + what);
+    ExpectClose(ToCpu(smd), sm, GpuTol(DType::kF32), "save_mean " + what);
+    ExpectClose(ToCpu(srd), sr, GpuTol(DType::kF32), "save_rstd " + what);
+    ExpectClose(ToCpu(rmd), rm, GpuTol(DType::kF32), "running_mean " + what);
+    ExpectClose(ToCpu(rvd), rv, GpuTol(DType::kF32), "running_var " + what);
+    if (!training) continue;
+    Tensor dy = RandomTensor(shape, DType::kF32, -1, 1, 6);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dx, Tensor::Empty(shape, DType::kF32));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, Tensor::Full({16}, 2.0, DType::kF32));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor db, Tensor::Full({16}, 2.0, DType::kF32));
+    ZS_ASSERT_OK(BatchNormBackward(dy, x, sm, sr, w, true, dx, dw, db, GradMode::kAccumulate));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dxd, Tensor::Empty(shape, DType::kF32, &gpu));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dwd, Tensor::Full({16}, 2.0, DType::kF32, &gpu));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dbd, Tensor::Full({16}, 2.0, DType::kF32, &gpu));
+    ZS_ASSERT_OK(BatchNormBackward(OnGpu(dy, &gpu), OnGpu(x, &gpu), smd, srd, OnGpu(w, &gpu), true, dxd, dwd, dbd,
+                                   GradMode::kAccumulate));
+    ExpectClose(ToCpu(dxd), dx, {1e-4, 1e-3}, "dx");
+    ExpectClose(ToCpu(dwd), dw, {1e-3, 1e-4}, "dweight");
+    ExpectClose(ToCpu(dbd), db, {1e-3, 1e-4}, "dbias");
+  }
+}
+
+TEST(CudaPool2d, EveryKindMatchesCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const Shape shape = {2, 3, 13, 11};
+  Tensor x = RandomTensor(shape, DType::kF32, -1, 1, 1);
+  const Tensor xd = OnGpu(x, &gpu);
+  const Pool2dOptions o{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
+  ZS_ASSERT_OK_AND_ASSIGN(Shape ys, Pool2dOutputShape(shape, o));
+  Tensor dy = RandomTensor(ys, DType::kF32, -1, 1, 2);
+  const Tensor dyd = OnGpu(dy, &gpu);
+  // Max.
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Tensor::Empty(ys, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor idx, Tensor::Empty(ys, DType::kI64));
+  ZS_ASSERT_OK(MaxPool2dForward(x, o, y, idx));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor yd, Tensor::Empty(ys, DType::kF32, &gpu));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor idxd, Tensor::Empty(ys, DType::kI64, &gpu));
+  ZS_ASSERT_OK(MaxPool2dForward(xd, o, yd, idxd));
+  ExpectClose(ToCpu(yd), y, ::zeroshard::testing::kExact, "max y");
+  EXPECT_EQ(ToCpu(idxd).ToVector<int64_t>().value(), idx.ToVector<int64_t>().value());
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor dx, Tensor::Empty(shape, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor dxd, Tensor::Empty(shape, DType::kF32, &gpu));
+  ZS_ASSERT_OK(MaxPool2dBackward(dy, idx, o, dx));
+  ZS_ASSERT_OK(MaxPool2dBackward(dyd, idxd, o, dxd));
+  ExpectClose(ToCpu(dxd), dx, GpuTol(DType::kF32), "max dx");
+  // Average, padding excluded.
+  const Pool2dOptions a{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false};
+  ZS_ASSERT_OK(AvgPool2dForward(x, a, y));
+  ZS_ASSERT_OK(AvgPool2dForward(xd, a, yd));
+  ExpectClose(ToCpu(yd), y, GpuTol(DType::kF32), "avg y");
+  ZS_ASSERT_OK(AvgPool2dBackward(dy, a, dx));
+  ZS_ASSERT_OK(AvgPool2dBackward(dyd, a, dxd));
+  ExpectClose(ToCpu(dxd), dx, GpuTol(DType::kF32), "avg dx");
+  // Adaptive 3x4 (overlapping windows).
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor ya, Tensor::Empty({2, 3, 3, 4}, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor yad, Tensor::Empty({2, 3, 3, 4}, DType::kF32, &gpu));
+  ZS_ASSERT_OK(AdaptiveAvgPool2dForward(x, ya));
+  ZS_ASSERT_OK(AdaptiveAvgPool2dForward(xd, yad));
+  ExpectClose(ToCpu(yad), ya, GpuTol(DType::kF32), "adaptive y");
+  Tensor dya = RandomTensor({2, 3, 3, 4}, DType::kF32, -1, 1, 3);
+  ZS_ASSERT_OK(AdaptiveAvgPool2dBackward(dya, dx));
+  ZS_ASSERT_OK(AdaptiveAvgPool2dBackward(OnGpu(dya, &gpu), dxd));
+  ExpectClose(ToCpu(dxd), dx, GpuTol(DType::kF32), "adaptive dx");
+}
+
+}  // namespace
+}  // namespace zeroshard
