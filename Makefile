@@ -5,6 +5,9 @@
 #   make test     build and run every test, then print how many ran and passed
 #   make bench    build with -c opt and run the benchmark suites
 #   make deps     install missing Debian packages (idempotent)
+#   make bench-peers  build and run the peers (libtorch's GPT step) at their best;
+#                 only where libtorch is installed (WITH_PEERS=1 make deps); the library
+#                 and //... never link or build them (docs/peers.md)
 #   make CUDA=0 … build CPU-only, even where /usr/local/cuda exists
 
 BAZEL       ?= bazel
@@ -29,6 +32,30 @@ test: deps
 bench: deps
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all
 	./bazel-bin/bench/kernels_bench --benchmark_counters_tabular=true
+
+# The peers: built with g++ against Debian's libtorch, outside Bazel, into build/peers/.
+TORCH_HEADER   := /usr/include/torch/csrc/api/include/torch/torch.h
+PEER_CXX       ?= g++
+PEER_CXXFLAGS  ?= -std=c++17 -O2 -march=native -DNDEBUG -Wall
+PEER_INCLUDES  := -I/usr/include/torch/csrc/api/include
+PEER_LDLIBS    := -ltorch -ltorch_cpu -lc10 -ldl
+
+build/peers/torch_gpt_step: bench/peers/torch_gpt_step.cc
+	@mkdir -p $(@D)
+	$(PEER_CXX) $(PEER_CXXFLAGS) $(PEER_INCLUDES) $< -o $@ $(PEER_LDLIBS)
+
+bench-peers:
+	@if [ ! -e $(TORCH_HEADER) ]; then \
+	  echo "bench-peers: libtorch is not installed; skipped (install: WITH_PEERS=1 make deps)"; \
+	  exit 0; \
+	fi; \
+	WITH_PEERS=1 ./tools/install_deps.sh && \
+	$(MAKE) --no-print-directory build/peers/torch_gpt_step && \
+	./build/peers/torch_gpt_step --check_golden=tests/testdata/gpt_golden.safetensors --threads=1 && \
+	./tools/peers/run_step_peers.sh && \
+	if [ -f tools/peers/torch_adamw_bench.py ]; then \
+	  OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 tools/peers/torch_adamw_bench.py; \
+	fi
 
 clean:
 	$(BAZEL) clean

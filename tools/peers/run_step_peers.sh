@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Prints the libtorch peer's training-step figures (bench/peers/torch_gpt_step.cc) at its
+# best settings, one machine-readable line per configuration:
+#   (a) the benchmark of issue 3:  GPT 4 layers, 4 heads, 256 wide, T 128, batch 8, vocab 256
+#   (b) ANCHORS.md's configuration: the same with vocab 512 (anchor: ~235 ms/step)
+#
+#   tools/peers/run_step_peers.sh            # both configurations, best settings
+#   tools/peers/run_step_peers.sh --sweep    # also every setting measured in docs/peers.md
+#
+# Environment: BIN (default build/peers/torch_gpt_step), STEPS (20), WARMUP (3),
+# PEER_THREADS, PEER_BLAS (openblas-pthread | openblas-openmp | system), OPENBLAS_CORETYPE.
+# See docs/peers.md for why these are the best settings.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-build/peers/torch_gpt_step}
+STEPS=${STEPS:-20}
+WARMUP=${WARMUP:-3}
+LIBDIR=/usr/lib/x86_64-linux-gnu
+
+if [[ ! -x "$BIN" ]]; then
+  echo "run_step_peers: $BIN missing; build it with 'make bench-peers'" >&2
+  exit 1
+fi
+
+# Best settings, measured on this project's 2-core machines (docs/peers.md).
+BEST_BLAS=${PEER_BLAS:-openblas-pthread}
+BEST_THREADS=${PEER_THREADS:-1}
+BEST_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+
+# Runs the peer with one BLAS (by directory: torch links libblas.so.3, which
+# LD_LIBRARY_PATH points at Debian's OpenBLAS of that flavour, whatever the system's
+# update-alternatives choice is) and the given environment; extra args go to the binary.
+run() {
+  local blas=$1; shift
+  local ldpath=""
+  if [[ "$blas" != system ]]; then
+    if [[ ! -e "$LIBDIR/$blas/libblas.so.3" ]]; then
+      echo "run_step_peers: $LIBDIR/$blas missing: install libopenblas0-pthread" \
+           "(WITH_PEERS=1 make deps); without OpenBLAS torch calls the reference BLAS" \
+           "and the peer is not at its best" >&2
+      return 1
+    fi
+    ldpath="$LIBDIR/$blas"
+  fi
+  local load
+  load=$(cut -d' ' -f1-3 /proc/loadavg)
+  env ${ldpath:+LD_LIBRARY_PATH="$ldpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"} "$@" \
+      | sed "s/\$/ load_before=${load// /,}/"
+}
+
+# the two configurations at the best settings
+best() {
+  local vocab
+  for vocab in 256 512; do
+    run "$BEST_BLAS" OPENBLAS_CORETYPE="$BEST_CORETYPE" "$BIN" \
+        --n_layer=4 --n_head=4 --n_embd=256 --block_size=128 --batch_size=8 \
+        --vocab_size="$vocab" --steps="$STEPS" --warmup="$WARMUP" --threads="$BEST_THREADS"
+  done
+}
+
+sweep() {
+  local cfg=(--n_layer=4 --n_head=4 --n_embd=256 --block_size=128 --batch_size=8
+             --vocab_size="${SWEEP_VOCAB:-256}" --steps="$STEPS" --warmup="$WARMUP")
+  local blas ct t wait
+  for blas in openblas-pthread openblas-openmp; do
+    for ct in unset SkylakeX; do
+      for t in 1 2; do
+        for wait in unset PASSIVE; do
+          [[ $t == 1 && $wait == PASSIVE ]] && continue  # no idle torch threads to park
+          local envs=()
+          [[ $ct != unset ]] && envs+=(OPENBLAS_CORETYPE="$ct")
+          [[ $wait != unset ]] && envs+=(OMP_WAIT_POLICY="$wait")
+          run "$blas" env -u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY "${envs[@]}" \
+              "$BIN" "${cfg[@]}" --threads="$t"
+        done
+      done
+    done
+  done
+  # the optimizer and attention variants at the best settings
+  local opt
+  for opt in torch foreach flat; do
+    run "$BEST_BLAS" OPENBLAS_CORETYPE="$BEST_CORETYPE" "$BIN" "${cfg[@]}" \
+        --threads="$BEST_THREADS" --optim="$opt"
+  done
+  run "$BEST_BLAS" OPENBLAS_CORETYPE="$BEST_CORETYPE" "$BIN" "${cfg[@]}" \
+      --threads="$BEST_THREADS" --attn=sdpa
+}
+
+echo "# libtorch peer, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)," \
+     "uptime:$(uptime | sed 's/.*load average/ load average/')"
+if [[ "${1:-}" == "--sweep" ]]; then
+  sweep
+fi
+best
+echo "# uptime:$(uptime | sed 's/.*load average/ load average/')"
