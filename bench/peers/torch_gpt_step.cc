@@ -24,6 +24,7 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <time.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -604,7 +605,7 @@ bool CheckGolden(const Flags& flags) {
     }
     return max_diff;
   };
-  for (const std::string& optim : {"torch", "foreach", "flat"}) {
+  for (const char* optim : {"torch", "foreach", "flat"}) {
     for (const bool sdpa : {false, true}) {
       Gpt model(cfg, sdpa);
       {
@@ -641,7 +642,7 @@ bool CheckGolden(const Flags& flags) {
                                                1e-5, 0.0));
       std::printf("golden optim=%s attn=%s max_abs_diff grad=%.3g adamw_losses=%.3g "
                   "adamw_final=%.3g\n",
-                  optim.c_str(), sdpa ? "sdpa" : "manual", max_grad, max_loss, max_final);
+                  optim, sdpa ? "sdpa" : "manual", max_grad, max_loss, max_final);
     }
   }
   std::printf("golden %s (%s)\n", ok ? "PASS" : "FAIL", flags.check_golden.c_str());
@@ -649,6 +650,14 @@ bool CheckGolden(const Flags& flags) {
 }
 
 // ------------------------------------------------------------------------------ bench
+
+// CPU seconds used by this process (all its threads): cpu / wall over the timed steps
+// shows how much of the machine the peer actually got (2.0 = both cores).
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -689,7 +698,13 @@ int RunBench(const Flags& f) {
   std::vector<double> step_ms, fwd_ms, bwd_ms, opt_ms;
   double loss_first = 0.0, loss_final = 0.0;
   const int64_t total = f.warmup + f.steps;
+  double cpu0 = 0.0;
+  Clock::time_point wall0;
   for (int64_t s = 0; s < total; ++s) {
+    if (s == f.warmup) {
+      cpu0 = ProcessCpuSeconds();
+      wall0 = Clock::now();
+    }
     const auto& [idx, targets] = batches[s % nb];
     const auto t0 = Clock::now();
     opt->ZeroGrad();
@@ -709,6 +724,7 @@ int RunBench(const Flags& f) {
       opt_ms.push_back(ms(t2, t3));
     }
   }
+  const double cpu_per_wall = (ProcessCpuSeconds() - cpu0) / (ms(wall0, Clock::now()) / 1000.0);
   auto mean = [](const std::vector<double>& v) {
     return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   };
@@ -716,14 +732,14 @@ int RunBench(const Flags& f) {
   const BlasInfo blas = QueryBlas(0);
   std::printf(
       "peer=libtorch ms_per_step=%.2f tokens_per_s=%.0f median_ms=%.2f min_ms=%.2f "
-      "fwd_ms=%.2f bwd_ms=%.2f optim_ms=%.2f loss_first=%.4f loss_final=%.4f "
+      "fwd_ms=%.2f bwd_ms=%.2f optim_ms=%.2f cpu_per_wall=%.2f loss_first=%.4f loss_final=%.4f "
       "trains=%d steps=%lld warmup=%lld threads=%d blas=%s blas_core=%s blas_threads=%d "
       "OPENBLAS_CORETYPE=%s OMP_WAIT_POLICY=%s optim=%s attn=%s data=%s zero_grad=%s "
       "params=%lld torch=%s config=n_layer=%lld,n_head=%lld,n_embd=%lld,block_size=%lld,"
       "vocab_size=%lld,batch_size=%lld,dtype=fp32\n",
       mean_ms, static_cast<double>(B * T) * 1000.0 / mean_ms, Median(step_ms),
       *std::min_element(step_ms.begin(), step_ms.end()), mean(fwd_ms), mean(bwd_ms),
-      mean(opt_ms), loss_first, loss_final, loss_final < loss_first ? 1 : 0,
+      mean(opt_ms), cpu_per_wall, loss_first, loss_final, loss_final < loss_first ? 1 : 0,
       static_cast<long long>(f.steps), static_cast<long long>(f.warmup),
       at::get_num_threads(), blas.name.c_str(), blas.core.c_str(), blas.threads,
       EnvOr("OPENBLAS_CORETYPE", "unset"), EnvOr("OMP_WAIT_POLICY", "unset"), f.optim.c_str(),

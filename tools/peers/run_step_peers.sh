@@ -8,7 +8,8 @@
 #   tools/peers/run_step_peers.sh --sweep    # also every setting measured in docs/peers.md
 #
 # Environment: BIN (default build/peers/torch_gpt_step), STEPS (20), WARMUP (3),
-# PEER_THREADS, PEER_BLAS (openblas-pthread | openblas-openmp | system), OPENBLAS_CORETYPE.
+# PEER_THREADS, PEER_BLAS (openblas-pthread | openblas-openmp | system), OPENBLAS_CORETYPE,
+# WAIT_IDLE (seconds to wait for an idle machine before each run; default 0).
 # See docs/peers.md for why these are the best settings.
 set -euo pipefail
 
@@ -28,6 +29,24 @@ BEST_BLAS=${PEER_BLAS:-openblas-pthread}
 BEST_THREADS=${PEER_THREADS:-1}
 BEST_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 
+# Percentage of the machine's CPU time that was idle over the last second (other
+# engineers share these 2 cores: a figure is only worth keeping when this is near 100).
+idle_pct() {
+  local a b
+  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
+  local idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) total=0 i
+  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
+  echo $(( total > 0 ? 100 * idle / total : 0 ))
+}
+
+# WAIT_IDLE=N: before each run, wait up to N seconds for a second with >= 90% idle CPU.
+wait_idle() {
+  local deadline=$(( SECONDS + ${WAIT_IDLE:-0} )) pct
+  pct=$(idle_pct)
+  while (( pct < 90 && SECONDS < deadline )); do pct=$(idle_pct); done
+  echo "$pct"
+}
+
 # Runs the peer with one BLAS (by directory: torch links libblas.so.3, which
 # LD_LIBRARY_PATH points at Debian's OpenBLAS of that flavour, whatever the system's
 # update-alternatives choice is) and the given environment; extra args go to the binary.
@@ -43,10 +62,11 @@ run() {
     fi
     ldpath="$LIBDIR/$blas"
   fi
-  local load
+  local load idle
+  idle=$(wait_idle)
   load=$(cut -d' ' -f1-3 /proc/loadavg)
   env ${ldpath:+LD_LIBRARY_PATH="$ldpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"} "$@" \
-      | sed "s/\$/ load_before=${load// /,}/"
+      | sed "s/\$/ load_before=${load// /,} idle_pct_before=${idle}/"
 }
 
 # the two configurations at the best settings
