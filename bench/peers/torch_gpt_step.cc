@@ -25,6 +25,7 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <time.h>
+#include <unistd.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -659,6 +660,19 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// Busy CPU seconds of the whole machine (all cores, every process, plus steal) from
+// /proc/stat. Minus this process's own CPU time over the same span, it is the CPU
+// that others took while the peer ran: 0 means the figures were taken on an idle machine.
+double MachineBusySeconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // user nice system idle iowait irq softirq steal
+  in >> cpu;
+  for (auto& x : v) in >> x;
+  const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  return static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -698,11 +712,12 @@ int RunBench(const Flags& f) {
   std::vector<double> step_ms, fwd_ms, bwd_ms, opt_ms;
   double loss_first = 0.0, loss_final = 0.0;
   const int64_t total = f.warmup + f.steps;
-  double cpu0 = 0.0;
+  double cpu0 = 0.0, busy0 = 0.0;
   Clock::time_point wall0;
   for (int64_t s = 0; s < total; ++s) {
     if (s == f.warmup) {
       cpu0 = ProcessCpuSeconds();
+      busy0 = MachineBusySeconds();
       wall0 = Clock::now();
     }
     const auto& [idx, targets] = batches[s % nb];
@@ -724,7 +739,10 @@ int RunBench(const Flags& f) {
       opt_ms.push_back(ms(t2, t3));
     }
   }
-  const double cpu_per_wall = (ProcessCpuSeconds() - cpu0) / (ms(wall0, Clock::now()) / 1000.0);
+  const double wall_s = ms(wall0, Clock::now()) / 1000.0;
+  const double own_cpu = ProcessCpuSeconds() - cpu0;
+  const double cpu_per_wall = own_cpu / wall_s;
+  const double others_per_wall = std::max(0.0, MachineBusySeconds() - busy0 - own_cpu) / wall_s;
   auto mean = [](const std::vector<double>& v) {
     return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   };
@@ -732,14 +750,14 @@ int RunBench(const Flags& f) {
   const BlasInfo blas = QueryBlas(0);
   std::printf(
       "peer=libtorch ms_per_step=%.2f tokens_per_s=%.0f median_ms=%.2f min_ms=%.2f "
-      "fwd_ms=%.2f bwd_ms=%.2f optim_ms=%.2f cpu_per_wall=%.2f loss_first=%.4f loss_final=%.4f "
+      "fwd_ms=%.2f bwd_ms=%.2f optim_ms=%.2f cpu_per_wall=%.2f others_cpu_per_wall=%.2f loss_first=%.4f loss_final=%.4f "
       "trains=%d steps=%lld warmup=%lld threads=%d blas=%s blas_core=%s blas_threads=%d "
       "OPENBLAS_CORETYPE=%s OMP_WAIT_POLICY=%s optim=%s attn=%s data=%s zero_grad=%s "
       "params=%lld torch=%s config=n_layer=%lld,n_head=%lld,n_embd=%lld,block_size=%lld,"
       "vocab_size=%lld,batch_size=%lld,dtype=fp32\n",
       mean_ms, static_cast<double>(B * T) * 1000.0 / mean_ms, Median(step_ms),
       *std::min_element(step_ms.begin(), step_ms.end()), mean(fwd_ms), mean(bwd_ms),
-      mean(opt_ms), cpu_per_wall, loss_first, loss_final, loss_final < loss_first ? 1 : 0,
+      mean(opt_ms), cpu_per_wall, others_per_wall, loss_first, loss_final, loss_final < loss_first ? 1 : 0,
       static_cast<long long>(f.steps), static_cast<long long>(f.warmup),
       at::get_num_threads(), blas.name.c_str(), blas.core.c_str(), blas.threads,
       EnvOr("OPENBLAS_CORETYPE", "unset"), EnvOr("OMP_WAIT_POLICY", "unset"), f.optim.c_str(),
