@@ -26,6 +26,7 @@
 #include <dlfcn.h>
 #include <time.h>
 #include <unistd.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -69,7 +70,7 @@ struct Flags {
   std::string data = "repeat";   // repeat | random
   std::string zero_grad = "auto";  // auto | none | zero
   std::string check_golden;      // path of tests/testdata/gpt_golden.safetensors
-  bool breakdown = true;
+  std::string profile;           // chrome trace of the timed steps (torch's legacy profiler)
 };
 
 [[noreturn]] void Usage(const std::string& msg) {
@@ -78,7 +79,7 @@ struct Flags {
                "flags: --n_layer --n_head --n_embd --block_size --vocab_size --batch_size\n"
                "       --steps --warmup --threads --blas_threads --lr --weight_decay --seed\n"
                "       --optim=flat|foreach|torch --attn=manual|sdpa --data=repeat|random\n"
-               "       --zero_grad=auto|none|zero --check_golden=PATH --breakdown=0|1\n",
+               "       --zero_grad=auto|none|zero --check_golden=PATH --profile=TRACE.json\n",
                msg.c_str());
   std::exit(2);
 }
@@ -127,7 +128,7 @@ Flags ParseFlags(int argc, char** argv) {
     else if (key == "data") f.data = val;
     else if (key == "zero_grad") f.zero_grad = val;
     else if (key == "check_golden") f.check_golden = val;
-    else if (key == "breakdown") { i64(tmp); f.breakdown = tmp != 0; }
+    else if (key == "profile") f.profile = val;
     else Usage("unknown flag --" + key);
   }
   if (f.n_layer < 1 || f.n_head < 1 || f.n_embd < 1 || f.block_size < 1 ||
@@ -714,8 +715,11 @@ int RunBench(const Flags& f) {
   const int64_t total = f.warmup + f.steps;
   double cpu0 = 0.0, busy0 = 0.0;
   Clock::time_point wall0;
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   for (int64_t s = 0; s < total; ++s) {
     if (s == f.warmup) {
+      if (!f.profile.empty())
+        profile = std::make_unique<torch::autograd::profiler::RecordProfile>(f.profile);
       cpu0 = ProcessCpuSeconds();
       busy0 = MachineBusySeconds();
       wall0 = Clock::now();
@@ -743,6 +747,7 @@ int RunBench(const Flags& f) {
   const double own_cpu = ProcessCpuSeconds() - cpu0;
   const double cpu_per_wall = own_cpu / wall_s;
   const double others_per_wall = std::max(0.0, MachineBusySeconds() - busy0 - own_cpu) / wall_s;
+  profile.reset();  // writes the trace
   auto mean = [](const std::vector<double>& v) {
     return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   };
@@ -753,7 +758,7 @@ int RunBench(const Flags& f) {
       "fwd_ms=%.2f bwd_ms=%.2f optim_ms=%.2f cpu_per_wall=%.2f others_cpu_per_wall=%.2f loss_first=%.4f loss_final=%.4f "
       "trains=%d steps=%lld warmup=%lld threads=%d blas=%s blas_core=%s blas_threads=%d "
       "OPENBLAS_CORETYPE=%s OMP_WAIT_POLICY=%s optim=%s attn=%s data=%s zero_grad=%s "
-      "params=%lld torch=%s config=n_layer=%lld,n_head=%lld,n_embd=%lld,block_size=%lld,"
+      "profiled=%d params=%lld torch=%s config=n_layer=%lld,n_head=%lld,n_embd=%lld,block_size=%lld,"
       "vocab_size=%lld,batch_size=%lld,dtype=fp32\n",
       mean_ms, static_cast<double>(B * T) * 1000.0 / mean_ms, Median(step_ms),
       *std::min_element(step_ms.begin(), step_ms.end()), mean(fwd_ms), mean(bwd_ms),
@@ -762,7 +767,7 @@ int RunBench(const Flags& f) {
       at::get_num_threads(), blas.name.c_str(), blas.core.c_str(), blas.threads,
       EnvOr("OPENBLAS_CORETYPE", "unset"), EnvOr("OMP_WAIT_POLICY", "unset"), f.optim.c_str(),
       f.attn.c_str(), f.data.c_str(), set_to_none ? "none" : "zero",
-      static_cast<long long>(model.NumParams()), TORCH_VERSION,
+      f.profile.empty() ? 0 : 1, static_cast<long long>(model.NumParams()), TORCH_VERSION,
       static_cast<long long>(f.n_layer), static_cast<long long>(f.n_head),
       static_cast<long long>(f.n_embd), static_cast<long long>(f.block_size),
       static_cast<long long>(f.vocab_size), static_cast<long long>(f.batch_size));
