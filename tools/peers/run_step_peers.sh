@@ -9,7 +9,8 @@
 #
 # Environment: BIN (default build/peers/torch_gpt_step), STEPS (20), WARMUP (3),
 # PEER_THREADS, PEER_BLAS (openblas-pthread | openblas-openmp | system), OPENBLAS_CORETYPE,
-# WAIT_IDLE (seconds to wait for an idle machine before each run; default 0).
+# WAIT_IDLE (seconds to wait for an idle machine before each run; default 0),
+# ROUNDS (sweep rounds, default 3), SWEEP_VOCAB (256), SWEEP_SYSTEM=1 (add the system BLAS).
 # See docs/peers.md for why these are the best settings.
 set -euo pipefail
 
@@ -79,32 +80,41 @@ best() {
   done
 }
 
+# One setting of the sweep: "blas coretype threads wait_policy optim attn".
+run_setting() {
+  local blas ct t wait opt attn
+  read -r blas ct t wait opt attn <<<"$1"
+  local envs=(env -u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY)
+  [[ $ct != unset ]] && envs+=(OPENBLAS_CORETYPE="$ct")
+  [[ $wait != unset ]] && envs+=(OMP_WAIT_POLICY="$wait")
+  run "$blas" "${envs[@]}" "$BIN" --n_layer=4 --n_head=4 --n_embd=256 --block_size=128 \
+      --batch_size=8 --vocab_size="${SWEEP_VOCAB:-256}" --steps="$STEPS" --warmup="$WARMUP" \
+      --threads="$t" --optim="$opt" --attn="$attn" | sed "s/^/setting=${1// /,} round=$2 /"
+}
+
+# Every setting, ROUNDS times round-robin (the machine is shared: interleaving spreads
+# other people's load over all settings; compare the best round of each).
 sweep() {
-  local cfg=(--n_layer=4 --n_head=4 --n_embd=256 --block_size=128 --batch_size=8
-             --vocab_size="${SWEEP_VOCAB:-256}" --steps="$STEPS" --warmup="$WARMUP")
-  local blas ct t wait
+  local settings=() blas ct t wait
   for blas in openblas-pthread openblas-openmp; do
     for ct in unset SkylakeX; do
       for t in 1 2; do
         for wait in unset PASSIVE; do
           [[ $t == 1 && $wait == PASSIVE ]] && continue  # no idle torch threads to park
-          local envs=()
-          [[ $ct != unset ]] && envs+=(OPENBLAS_CORETYPE="$ct")
-          [[ $wait != unset ]] && envs+=(OMP_WAIT_POLICY="$wait")
-          run "$blas" env -u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY "${envs[@]}" \
-              "$BIN" "${cfg[@]}" --threads="$t"
+          settings+=("$blas $ct $t $wait flat manual")
         done
       done
     done
   done
-  # the optimizer and attention variants at the best settings
-  local opt
-  for opt in torch foreach flat; do
-    run "$BEST_BLAS" OPENBLAS_CORETYPE="$BEST_CORETYPE" "$BIN" "${cfg[@]}" \
-        --threads="$BEST_THREADS" --optim="$opt"
+  # the optimizer and attention variants, and the system BLAS, at the best settings
+  settings+=("$BEST_BLAS $BEST_CORETYPE $BEST_THREADS unset torch manual"
+             "$BEST_BLAS $BEST_CORETYPE $BEST_THREADS unset foreach manual"
+             "$BEST_BLAS $BEST_CORETYPE $BEST_THREADS unset flat sdpa")
+  [[ -n "${SWEEP_SYSTEM:-}" ]] && settings+=("system unset 1 unset flat manual")
+  local r s
+  for (( r = 1; r <= ${ROUNDS:-3}; r++ )); do
+    for s in "${settings[@]}"; do run_setting "$s" "$r"; done
   done
-  run "$BEST_BLAS" OPENBLAS_CORETYPE="$BEST_CORETYPE" "$BIN" "${cfg[@]}" \
-      --threads="$BEST_THREADS" --attn=sdpa
 }
 
 echo "# libtorch peer, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)," \
