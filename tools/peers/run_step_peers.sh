@@ -10,7 +10,8 @@
 # Environment: BIN (default build/peers/torch_gpt_step), STEPS (20), WARMUP (3),
 # PEER_THREADS, PEER_BLAS (openblas-pthread | openblas-openmp | system), OPENBLAS_CORETYPE,
 # WAIT_IDLE (seconds to wait for an idle machine before each run; default 0),
-# ROUNDS (sweep rounds, default 3), SWEEP_VOCAB (256), SWEEP_SYSTEM=1 (add the system BLAS).
+# ROUNDS (sweep rounds, default 3), SWEEP_VOCAB (256), SWEEP_SYSTEM=1 (add the system BLAS),
+# SWEEP_SETTINGS ("blas coretype threads wait optim attn;..." instead of the default list).
 # See docs/peers.md for why these are the best settings.
 set -euo pipefail
 
@@ -111,6 +112,8 @@ sweep() {
              "$BEST_BLAS $BEST_CORETYPE $BEST_THREADS unset foreach manual"
              "$BEST_BLAS $BEST_CORETYPE $BEST_THREADS unset flat sdpa")
   [[ -n "${SWEEP_SYSTEM:-}" ]] && settings+=("system unset 1 unset flat manual")
+  # SWEEP_SETTINGS="blas ct threads wait optim attn;..." replaces the list
+  if [[ -n "${SWEEP_SETTINGS:-}" ]]; then IFS=';' read -r -a settings <<<"$SWEEP_SETTINGS"; fi
   local r s
   for (( r = 1; r <= ${ROUNDS:-3}; r++ )); do
     for s in "${settings[@]}"; do run_setting "$s" "$r"; done
