@@ -44,18 +44,21 @@ build/peers/torch_gpt_step: bench/peers/torch_gpt_step.cc
 	@mkdir -p $(@D)
 	$(PEER_CXX) $(PEER_CXXFLAGS) $(PEER_INCLUDES) $< -o $@ $(PEER_LDLIBS)
 
+HAVE_TORCH     := $(wildcard $(TORCH_HEADER))
+
 bench-peers:
-	@if [ ! -e $(TORCH_HEADER) ]; then \
-	  echo "bench-peers: libtorch is not installed; skipped (install: WITH_PEERS=1 make deps)"; \
-	  exit 0; \
-	fi; \
-	WITH_PEERS=1 ./tools/install_deps.sh && \
-	$(MAKE) --no-print-directory build/peers/torch_gpt_step && \
-	./build/peers/torch_gpt_step --check_golden=tests/testdata/gpt_golden.safetensors --threads=1 && \
-	./tools/peers/run_step_peers.sh && \
-	if [ -f tools/peers/torch_adamw_bench.py ]; then \
+ifeq ($(HAVE_TORCH),)
+	@echo "bench-peers: libtorch is not installed; skipped (install: WITH_PEERS=1 make deps)"
+else
+	@WITH_PEERS=1 ./tools/install_deps.sh
+	@$(MAKE) --no-print-directory build/peers/torch_gpt_step
+	./build/peers/torch_gpt_step --check_golden=tests/testdata/gpt_golden.safetensors --threads=1
+	./tools/peers/run_step_peers.sh
+	@if [ -f tools/peers/torch_adamw_bench.py ]; then \
+	  echo "OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 tools/peers/torch_adamw_bench.py"; \
 	  OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 tools/peers/torch_adamw_bench.py; \
 	fi
+endif
 
 clean:
 	$(BAZEL) clean
