@@ -26,10 +26,19 @@ if [[ ! -x "$BIN" ]]; then
   exit 1
 fi
 
-# Best settings, measured on this project's 2-core machines (docs/peers.md).
-BEST_BLAS=${PEER_BLAS:-openblas-pthread}
-BEST_THREADS=${PEER_THREADS:-1}
-BEST_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+# Best settings, measured on this project's 2-core machines (docs/peers.md):
+# - fastest on an idle machine: OpenBLAS built with OpenMP (it shares libgomp's thread
+#   pool with torch: no oversubscription) and torch on 2 threads, default wait policy;
+#   but its spinning threads make it collapse when someone else loads the machine.
+# - robust: OpenBLAS with pthreads (2 threads), torch on 1 thread.
+# Both run for each configuration; PEER_BLAS / PEER_THREADS / OPENBLAS_CORETYPE run
+# only the one given instead.
+BEST_SETTINGS=("openblas-openmp ${OPENBLAS_CORETYPE:-SkylakeX} 2 unset flat manual"
+               "openblas-pthread ${OPENBLAS_CORETYPE:-SkylakeX} 1 unset flat manual")
+if [[ -n "${PEER_BLAS:-}${PEER_THREADS:-}" ]]; then
+  BEST_SETTINGS=("${PEER_BLAS:-openblas-openmp} ${OPENBLAS_CORETYPE:-SkylakeX} ${PEER_THREADS:-2} ${OMP_WAIT_POLICY:-unset} flat manual")
+fi
+read -r BEST_BLAS BEST_CORETYPE BEST_THREADS _ <<<"${BEST_SETTINGS[0]}"
 
 # Percentage of the machine's CPU time that was idle over the last second (other
 # engineers share these 2 cores: a figure is only worth keeping when this is near 100).
@@ -73,11 +82,11 @@ run() {
 
 # the two configurations at the best settings
 best() {
-  local vocab
+  local vocab setting
   for vocab in 256 512; do
-    run "$BEST_BLAS" OPENBLAS_CORETYPE="$BEST_CORETYPE" "$BIN" \
-        --n_layer=4 --n_head=4 --n_embd=256 --block_size=128 --batch_size=8 \
-        --vocab_size="$vocab" --steps="$STEPS" --warmup="$WARMUP" --threads="$BEST_THREADS"
+    for setting in "${BEST_SETTINGS[@]}"; do
+      SWEEP_VOCAB=$vocab run_setting "$setting" best
+    done
   done
 }
 
