@@ -9,6 +9,9 @@
 #   make gpu-bench on a GPU machine: bench/cuda_bench (GB/s beside memcpy, TFLOP/s
 #                 beside cuBLAS); elsewhere a message, exit 0. See docs/gpu.md.
 #   make deps     install missing Debian packages (idempotent)
+#   make bench-peers  build and run the peers (libtorch's GPT step) at their best;
+#                 only where libtorch is installed (WITH_PEERS=1 make deps); the library
+#                 and //... never link or build them (docs/peers.md)
 #   make CUDA=0 … build CPU-only, even where /usr/local/cuda exists
 
 BAZEL       ?= bazel
@@ -79,6 +82,33 @@ fuzz: deps
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || \
 	  { echo "installing $$p"; $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq $$p; }; done
 	./tools/fuzz.sh
+
+# The peers: built with g++ against Debian's libtorch, outside Bazel, into build/peers/.
+TORCH_HEADER   := /usr/include/torch/csrc/api/include/torch/torch.h
+PEER_CXX       ?= g++
+PEER_CXXFLAGS  ?= -std=c++17 -O2 -march=native -DNDEBUG -Wall
+PEER_INCLUDES  := -I/usr/include/torch/csrc/api/include
+PEER_LDLIBS    := -ltorch -ltorch_cpu -lc10 -ldl
+
+build/peers/torch_gpt_step: bench/peers/torch_gpt_step.cc
+	@mkdir -p $(@D)
+	$(PEER_CXX) $(PEER_CXXFLAGS) $(PEER_INCLUDES) $< -o $@ $(PEER_LDLIBS)
+
+HAVE_TORCH     := $(wildcard $(TORCH_HEADER))
+
+bench-peers:
+ifeq ($(HAVE_TORCH),)
+	@echo "bench-peers: libtorch is not installed; skipped (install: WITH_PEERS=1 make deps)"
+else
+	@WITH_PEERS=1 ./tools/install_deps.sh
+	@$(MAKE) --no-print-directory build/peers/torch_gpt_step
+	./build/peers/torch_gpt_step --check_golden=tests/testdata/gpt_golden.safetensors --threads=1
+	./tools/peers/run_step_peers.sh
+	@if [ -f tools/peers/torch_adamw_bench.py ]; then \
+	  echo "OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 tools/peers/torch_adamw_bench.py"; \
+	  OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 tools/peers/torch_adamw_bench.py; \
+	fi
+endif
 
 clean:
 	$(BAZEL) clean

@@ -14,7 +14,8 @@ PACKAGES=(
   nlohmann-json3-dev                   # configs, checkpoint metadata
 )
 if [[ "${WITH_PEERS:-0}" == "1" ]]; then
-  PACKAGES+=(libtorch-dev python3-torch python3-numpy)  # peers and golden files, never linked
+  PACKAGES+=(libtorch-dev python3-torch python3-numpy  # peers and golden files, never linked
+             libopenblas0-openmp libopenblas0-pthread)  # the BLAS torch runs best with (docs/peers.md)
 fi
 
 missing=()
