@@ -231,7 +231,14 @@ absl::Status PowScalar(const Tensor& x, double exponent, const Tensor& out) {
   ZS_RETURN_IF_ERROR(ExpandTo("PowScalar", p.a, out, "x"));
   switch (out.device().type) {
     case DeviceType::kCpu: cpu::PowScalar(p.a, static_cast<float>(exponent), out); return absl::OkStatus();
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda:
+      return RunCuda("PowScalar", out, {&p.a}, [&](const Tensor& o) {
+        return cuda::CudaLaunchStatus(
+            cuda::LaunchPowScalar(static_cast<int>(p.a.dtype()), static_cast<int>(o.dtype()),
+                                  p.a.raw_data(), o.raw_data(), static_cast<float>(exponent),
+                                  o.numel(), nullptr),
+            LaunchName("PowScalar", o));
+      });
   }
   return NoDeviceKernel("PowScalar", out.device());
 }

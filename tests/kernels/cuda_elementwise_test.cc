@@ -30,6 +30,16 @@ TEST(CudaElementwise, MatchesCpuTwin) {
         ZS_ASSERT_OK_AND_ASSIGN(Tensor gpu_out, Unary(op, xd));
         ExpectClose(gpu_out, ToDoubles(cpu), 1e-6, 1e-6, UnaryOpName(op));
       }
+      for (double p : {2.0, 0.5, -1.0, 3.0}) {
+        const Tensor xp = Unary(UnaryOp::kAbs, x).value();  // powers of non-negative bases
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor cpu_p, Tensor::EmptyLike(xp));
+        ZS_ASSERT_OK(PowScalar(xp, p, cpu_p));
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor gpu_p, Tensor::EmptyLike(xp.To(&gpu).value()));
+        ZS_ASSERT_OK(PowScalar(xp.To(&gpu).value(), p, gpu_p));
+        // powf may differ by an ulp between CUDA and glibc: one rounding of the dtype.
+        ExpectClose(gpu_p, ToDoubles(cpu_p), 1e-6, 2 * ::zeroshard::testing::RoundingRtol(dtype) + 1e-6,
+                    "PowScalar " + std::to_string(p));
+      }
       ZS_ASSERT_OK_AND_ASSIGN(Tensor cpu_g, Binary(BinaryOp::kGeluBackward, x, y));
       ZS_ASSERT_OK_AND_ASSIGN(Tensor gpu_g, Binary(BinaryOp::kGeluBackward, xd, yd));
       ExpectClose(gpu_g, ToDoubles(cpu_g), 1e-6, 1e-6, "GeluBackward");
