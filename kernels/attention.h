@@ -31,6 +31,9 @@
 // (kernels/cuda/attention.cu: online softmax, fp32 accumulation, any strides,
 // D <= 256) for the rest or when forced; kernels/cuda/attention_select.h
 // decides. Enqueued on the legacy default stream as the other op entries.
+// Ours is deterministic (fixed sums, no atomics); cuDNN's backward accumulates
+// dQ with atomics, so under kAuto bf16/f16 gradients may differ run to run in
+// the last bits (kOwn when bitwise reproducibility matters more than speed).
 //
 // CPU: one (b, h) pair per OpenMP task, each a sequence of single-threaded
 // GEMMs (kernels/cpu/gemm.h) over blocks of 64 query rows; a causal block only
