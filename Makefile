@@ -4,10 +4,14 @@
 #   make train    build and run the main job
 #   make test     build and run every test, then print how many ran and passed
 #   make bench    build with -c opt and run the benchmark suites
-#   make gpu-test on a GPU machine: every test tagged "gpu" (CUDA kernels against
-#                 their CPU twins, allocator, AdamW), run afresh; elsewhere a message, exit 0
+#   make gpu-test on a GPU machine: every test tagged "gpu" (CUDA kernels and
+#                 attention against their CPU twins, allocator, AdamW, a GPT on CUDA,
+#                 NCCL collectives, a sharded GPT on GPUs), run afresh; elsewhere a
+#                 message, exit 0
 #   make gpu-bench on a GPU machine: bench/cuda_bench (GB/s beside memcpy, TFLOP/s
-#                 beside cuBLAS); elsewhere a message, exit 0. See docs/gpu.md.
+#                 beside cuBLAS, attention ours beside cuDNN, GPT step tokens/s and
+#                 MFU, NCCL busbw beside raw NCCL); elsewhere a message, exit 0.
+#                 See docs/gpu.md.
 #   make deps     install missing Debian packages (idempotent)
 #   make bench-peers  build and run the peers (libtorch's GPT step) at their best;
 #                 only where libtorch is installed (WITH_PEERS=1 make deps); the library

@@ -301,8 +301,10 @@ absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Vari
                                                    " for a weight of shape ", ShapeToString(w.shape()),
                                                    ", expected [", w.size(0), "]"));
   }
-  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::MatMul(x.value(), w.value(), {.transpose_b = true}));
-  if (b.defined()) ZS_RETURN_IF_ERROR(zeroshard::Add(y, b.value(), y));
+  // The bias rides in the GEMM (cuBLASLt's bias epilogue on CUDA).
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::MatMul(x.value(), w.value(),
+                                                  {.transpose_b = true,
+                                                   .bias = b.defined() ? b.value() : Tensor()}));
   if (!autograd::ShouldRecord({&x, &w, &b})) return Variable(y);
   const Tensor xv = w.requires_grad() ? x.value() : Tensor();
   const Tensor wv = x.requires_grad() ? w.value() : Tensor();
@@ -494,8 +496,12 @@ absl::StatusOr<std::vector<Variable>> Split(const Variable& x, int64_t dim,
       "Split", pieces, {&x}, [shape, dtype, d, starts, lengths](std::vector<Tensor>& g) -> GradsOr {
         bool all = true;
         for (const Tensor& t : g) all = all && t.defined();
-        ZS_ASSIGN_OR_RETURN(Tensor dx, all ? Tensor::Empty(shape, dtype, g[0].allocator())
-                                           : Tensor::Zeros(shape, dtype, DefaultCpuAllocator()));
+        Allocator* home = nullptr;  // where the gradients live (any defined one)
+        for (const Tensor& t : g) {
+          if (t.defined()) home = t.allocator();
+        }
+        ZS_ASSIGN_OR_RETURN(Tensor dx, all ? Tensor::Empty(shape, dtype, home)
+                                           : Tensor::Zeros(shape, dtype, home));
         for (size_t i = 0; i < g.size(); ++i) {
           if (!g[i].defined()) continue;
           ZS_ASSIGN_OR_RETURN(Tensor slot, dx.Narrow(d, starts[i], lengths[i]));

@@ -8,10 +8,18 @@
 //   GEMM                  TFLOP/s = 2 M N K / time, beside a plain cublasGemmEx
 //                         call of the same shape and types (cuBLAS's default
 //                         algorithm): "of cuBLAS" is the ratio
+//   attention             TFLOP/s of causal attention forward and backward, our
+//                         kernel beside cuDNN's fused attention (cuda_bench_attention.cc)
+//   GPT training step     tokens/s and MFU of a GPT-2 small step (sharded, world 1,
+//                         bf16 gathers) against the datasheet peak and the best
+//                         GEMM rate of this run (cuda_bench_step.cc)
+//   NCCL                  all-gather / reduce-scatter busbw through our
+//                         communicator beside raw NCCL calls (cuda_bench_nccl.cc)
 //
 // Prints a clear message and exits 0 when no device is present. See docs/gpu.md.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -36,59 +44,10 @@
 #include "runtime/cuda/device_api.h"
 #include "runtime/stream.h"
 #include "runtime/tensor.h"
+#include "bench/cuda_bench_util.h"
 
-namespace zeroshard {
+namespace zeroshard::bench {
 namespace {
-
-constexpr int kDevice = 0;
-int failures = 0;
-
-void Fail(const std::string& what) {
-  std::printf("  CHECK FAILED: %s\n", what.c_str());
-  ++failures;
-}
-
-template <typename T>
-T Must(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) {
-    std::fprintf(stderr, "cuda_bench: %s: %s\n", what, v.status().ToString().c_str());
-    std::exit(1);
-  }
-  return *std::move(v);
-}
-
-void Must(const absl::Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "cuda_bench: %s: %s\n", what, s.ToString().c_str());
-    std::exit(1);
-  }
-}
-
-Tensor Random(absl::Span<const int64_t> shape, DType dtype, float lo, float hi, uint64_t seed,
-              Allocator* allocator = nullptr) {
-  const int64_t n = NumElements(shape);
-  std::vector<float> v(static_cast<size_t>(n));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int64_t i = 0; i < n; ++i) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    v[i] = lo + (hi - lo) * static_cast<float>(s >> 40) * (1.0f / 16777216.0f);
-  }
-  Tensor host = Must(Tensor::FromVector(v, shape, dtype), "FromVector");
-  return allocator == nullptr ? host : Must(host.To(allocator), "to device");
-}
-
-// Milliseconds per call of `fn` (which enqueues on `stream`), after a warm-up.
-double TimeMs(const Stream& stream, const std::function<void()>& fn, int iters) {
-  fn();
-  Must(stream.Synchronize(), "sync");
-  Event start = Must(Event::Create(stream.device(), true), "event");
-  Event end = Must(Event::Create(stream.device(), true), "event");
-  Must(start.Record(stream), "record");
-  for (int i = 0; i < iters; ++i) fn();
-  Must(end.Record(stream), "record");
-  Must(end.Synchronize(), "sync");
-  return Must(Event::ElapsedMs(start, end), "elapsed") / iters;
-}
 
 void Launch(int rc, const char* what) { Must(cuda::CudaLaunchStatus(rc, what), what); }
 
@@ -223,7 +182,8 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
 
 // ---------------------------------------------------------------- GEMM
 
-void RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
+// Returns the best bf16 TFLOP/s measured (the step bench's practical peak).
+double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
   std::unique_ptr<cuda::CublasLtGemm> lt = Must(cuda::CublasLtGemm::Create(kDevice, &gpu), "cublasLt");
   cublasHandle_t handle = nullptr;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
@@ -249,6 +209,7 @@ void RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
       {"square f16 8192^3", 8192, 8192, 8192, DType::kF16, false, false},
       {"square f32 tf32 8192^3", 8192, 8192, 8192, DType::kF32, true, false},
   };
+  double best_bf16 = 0;
   for (const Case& k : cases) {
     Tensor a = Random({k.m, k.k}, k.dtype, -1, 1, 1, &gpu);
     Tensor b = Random({k.n, k.k}, k.dtype, -1, 1, 2, &gpu);
@@ -312,8 +273,10 @@ void RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
     const double tflops = flops / (ms * 1e9), base = flops / (base_ms * 1e9);
     std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%%s\n", k.name, ms * 1e3, tflops, base,
                 100.0 * tflops / base, k.bias_gelu ? "  (baseline without epilogue)" : "");
+    if (k.dtype == DType::kBF16) best_bf16 = std::max(best_bf16, tflops);
   }
   cublasDestroy(handle);
+  return best_bf16;
 }
 
 int Main() {
@@ -325,15 +288,19 @@ int Main() {
   }
   std::printf("cuda_bench on %s\n", Must(cuda::CudaDeviceName(kDevice), "device name").c_str());
   CudaAllocator gpu(kDevice);
+  double gemm_tflops = 0;
   {
     Stream stream = Must(Stream::Create(Device::Cuda(kDevice)), "stream");
     std::vector<MemoryBench> benches = MemoryBenches(stream, gpu);
     RunMemoryBenches(stream, gpu, benches);
-    RunGemmBenches(stream, gpu);
+    gemm_tflops = RunGemmBenches(stream, gpu);
     Must(stream.Synchronize(), "sync");
   }
-  if (failures > 0) {
-    std::printf("\n%d result checks FAILED\n", failures);
+  RunAttentionBenches();
+  RunStepBench(gemm_tflops);
+  RunNcclBenches();
+  if (Failures() > 0) {
+    std::printf("\n%d result checks FAILED\n", Failures());
     return 1;
   }
   std::printf("\nall result checks passed\n");
@@ -341,6 +308,6 @@ int Main() {
 }
 
 }  // namespace
-}  // namespace zeroshard
+}  // namespace zeroshard::bench
 
-int main() { return zeroshard::Main(); }
+int main() { return zeroshard::bench::Main(); }

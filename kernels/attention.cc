@@ -1,12 +1,20 @@
 #include "kernels/attention.h"
 
 #include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cuda/attention_cudnn.h"
+#include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention_select.h"
+#include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/math/attention_math.h"
+#include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -95,6 +103,109 @@ absl::Status CheckOutputs(absl::string_view op, std::initializer_list<Named> out
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- CUDA
+
+cuda::AttentionOperand Operand(const Tensor& t) {
+  cuda::AttentionOperand o;
+  o.data = t.raw_data();
+  for (int64_t d = 0; d < t.dim() && d < 4; ++d) o.stride[d] = t.stride(d);
+  return o;
+}
+
+cuda::AttentionLaunchDims LaunchDims(const cpu::AttentionDims& d) {
+  return {d.batch, d.heads, d.seq, d.head_dim, d.scale, d.causal};
+}
+
+// What the choice of implementation depends on, over every [B, H, T, D] operand.
+cuda::AttentionCall DescribeCall(const cpu::AttentionDims& d, std::initializer_list<const Tensor*> heads) {
+  cuda::AttentionCall c;
+  c.dtype = (*heads.begin())->dtype();
+  c.head_dim = d.head_dim;
+  c.seq = d.seq;
+  const int64_t item = static_cast<int64_t>(DTypeSize(c.dtype));
+  for (const Tensor* t : heads) {
+    if (d.head_dim > 1 && t->stride(3) != 1) c.unit_stride_d = false;
+    if (reinterpret_cast<uintptr_t>(t->raw_data()) % 16 != 0) c.aligned = false;
+    for (int64_t i = 0; i < 3; ++i) {
+      if (t->size(i) > 1 && (t->stride(i) * item) % 16 != 0) c.aligned = false;
+    }
+  }
+  return c;
+}
+
+// Runs cuDNN when the options and the call allow. Returns nullopt when our
+// kernel should run instead (kAuto and cuDNN does not take the call).
+template <typename CudnnFn>
+std::optional<absl::Status> MaybeCudnn(absl::string_view op, const AttentionOptions& options,
+                                       const cuda::AttentionCall& call, Device device,
+                                       const CudnnFn& run_cudnn) {
+  if (options.impl == AttentionImpl::kOwn) return std::nullopt;
+  const std::string refusal =
+      cuda::CudnnAttentionRefusal(call, cuda::CudnnAttentionInfoFor(device.index));
+  if (refusal.empty()) {
+    absl::Status s = run_cudnn();
+    // kAuto: an engine-less call (Unimplemented) falls back; real errors do not.
+    if (s.ok() || options.impl == AttentionImpl::kCudnn || !absl::IsUnimplemented(s)) return s;
+    return std::nullopt;
+  }
+  if (options.impl == AttentionImpl::kCudnn) {
+    return absl::UnimplementedError(absl::StrCat(op, " on ", device.ToString(),
+                                                 ": cuDNN's fused attention was asked for but does "
+                                                 "not take this call: ", refusal));
+  }
+  return std::nullopt;
+}
+
+absl::Status OwnKernelTakes(absl::string_view op, const cuda::AttentionCall& call, Device device) {
+  const std::string refusal = cuda::OwnAttentionRefusal(call);
+  if (refusal.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(op, " on ", device.ToString(), ": ", refusal));
+}
+
+absl::Status ForwardCuda(const cpu::AttentionDims& dims, const Tensor& q, const Tensor& k,
+                         const Tensor& v, const Tensor& out, const Tensor& lse,
+                         const AttentionOptions& options) {
+  constexpr const char* kOp = "AttentionForward";
+  const cuda::AttentionLaunchDims ld = LaunchDims(dims);
+  const cuda::AttentionCall call = DescribeCall(dims, {&q, &k, &v, &out});
+  if (std::optional<absl::Status> s = MaybeCudnn(kOp, options, call, out.device(), [&] {
+        return cuda::CudnnAttentionForward(ld, q, k, v, out, lse, cuda::kOpStream);
+      })) {
+    return *s;
+  }
+  ZS_RETURN_IF_ERROR(OwnKernelTakes(kOp, call, out.device()));
+  return cuda::CudaLaunchStatus(
+      cuda::LaunchAttentionForward(static_cast<int>(q.dtype()), ld, Operand(q), Operand(k),
+                                   Operand(v), Operand(out), Operand(lse), cuda::kOpStream),
+      cuda::LaunchWhat(kOp, out));
+}
+
+absl::Status BackwardCuda(const cpu::AttentionDims& dims, const Tensor& dout, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                          const AttentionOptions& options) {
+  constexpr const char* kOp = "AttentionBackward";
+  const cuda::AttentionLaunchDims ld = LaunchDims(dims);
+  const cuda::AttentionCall call =
+      DescribeCall(dims, {&q, &k, &v, &out, &dout, &dq, &dk, &dv});
+  if (std::optional<absl::Status> s = MaybeCudnn(kOp, options, call, dq.device(), [&] {
+        return cuda::CudnnAttentionBackward(ld, dout, q, k, v, out, lse, dq, dk, dv,
+                                            cuda::kOpStream);
+      })) {
+    return *s;
+  }
+  ZS_RETURN_IF_ERROR(OwnKernelTakes(kOp, call, dq.device()));
+  // delta_i = dO_i . O_i, f32 scratch freed on return (see kernels/cuda/op_util.h).
+  ZS_ASSIGN_OR_RETURN(Tensor delta, cuda::DeviceEmpty(kOp, q, {dims.batch * dims.heads * dims.seq},
+                                                      DType::kF32));
+  return cuda::CudaLaunchStatus(
+      cuda::LaunchAttentionBackward(static_cast<int>(q.dtype()), ld, Operand(dout), Operand(q),
+                                    Operand(k), Operand(v), Operand(out), Operand(lse),
+                                    Operand(dq), Operand(dk), Operand(dv),
+                                    static_cast<float*>(delta.raw_data()), cuda::kOpStream),
+      cuda::LaunchWhat(kOp, dq));
+}
+
 }  // namespace
 
 absl::Status AttentionForward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -113,7 +224,9 @@ absl::Status AttentionForward(const Tensor& q, const Tensor& k, const Tensor& v,
     case DeviceType::kCpu:
       if (q.numel() > 0) cpu::AttentionForward(dims, q, k, v, out, lse);
       return absl::OkStatus();
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda:
+      if (q.numel() == 0) return absl::OkStatus();
+      return ForwardCuda(dims, q, k, v, out, lse, options);
   }
   return NoDeviceKernel(kOp, out.device());
 }
@@ -137,7 +250,9 @@ absl::Status AttentionBackward(const Tensor& dout, const Tensor& q, const Tensor
     case DeviceType::kCpu:
       if (q.numel() > 0) cpu::AttentionBackward(dims, dout, q, k, v, out, lse, dq, dk, dv);
       return absl::OkStatus();
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda:
+      if (q.numel() == 0) return absl::OkStatus();
+      return BackwardCuda(dims, dout, q, k, v, out, lse, dq, dk, dv, options);
   }
   return NoDeviceKernel(kOp, dq.device());
 }

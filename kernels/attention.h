@@ -26,6 +26,15 @@
 //   dK      = c dS^T Q
 // The per-element pieces are kernels/math/attention_math.h.
 //
+// CUDA: cuDNN's fused flash attention (kernels/cuda/attention_cudnn.h) for
+// bf16/f16 with D a multiple of 8 and unit stride in D, our own kernel
+// (kernels/cuda/attention.cu: online softmax, fp32 accumulation, any strides,
+// D <= 256) for the rest or when forced; kernels/cuda/attention_select.h
+// decides. Enqueued on the legacy default stream as the other op entries.
+// Ours is deterministic (fixed sums, no atomics); cuDNN's backward accumulates
+// dQ with atomics, so under kAuto bf16/f16 gradients may differ run to run in
+// the last bits (kOwn when bitwise reproducibility matters more than speed).
+//
 // CPU: one (b, h) pair per OpenMP task, each a sequence of single-threaded
 // GEMMs (kernels/cpu/gemm.h) over blocks of 64 query rows; a causal block only
 // multiplies the key columns up to its last row. Scratch is per thread and
@@ -55,9 +64,17 @@
 
 namespace zeroshard {
 
+// Which implementation runs on CUDA tensors (CPU tensors have one).
+enum class AttentionImpl {
+  kAuto,   // cuDNN's fused attention when it takes the call, else ours
+  kOwn,    // our kernel (kernels/cuda/attention_launch.h), the reference
+  kCudnn,  // cuDNN's fused attention, or an error saying why not
+};
+
 struct AttentionOptions {
   bool causal = true;
   std::optional<float> scale;  // default 1/sqrt(D)
+  AttentionImpl impl = AttentionImpl::kAuto;
 };
 
 // out = softmax(scale Q K^T + mask) V; lse = the rows' log-sum-exp.

@@ -119,17 +119,33 @@ absl::Status ExpandTo(absl::string_view op, Tensor& t, const Tensor& out, const 
 
 DType CommonDType(DType a, DType b) { return a == b ? a : DType::kF32; }
 
-// The CUDA kernels take contiguous operands of out's exact shape (no
-// broadcasting or strides yet) and float dtypes.
-absl::Status CheckCudaLayout(absl::string_view op, const Tensor& out,
-                             std::initializer_list<const Tensor*> inputs) {
-  bool ok = out.is_contiguous() && IsFloatingPoint(out.dtype());
-  for (const Tensor* t : inputs) ok = ok && t->is_contiguous() && t->shape() == out.shape();
-  if (ok) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      op, " on ", out.device().ToString(),
-      ": the CUDA kernel takes contiguous float operands of the output's shape; broadcast or "
-      "strided operands need Contiguous() first"));
+// The CUDA kernels take contiguous float operands of out's exact shape:
+// broadcast or strided inputs (already expanded to out's shape) are
+// materialised on the device first (Tensor::Contiguous runs the strided-copy
+// kernel), and a strided output is computed in a contiguous buffer and copied
+// in. `launch(out_contiguous)` enqueues the kernel.
+template <typename LaunchFn>
+absl::Status RunCuda(absl::string_view op, const Tensor& out, std::initializer_list<Tensor*> inputs,
+                     const LaunchFn& launch) {
+  if (!IsFloatingPoint(out.dtype())) {
+    return absl::UnimplementedError(absl::StrCat(op, " on ", out.device().ToString(),
+                                                 ": the CUDA kernel writes float outputs, got ",
+                                                 DTypeName(out.dtype())));
+  }
+  for (Tensor* t : inputs) {
+    if (!t->is_contiguous() || t->shape() != out.shape()) {
+      ZS_ASSIGN_OR_RETURN(*t, t->Contiguous());
+    }
+  }
+  if (out.is_contiguous()) return launch(out);
+  if (out.allocator() == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        op, " on ", out.device().ToString(),
+        ": a strided output over external memory (no allocator for the contiguous buffer)"));
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor work, Tensor::Empty(out.shape(), out.dtype(), out.allocator()));
+  ZS_RETURN_IF_ERROR(launch(work));
+  return out.CopyFrom(work);
 }
 
 std::string LaunchName(absl::string_view op, const Tensor& out) {
@@ -148,12 +164,13 @@ absl::Status Unary(UnaryOp op, const Tensor& x, const Tensor& out) {
   switch (out.device().type) {
     case DeviceType::kCpu: cpu::Unary(op, p.a, out); return absl::OkStatus();
     case DeviceType::kCuda:
-      ZS_RETURN_IF_ERROR(CheckCudaLayout(name, out, {&p.a}));
-      return cuda::CudaLaunchStatus(
-          cuda::LaunchUnary(static_cast<int>(op), static_cast<int>(p.a.dtype()),
-                            static_cast<int>(out.dtype()), p.a.raw_data(), out.raw_data(),
-                            out.numel(), nullptr),
-          LaunchName(name, out));
+      return RunCuda(name, out, {&p.a}, [&](const Tensor& o) {
+        return cuda::CudaLaunchStatus(
+            cuda::LaunchUnary(static_cast<int>(op), static_cast<int>(p.a.dtype()),
+                              static_cast<int>(o.dtype()), p.a.raw_data(), o.raw_data(),
+                              o.numel(), nullptr),
+            LaunchName(name, o));
+      });
   }
   return NoDeviceKernel(name, out.device());
 }
@@ -175,12 +192,13 @@ absl::Status Binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor&
   switch (out.device().type) {
     case DeviceType::kCpu: cpu::Binary(op, p.a, p.b, out); return absl::OkStatus();
     case DeviceType::kCuda:
-      ZS_RETURN_IF_ERROR(CheckCudaLayout(name, out, {&p.a, &p.b}));
-      return cuda::CudaLaunchStatus(
-          cuda::LaunchBinary(static_cast<int>(op), static_cast<int>(p.a.dtype()),
-                             static_cast<int>(out.dtype()), p.a.raw_data(), p.b.raw_data(),
-                             out.raw_data(), out.numel(), nullptr),
-          LaunchName(name, out));
+      return RunCuda(name, out, {&p.a, &p.b}, [&](const Tensor& o) {
+        return cuda::CudaLaunchStatus(
+            cuda::LaunchBinary(static_cast<int>(op), static_cast<int>(p.a.dtype()),
+                               static_cast<int>(o.dtype()), p.a.raw_data(), p.b.raw_data(),
+                               o.raw_data(), o.numel(), nullptr),
+            LaunchName(name, o));
+      });
   }
   return NoDeviceKernel(name, out.device());
 }
@@ -195,12 +213,13 @@ absl::Status Affine(const Tensor& x, double alpha, double beta, const Tensor& ou
       cpu::Affine(p.a, static_cast<float>(alpha), static_cast<float>(beta), out);
       return absl::OkStatus();
     case DeviceType::kCuda:
-      ZS_RETURN_IF_ERROR(CheckCudaLayout("Affine", out, {&p.a}));
-      return cuda::CudaLaunchStatus(
-          cuda::LaunchAffine(static_cast<int>(p.a.dtype()), static_cast<int>(out.dtype()),
-                             p.a.raw_data(), out.raw_data(), static_cast<float>(alpha),
-                             static_cast<float>(beta), out.numel(), nullptr),
-          LaunchName("Affine", out));
+      return RunCuda("Affine", out, {&p.a}, [&](const Tensor& o) {
+        return cuda::CudaLaunchStatus(
+            cuda::LaunchAffine(static_cast<int>(p.a.dtype()), static_cast<int>(o.dtype()),
+                               p.a.raw_data(), o.raw_data(), static_cast<float>(alpha),
+                               static_cast<float>(beta), o.numel(), nullptr),
+            LaunchName("Affine", o));
+      });
   }
   return NoDeviceKernel("Affine", out.device());
 }
@@ -212,7 +231,14 @@ absl::Status PowScalar(const Tensor& x, double exponent, const Tensor& out) {
   ZS_RETURN_IF_ERROR(ExpandTo("PowScalar", p.a, out, "x"));
   switch (out.device().type) {
     case DeviceType::kCpu: cpu::PowScalar(p.a, static_cast<float>(exponent), out); return absl::OkStatus();
-    case DeviceType::kCuda: break;
+    case DeviceType::kCuda:
+      return RunCuda("PowScalar", out, {&p.a}, [&](const Tensor& o) {
+        return cuda::CudaLaunchStatus(
+            cuda::LaunchPowScalar(static_cast<int>(p.a.dtype()), static_cast<int>(o.dtype()),
+                                  p.a.raw_data(), o.raw_data(), static_cast<float>(exponent),
+                                  o.numel(), nullptr),
+            LaunchName("PowScalar", o));
+      });
   }
   return NoDeviceKernel("PowScalar", out.device());
 }

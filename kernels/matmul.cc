@@ -11,6 +11,7 @@
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
+#include "kernels/elementwise.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -188,6 +189,10 @@ absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, c
     oc = DescribeOperand(work);
   }
   ZS_ASSIGN_OR_RETURN(cuda::CublasLtGemm* gemm, cuda::DefaultCublasLtGemm(out.device().index));
+  Tensor bias;  // in the dtype C is written in
+  if (o.bias.defined()) {
+    ZS_ASSIGN_OR_RETURN(bias, cuda::ContiguousOnDevice("MatMul", o.bias, work.dtype()));
+  }
   cuda::GemmCall call;
   call.shape.m = p.m;
   call.shape.n = p.n;
@@ -208,6 +213,10 @@ absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, c
   call.c = work.raw_data();
   call.alpha = o.alpha;
   call.beta = o.beta;
+  if (bias.defined()) {
+    call.bias = bias.raw_data();
+    call.bias_dtype = bias.dtype();
+  }
   cuda::FoldSharedBatch(call.shape);
   if (call.shape.batch > 1 && call.shape.stride_b == 0) {
     // A shared B that could not be folded: one GEMM per batch.
@@ -249,10 +258,30 @@ absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const M
   if (out.has_internal_overlap()) {
     return absl::InvalidArgumentError("MatMul: the output has a broadcast (stride 0) dimension");
   }
+  if (o.bias.defined()) {
+    if (o.bias.dim() != 1 || o.bias.size(0) != p.n || !IsFloatingPoint(o.bias.dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat("MatMul: bias is ", DTypeName(o.bias.dtype()),
+                                                     " ", ShapeToString(o.bias.shape()),
+                                                     ", expected a float [", p.n, "] (N)"));
+    }
+    ZS_RETURN_IF_ERROR(CheckSameDevice({&o.bias, &out}, "MatMul"));
+    if (MemoryOverlaps(out, o.bias)) {
+      return absl::InvalidArgumentError("MatMul: the output overlaps the bias");
+    }
+  }
   if (!out.device().is_cpu() && !out.device().is_cuda()) return NoDeviceKernel("MatMul", out.device());
   if (out.numel() == 0) return absl::OkStatus();
-  if (p.k == 0) return o.beta == 0.0f ? out.Fill(0.0) : absl::OkStatus();  // empty sum
+  if (p.k == 0) {  // empty sum
+    if (o.beta == 0.0f) ZS_RETURN_IF_ERROR(out.Fill(0.0));
+    return o.bias.defined() ? Add(out, o.bias, out) : absl::OkStatus();
+  }
   if (out.device().is_cuda()) return MatMulCuda(p, a, b, out, o);
+  if (o.bias.defined()) {
+    MatMulOptions without_bias = o;
+    without_bias.bias = Tensor();
+    ZS_RETURN_IF_ERROR(MatMul(a, b, out, without_bias));
+    return Add(out, o.bias, out);
+  }
 
   ZS_ASSIGN_OR_RETURN(Tensor ga, AsGemmOperand(a));
   ZS_ASSIGN_OR_RETURN(Tensor gb, AsGemmOperand(b));

@@ -26,6 +26,10 @@ struct MatMulOptions {
   bool transpose_b = false;
   float alpha = 1.0f;
   float beta = 0.0f;  // 0: out's previous contents are ignored
+  // Optional [N] added to every row: out = alpha op(a) op(b) + beta out + bias
+  // (nn.Linear's bias). On CUDA it is cuBLASLt's bias epilogue, added in fp32
+  // before the one rounding into out's dtype; on the CPU an Add after the GEMM.
+  Tensor bias;
 };
 
 absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out,

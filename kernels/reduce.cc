@@ -161,6 +161,13 @@ absl::Status ArgMax(const Tensor& x, int64_t dim, const Tensor& out) {
     return absl::InvalidArgumentError(absl::StrCat("ArgMax: output dtype ", DTypeName(out.dtype()),
                                                    ", expected i64 or i32"));
   }
+  if (x.device().is_cuda()) {
+    // No CUDA kernel (evaluation only, never in a training step): through the host.
+    ZS_ASSIGN_OR_RETURN(Tensor host_x, x.To(DefaultCpuAllocator()));
+    ZS_ASSIGN_OR_RETURN(Tensor host_out, Tensor::Empty(out.shape(), out.dtype(), DefaultCpuAllocator()));
+    ZS_RETURN_IF_ERROR(ArgMax(host_x, dim, host_out));
+    return out.CopyFrom(host_out);
+  }
   if (!x.device().is_cpu()) return NoDeviceKernel("ArgMax", x.device());
   return WithContiguous(x, out, out.dtype(), [&](const Tensor& xc, const Tensor& oc) {
     cpu::ArgMaxAxis(xc, p.outer, p.r, p.inner, oc);

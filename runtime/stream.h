@@ -28,6 +28,11 @@ class Stream {
   static Stream Cpu() { return Stream(Device::Cpu(), nullptr); }
   // A new stream on `device` (for the CPU, the host stream).
   static absl::StatusOr<Stream> Create(Device device);
+  // The device's legacy default stream, not owned: where the op entries launch
+  // (kernels/cuda/op_util.h kOpStream), ordered with every blocking stream.
+  // Events recorded on it mark the end of the op work issued so far. For the
+  // CPU, the host stream.
+  static Stream Default(Device device) { return Stream(device, nullptr); }
 
   Stream(Stream&& other) noexcept;
   Stream& operator=(Stream&& other) noexcept;
@@ -36,7 +41,8 @@ class Stream {
   ~Stream();
 
   Device device() const { return device_; }
-  // cudaStream_t for CUDA streams; nullptr for the CPU stream.
+  // cudaStream_t for CUDA streams (nullptr: the legacy default stream); nullptr
+  // for the CPU stream.
   void* native_handle() const { return handle_; }
   // Returns when all work enqueued so far has finished.
   absl::Status Synchronize() const;

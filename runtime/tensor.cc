@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/cuda/device_api.h"
+#include "runtime/cuda/strided_copy.h"
 #include "runtime/status.h"
 #include "runtime/strided_loop.h"
 
@@ -488,6 +490,35 @@ void CopyCpu(const Tensor& dst, const Tensor& src) {
   });
 }
 
+// dst <- src on one GPU by the strided-copy kernel (runtime/cuda/strided_copy.h):
+// same shape (src already broadcast), any strides, a dtype pair it supports.
+absl::Status DeviceStridedCopy(const Tensor& dst, const Tensor& src) {
+  if (dst.dim() > cuda::kStridedCopyMaxDims) {
+    return absl::UnimplementedError(absl::StrCat("CopyFrom: a strided ", dst.device().ToString(),
+                                                 " copy of ", dst.dim(), " dims; the kernel takes up to ",
+                                                 cuda::kStridedCopyMaxDims));
+  }
+  cuda::StridedCopyArgs a;
+  a.ndim = static_cast<int>(dst.dim());
+  a.numel = dst.numel();
+  for (int64_t d = 0; d < dst.dim(); ++d) {
+    a.sizes[d] = dst.size(d);
+    a.dst_strides[d] = dst.stride(d);
+    a.src_strides[d] = src.stride(d);
+  }
+  a.dst_dtype = static_cast<int>(dst.dtype());
+  a.src_dtype = static_cast<int>(src.dtype());
+  a.dst = dst.raw_data();
+  a.src = src.raw_data();
+  return cuda::CudaLaunchStatus(cuda::LaunchStridedCopy(a, /*stream=*/nullptr),
+                                absl::StrCat("CopyFrom on ", dst.device().ToString(), " (strided copy)"));
+}
+
+bool CanCopyOnDevice(const Tensor& dst, const Tensor& src) {
+  return dst.dim() <= cuda::kStridedCopyMaxDims &&
+         cuda::StridedCopySupported(static_cast<int>(dst.dtype()), static_cast<int>(src.dtype()));
+}
+
 }  // namespace
 
 bool MemoryOverlaps(const Tensor& a, const Tensor& b) {
@@ -543,25 +574,52 @@ absl::Status Tensor::CopyFrom(const Tensor& src) const {
     return absl::OkStatus();
   }
 
-  // At least one side lives on a device: move contiguous bytes through its
-  // allocator, doing layout and dtype work on the host.
+  // At least one side lives on a device. Contiguous bytes move through the
+  // device's allocator; layouts (strides, broadcasts) and float conversions on
+  // one GPU run the strided-copy kernel on the legacy default stream (ordered
+  // with the op launches, see kernels/cuda/op_util.h); anything else is done
+  // on the host.
+  if (!src_device.is_cpu() && dst_device == src_device) {
+    if (dtype_ == src.dtype() && shape_ == src.shape() && is_contiguous() && src.is_contiguous() &&
+        src.allocator() != nullptr) {
+      return src.allocator()->CopyWithinDevice(raw_data(), src.raw_data(), nbytes());
+    }
+    if (CanCopyOnDevice(*this, source)) {
+      if (IsSameView(*this, source)) return absl::OkStatus();
+      if (MemoryOverlaps(*this, source)) {
+        // Overlapping but not identical: through a contiguous temporary.
+        Allocator* scratch = src.allocator() != nullptr ? src.allocator() : allocator();
+        if (scratch == nullptr) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "CopyFrom: overlapping ", dst_device.ToString(), " tensors over external memory; no "
+              "allocator for the temporary"));
+        }
+        ZS_ASSIGN_OR_RETURN(Tensor tmp, Empty(src.shape(), src.dtype(), scratch));
+        ZS_RETURN_IF_ERROR(DeviceStridedCopy(tmp, src));
+        return CopyFrom(tmp);
+      }
+      return DeviceStridedCopy(*this, source);
+    }
+  }
   if (!src_device.is_cpu()) {
     if (src.allocator() == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
           "CopyFrom: the ", src_device.ToString(), " source wraps external memory; no allocator "
           "knows how to read it"));
     }
-    if (dst_device == src_device && dtype_ == src.dtype() && shape_ == src.shape() &&
-        is_contiguous() && src.is_contiguous()) {
-      return src.allocator()->CopyWithinDevice(raw_data(), src.raw_data(), nbytes());
-    }
-    if (!src.is_contiguous()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "CopyFrom: a non-contiguous ", src_device.ToString(), " source (", src.DebugString(),
-          ") needs a device-side copy kernel; make it contiguous on the device first"));
+    Tensor packed = src;
+    if (!src.is_contiguous()) {  // gather on the device, then one transfer
+      if (!CanCopyOnDevice(src, src)) {
+        return absl::UnimplementedError(absl::StrCat(
+            "CopyFrom: a non-contiguous ", src_device.ToString(), " source (", src.DebugString(),
+            ") of more than ", cuda::kStridedCopyMaxDims, " dims"));
+      }
+      ZS_ASSIGN_OR_RETURN(packed, Empty(src.shape(), src.dtype(), src.allocator()));
+      ZS_RETURN_IF_ERROR(DeviceStridedCopy(packed, src));
     }
     ZS_ASSIGN_OR_RETURN(Tensor host, Empty(src.shape(), src.dtype(), DefaultCpuAllocator()));
-    ZS_RETURN_IF_ERROR(src.allocator()->CopyToHost(host.raw_data(), src.raw_data(), src.nbytes()));
+    ZS_RETURN_IF_ERROR(
+        src.allocator()->CopyToHost(host.raw_data(), packed.raw_data(), packed.nbytes()));
     return CopyFrom(host);
   }
   // Source on the CPU, destination on a device.
@@ -571,9 +629,15 @@ absl::Status Tensor::CopyFrom(const Tensor& src) const {
         "allocator knows how to write it"));
   }
   if (!is_contiguous()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "CopyFrom: a non-contiguous ", dst_device.ToString(), " destination (", DebugString(),
-        ") needs a device-side copy kernel"));
+    // One transfer into a contiguous device buffer, then a scatter on the device.
+    if (!CanCopyOnDevice(*this, *this)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "CopyFrom: a non-contiguous ", dst_device.ToString(), " destination (", DebugString(),
+          ") of more than ", cuda::kStridedCopyMaxDims, " dims"));
+    }
+    ZS_ASSIGN_OR_RETURN(Tensor staged, Empty(shape_, dtype_, allocator()));
+    ZS_RETURN_IF_ERROR(staged.CopyFrom(source));
+    return DeviceStridedCopy(*this, staged);
   }
   const void* bytes = source.raw_data();
   Tensor staged;
@@ -593,10 +657,13 @@ absl::Status Tensor::Fill(double value) const {
   }
   if (numel_ == 0) return absl::OkStatus();
   if (!device().is_cpu()) {
-    // One host element, broadcast on the host, then copied over.
+    // One element set on the host, sent over, and broadcast on the device.
     ZS_ASSIGN_OR_RETURN(Tensor host, Empty({}, dtype_, DefaultCpuAllocator()));
     ZS_RETURN_IF_ERROR(host.Fill(value));
-    return CopyFrom(host);
+    if (allocator() == nullptr) return CopyFrom(host);
+    ZS_ASSIGN_OR_RETURN(Tensor one, Empty({}, dtype_, allocator()));
+    ZS_RETURN_IF_ERROR(one.CopyFrom(host));
+    return CopyFrom(one);
   }
   DispatchDType(dtype_, [&]<typename T>() {
     const T v = std::is_integral_v<T> ? ConvertElement<T>(value)

@@ -49,6 +49,9 @@ absl::StatusOr<GptOutput> Gpt::Forward(const Tensor& ids, const Tensor& targets)
   std::vector<int64_t> positions(T);
   for (int64_t t = 0; t < T; ++t) positions[t] = t;
   ZS_ASSIGN_OR_RETURN(Tensor pos_ids, Tensor::FromVector(positions, {T}));
+  if (!ids.device().is_cpu()) {  // the positions live where the ids do
+    ZS_ASSIGN_OR_RETURN(pos_ids, pos_ids.To(ids.allocator()));
+  }
   ZS_ASSIGN_OR_RETURN(Variable pos, (*wpe_)(pos_ids));  // [T, C]
   ZS_ASSIGN_OR_RETURN(Variable x, ops::Add(tok, pos));
   if (config_.dropout > 0) {

@@ -97,6 +97,20 @@ struct AffineFn {
   __device__ float operator()(float v) const { return alpha * v + beta; }
 };
 
+// The CPU's PowScalar (kernels/cpu/elementwise_unary.cc): exact forms for the
+// common exponents, powf otherwise (CUDA's and glibc's powf may differ in the
+// last ulp; the GPU test allows it).
+struct PowFn {
+  float p;
+  __device__ float operator()(float v) const {
+    if (p == 2.0f) return v * v;
+    if (p == 1.0f) return v;
+    if (p == 0.5f) return sqrtf(v);
+    if (p == -1.0f) return 1.0f / v;
+    return powf(v, p);
+  }
+};
+
 template <typename Fn>
 int RunUnary(int in, int out, const void* x, void* y, int64_t n, void* stream, Fn fn) {
   return DispatchFloatPair(in, out, [&]<typename TIn, typename TOut>() {
@@ -158,6 +172,12 @@ int LaunchAffine(int in_dtype, int out_dtype, const void* x, void* y, float alph
                  int64_t n, void* stream) {
   if (n == 0) return 0;
   return RunUnary(in_dtype, out_dtype, x, y, n, stream, AffineFn{alpha, beta});
+}
+
+int LaunchPowScalar(int in_dtype, int out_dtype, const void* x, void* y, float exponent, int64_t n,
+                    void* stream) {
+  if (n == 0) return 0;
+  return RunUnary(in_dtype, out_dtype, x, y, n, stream, PowFn{exponent});
 }
 
 }  // namespace zeroshard::cuda

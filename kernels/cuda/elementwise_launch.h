@@ -21,6 +21,9 @@ int LaunchBinary(int op, int in_dtype, int out_dtype, const void* a, const void*
 // y = alpha * x + beta.
 int LaunchAffine(int in_dtype, int out_dtype, const void* x, void* y, float alpha, float beta,
                  int64_t n, void* stream);
+// y = x^exponent, with the CPU's special cases (2, 1, 0.5, -1 exact forms).
+int LaunchPowScalar(int in_dtype, int out_dtype, const void* x, void* y, float exponent,
+                    int64_t n, void* stream);
 
 }  // namespace zeroshard::cuda
 

@@ -13,5 +13,6 @@ int LaunchBinary(int, int, int, const void*, const void*, void*, int64_t, void*)
   return kNotBuilt;
 }
 int LaunchAffine(int, int, const void*, void*, float, float, int64_t, void*) { return kNotBuilt; }
+int LaunchPowScalar(int, int, const void*, void*, float, int64_t, void*) { return kNotBuilt; }
 
 }  // namespace zeroshard::cuda

@@ -39,6 +39,35 @@ ZS_HOST_DEVICE inline float AttentionLse(float m, float l) { return m + LogF(l);
 // Softmax probability of a visible score, recomputed from the row's log-sum-exp.
 ZS_HOST_DEVICE inline float AttentionProb(float s, float lse) { return ExpF(s - lse); }
 
+// ---------------------------------------------------------------- online softmax
+// The CUDA kernel (kernels/cuda/attention.cu) walks the keys of a row in tiles
+// and never holds a whole row of scores: per row it keeps the running maximum
+// m, the running sum l = sum_j exp(s_j - m) and the unnormalised output
+// acc = sum_j exp(s_j - m) v_j. A tile with maximum t folds in as
+//   m' = AttentionRunningMax(m, t);   c = AttentionRescale(m, m')
+//   l' = c l + sum_tile exp(s_j - m');   acc' = c acc + sum_tile exp(s_j - m') v_j
+// and at the end out = acc / l, lse = AttentionLse(m, l). Masked scores are
+// -inf and contribute exp(-inf) = 0. (tests/kernels/attention_online_test.cc
+// runs this recurrence on the host against the CPU kernel.)
+
+// The score of a query/key pair from their dot product.
+ZS_HOST_DEVICE inline float AttentionScore(float dot, float scale) { return dot * scale; }
+
+ZS_HOST_DEVICE inline float AttentionRunningMax(float m, float tile_max) {
+  return tile_max > m ? tile_max : m;
+}
+
+// exp(m_old - m_new), the factor that rescales what was summed against m_old;
+// 0 before the first visible score (m_old = -inf), never NaN.
+ZS_HOST_DEVICE inline float AttentionRescale(float m_old, float m_new) {
+  return m_old == -kInfF ? 0.0f : ExpF(m_old - m_new);
+}
+
+// exp(s - m) of one score against the running maximum; 0 for a masked score.
+ZS_HOST_DEVICE inline float AttentionWeight(float s, float m) {
+  return s == -kInfF ? 0.0f : ExpF(s - m);
+}
+
 // dL/ds_ij = p_ij (dp_ij - delta_i), delta_i = sum_d dO_id O_id. Zero where p is zero
 // (masked scores contribute exactly nothing).
 ZS_HOST_DEVICE inline float AttentionScoreGrad(float p, float dp, float delta) {

@@ -102,6 +102,13 @@ struct WrapPlanner {
 }  // namespace
 
 absl::Status ShardedModel::Build() {
+  if (!world_.device().is_cpu() && allocator_->device() != world_.device()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ShardedModel: the ", world_.backend(), " communicator works on ", world_.device().ToString(),
+        " but the allocator '", allocator_->name(), "' is on ", allocator_->device().ToString(),
+        "; expected the model's buffers on the communicator's device"));
+  }
+  ZS_ASSIGN_OR_RETURN(schedule_, DeviceSchedule::Create(allocator_->device(), options_.limit_all_gathers));
   const int world_size = world_.size();
   const int s = options_.ShardGroupSize(world_size);
   ZS_ASSIGN_OR_RETURN(shard_group_, world_.Split(world_.rank() / s, world_.rank()));
@@ -233,6 +240,9 @@ absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
   for (const FlatParamSlot& p : flat.params()) {
     if (p.var.defined() && options_.sync_module_states) {
       ZS_ASSIGN_OR_RETURN(Tensor c, p.var.value().Contiguous());
+      if (c.device() != world_.device()) {  // e.g. a module on the host, NCCL on a GPU
+        ZS_ASSIGN_OR_RETURN(c, c.To(allocator_));
+      }
       ZS_RETURN_IF_ERROR(world_.Broadcast(c, 0));
       if (!IsSameView(c, p.var.value())) {
         ZS_RETURN_IF_ERROR(p.var.value().CopyFrom(c));
@@ -302,12 +312,14 @@ absl::Status ShardedModel::StartGather(ShardedUnit& unit) {
     unit.state = ShardedUnit::State::kGathered;
     return absl::OkStatus();
   }
+  ZS_RETURN_IF_ERROR(schedule_->BeforeGather());
   ZS_RETURN_IF_ERROR(unit.full.storage()->Reallocate());
   // In place: this rank's shard goes into its own slice of the gathered
   // buffer (cast to param_dtype on the way), and the all-gather fills the rest.
   ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full.Narrow(0, unit.flat.shard_offset(), unit.flat.shard_numel()));
-  ZS_RETURN_IF_ERROR(mine.CopyFrom(unit.shard));
-  ZS_ASSIGN_OR_RETURN(unit.gather_work, shard_group_->AllGatherAsync(mine, unit.full));
+  ZS_RETURN_IF_ERROR(schedule_->Copy(mine, unit.shard));
+  ZS_ASSIGN_OR_RETURN(unit.gather_work,
+                      shard_group_->AllGatherAsync(mine, unit.full, schedule_->Collective()));
   if (trace_ != nullptr) unit.gather_issue_us = trace_->NowUs();
   unit.state = ShardedUnit::State::kGathering;
   ++unit.gathers;
@@ -318,7 +330,7 @@ absl::Status ShardedModel::Gather(ShardedUnit& unit) {
   ZS_RETURN_IF_ERROR(StartGather(unit));
   if (unit.state == ShardedUnit::State::kGathering) {
     const double wait_start = trace_ ? trace_->NowUs() : 0;
-    ZS_RETURN_IF_ERROR(unit.gather_work->Wait());
+    ZS_RETURN_IF_ERROR(schedule_->Await(*unit.gather_work));
     unit.gather_work.reset();
     unit.state = ShardedUnit::State::kGathered;
     if (trace_ != nullptr) {
@@ -339,13 +351,15 @@ absl::Status ShardedModel::Gather(ShardedUnit& unit) {
 absl::Status ShardedModel::Reshard(ShardedUnit& unit) {
   if (Aliased(unit, options_) || unit.state == ShardedUnit::State::kSharded) return absl::OkStatus();
   if (unit.state == ShardedUnit::State::kGathering) {
-    ZS_RETURN_IF_ERROR(unit.gather_work->Wait());  // never free bytes a collective is writing
+    // Never free bytes a collective is writing: compute (which orders the free) waits first.
+    ZS_RETURN_IF_ERROR(schedule_->Await(*unit.gather_work));
     unit.gather_work.reset();
   }
   for (const FlatParamSlot& p : unit.flat.params()) {
     ZS_RETURN_IF_ERROR(p.var.set_value(Tensor()));
   }
   ZS_RETURN_IF_ERROR(unit.full.storage()->Release());
+  ZS_RETURN_IF_ERROR(schedule_->AfterFree());
   unit.state = ShardedUnit::State::kSharded;
   return absl::OkStatus();
 }
@@ -475,7 +489,8 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
     ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full_grad.Narrow(0, unit.flat.shard_offset(),
                                                            unit.flat.shard_numel()));
     ZS_ASSIGN_OR_RETURN(unit.reduce_work,
-                        shard_group_->ReduceScatterAsync(unit.full_grad, mine, ReduceOp::kAvg));
+                        shard_group_->ReduceScatterAsync(unit.full_grad, mine, ReduceOp::kAvg,
+                                                         schedule_->Collective()));
     reduce_order_.push_back(&unit);
   }
   if (options_.backward_prefetch == BackwardPrefetch::kBackwardPost) {
@@ -496,7 +511,7 @@ absl::Status ShardedModel::FinishBackward() {
   }
   for (ShardedUnit* u : reduce_order_) {
     const double wait_start = trace_ ? trace_->NowUs() : 0;
-    ZS_RETURN_IF_ERROR(u->reduce_work->Wait());
+    ZS_RETURN_IF_ERROR(schedule_->Await(*u->reduce_work));
     u->reduce_work.reset();
     if (trace_ != nullptr) {
       const double now = trace_->NowUs();
@@ -505,7 +520,13 @@ absl::Status ShardedModel::FinishBackward() {
     }
     ZS_ASSIGN_OR_RETURN(Tensor mine, u->full_grad.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
     if (replica_group_->size() > 1) {
-      ZS_RETURN_IF_ERROR(replica_group_->AllReduce(mine, ReduceOp::kAvg));
+      ZS_RETURN_IF_ERROR(replica_group_->AllReduce(mine, ReduceOp::kAvg, schedule_->Collective()));
+    }
+    if (u->grad_shard.device() != mine.device()) {  // gradients offloaded to the host
+      ZS_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty({mine.numel()}, mine.dtype(),
+                                                      u->grad_shard.allocator()));
+      ZS_RETURN_IF_ERROR(schedule_->Copy(host, mine));
+      mine = host;
     }
     ZS_RETURN_IF_ERROR(Add(u->grad_shard, mine, u->grad_shard));
   }
@@ -540,7 +561,7 @@ absl::StatusOr<bool> ShardedModel::GradientsOverflowed() {
     ZS_ASSIGN_OR_RETURN(double sum, SumAll(u->grad_shard));
     if (!std::isfinite(sum)) bad = 1;
   }
-  ZS_ASSIGN_OR_RETURN(Tensor flag, Tensor::Full({1}, bad, DType::kF32, DefaultCpuAllocator()));
+  ZS_ASSIGN_OR_RETURN(Tensor flag, Tensor::Full({1}, bad, DType::kF32, CommAllocator()));
   ZS_RETURN_IF_ERROR(world_.AllReduce(flag, ReduceOp::kMax));
   ZS_ASSIGN_OR_RETURN(double any, flag.Item());
   return any > 0;
@@ -569,7 +590,7 @@ absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_t
     }
   }
   // The shard group holds the whole gradient between its ranks (replicas hold copies).
-  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, local, DType::kF32, DefaultCpuAllocator()));
+  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, local, DType::kF32, CommAllocator()));
   ZS_RETURN_IF_ERROR(shard_group_->AllReduce(t, inf ? ReduceOp::kMax : ReduceOp::kSum));
   ZS_ASSIGN_OR_RETURN(double total, t.Item());
   const double norm = inf ? total : std::sqrt(total);
@@ -600,7 +621,7 @@ absl::Status ShardedModel::SummonFullParams(const std::function<absl::Status()>&
     for (auto& u : units_) {
       if (Aliased(*u, options_)) continue;  // the parameters are the shard
       ZS_ASSIGN_OR_RETURN(Tensor mine, u->full.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
-      ZS_RETURN_IF_ERROR(u->shard.CopyFrom(mine));
+      ZS_RETURN_IF_ERROR(schedule_->Copy(u->shard, mine));
     }
   }
   for (auto& u : units_) {

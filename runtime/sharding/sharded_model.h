@@ -35,7 +35,9 @@
 //    gradient shards and frees the flat gradients.
 // 4. Communication overlaps computation: collectives are asynchronous on the
 //    communicator's own thread (or stream); compute waits only for the unit
-//    it needs.
+//    it needs. On a GPU (an NCCL communicator, buffers from a device
+//    allocator) the ordering is by streams and events, Note [GPU stream
+//    schedule] in device_schedule.h.
 //
 // Gradient accumulation: by default every backward reduce-scatters and the
 // gradient shards accumulate (+=) until ZeroGrad(). Inside a NoSync() scope
@@ -58,6 +60,7 @@
 #include "autograd/nn/module.h"
 #include "collectives/communicator.h"
 #include "runtime/allocator.h"
+#include "runtime/sharding/device_schedule.h"
 #include "runtime/sharding/flat_parameter.h"
 #include "runtime/sharding/sharding_options.h"
 #include "runtime/trace.h"
@@ -131,6 +134,8 @@ class ShardedModel {
   Communicator& shard_group() { return *shard_group_; }
   Communicator& replica_group() { return *replica_group_; }
   Allocator* allocator() { return allocator_; }
+  // The streams, events and rate limiter the model runs with (device_schedule.h).
+  DeviceSchedule& schedule() { return *schedule_; }
   Allocator* host_allocator() { return host_allocator_; }
   // Where the optimizer keeps its state: the host with optimizer offload.
   Allocator* optimizer_allocator() { return options_.offload.optimizer ? host_allocator_ : allocator_; }
@@ -209,6 +214,8 @@ class ShardedModel {
   // Starts prefetching `unit` if the in-flight limit allows.
   absl::Status Prefetch(ShardedUnit* unit);
   int GatheredCount() const;
+  // Where small collective operands (flags, norms) live: the communicator's device.
+  Allocator* CommAllocator() { return world_.device().is_cpu() ? DefaultCpuAllocator() : allocator_; }
   ShardedUnit* NextInForwardOrder(const ShardedUnit& unit);
   ShardedUnit* NextInBackwardOrder(const ShardedUnit& unit);
 
@@ -223,6 +230,7 @@ class ShardedModel {
   ShardingOptions options_;
   Allocator* allocator_;
   Allocator* host_allocator_;
+  std::unique_ptr<DeviceSchedule> schedule_;
   std::unique_ptr<Communicator> shard_group_;
   std::unique_ptr<Communicator> replica_group_;
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // root last

@@ -413,14 +413,15 @@ TEST(Attention, Errors) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("scale must be finite")));
   EXPECT_THAT(AttentionForward(Tensor(), in.k, in.v, f.out, f.lse),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("undefined q")));
-  // CUDA tensors: no kernel in this build (the memory is never touched).
+  // CUDA tensors over host memory: without a device they fail cleanly
+  // (tests/kernels/cuda_attention_test.cc checks the CUDA kernels on a GPU).
   std::vector<float> mem(4 * 40);
   const Tensor g0 = Tensor::Wrap(mem.data(), {1, 2, 5, 4}, DType::kF32, Device::Cuda(0));
   const Tensor g1 = Tensor::Wrap(mem.data() + 40, {1, 2, 5, 4}, DType::kF32, Device::Cuda(0));
   const Tensor g2 = Tensor::Wrap(mem.data() + 80, {1, 2, 5}, DType::kF32, Device::Cuda(0));
-  EXPECT_THAT(AttentionForward(g0, g0, g0, g1, g2),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       HasSubstr("AttentionForward: no kernel for cuda:0")));
+  if (!::zeroshard::testing::HasCudaDevice()) {
+    EXPECT_FALSE(AttentionForward(g0, g0, g0, g1, g2).ok());
+  }
   EXPECT_THAT(AttentionForward(in.q, in.k, in.v, g1, f.lse),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("different devices")));
 }

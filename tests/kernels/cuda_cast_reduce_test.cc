@@ -88,5 +88,18 @@ TEST(CudaReduce, AxisSumMeanMaxMatchCpu) {
   }
 }
 
+// ArgMax has no CUDA kernel: it goes through the host and must agree exactly.
+TEST(CudaReduce, ArgMaxThroughTheHostMatchesCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const Tensor x = RandomTensor({7, 33, 5}, DType::kBF16, -3, 3, 99);
+  for (int64_t dim : {0, 1, 2}) {
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor want, ArgMax(x, dim));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor got, ArgMax(OnGpu(x, &gpu), dim));
+    EXPECT_TRUE(got.device().is_cuda());
+    ExpectClose(got, want, kExact, "ArgMax dim " + std::to_string(dim));
+  }
+}
+
 }  // namespace
 }  // namespace zeroshard

@@ -158,6 +158,24 @@ TEST(CudaGemm, BiasAndGeluEpiloguesMatchCpu) {
   EXPECT_EQ(gemm->Run(call, nullptr).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// MatMulOptions::bias through cuBLASLt's bias epilogue (nn.Linear on CUDA).
+TEST(CudaGemm, MatMulBiasMatchesCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  for (DType dtype : kFloatDTypes) {
+    const Tensor x = RandomTensor({3, 37, 65}, dtype, -1, 1, 40);
+    const Tensor w = RandomTensor({129, 65}, dtype, -1, 1, 41);
+    const Tensor bias = RandomTensor({129}, DType::kF32, -1, 1, 42);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor want, MatMul(x, w, {.transpose_b = true, .bias = bias}));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor got, MatMul(OnGpu(x, &gpu), OnGpu(w, &gpu),
+                                               {.transpose_b = true, .bias = OnGpu(bias, &gpu)}));
+    // The CPU rounds the product then adds; cuBLASLt adds in fp32 and rounds once.
+    Tol tol = GemmTol(dtype, dtype, 65);
+    tol.rtol *= 2;
+    ExpectClose(got, want, tol, std::string("bias ") + std::string(DTypeName(dtype)));
+  }
+}
+
 TEST(CudaGemm, WithoutADeviceCreateFailsCleanly) {
   if (testing::HasCudaDevice()) GTEST_SKIP() << "a CUDA device is present";
   CpuAllocator host;

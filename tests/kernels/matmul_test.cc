@@ -125,6 +125,29 @@ TEST(MatMul, SixteenBitInputsAccumulateInFp32) {
   }
 }
 
+// The bias option (nn.Linear): out = a b^T + bias, also with beta and batches.
+TEST(MatMul, BiasIsAddedToEveryRow) {
+  Tensor x = RandomTensor({2, 5, 9}, DType::kF32, -1, 1, 30);
+  Tensor w = RandomTensor({4, 9}, DType::kF32, -1, 1, 31);
+  Tensor bias = RandomTensor({4}, DType::kF32, -1, 1, 32);
+  const MatMulOptions nt{.transpose_b = true};
+  std::vector<double> want = Reference(x, w, nt);
+  const std::vector<double> bv = ToDoubles(bias);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += bv[i % 4];
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor y, MatMul(x, w, {.transpose_b = true, .bias = bias}));
+  ExpectClose(y, want, 1e-5, 1e-5, "bias");
+  // bf16 bias into an f32 output, with beta accumulation.
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor b16, bias.To(DType::kBF16));
+  Tensor prior = RandomTensor({2, 5, 4}, DType::kF32, -1, 1, 33);
+  const std::vector<double> pv = ToDoubles(prior), b16v = ToDoubles(b16);
+  std::vector<double> want2 = Reference(x, w, {.transpose_b = true, .beta = 1.0f}, &pv);
+  for (size_t i = 0; i < want2.size(); ++i) want2[i] += b16v[i % 4];
+  ZS_ASSERT_OK(MatMul(x, w, prior, {.transpose_b = true, .beta = 1.0f, .bias = b16}));
+  ExpectClose(prior, want2, 1e-5, 1e-5, "bias + beta");
+  EXPECT_THAT(MatMul(x, w, {.transpose_b = true, .bias = w}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected a float [4] (N)")));
+}
+
 TEST(MatMul, EveryInstructionSetAgreesWithReference) {
   Tensor a = RandomTensor({65, 130}, DType::kF32, -1, 1, 17);
   Tensor b = RandomTensor({130, 97}, DType::kF32, -1, 1, 18);

@@ -75,10 +75,12 @@ absl::Status TrainShardedRank(Communicator& comm, const ShardedRun& run, int ste
   nn::GptConfig config = TinyConfig();
   config.activation_checkpointing = run.checkpoint;
   auto gpt = std::make_shared<nn::Gpt>(config);  // shapes only: each rank inits its shard
-  CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
+  CpuAllocator cpu_device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
+  Allocator* device = run.device ? run.device(comm.rank()) : &cpu_device;
+  const bool on_gpu = device->device().is_cuda();
   ShardingOptions options = run.options;
   options.init_seed = kSeed;
-  ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, options, &device));
+  ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, options, device, run.host));
   ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt,
                       optim::ShardedOptimizer::Create(*sharded, {.lr = kLr, .weight_decay = 0.1}));
   const TokenData data = TinyData();
@@ -88,6 +90,10 @@ absl::Status TrainShardedRank(Communicator& comm, const ShardedRun& run, int ste
       ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .micro_step = m, .accum_steps = run.accum,
                                                   .rank = comm.rank(), .world_size = comm.size(),
                                                   .batch_size = per_rank, .block_size = 8}));
+      if (on_gpu) {
+        ZS_ASSIGN_OR_RETURN(b.inputs, b.inputs.To(device));
+        ZS_ASSIGN_OR_RETURN(b.targets, b.targets.To(device));
+      }
       ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
       ZS_ASSIGN_OR_RETURN(Variable scaled, ops::Scale(out.loss, 1.0 / run.accum));
       loss_sum += out.loss.value().Item().value();
@@ -101,7 +107,8 @@ absl::Status TrainShardedRank(Communicator& comm, const ShardedRun& run, int ste
     }
     ZS_RETURN_IF_ERROR(opt.Step(kLr));
     ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
-    ZS_ASSIGN_OR_RETURN(Tensor l, Tensor::Full({1}, loss_sum / run.accum, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor l, Tensor::Full({1}, loss_sum / run.accum, DType::kF32,
+                                               comm.device().is_cpu() ? nullptr : device));
     ZS_RETURN_IF_ERROR(comm.AllReduce(l, ReduceOp::kAvg));
     if (comm.rank() == 0) r.losses.push_back(l.Item().value());
   }

@@ -5,6 +5,7 @@
 #ifndef ZEROSHARD_TESTS_RUNTIME_SHARDING_PARITY_H_
 #define ZEROSHARD_TESTS_RUNTIME_SHARDING_PARITY_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct Result {
 struct ShardedRun {
   int world = 1;
   ShardingOptions options;
+  // The rank's device memory (unset: a CpuAllocator of its own). A CUDA
+  // allocator puts the batches on the GPU too (tests/runtime/sharding/cuda_sharded_model_test.cc).
+  std::function<Allocator*(int rank)> device;
+  Allocator* host = nullptr;  // the offload policy's host memory (nullptr: the default CPU allocator)
   int accum = 1;         // micro-batches per step
   bool no_sync = false;  // accumulate unsharded (no_sync) instead of reduce-scattering each micro-batch
   bool checkpoint = false;

@@ -1,0 +1,185 @@
+// NCCL bus bandwidth over every visible GPU (one in-process rank per GPU):
+// all-gather (bf16, FSDP's parameter gather) and reduce-scatter (f32, the
+// gradient reduction, SUM) through our NcclCommunicator (validation, events,
+// Work handles), beside the same collectives as raw NCCL calls on a
+// communicator from ncclCommInitAll, same sizes and iterations.
+//
+//   algbw = bytes of the full buffer / time;  busbw = algbw (n - 1) / n
+//   (nccl-tests' definitions, doc/PERFORMANCE.md). With one GPU there is no bus
+//   traffic: busbw is 0 and only the time per call is meaningful.
+// Check: after one all-gather every rank's slice holds that rank's value, and
+// a reduce-scatter of (rank + 1) everywhere gives n (n + 1) / 2.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/cuda_bench_util.h"
+#include "collectives/local_communicator.h"
+#include "collectives/nccl_communicator.h"
+#include "runtime/cuda/cuda_allocator.h"
+#include "runtime/cuda/device_api.h"
+#include "runtime/status.h"
+
+namespace zeroshard::bench {
+
+namespace {
+
+constexpr int kIters = 20;
+const int64_t kSizes[] = {int64_t{1} << 20, int64_t{16} << 20, int64_t{128} << 20};  // bytes per rank
+
+struct Timings {
+  double ag_ms[3] = {0, 0, 0};
+  double rs_ms[3] = {0, 0, 0};
+};
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Ours: every rank issues kIters asynchronous collectives and waits for the last.
+absl::Status OursRank(Communicator& local, Timings* t, std::mutex* mu) {
+  const int rank = local.rank(), n = local.size();
+  ZS_ASSIGN_OR_RETURN(auto nccl, NcclCommunicator::Create(local, Device::Cuda(rank)));
+  CudaAllocator gpu(rank);
+  for (int s = 0; s < 3; ++s) {
+    const int64_t ag_count = kSizes[s] / 2, rs_count = kSizes[s] / 4;
+    ZS_ASSIGN_OR_RETURN(Tensor ag_in, Tensor::Full({ag_count}, rank + 1, DType::kBF16, &gpu));
+    ZS_ASSIGN_OR_RETURN(Tensor ag_out, Tensor::Empty({n * ag_count}, DType::kBF16, &gpu));
+    ZS_ASSIGN_OR_RETURN(Tensor rs_in, Tensor::Full({n * rs_count}, rank + 1, DType::kF32, &gpu));
+    ZS_ASSIGN_OR_RETURN(Tensor rs_out, Tensor::Empty({rs_count}, DType::kF32, &gpu));
+    // Check the data once.
+    ZS_RETURN_IF_ERROR(nccl->AllGather(ag_in, ag_out));
+    ZS_RETURN_IF_ERROR(nccl->ReduceScatter(rs_in, rs_out, ReduceOp::kSum));
+    for (int r = 0; r < n; ++r) {
+      ZS_ASSIGN_OR_RETURN(Tensor e, ag_out.Narrow(0, r * ag_count + ag_count / 2, 1));
+      ZS_ASSIGN_OR_RETURN(double v, e.Item());
+      if (v != r + 1) Fail(absl::StrCat("all-gather: rank ", rank, " sees ", v, " in slice ", r));
+    }
+    ZS_ASSIGN_OR_RETURN(Tensor e, rs_out.Narrow(0, rs_count - 1, 1));
+    ZS_ASSIGN_OR_RETURN(double v, e.Item());
+    if (v != n * (n + 1) / 2.0) Fail(absl::StrCat("reduce-scatter: rank ", rank, " got ", v));
+
+    for (int which = 0; which < 2; ++which) {
+      ZS_RETURN_IF_ERROR(nccl->Barrier());
+      const auto t0 = std::chrono::steady_clock::now();
+      std::shared_ptr<Work> last;
+      for (int i = 0; i < kIters; ++i) {
+        if (which == 0) {
+          ZS_ASSIGN_OR_RETURN(last, nccl->AllGatherAsync(ag_in, ag_out));
+        } else {
+          ZS_ASSIGN_OR_RETURN(last, nccl->ReduceScatterAsync(rs_in, rs_out, ReduceOp::kSum));
+        }
+      }
+      ZS_RETURN_IF_ERROR(last->Wait());
+      const double ms = 1e3 * Seconds(t0) / kIters;
+      std::lock_guard<std::mutex> lock(*mu);
+      double& slot = which == 0 ? t->ag_ms[s] : t->rs_ms[s];
+      slot = std::max(slot, ms);  // the slowest rank
+    }
+  }
+  return absl::OkStatus();
+}
+
+#define BENCH_NCCL(call)                                                                   \
+  do {                                                                                     \
+    const ncclResult_t r_ = (call);                                                        \
+    if (r_ != ncclSuccess) {                                                               \
+      std::fprintf(stderr, "cuda_bench: %s failed: %s\n", #call, ncclGetErrorString(r_)); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+// Raw NCCL: one thread drives every GPU through grouped calls.
+Timings RawNccl(int n) {
+  Timings t;
+  std::vector<ncclComm_t> comms(n);
+  std::vector<int> devs(n);
+  for (int d = 0; d < n; ++d) devs[d] = d;
+  BENCH_NCCL(ncclCommInitAll(comms.data(), n, devs.data()));
+  std::vector<cudaStream_t> streams(n);
+  std::vector<void*> in(n), out(n);
+  const int64_t max_bytes = kSizes[2];
+  for (int d = 0; d < n; ++d) {
+    cudaSetDevice(d);
+    cudaStreamCreateWithFlags(&streams[d], cudaStreamNonBlocking);
+    cudaMalloc(&in[d], n * max_bytes);
+    cudaMalloc(&out[d], n * max_bytes);
+  }
+  auto sync = [&] {
+    for (int d = 0; d < n; ++d) {
+      cudaSetDevice(d);
+      cudaStreamSynchronize(streams[d]);
+    }
+  };
+  for (int s = 0; s < 3; ++s) {
+    for (int which = 0; which < 2; ++which) {
+      auto once = [&] {
+        BENCH_NCCL(ncclGroupStart());
+        for (int d = 0; d < n; ++d) {
+          if (which == 0) {
+            BENCH_NCCL(ncclAllGather(in[d], out[d], kSizes[s] / 2, ncclBfloat16, comms[d], streams[d]));
+          } else {
+            BENCH_NCCL(ncclReduceScatter(in[d], out[d], kSizes[s] / 4, ncclFloat32, ncclSum, comms[d],
+                                         streams[d]));
+          }
+        }
+        BENCH_NCCL(ncclGroupEnd());
+      };
+      once();
+      sync();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kIters; ++i) once();
+      sync();
+      (which == 0 ? t.ag_ms[s] : t.rs_ms[s]) = 1e3 * Seconds(t0) / kIters;
+    }
+  }
+  for (int d = 0; d < n; ++d) {
+    cudaSetDevice(d);
+    cudaFree(in[d]);
+    cudaFree(out[d]);
+    cudaStreamDestroy(streams[d]);
+    ncclCommDestroy(comms[d]);
+  }
+  return t;
+}
+
+}  // namespace
+
+void RunNcclBenches() {
+  const int n = Must(cuda::CudaDeviceCount(), "device count");
+  Timings ours;
+  std::mutex mu;
+  const std::vector<absl::Status> statuses =
+      RunRanks(n, [&](Communicator& local) { return OursRank(local, &ours, &mu); });
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    if (!statuses[r].ok()) Fail(absl::StrCat("NCCL rank ", r, ": ", statuses[r].ToString()));
+  }
+  const Timings raw = RawNccl(n);
+  std::printf("\nNCCL over %d GPU(s)%s\n", n,
+              n == 1 ? " (one GPU: no bus traffic, busbw is 0; compare the times)" : "");
+  std::printf("%-34s %10s %10s %10s %10s %8s\n", "collective (bytes per rank)", "ours us",
+              "busbw GB/s", "raw us", "busbw GB/s", "of raw");
+  const double factor = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+  for (int s = 0; s < 3; ++s) {
+    for (int which = 0; which < 2; ++which) {
+      const double full_bytes = static_cast<double>(n) * kSizes[s];  // the gathered / scattered buffer
+      const double o = which == 0 ? ours.ag_ms[s] : ours.rs_ms[s];
+      const double w = which == 0 ? raw.ag_ms[s] : raw.rs_ms[s];
+      const std::string name = absl::StrCat(which == 0 ? "all-gather bf16 " : "reduce-scatter f32 ",
+                                            kSizes[s] >> 20, " MiB");
+      std::printf("%-34s %10.1f %10.1f %10.1f %10.1f %7.0f%%\n", name.c_str(), o * 1e3,
+                  full_bytes / (o * 1e6) * factor, w * 1e3, full_bytes / (w * 1e6) * factor,
+                  o > 0 ? 100.0 * w / o : 0.0);
+    }
+  }
+}
+
+}  // namespace zeroshard::bench

@@ -1,0 +1,117 @@
+// A GPT-2 small (124M) training step on one GPU: the model sharded with world
+// 1 over NCCL (FULL_SHARD by Block, bf16 gathered parameters and compute, fp32
+// master, reduce and AdamW state), memory from the caching allocator bound to
+// the compute stream, B x T = 8 x 1024 random tokens.
+//
+//   tokens/s   B T / step time (wall clock of forward + backward + AdamW, GPU synchronised)
+//   MFU        model FLOPs / step time / peak, model FLOPs per token = 6 N + 12 L C T
+//              (llm.c's count: the matmuls of forward and backward plus attention),
+//              against the datasheet dense bf16 peak (H100/H200 989 TFLOP/s, A100 312)
+//              and against the best bf16 GEMM rate measured earlier in this run
+//              ("of GEMM": how close the step comes to what its GEMMs could do).
+// Check: the loss is finite and near ln(V) at the start, and falls over the steps.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "autograd/engine.h"
+#include "autograd/nn/gpt.h"
+#include "bench/cuda_bench_util.h"
+#include "collectives/local_communicator.h"
+#include "collectives/nccl_communicator.h"
+#include "optim/sharded_optimizer.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/device_api.h"
+#include "runtime/sharding/sharded_model.h"
+
+namespace zeroshard::bench {
+
+namespace {
+
+double DatasheetBf16Peak(const std::string& device_name) {
+  if (device_name.find("H100") != std::string::npos || device_name.find("H200") != std::string::npos) {
+    return 989e12;
+  }
+  if (device_name.find("A100") != std::string::npos) return 312e12;
+  return 0;  // unknown: only "of GEMM" is printed
+}
+
+Tensor RandomTokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed, Allocator* gpu) {
+  std::vector<int64_t> v(B * T);
+  uint64_t s = seed;
+  for (auto& t : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<int64_t>((s >> 33) % static_cast<uint64_t>(vocab));
+  }
+  return Must(Must(Tensor::FromVector(v, {B, T}), "tokens").To(gpu), "tokens to gpu");
+}
+
+}  // namespace
+
+void RunStepBench(double gemm_tflops) {
+  nn::GptConfig config{.vocab_size = 50304, .block_size = 1024, .n_layer = 12, .n_head = 12,
+                       .n_embd = 768};
+  const int64_t B = 8, T = 1024;
+  const int warmup = 2, steps = 5;
+
+  auto comms = Must(LocalCommunicator::CreateGroup(1), "bootstrap");
+  std::unique_ptr<NcclCommunicator> nccl =
+      Must(NcclCommunicator::Create(*comms[0], Device::Cuda(kDevice)), "nccl world 1");
+  CudaBacking backing(kDevice);
+  CachingAllocator cache(&backing, {.device = Device::Cuda(kDevice)});
+  CachingStreamAllocator gpu(&cache, /*stream=*/nullptr, "compute");  // the legacy default stream
+
+  auto gpt = std::make_shared<nn::Gpt>(config);  // shapes only: the shard is initialised on the GPU
+  ShardingOptions options;
+  options.wrap = WrapPolicy::ByType({"Block"});
+  options.init_seed = 1337;
+  options.forward_prefetch = true;
+  options.mixed_precision.param_dtype = DType::kBF16;
+  auto sharded = Must(ShardedModel::Create(gpt, *nccl, options, &gpu), "sharded model");
+  optim::ShardedOptimizer opt =
+      Must(optim::ShardedOptimizer::Create(*sharded, {.lr = 6e-4, .weight_decay = 0.1}), "optimizer");
+  const int64_t n_params = gpt->NumParameters();
+  const Tensor inputs = RandomTokens(B, T, config.vocab_size, 1, &gpu);
+  const Tensor targets = RandomTokens(B, T, config.vocab_size, 2, &gpu);
+  const Stream compute = Stream::Default(Device::Cuda(kDevice));
+
+  std::vector<double> losses;
+  auto step = [&]() {
+    nn::GptOutput out = Must(gpt->Forward(inputs, targets), "forward");
+    Must(autograd::Backward(out.loss), "backward");
+    Must(opt.Step(6e-4), "adamw");
+    Must(sharded->ZeroGrad(), "zero grad");
+    losses.push_back(Must(out.loss.value().Item(), "loss"));
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  Must(compute.Synchronize(), "sync");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  Must(compute.Synchronize(), "sync");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const double tokens_per_s = static_cast<double>(B * T * steps) / seconds;
+  const double flops_per_token = 6.0 * n_params + 12.0 * config.n_layer * config.n_embd * T;
+  const double achieved = flops_per_token * tokens_per_s;
+  const std::string device = Must(cuda::CudaDeviceName(kDevice), "device name");
+  const double peak = DatasheetBf16Peak(device);
+  std::printf("\nGPT-2 small training step (%lld params, B %lld x T %lld, bf16 gathers, FULL_SHARD world 1)\n",
+              static_cast<long long>(n_params), static_cast<long long>(B), static_cast<long long>(T));
+  std::printf("  %.1f ms/step, %.0f tokens/s, %.1f TFLOP/s model FLOPs", 1e3 * seconds / steps,
+              tokens_per_s, achieved / 1e12);
+  if (peak > 0) std::printf(", MFU %.1f%% of %.0f TFLOP/s bf16 peak", 100.0 * achieved / peak, peak / 1e12);
+  if (gemm_tflops > 0) std::printf(", %.1f%% of the best GEMM rate (%.1f TFLOP/s)", 100.0 * achieved / (gemm_tflops * 1e12), gemm_tflops);
+  std::printf("\n  loss %.4f -> %.4f over %d steps; peak memory %s (caching allocator: %s)\n",
+              losses.front(), losses.back(), warmup + steps, FormatBytes(gpu.stats().peak_bytes_in_use).c_str(),
+              cache.stats().ToString().c_str());
+  const double ln_v = std::log(static_cast<double>(config.vocab_size));
+  if (!std::isfinite(losses.back()) || std::fabs(losses.front() - ln_v) > 0.5 ||
+      !(losses.back() < losses.front())) {
+    Fail("GPT step: the loss should start near ln(V) = " + std::to_string(ln_v) +
+         " and fall; got " + std::to_string(losses.front()) + " -> " + std::to_string(losses.back()));
+  }
+}
+
+}  // namespace zeroshard::bench

@@ -1,0 +1,86 @@
+// Helpers shared by the sections of bench/cuda_bench (make gpu-bench): fatal
+// checks, deterministic inputs, timing with CUDA events, and the count of
+// failed result checks (any failure makes the program exit 1).
+#ifndef ZEROSHARD_BENCH_CUDA_BENCH_UTIL_H_
+#define ZEROSHARD_BENCH_CUDA_BENCH_UTIL_H_
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/stream.h"
+#include "runtime/tensor.h"
+
+namespace zeroshard::bench {
+
+inline constexpr int kDevice = 0;
+
+inline int& Failures() {
+  static int failures = 0;
+  return failures;
+}
+
+inline void Fail(const std::string& what) {
+  std::printf("  CHECK FAILED: %s\n", what.c_str());
+  ++Failures();
+}
+
+template <typename T>
+T Must(absl::StatusOr<T> v, const char* what) {
+  if (!v.ok()) {
+    std::fprintf(stderr, "cuda_bench: %s: %s\n", what, v.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *std::move(v);
+}
+
+inline void Must(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "cuda_bench: %s: %s\n", what, s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+inline Tensor Random(absl::Span<const int64_t> shape, DType dtype, float lo, float hi, uint64_t seed,
+                     Allocator* allocator = nullptr) {
+  const int64_t n = NumElements(shape);
+  std::vector<float> v(static_cast<size_t>(n));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = lo + (hi - lo) * static_cast<float>(s >> 40) * (1.0f / 16777216.0f);
+  }
+  Tensor host = Must(Tensor::FromVector(v, shape, dtype), "FromVector");
+  return allocator == nullptr ? host : Must(host.To(allocator), "to device");
+}
+
+// Milliseconds per call of `fn` (which enqueues on `stream`), after a warm-up.
+inline double TimeMs(const Stream& stream, const std::function<void()>& fn, int iters) {
+  fn();
+  Must(stream.Synchronize(), "sync");
+  Event start = Must(Event::Create(stream.device(), true), "event");
+  Event end = Must(Event::Create(stream.device(), true), "event");
+  Must(start.Record(stream), "record");
+  for (int i = 0; i < iters; ++i) fn();
+  Must(end.Record(stream), "record");
+  Must(end.Synchronize(), "sync");
+  return Must(Event::ElapsedMs(start, end), "elapsed") / iters;
+}
+
+// The sections beyond memory-bound kernels and GEMM (one file each).
+// Attention TFLOP/s, our kernel beside cuDNN's fused attention (cuda_bench_attention.cc).
+void RunAttentionBenches();
+// A GPT-2 small training step on one GPU: tokens/s and MFU (cuda_bench_step.cc);
+// `gemm_tflops` is the best bf16 GEMM rate measured in this run (a practical peak).
+void RunStepBench(double gemm_tflops);
+// All-gather / reduce-scatter bus bandwidth through our NCCL communicator
+// beside raw NCCL calls, over every visible GPU (cuda_bench_nccl.cc).
+void RunNcclBenches();
+
+}  // namespace zeroshard::bench
+
+#endif  // ZEROSHARD_BENCH_CUDA_BENCH_UTIL_H_

@@ -1,0 +1,91 @@
+// Host launchers of our own CUDA attention kernels (kernels/cuda/attention.cu),
+// callable from plain C++: the fallback when cuDNN's fused attention is
+// missing or refuses a case, and the reference it is tested against. The math
+// is kernels/attention.h's; the per-element pieces are
+// kernels/math/attention_math.h (online softmax, scaling, score gradient),
+// shared with the CPU.
+//
+//   AttentionLaunchDims dims{.batch = B, .heads = H, .seq = T, .head_dim = D,
+//                            .scale = 0.125f, .causal = true};
+//   AttentionOperand q{q.raw_data(), {q.stride(0), q.stride(1), q.stride(2), q.stride(3)}};
+//   ... k, v, out likewise; lse: {lse.raw_data(), {ls0, ls1, ls2, 0}} ...
+//   int err = LaunchAttentionForward(static_cast<int>(DType::kBF16), dims, q, k, v, out, lse, stream);
+//
+// Shapes: q, k, v, out, dout, dq, dk, dv are [B, H, T, D] of one float dtype
+// (dtype code as static_cast<int>(DType)), any element strides (unit stride
+// in D is the fast case); lse and delta are f32 [B, H, T] (stride[3] unused).
+// Accumulation is fp32. D <= kAttentionMaxHeadDim. Outputs must not alias
+// inputs. Deterministic: no atomics, a fixed order of every sum.
+//
+// Work split (see attention.cu): the forward runs one warp per query row, the
+// keys in tiles of 32 (one key per lane) with the online softmax. The
+// backward is three launches: delta_i = dO_i . O_i per row; dQ one warp per
+// query row over key tiles; dK and dV one warp per key row over query tiles
+// (so no two warps add into one gradient row).
+//
+// Enqueued on `stream` (a cudaStream_t; null = the legacy default stream).
+// Returns a cudaError_t as int (0 = success; cudaErrorInvalidValue for a
+// shape the kernels do not take).
+#ifndef ZEROSHARD_KERNELS_CUDA_ATTENTION_LAUNCH_H_
+#define ZEROSHARD_KERNELS_CUDA_ATTENTION_LAUNCH_H_
+
+#include <cstdint>
+
+namespace zeroshard::cuda {
+
+inline constexpr int64_t kAttentionMaxHeadDim = 256;
+// Query (or key) rows per thread block: one warp each.
+inline constexpr int kAttentionRowsPerBlock = 8;
+// Keys (or queries) per tile: one per lane.
+inline constexpr int kAttentionTile = 32;
+
+struct AttentionLaunchDims {
+  int64_t batch = 0;
+  int64_t heads = 0;
+  int64_t seq = 0;       // T
+  int64_t head_dim = 0;  // D
+  float scale = 1.0f;
+  bool causal = true;
+};
+
+// One [B, H, T, D] (or [B, H, T]) tensor: base pointer and element strides.
+struct AttentionOperand {
+  const void* data = nullptr;
+  int64_t stride[4] = {0, 0, 0, 0};
+};
+
+// Launch configuration, plain C++ so that host tests check it. Each lane
+// holds AttentionLanes(D) elements of a row (dims lane, lane + 32, ...): the
+// next power of two >= ceil(D / 32). Shared memory (floats): the block's own
+// rows (one or two vectors of D per warp), a tile of 32 rows of one or two
+// operands padded to D + 1 (no bank conflicts when lane l reads row l), and
+// the tile's lse and delta in the backward.
+inline constexpr int AttentionLanes(int64_t head_dim) {
+  const int64_t per = (head_dim + 31) / 32;
+  int lanes = 1;
+  while (lanes < per) lanes *= 2;
+  return lanes;
+}
+inline constexpr int64_t AttentionForwardSharedBytes(int64_t head_dim) {
+  return 4 * (kAttentionRowsPerBlock * head_dim + 2 * kAttentionTile * (head_dim + 1));
+}
+inline constexpr int64_t AttentionBackwardSharedBytes(int64_t head_dim) {
+  return 4 * (2 * kAttentionRowsPerBlock * head_dim + 2 * kAttentionTile * (head_dim + 1) +
+              2 * kAttentionTile);
+}
+
+// out = softmax(scale q k^T + mask) v, lse = the rows' log-sum-exp.
+int LaunchAttentionForward(int dtype, const AttentionLaunchDims& dims, AttentionOperand q,
+                           AttentionOperand k, AttentionOperand v, AttentionOperand out,
+                           AttentionOperand lse, void* stream);
+
+// dq, dk, dv from dout, the forward's inputs, out and lse. `delta` is f32
+// scratch of B * H * T floats (contiguous), written and read by the launches.
+int LaunchAttentionBackward(int dtype, const AttentionLaunchDims& dims, AttentionOperand dout,
+                            AttentionOperand q, AttentionOperand k, AttentionOperand v,
+                            AttentionOperand out, AttentionOperand lse, AttentionOperand dq,
+                            AttentionOperand dk, AttentionOperand dv, float* delta, void* stream);
+
+}  // namespace zeroshard::cuda
+
+#endif  // ZEROSHARD_KERNELS_CUDA_ATTENTION_LAUNCH_H_

@@ -1,0 +1,75 @@
+// Which attention implementation runs for CUDA tensors: cuDNN's fused
+// scaled-dot-product attention (kernels/cuda/attention_cudnn.h) when it takes
+// the call, else our own kernel (kernels/cuda/attention_launch.h). Plain C++,
+// tested on the CPU (tests/kernels/attention_select_test.cc).
+//
+//   AttentionCall call = DescribeAttentionCall(...);
+//   std::string why = CudnnAttentionRefusal(call, info);   // "" = cuDNN takes it
+//
+// cuDNN's flash-attention engines (cuDNN 9 on sm_80 / sm_90) take: bf16 or
+// f16 (f32 is ours only), head dim D a multiple of 8 and at most 128 (256 on
+// sm_90 and later from cuDNN 9.5), unit stride along D in every operand, and
+// 16-byte aligned pointers and strides. Everything else, and any call whose
+// plan cuDNN refuses when it is built, runs our kernel, which takes every
+// float dtype, any strides and D <= kAttentionMaxHeadDim.
+#ifndef ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_
+#define ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/attention_launch.h"
+#include "runtime/dtype.h"
+
+namespace zeroshard::cuda {
+
+// What the choice depends on.
+struct AttentionCall {
+  DType dtype = DType::kF32;
+  int64_t head_dim = 0;
+  int64_t seq = 0;
+  bool unit_stride_d = true;  // every operand has stride 1 along D (or D == 1)
+  bool aligned = true;        // every pointer and stride (in bytes) a multiple of 16
+};
+
+// The cuDNN this binary runs with: `built` is false in a CPU-only build or
+// when cuDNN is not loaded; `version` as CUDNN_VERSION (9.19.0 = 91900);
+// `sm` the device's compute capability as 10 * major + minor.
+struct CudnnAttentionInfo {
+  bool built = false;
+  int64_t version = 0;
+  int sm = 0;
+};
+
+// Empty when cuDNN's fused attention may take the call; else the reason it
+// does not (for error messages and logs).
+inline std::string CudnnAttentionRefusal(const AttentionCall& c, const CudnnAttentionInfo& info) {
+  if (!info.built) return "cuDNN is not available in this build";
+  if (info.version < 90000) return "cuDNN " + std::to_string(info.version) + " is older than 9.0";
+  if (info.sm < 80) return "the GPU is sm_" + std::to_string(info.sm) + ", cuDNN's fused attention needs sm_80 or later";
+  if (c.dtype != DType::kBF16 && c.dtype != DType::kF16) {
+    return std::string("dtype ") + std::string(DTypeName(c.dtype)) + ", cuDNN's fused attention takes bf16 or f16";
+  }
+  const int64_t max_d = info.sm >= 90 && info.version >= 90500 ? 256 : 128;
+  if (c.head_dim % 8 != 0 || c.head_dim > max_d) {
+    return "head dim " + std::to_string(c.head_dim) + ", cuDNN's fused attention takes multiples of 8 up to " +
+           std::to_string(max_d);
+  }
+  if (c.seq < 1) return "empty sequence";
+  if (!c.unit_stride_d) return "an operand is strided along the head dim";
+  if (!c.aligned) return "an operand's pointer or strides are not 16-byte aligned";
+  return "";
+}
+
+// Empty when our kernel takes the call.
+inline std::string OwnAttentionRefusal(const AttentionCall& c) {
+  if (c.head_dim > kAttentionMaxHeadDim) {
+    return "head dim " + std::to_string(c.head_dim) + ", our CUDA kernel takes at most " +
+           std::to_string(kAttentionMaxHeadDim);
+  }
+  return "";
+}
+
+}  // namespace zeroshard::cuda
+
+#endif  // ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_

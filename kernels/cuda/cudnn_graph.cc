@@ -1,0 +1,256 @@
+#include "kernels/cuda/cudnn_graph.h"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/cuda/library_status.h"
+#include "runtime/status.h"
+
+// The operation graph and the execution plan still take the handle through
+// attributes cuDNN 9 marks deprecated (there is no replacement for an
+// on-device plan); keep their warnings out of the build.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace zeroshard::cuda {
+
+namespace {
+
+absl::Status Set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                 cudnnBackendAttributeType_t type, int64_t count, const void* value) {
+  ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendSetAttribute(d, name, type, count, value));
+  return absl::OkStatus();
+}
+
+absl::Status Finalize(cudnnBackendDescriptor_t d) {
+  ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendFinalize(d));
+  return absl::OkStatus();
+}
+
+// cuDNN's last error message (it explains refusals better than the code).
+std::string LastCudnnError() {
+  char buf[512] = {0};
+  cudnnGetLastErrorString(buf, sizeof(buf));
+  return buf;
+}
+
+}  // namespace
+
+CudnnDims PackedStrides(const CudnnDims& dims) {
+  CudnnDims s{};
+  int64_t acc = 1;
+  for (int i = 3; i >= 0; --i) {
+    s[i] = acc;
+    acc *= dims[i];
+  }
+  return s;
+}
+
+CudnnGraph::~CudnnGraph() {
+  // Dependants first: the plan and graph refer to the operations, which refer to tensors.
+  for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
+}
+
+absl::StatusOr<cudnnBackendDescriptor_t> CudnnGraph::Create(cudnnBackendDescriptorType_t type) {
+  cudnnBackendDescriptor_t d = nullptr;
+  ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendCreateDescriptor(type, &d));
+  owned_.push_back(d);
+  return d;
+}
+
+absl::StatusOr<cudnnBackendDescriptor_t> CudnnGraph::Tensor(int64_t uid, cudnnDataType_t dtype,
+                                                            const CudnnDims& dims,
+                                                            const CudnnDims& strides,
+                                                            bool by_value) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t d, Create(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
+  const int64_t alignment = 16;
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data()));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data()));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment));
+  const bool is_virtual = uid >= kFirstVirtualUid;
+  if (is_virtual) {
+    ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual));
+  }
+  if (by_value) {
+    ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value));
+  }
+  ZS_RETURN_IF_ERROR(Finalize(d));
+  return d;
+}
+
+absl::StatusOr<cudnnBackendDescriptor_t> CudnnGraph::Scalar(int64_t uid, cudnnDataType_t dtype) {
+  return Tensor(uid, dtype, {1, 1, 1, 1}, {1, 1, 1, 1}, /*by_value=*/true);
+}
+
+absl::StatusOr<cudnnBackendDescriptor_t> CudnnGraph::Virtual(const CudnnDims& dims,
+                                                             cudnnDataType_t dtype) {
+  return Virtual(dims, PackedStrides(dims), dtype);
+}
+
+absl::StatusOr<cudnnBackendDescriptor_t> CudnnGraph::Virtual(const CudnnDims& dims,
+                                                             const CudnnDims& strides,
+                                                             cudnnDataType_t dtype) {
+  return Tensor(next_virtual_uid_++, dtype, dims, strides);
+}
+
+absl::Status CudnnGraph::Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
+                                cudnnBackendDescriptor_t c) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t desc, Create(CUDNN_BACKEND_MATMUL_DESCRIPTOR));
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  ZS_RETURN_IF_ERROR(Set(desc, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute));
+  ZS_RETURN_IF_ERROR(Finalize(desc));
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
+                      Create(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc));
+  ZS_RETURN_IF_ERROR(Finalize(op));
+  ops_.push_back(op);
+  return absl::OkStatus();
+}
+
+absl::Status CudnnGraph::Pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
+                                   cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
+                                   cudnnBackendDescriptor_t y, cudnnDataType_t math, int64_t axis) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t desc, Create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+  ZS_RETURN_IF_ERROR(Set(desc, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+  ZS_RETURN_IF_ERROR(Set(desc, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math));
+  if (axis >= 0) {
+    ZS_RETURN_IF_ERROR(Set(desc, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis));
+  }
+  ZS_RETURN_IF_ERROR(Finalize(desc));
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
+                      Create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+  if (b != nullptr) {
+    ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
+  }
+  if (t != nullptr) {
+    ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t));
+  }
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+  ZS_RETURN_IF_ERROR(Finalize(op));
+  ops_.push_back(op);
+  return absl::OkStatus();
+}
+
+absl::Status CudnnGraph::Reduction(cudnnReduceTensorOp_t reduce, cudnnBackendDescriptor_t x,
+                                   cudnnBackendDescriptor_t y) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t desc, Create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  ZS_RETURN_IF_ERROR(Set(desc, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce));
+  ZS_RETURN_IF_ERROR(Set(desc, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute));
+  ZS_RETURN_IF_ERROR(Finalize(desc));
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
+                      Create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc));
+  ZS_RETURN_IF_ERROR(Finalize(op));
+  ops_.push_back(op);
+  return absl::OkStatus();
+}
+
+absl::Status CudnnGraph::Reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
+                      Create(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+  ZS_RETURN_IF_ERROR(Finalize(op));
+  ops_.push_back(op);
+  return absl::OkStatus();
+}
+
+absl::Status CudnnGraph::TryConfigs(cudnnHandle_t handle, cudnnBackendHeurMode_t mode,
+                                    const char* mode_name, std::string* refusals) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t heur, Create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+  ZS_RETURN_IF_ERROR(Set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_));
+  ZS_RETURN_IF_ERROR(Set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+  if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS) {
+    absl::StrAppend(refusals, "heuristics ", mode_name, ": ", LastCudnnError(), "; ");
+    return absl::UnimplementedError("no heuristics");
+  }
+  int64_t count = 0;
+  ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                                    nullptr));
+  if (count <= 0) {
+    absl::StrAppend(refusals, "heuristics ", mode_name, ": no engine config; ");
+    return absl::UnimplementedError("no engine config");
+  }
+  std::vector<cudnnBackendDescriptor_t> configs(static_cast<size_t>(count));
+  for (auto& c : configs) {
+    ZS_ASSIGN_OR_RETURN(c, Create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+  }
+  int64_t returned = 0;
+  ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                                    &returned, configs.data()));
+  for (int64_t i = 0; i < returned; ++i) {
+    ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t plan,
+                        Create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+    ZS_RETURN_IF_ERROR(Set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+    ZS_RETURN_IF_ERROR(Set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i]));
+    if (cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS) {
+      absl::StrAppend(refusals, "config ", i, " (mode ", mode_name, "): ", LastCudnnError(), "; ");
+      continue;
+    }
+    int64_t bytes = 0, n = 0;
+    ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                      CUDNN_TYPE_INT64, 1, &n, &bytes));
+    plan_ = plan;
+    workspace_bytes_ = bytes;
+    chosen_ = absl::StrCat("engine config ", i, " of ", returned, " (heuristics mode ", mode_name, ")");
+    return absl::OkStatus();
+  }
+  return absl::UnimplementedError("no plan");
+}
+
+absl::Status CudnnGraph::Build(cudnnHandle_t handle) {
+  if (plan_ != nullptr) return absl::OkStatus();
+  ZS_ASSIGN_OR_RETURN(graph_, Create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
+  ZS_RETURN_IF_ERROR(Set(graph_, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+  ZS_RETURN_IF_ERROR(Set(graph_, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                         static_cast<int64_t>(ops_.size()), ops_.data()));
+  if (cudnnBackendFinalize(graph_) != CUDNN_STATUS_SUCCESS) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuDNN refused the operation graph of ", ops_.size(), " operations: ",
+                     LastCudnnError()));
+  }
+  std::string refusals;
+  for (auto [mode, name] : {std::pair{CUDNN_HEUR_MODE_A, "A"}, std::pair{CUDNN_HEUR_MODE_FALLBACK, "fallback"}}) {
+    absl::Status s = TryConfigs(handle, mode, name, &refusals);
+    if (s.ok()) return s;
+    if (!absl::IsUnimplemented(s)) return s;
+  }
+  return absl::UnimplementedError(absl::StrCat("cuDNN has no engine for the operation graph of ",
+                                               ops_.size(), " operations: ", refusals));
+}
+
+absl::Status CudnnGraph::Execute(cudnnHandle_t handle, const std::vector<int64_t>& uids,
+                                 const std::vector<void*>& pointers, void* workspace) const {
+  if (plan_ == nullptr) return absl::FailedPreconditionError("CudnnGraph::Execute before Build");
+  if (uids.size() != pointers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("CudnnGraph::Execute: ", uids.size(), " uids but ",
+                                                   pointers.size(), " pointers"));
+  }
+  cudnnBackendDescriptor_t pack = nullptr;
+  ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
+  auto run = [&]() -> absl::Status {
+    const int64_t n = static_cast<int64_t>(uids.size());
+    ZS_RETURN_IF_ERROR(Set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pointers.data()));
+    ZS_RETURN_IF_ERROR(Set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids.data()));
+    ZS_RETURN_IF_ERROR(Set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+    ZS_RETURN_IF_ERROR(Finalize(pack));
+    ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendExecute(handle, plan_, pack));
+    return absl::OkStatus();
+  };
+  absl::Status s = run();
+  cudnnBackendDestroyDescriptor(pack);
+  return s;
+}
+
+}  // namespace zeroshard::cuda

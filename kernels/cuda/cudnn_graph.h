@@ -1,0 +1,101 @@
+// A small owner of cuDNN backend descriptors (cudnn_graph.h, cuDNN 9): tensors
+// and operations of one operation graph, the execution plan built from the
+// heuristics' engine configs, and execution with a variant pack. Used by
+// kernels/cuda/attention_cudnn.cc; host code compiled against cuDNN.
+//
+//   CudnnGraph g;
+//   ZS_ASSIGN_OR_RETURN(auto a, g.Tensor(1, CUDNN_DATA_BFLOAT16, {1, 4, 64, 32}, {...}));
+//   ZS_ASSIGN_OR_RETURN(auto s, g.Virtual({1, 4, 64, 64}, {...}));
+//   ZS_RETURN_IF_ERROR(g.Matmul(a, bt, s));
+//   ...
+//   ZS_RETURN_IF_ERROR(g.Build(handle));       // Unimplemented when no engine takes the graph
+//   ZS_RETURN_IF_ERROR(g.Execute(handle, {1, 2, ...}, {ptr1, ptr2, ...}, workspace));
+//
+// Every descriptor is finalized as soon as it is complete; all are destroyed
+// with the graph (the plan refers to them). Virtual tensors get unique ids
+// from kFirstVirtualUid up.
+#ifndef ZEROSHARD_KERNELS_CUDA_CUDNN_GRAPH_H_
+#define ZEROSHARD_KERNELS_CUDA_CUDNN_GRAPH_H_
+
+#include <cudnn.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace zeroshard::cuda {
+
+using CudnnDims = std::array<int64_t, 4>;
+
+// Row-major strides of `dims`.
+CudnnDims PackedStrides(const CudnnDims& dims);
+
+class CudnnGraph {
+ public:
+  static constexpr int64_t kFirstVirtualUid = 1000;
+
+  CudnnGraph() = default;
+  ~CudnnGraph();
+  CudnnGraph(const CudnnGraph&) = delete;
+  CudnnGraph& operator=(const CudnnGraph&) = delete;
+
+  // A tensor bound at execution through `uid` (by_value: a host scalar).
+  absl::StatusOr<cudnnBackendDescriptor_t> Tensor(int64_t uid, cudnnDataType_t dtype,
+                                                  const CudnnDims& dims, const CudnnDims& strides,
+                                                  bool by_value = false);
+  // A 1x1x1x1 f32 scalar passed by value (host pointer in the variant pack).
+  absl::StatusOr<cudnnBackendDescriptor_t> Scalar(int64_t uid,
+                                                  cudnnDataType_t dtype = CUDNN_DATA_FLOAT);
+  // An intermediate the engine keeps to itself (packed strides unless given).
+  absl::StatusOr<cudnnBackendDescriptor_t> Virtual(const CudnnDims& dims,
+                                                   cudnnDataType_t dtype = CUDNN_DATA_FLOAT);
+  absl::StatusOr<cudnnBackendDescriptor_t> Virtual(const CudnnDims& dims, const CudnnDims& strides,
+                                                   cudnnDataType_t dtype = CUDNN_DATA_FLOAT);
+
+  // c = a @ b over the last two dims (batched over the first two), fp32 compute.
+  absl::Status Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
+                      cudnnBackendDescriptor_t c);
+  // y = mode(x [, b [, t]]); compute type `math`; `axis` for GEN_INDEX.
+  absl::Status Pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
+                         cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
+                         cudnnBackendDescriptor_t y, cudnnDataType_t math = CUDNN_DATA_FLOAT,
+                         int64_t axis = -1);
+  // y = reduce(x) over the dims where y has size 1, fp32 compute.
+  absl::Status Reduction(cudnnReduceTensorOp_t op, cudnnBackendDescriptor_t x,
+                         cudnnBackendDescriptor_t y);
+  // y = x seen with y's dims and strides (a transpose of the last two dims).
+  absl::Status Reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y);
+
+  // The operation graph of every operation added, and the execution plan of
+  // the first engine config (heuristics mode A, then the fallback list) that
+  // finalizes. Unimplemented, listing what cuDNN said, when none does.
+  absl::Status Build(cudnnHandle_t handle);
+  int64_t workspace_bytes() const { return workspace_bytes_; }
+  // "engine 5 of 12 (mode A)": which plan Build chose.
+  const std::string& chosen() const { return chosen_; }
+
+  // Runs the plan on the handle's stream.
+  absl::Status Execute(cudnnHandle_t handle, const std::vector<int64_t>& uids,
+                       const std::vector<void*>& pointers, void* workspace) const;
+
+ private:
+  absl::StatusOr<cudnnBackendDescriptor_t> Create(cudnnBackendDescriptorType_t type);
+  absl::Status TryConfigs(cudnnHandle_t handle, cudnnBackendHeurMode_t mode, const char* mode_name,
+                          std::string* refusals);
+
+  std::vector<cudnnBackendDescriptor_t> owned_;
+  std::vector<cudnnBackendDescriptor_t> ops_;
+  cudnnBackendDescriptor_t graph_ = nullptr;
+  cudnnBackendDescriptor_t plan_ = nullptr;
+  int64_t workspace_bytes_ = 0;
+  int64_t next_virtual_uid_ = kFirstVirtualUid;
+  std::string chosen_;
+};
+
+}  // namespace zeroshard::cuda
+
+#endif  // ZEROSHARD_KERNELS_CUDA_CUDNN_GRAPH_H_

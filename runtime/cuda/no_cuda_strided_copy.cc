@@ -1,0 +1,10 @@
+// CPU-only build: no device copies (no CUDA tensor exists in such a build).
+#include "runtime/cuda/strided_copy.h"
+
+namespace zeroshard::cuda {
+
+int LaunchStridedCopy(const StridedCopyArgs&, void*) {
+  return 35;  // cudaErrorInsufficientDriver's value: "no CUDA here"
+}
+
+}  // namespace zeroshard::cuda

@@ -1,0 +1,253 @@
+// Attention on CUDA tensors against the CPU kernel (the twin): our own kernel
+// (kOwn) for every float dtype, odd T and D up to 256, causal and not, q/k/v
+// as strided views of a fused qkv buffer and gradients written into a fused
+// dqkv buffer; cuDNN's fused attention (kCudnn) where it takes the case
+// (bf16/f16, D a multiple of 8), and the automatic choice. Skips without a
+// device. Each case prints which implementation ran under kAuto.
+//
+// Tolerances, |gpu - cpu| <= atol + rtol |cpu|:
+// - ours: the per-element math is the CPU's (compiled without FMA
+//   contraction); only the order of the fp32 sums differs: f32 1e-5 + 1e-4
+//   (outputs) and 1e-4 + 1e-3 (gradients, sums over up to T terms); bf16/f16:
+//   one rounding of the output type (GpuTol) plus 1e-3;
+// - cuDNN: it rounds P and dS to the input type before its matmuls, so the
+//   error scales with the largest value: atol = c * max|cpu| with c = 1/32
+//   (bf16) or 1/256 (f16), rtol 2c.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/attention.h"
+#include "tests/kernels/cuda_testing.h"
+
+namespace zeroshard {
+namespace {
+
+using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::GpuTol;
+using ::zeroshard::testing::OnGpu;
+using ::zeroshard::testing::RandomTensor;
+using ::zeroshard::testing::ToDoubles;
+using ::zeroshard::testing::Tol;
+
+struct Shape4 {
+  int64_t B, H, T, D;
+  std::string Name() const { return absl::StrCat("[", B, ", ", H, ", ", T, ", ", D, "]"); }
+};
+
+struct Problem {
+  Tensor q, k, v, dout;         // CPU, [B, H, T, D]
+  AttentionOutputs fwd;         // CPU reference
+  AttentionGrads grads;         // CPU reference
+};
+
+Problem MakeProblem(const Shape4& s, DType dtype, bool causal, uint64_t seed) {
+  Problem p;
+  p.q = RandomTensor({s.B, s.H, s.T, s.D}, dtype, -2, 2, seed);
+  p.k = RandomTensor({s.B, s.H, s.T, s.D}, dtype, -2, 2, seed + 1);
+  p.v = RandomTensor({s.B, s.H, s.T, s.D}, dtype, -1, 1, seed + 2);
+  p.dout = RandomTensor({s.B, s.H, s.T, s.D}, dtype, -1, 1, seed + 3);
+  p.fwd = AttentionForward(p.q, p.k, p.v, {.causal = causal}).value();
+  p.grads = AttentionBackward(p.dout, p.q, p.k, p.v, p.fwd.out, p.fwd.lse, {.causal = causal}).value();
+  return p;
+}
+
+Tol OwnTol(DType dtype, bool gradient) {
+  if (dtype == DType::kF32) return gradient ? Tol{1e-4, 1e-3} : Tol{1e-5, 1e-4};
+  Tol t = GpuTol(dtype);
+  t.atol += 1e-3;
+  return t;
+}
+
+double MaxAbs(const Tensor& t) {
+  double m = 0;
+  for (double x : ToDoubles(t)) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+Tol CudnnTol(DType dtype, const Tensor& want) {
+  const double c = dtype == DType::kBF16 ? 1.0 / 32 : 1.0 / 256;
+  return {c * std::max(MaxAbs(want), 1e-3), 2 * c};
+}
+
+std::vector<Shape4> Shapes() {
+  return {{1, 1, 1, 8},   {2, 3, 17, 8},   {1, 2, 33, 7},   {1, 1, 40, 33},  {1, 2, 64, 64},
+          {2, 4, 129, 64}, {1, 2, 257, 128}, {1, 1, 50, 256}, {3, 1, 70, 48}};
+}
+
+// Runs forward and backward on the GPU with `impl`; false when the
+// implementation refused the case (kCudnn only), with the reason in *why.
+bool RunOnGpu(const Problem& p, Allocator* gpu, const AttentionOptions& options,
+              AttentionOutputs* fwd, AttentionGrads* grads, std::string* why) {
+  const Tensor q = OnGpu(p.q, gpu), k = OnGpu(p.k, gpu), v = OnGpu(p.v, gpu);
+  absl::StatusOr<AttentionOutputs> f = AttentionForward(q, k, v, options);
+  if (!f.ok()) {
+    *why = f.status().ToString();
+    EXPECT_TRUE(options.impl == AttentionImpl::kCudnn && absl::IsUnimplemented(f.status())) << *why;
+    return false;
+  }
+  absl::StatusOr<AttentionGrads> g =
+      AttentionBackward(OnGpu(p.dout, gpu), q, k, v, f->out, f->lse, options);
+  if (!g.ok()) {
+    *why = g.status().ToString();
+    EXPECT_TRUE(options.impl == AttentionImpl::kCudnn && absl::IsUnimplemented(g.status())) << *why;
+    return false;
+  }
+  *fwd = *std::move(f);
+  *grads = *std::move(g);
+  return true;
+}
+
+void ExpectMatches(const AttentionOutputs& fwd, const AttentionGrads& grads, const Problem& p,
+                   bool cudnn, DType dtype, const std::string& what) {
+  auto tol = [&](const Tensor& want, bool gradient) {
+    return cudnn ? CudnnTol(dtype, want) : OwnTol(dtype, gradient);
+  };
+  ExpectClose(fwd.out, p.fwd.out, tol(p.fwd.out, false), what + " out");
+  // lse is f32 on both sides; cuDNN's comes from its fp32 softmax.
+  ExpectClose(fwd.lse, p.fwd.lse, cudnn ? Tol{1e-3, 1e-3} : Tol{1e-5, 1e-5}, what + " lse");
+  ExpectClose(grads.dq, p.grads.dq, tol(p.grads.dq, true), what + " dq");
+  ExpectClose(grads.dk, p.grads.dk, tol(p.grads.dk, true), what + " dk");
+  ExpectClose(grads.dv, p.grads.dv, tol(p.grads.dv, true), what + " dv");
+}
+
+TEST(CudaAttention, OwnKernelMatchesCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  uint64_t seed = 100;
+  for (DType dtype : kFloatDTypes) {
+    for (const Shape4& s : Shapes()) {
+      for (bool causal : {true, false}) {
+        const std::string what = absl::StrCat("own ", DTypeName(dtype), " ", s.Name(),
+                                              causal ? " causal" : "");
+        const Problem p = MakeProblem(s, dtype, causal, seed += 10);
+        AttentionOutputs fwd;
+        AttentionGrads grads;
+        std::string why;
+        ASSERT_TRUE(RunOnGpu(p, &gpu, {.causal = causal, .impl = AttentionImpl::kOwn}, &fwd,
+                             &grads, &why))
+            << what << ": " << why;
+        ExpectMatches(fwd, grads, p, /*cudnn=*/false, dtype, what);
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, CudnnMatchesCpuWhereItTakesTheCase) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  uint64_t seed = 500;
+  int ran = 0, refused = 0;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const Shape4& s : Shapes()) {
+      if (s.D % 8 != 0) continue;
+      for (bool causal : {true, false}) {
+        const std::string what = absl::StrCat("cudnn ", DTypeName(dtype), " ", s.Name(),
+                                              causal ? " causal" : "");
+        const Problem p = MakeProblem(s, dtype, causal, seed += 10);
+        AttentionOutputs fwd;
+        AttentionGrads grads;
+        std::string why;
+        if (!RunOnGpu(p, &gpu, {.causal = causal, .impl = AttentionImpl::kCudnn}, &fwd, &grads,
+                      &why)) {
+          std::printf("  %s: cuDNN refused: %s\n", what.c_str(), why.c_str());
+          ++refused;
+          continue;
+        }
+        ++ran;
+        ExpectMatches(fwd, grads, p, /*cudnn=*/true, dtype, what);
+      }
+    }
+  }
+  std::printf("cuDNN fused attention ran %d cases, refused %d\n", ran, refused);
+  // bf16, D = 64, T = 64 is the flash engines' home ground: a refusal there
+  // means the graph or the binding is wrong, not that the shape is exotic.
+  const Problem p = MakeProblem({1, 2, 64, 64}, DType::kBF16, true, 9);
+  AttentionOutputs fwd;
+  AttentionGrads grads;
+  std::string why;
+  EXPECT_TRUE(RunOnGpu(p, &gpu, {.causal = true, .impl = AttentionImpl::kCudnn}, &fwd, &grads, &why))
+      << why;
+}
+
+TEST(CudaAttention, AutoPicksAWorkingImplementation) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  uint64_t seed = 900;
+  for (DType dtype : kFloatDTypes) {
+    for (const Shape4& s : {Shape4{2, 3, 17, 8}, Shape4{1, 4, 128, 64}, Shape4{1, 2, 33, 7}}) {
+      const std::string what = absl::StrCat("auto ", DTypeName(dtype), " ", s.Name());
+      const Problem p = MakeProblem(s, dtype, true, seed += 10);
+      AttentionOutputs fwd;
+      AttentionGrads grads;
+      std::string why;
+      ASSERT_TRUE(RunOnGpu(p, &gpu, {.causal = true}, &fwd, &grads, &why)) << what << ": " << why;
+      // Either implementation may have run: the looser (cuDNN) tolerance for 16-bit.
+      ExpectMatches(fwd, grads, p, /*cudnn=*/dtype != DType::kF32, dtype, what);
+    }
+  }
+}
+
+// q, k, v as views of one fused [B, T, 3, H, D] buffer (GPT's c_attn output),
+// gradients into views of a fused [B, T, 3, H, D] buffer: strided in T and H,
+// unit stride in D, and a transposed layout with a strided D for our kernel.
+TEST(CudaAttention, FusedAndTransposedViews) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const int64_t B = 2, T = 45, H = 3, D = 16;
+  for (DType dtype : kFloatDTypes) {
+    for (AttentionImpl impl : {AttentionImpl::kOwn, AttentionImpl::kAuto}) {
+      const std::string what = absl::StrCat("fused ", DTypeName(dtype), impl == AttentionImpl::kOwn ? " own" : " auto");
+      const Tensor qkv = RandomTensor({B, T, 3, H, D}, dtype, -2, 2, 77);
+      const Tensor dout = RandomTensor({B, H, T, D}, dtype, -1, 1, 78);
+      auto heads = [](const Tensor& fused, int64_t i) {
+        return fused.Narrow(2, i, 1).value().Squeeze(2).value().Permute({0, 2, 1, 3}).value();
+      };
+      // CPU reference on the same views.
+      const Tensor q = heads(qkv, 0), k = heads(qkv, 1), v = heads(qkv, 2);
+      ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs want, AttentionForward(q, k, v));
+      ZS_ASSERT_OK_AND_ASSIGN(AttentionGrads want_g,
+                              AttentionBackward(dout, q, k, v, want.out, want.lse));
+      const Tensor qkv_d = OnGpu(qkv, &gpu), dout_d = OnGpu(dout, &gpu);
+      const Tensor qd = heads(qkv_d, 0), kd = heads(qkv_d, 1), vd = heads(qkv_d, 2);
+      ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs got, AttentionForward(qd, kd, vd, {.impl = impl}));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor dqkv, Tensor::Zeros({B, T, 3, H, D}, dtype, &gpu));
+      ZS_ASSERT_OK(AttentionBackward(dout_d, qd, kd, vd, got.out, got.lse, heads(dqkv, 0),
+                                     heads(dqkv, 1), heads(dqkv, 2), {.impl = impl}));
+      const bool loose = impl == AttentionImpl::kAuto && dtype != DType::kF32;
+      auto tol = [&](const Tensor& w, bool g) { return loose ? CudnnTol(dtype, w) : OwnTol(dtype, g); };
+      ExpectClose(got.out, want.out, tol(want.out, false), what + " out");
+      ExpectClose(heads(dqkv, 0), want_g.dq, tol(want_g.dq, true), what + " dq");
+      ExpectClose(heads(dqkv, 1), want_g.dk, tol(want_g.dk, true), what + " dk");
+      ExpectClose(heads(dqkv, 2), want_g.dv, tol(want_g.dv, true), what + " dv");
+    }
+    // D strided: a [B, H, D, T] buffer seen as [B, H, T, D] (ours only takes it).
+    const Tensor qt = RandomTensor({1, 2, D, T}, dtype, -2, 2, 80);
+    const Tensor q = qt.Transpose(2, 3).value();
+    ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs want, AttentionForward(q, q, q));
+    const Tensor qd = OnGpu(qt, &gpu).Transpose(2, 3).value();
+    ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs got, AttentionForward(qd, qd, qd));
+    ExpectClose(got.out, want.out, OwnTol(dtype, false), "strided D out");
+  }
+}
+
+TEST(CudaAttention, ForcedCudnnSaysWhyNot) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const Tensor q = OnGpu(RandomTensor({1, 1, 8, 8}, DType::kF32, -1, 1, 3), &gpu);
+  EXPECT_THAT(AttentionForward(q, q, q, {.impl = AttentionImpl::kCudnn}).status(),
+              ::zeroshard::testing::StatusIs(absl::StatusCode::kUnimplemented,
+                                             ::testing::HasSubstr("dtype f32")));
+  const Tensor big = OnGpu(RandomTensor({1, 1, 4, 264}, DType::kF32, -1, 1, 4), &gpu);
+  EXPECT_THAT(AttentionForward(big, big, big).status(),
+              ::zeroshard::testing::StatusIs(absl::StatusCode::kUnimplemented,
+                                             ::testing::HasSubstr("at most 256")));
+}
+
+}  // namespace
+}  // namespace zeroshard
