@@ -21,7 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
-#include "checkpoint/crc32c.h"
+#include "runtime/crc32c.h"
 #include "checkpoint/safetensors.h"
 #include "runtime/status.h"
 
