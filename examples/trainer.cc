@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -171,6 +173,10 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   optim::OptimizerOptions opt_options = o.optimizer;
   opt_options.lr = o.lr.lr;
   ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, opt_options));
+  if (sharding.offload.nvme()) {
+    say(absl::StrCat("  rank 0's swap files (NVMe offload):\n    ",
+                     absl::StrReplaceAll(absl::StripSuffix(opt.NvmeSummary(), "\n"), {{"\n", "\n    "}}), "\n"));
+  }
   optim::LrScheduler scheduler(o.lr);
   const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
   ZS_ASSIGN_OR_RETURN(optim::DynamicLossScaler scaler, optim::DynamicLossScaler::Create(o.loss_scaler));
@@ -389,6 +395,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       return WriteSafetensors(o.save, tensors, {{"format", "pt"}});
     }, /*writeback=*/false, /*rank0_only=*/true));
     say(absl::StrCat("saved ", o.save, "\n"));
+  }
+  for (SwapSpace* space : {sharded->param_swap(), opt.swap()}) {
+    if (space != nullptr) say(absl::StrCat("NVMe ", space->ToString(), ": ", space->stats().ToString(), "\n"));
   }
   ZS_ASSIGN_OR_RETURN(Tensor peak, Tensor::Full({1}, static_cast<double>(s.peak_bytes), DType::kF32));
   ZS_RETURN_IF_ERROR(comm.AllReduce(peak, ReduceOp::kMax));
