@@ -694,6 +694,9 @@ void ReadTrace(Section s, TrainOptions* o) {
 //   offload_optimizer.device "cpu" -> cpu_offload {grads, optimizer} (ZeRO-Offload:
 //     the step runs on the host); offload_param.device "cpu" -> params too
 //     (ZeRO-Infinity; DeepSpeed allows it with stage 3 only, and so do we).
+//   device "nvme" -> nvme_offload {optimizer | params: enabled, nvme_path,
+//     buffer_count, pin_memory, max_in_cpu}; the top-level aio block -> nvme_offload.aio.
+//     max_in_cpu keeps DeepSpeed's default (1e9 elements) here, 0 in nvme_offload.
 //   bf16.enabled -> mixed_precision {bf16, bf16, bf16}; fp16.enabled -> f16 and
 //     dynamic loss scaling with the fp16 block's keys (loss_scale 0 = dynamic; a
 //     static scale is not supported). The reduction dtype is the model's
