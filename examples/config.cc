@@ -466,8 +466,9 @@ bool PathOrNull(Section& s, const std::string& key, std::string* out) {
 
 // strategy.nvme_offload (ZeRO-Infinity; OffloadPolicy's nvme fields):
 //   {nvme_path,
-//    optimizer {enabled, nvme_path (null: the one above), buffer_count 4, pin_memory},
-//    params {enabled, nvme_path, buffer_count 5, pin_memory, max_in_cpu 0},
+//    optimizer {enabled, nvme_path (null: the one above), buffer_count 4, pin_memory,
+//               read_ahead true, write_behind true},
+//    params {enabled, nvme_path, buffer_count 5, pin_memory, max_in_cpu 0, read_ahead, write_behind},
 //    verify_checksums true, aio {...}}
 void ReadNvmeOffload(Section s, OffloadPolicy* off) {
   std::string common;
@@ -480,6 +481,8 @@ void ReadNvmeOffload(Section s, OffloadPolicy* off) {
     k.Int("buffer_count", &n->buffer_count, 1, 1 << 16);
     k.Bool("pin_memory", &n->pin_memory);
     if (params) k.Int("max_in_cpu", &n->max_in_cpu, 0);
+    k.Bool("read_ahead", &n->read_ahead);
+    k.Bool("write_behind", &n->write_behind);
     if (*enabled && n->path.empty()) {
       k.Add("nvme_path", absl::StrCat("expected the directory for the ", key,
                                       " swap files (a local NVMe mount) here or in nvme_offload.nvme_path, found none"));
@@ -695,7 +698,9 @@ void ReadTrace(Section s, TrainOptions* o) {
 //     the step runs on the host); offload_param.device "cpu" -> params too
 //     (ZeRO-Infinity; DeepSpeed allows it with stage 3 only, and so do we).
 //   device "nvme" -> nvme_offload {optimizer | params: enabled, nvme_path,
-//     buffer_count, pin_memory, max_in_cpu}; the top-level aio block -> nvme_offload.aio.
+//     buffer_count, pin_memory, max_in_cpu}; offload_optimizer's pipeline_read /
+//     pipeline_write -> read_ahead / write_behind (on when absent: DeepSpeed's
+//     default is off); the top-level aio block -> nvme_offload.aio.
 //     max_in_cpu keeps DeepSpeed's default (1e9 elements) here, 0 in nvme_offload.
 //   bf16.enabled -> mixed_precision {bf16, bf16, bf16}; fp16.enabled -> f16 and
 //     dynamic loss scaling with the fp16 block's keys (loss_scale 0 = dynamic; a
@@ -801,11 +806,17 @@ void ReadDeepSpeed(Section ds, const Json& root, RunConfig* c, Context* ctx) {
     if (params && dev.Int("max_in_cpu", &out.nvme.max_in_cpu, 0) && !nvme) {
       without_effect.push_back(dev.PathOf("max_in_cpu"));
     }
-    // Buffers are sized to the largest unit and I/O always pipelines here.
+    // Buffers are sized to the largest unit here.
     if (dev.Get("buffer_size") != nullptr) without_effect.push_back(dev.PathOf("buffer_size"));
-    for (const char* k : {"pipeline_read", "pipeline_write", "fast_init"}) {
+    if (!params) {
+      // Overlap of the optimizer's swaps with its step; on unless turned off
+      // (DeepSpeed's default is off).
+      if (dev.Bool("pipeline_read", &out.nvme.read_ahead) && !nvme) without_effect.push_back(dev.PathOf("pipeline_read"));
+      if (dev.Bool("pipeline_write", &out.nvme.write_behind) && !nvme) {
+        without_effect.push_back(dev.PathOf("pipeline_write"));
+      }
       bool unused = false;
-      if (dev.Bool(k, &unused)) without_effect.push_back(dev.PathOf(k));
+      if (dev.Bool("fast_init", &unused)) without_effect.push_back(dev.PathOf("fast_init"));
     }
     if (nvme && out.nvme.path.empty()) {
       dev.Add("nvme_path", "expected the directory for the NVMe swap files with device \"nvme\", found none");
@@ -1274,12 +1285,16 @@ OrderedJson ToJson(const RunConfig& c) {
         {"optimizer", {{"enabled", off.nvme_optimizer},
                        {"nvme_path", own(off.optimizer_nvme.path)},
                        {"buffer_count", off.optimizer_nvme.buffer_count},
-                       {"pin_memory", off.optimizer_nvme.pin_memory}}},
+                       {"pin_memory", off.optimizer_nvme.pin_memory},
+                       {"read_ahead", off.optimizer_nvme.read_ahead},
+                       {"write_behind", off.optimizer_nvme.write_behind}}},
         {"params", {{"enabled", off.nvme_params},
                     {"nvme_path", own(off.param_nvme.path)},
                     {"buffer_count", off.param_nvme.buffer_count},
                     {"pin_memory", off.param_nvme.pin_memory},
-                    {"max_in_cpu", off.param_nvme.max_in_cpu}}},
+                    {"max_in_cpu", off.param_nvme.max_in_cpu},
+                    {"read_ahead", off.param_nvme.read_ahead},
+                    {"write_behind", off.param_nvme.write_behind}}},
         {"verify_checksums", off.nvme_verify},
         {"aio", {{"block_size", off.aio.block_size},
                  {"queue_depth", off.aio.queue_depth},

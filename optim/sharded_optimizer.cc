@@ -97,7 +97,9 @@ absl::Status ShardedOptimizer::CreateSwap() {
                                .verify_checksums = off.nvme_verify, .faults = off.nvme_faults},
                       .aio = off.aio,
                       .buffer_count = off.optimizer_nvme.buffer_count,
-                      .pin_memory = off.optimizer_nvme.pin_memory};
+                      .pin_memory = off.optimizer_nvme.pin_memory,
+                      .read_ahead = off.optimizer_nvme.read_ahead,
+                      .write_behind = off.optimizer_nvme.write_behind};
   ZS_ASSIGN_OR_RETURN(swap_, SwapSpace::Create(so, bytes, std::move(names), model_->host_allocator()));
   // The state starts at zero, on disk.
   for (int r = 0; r < swap_->num_regions(); ++r) {

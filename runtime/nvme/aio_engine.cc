@@ -42,13 +42,16 @@ void IoTicket::Finish(const absl::Status& part_status) {
 namespace {
 
 // Takes up to `want` bytes of the injected write budget (all of them when
-// there is none); 0 means the "disk" is full.
+// there is none); 0 means the "disk" is full. A cut-short write stops at a
+// 4096-byte boundary, as a full disk's last block does (and as O_DIRECT needs);
+// what is left under a block is lost, and the disk is full.
 int64_t TakeWriteBudget(IoFaults* faults, int64_t want) {
   if (faults == nullptr) return want;
   int64_t have = faults->write_budget.load();
   while (have >= 0) {
-    const int64_t take = std::min(have, want);
-    if (faults->write_budget.compare_exchange_weak(have, have - take)) return take;
+    const int64_t take = have >= want ? want : have / kDirectIoAlignment * kDirectIoAlignment;
+    const int64_t left = have >= want ? have - want : 0;
+    if (faults->write_budget.compare_exchange_weak(have, left)) return take;
   }
   return want;
 }

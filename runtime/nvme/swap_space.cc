@@ -209,11 +209,12 @@ absl::Status SwapSpace::Release(int r, bool dirty) {
   buf.ticket = file_->Write(r, buf.data);
   ++stats_.writes;
   stats_.bytes_written += region_bytes(r);
+  if (!options_.write_behind) return Settle(region_buffer_[r]);
   return absl::OkStatus();
 }
 
 bool SwapSpace::Prefetch(int r) {
-  if (!error_.ok() || r < 0 || r >= num_regions()) return false;
+  if (!options_.read_ahead || !error_.ok() || r < 0 || r >= num_regions()) return false;
   if (region_buffer_[r] >= 0) return true;
   absl::StatusOr<int> b = TakeBuffer(/*may_wait=*/false);
   if (!b.ok() || *b < 0) return false;

@@ -51,6 +51,11 @@ struct SwapSpaceOptions {
   AioOptions aio;
   int buffer_count = 4;    // at least 1
   bool pin_memory = false; // mlock the buffers (page-locked host memory)
+  // Overlap (DeepSpeed's pipeline_read / pipeline_write): false turns
+  // Prefetch into a no-op / makes a dirty Release wait for its write, so
+  // every transfer is exposed (the benchmark's "no overlap" baseline).
+  bool read_ahead = true;
+  bool write_behind = true;
 };
 
 // What the space did (for logs, tests and the benchmark).

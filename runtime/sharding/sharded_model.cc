@@ -223,7 +223,9 @@ absl::Status ShardedModel::CreateParamSwap() {
                                .verify_checksums = off.nvme_verify, .faults = off.nvme_faults},
                       .aio = off.aio,
                       .buffer_count = off.param_nvme.buffer_count,
-                      .pin_memory = off.param_nvme.pin_memory};
+                      .pin_memory = off.param_nvme.pin_memory,
+                      .read_ahead = off.param_nvme.read_ahead,
+                      .write_behind = off.param_nvme.write_behind};
   ZS_ASSIGN_OR_RETURN(param_swap_, SwapSpace::Create(so, bytes, std::move(names), host_allocator_));
   return absl::OkStatus();
 }

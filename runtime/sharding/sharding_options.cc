@@ -75,7 +75,8 @@ std::string MixedPrecision::ToString() const {
 }
 
 std::string NvmeOffload::ToString() const {
-  return absl::StrCat("nvme_path '", path, "', buffer_count ", buffer_count, pin_memory ? ", pinned" : "");
+  return absl::StrCat("nvme_path '", path, "', buffer_count ", buffer_count, pin_memory ? ", pinned" : "",
+                      read_ahead ? "" : ", no read-ahead", write_behind ? "" : ", no write-behind");
 }
 
 std::string OffloadPolicy::ToString() const {

@@ -84,6 +84,10 @@ struct NvmeOffload {
   // Parameters only (DeepSpeed's max_in_cpu): elements of master shards kept
   // in host memory; whole units, in unit order, while they fit; the rest on NVMe.
   int64_t max_in_cpu = 0;
+  // Overlap I/O with compute (DeepSpeed's pipeline_read / pipeline_write):
+  // read the next units ahead, write back in the background.
+  bool read_ahead = true;
+  bool write_behind = true;
   std::string ToString() const;
 };
 

@@ -562,7 +562,7 @@ TEST(ConfigProblems, ParameterOffloadNeedsStage3) {
 TEST(Config, NvmeOffloadStrategyKeys) {
   const OffloadPolicy off = MustParse(R"({"strategy": {"nvme_offload": {
       "nvme_path": "/mnt/a",
-      "optimizer": {"enabled": true, "buffer_count": 3, "pin_memory": true},
+      "optimizer": {"enabled": true, "buffer_count": 3, "pin_memory": true, "read_ahead": false},
       "params": {"enabled": true, "nvme_path": "/mnt/b", "buffer_count": 6, "max_in_cpu": 1000},
       "verify_checksums": false,
       "aio": {"block_size": 262144, "queue_depth": 16, "thread_count": 2, "single_submit": true,
@@ -575,6 +575,8 @@ TEST(Config, NvmeOffloadStrategyKeys) {
   EXPECT_EQ(off.param_nvme.buffer_count, 6);
   EXPECT_FALSE(off.param_nvme.pin_memory);
   EXPECT_EQ(off.param_nvme.max_in_cpu, 1000);
+  EXPECT_FALSE(off.optimizer_nvme.read_ahead);
+  EXPECT_TRUE(off.optimizer_nvme.write_behind && off.param_nvme.read_ahead && off.param_nvme.write_behind);
   EXPECT_FALSE(off.nvme_verify);
   EXPECT_EQ(off.aio.block_size, 262144);
   EXPECT_EQ(off.aio.queue_depth, 16);
@@ -603,7 +605,7 @@ TEST(Config, DeepSpeedNvmeOffloadAndAio) {
       "aio": {"block_size": 131072, "queue_depth": 4, "thread_count": 3, "single_submit": true, "overlap_events": false},
       "zero_optimization": {"stage": 3,
         "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 2, "pin_memory": true,
-                              "pipeline_read": false, "pipeline_write": false, "fast_init": false},
+                              "pipeline_read": false, "fast_init": false},
         "offload_param": {"device": "nvme", "nvme_path": "/other_nvme", "buffer_count": 7, "buffer_size": 1e8}}}})");
   const OffloadPolicy& off = c.train.sharding.offload;
   EXPECT_TRUE(off.nvme_optimizer && off.nvme_params);
@@ -614,6 +616,8 @@ TEST(Config, DeepSpeedNvmeOffloadAndAio) {
   EXPECT_EQ(off.param_nvme.path, "/other_nvme");
   EXPECT_EQ(off.param_nvme.buffer_count, 7);
   EXPECT_EQ(off.param_nvme.max_in_cpu, 1000000000);  // DeepSpeed's default
+  EXPECT_FALSE(off.optimizer_nvme.read_ahead);        // pipeline_read false
+  EXPECT_TRUE(off.optimizer_nvme.write_behind);       // pipeline_write absent: on here
   EXPECT_EQ(off.aio.block_size, 131072);
   EXPECT_EQ(off.aio.queue_depth, 4);
   EXPECT_EQ(off.aio.thread_count, 3);

@@ -374,6 +374,24 @@ TEST(SwapSpace, CyclesRegionsThroughFewBuffersWithPrefetch) {
   }
 }
 
+TEST(SwapSpace, WithoutOverlapNothingIsReadAheadOrLeftWriting) {
+  SwapSpaceOptions o{.name = "state", .file = {.dir = FreshDir("no_overlap"), .tag = "t"}, .buffer_count = 3,
+                     .read_ahead = false, .write_behind = false};
+  ZS_ASSERT_OK_AND_ASSIGN(auto space, SwapSpace::Create(o, {8192, 8192, 8192, 8192}, {"a", "b", "c", "d"}));
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_FALSE(space->Prefetch((r + 1) % 4));
+      ZS_ASSERT_OK_AND_ASSIGN(char* p, space->Acquire(r, /*overwrite=*/pass == 0));
+      if (pass > 0) ASSERT_TRUE(RegionIs(p, r, 2048, pass - 1));
+      FillRegion(p, r, 2048, pass);
+      ZS_ASSERT_OK(space->Release(r, true));
+    }
+  }
+  EXPECT_EQ(space->stats().prefetches, 0);
+  EXPECT_EQ(space->stats().writes, 12);
+  EXPECT_GT(space->stats().reads, 0);
+}
+
 TEST(SwapSpace, TooFewBuffersForRegionsHeldAtOnceFailsClearly) {
   SwapSpaceOptions o{.name = "params", .file = {.dir = FreshDir("few"), .tag = "t"}, .buffer_count = 2};
   ZS_ASSERT_OK_AND_ASSIGN(auto space, SwapSpace::Create(o, {4096, 4096, 4096}, {"a", "b", "c"}));
