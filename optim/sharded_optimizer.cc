@@ -178,16 +178,24 @@ absl::Status ShardedOptimizer::StepUnit(size_t i, ShardedUnit& unit, double lr, 
 
 absl::Status ShardedOptimizer::Step(double lr, double grad_scale) {
   std::vector<ShardedUnit*> units = model_->units();
-  // NVMe: read up to buffer_count - 2 units ahead (one buffer steps, one writes behind).
+  // With NVMe the units step in alternating order, forward one step and
+  // backward the next: the units the previous step touched last are still in
+  // the swap buffers, so they go first and need no read. (Units are
+  // independent: the order changes no value.)
+  std::vector<size_t> order(units.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const bool nvme = swap_ != nullptr || model_->param_swap() != nullptr;
+  if (nvme && steps_ % 2 == 1) std::reverse(order.begin(), order.end());
+  // Read up to buffer_count - 2 units ahead (one buffer steps, one writes behind).
   const size_t ahead = swap_ != nullptr ? static_cast<size_t>(std::max(1, swap_->buffer_count() - 2)) : 1;
-  for (size_t i = 0; i < units.size(); ++i) {
+  for (size_t k = 0; k < order.size(); ++k) {
     auto read_ahead = [&] {
-      for (size_t j = i + 1; j < units.size() && j <= i + ahead; ++j) {
-        model_->PrefetchShard(units[j]);
-        if (swap_ != nullptr && !swap_->Prefetch(static_cast<int>(j))) break;
+      for (size_t j = k + 1; j < order.size() && j <= k + ahead; ++j) {
+        model_->PrefetchShard(units[order[j]]);
+        if (swap_ != nullptr && !swap_->Prefetch(static_cast<int>(order[j]))) break;
       }
     };
-    ZS_RETURN_IF_ERROR(StepUnit(i, *units[i], lr, grad_scale, read_ahead));
+    ZS_RETURN_IF_ERROR(StepUnit(order[k], *units[order[k]], lr, grad_scale, read_ahead));
   }
   ++steps_;
   model_->PrefetchForward();  // the next forward's first master shards, while the writes finish

@@ -239,4 +239,16 @@ absl::Status SwapSpace::Flush() {
   return error_;
 }
 
+absl::Status SwapSpace::DropCache() {
+  ZS_RETURN_IF_ERROR(Flush());
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    Buffer& b = buffers_[i];
+    if (b.pins > 0) continue;
+    ZS_RETURN_IF_ERROR(Settle(static_cast<int>(i)));  // a read ahead finishes first
+    if (b.region >= 0) region_buffer_[b.region] = -1;
+    b = Buffer{.data = b.data, .raw = b.raw};
+  }
+  return error_;
+}
+
 }  // namespace zeroshard

@@ -95,6 +95,9 @@ class SwapSpace {
   bool Prefetch(int r);
   // Waits for every write in flight; the first I/O error, if any.
   absl::Status Flush();
+  // Flush, then forget every cached (clean or read-ahead) region, so the next
+  // Acquire of each reads the file; acquired regions stay. For benchmarks.
+  absl::Status DropCache();
 
   int num_regions() const { return file_->num_regions(); }
   int64_t region_bytes(int r) const { return file_->region_bytes(r); }
