@@ -19,7 +19,7 @@ ifeq ($(CUDA),0)
 BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train bench bench-peers fuzz clean gpu-test gpu-bench
+.PHONY: deps test train bench bench-peers fuzz plot clean gpu-test gpu-bench
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
 # bundled Shakespeare (bytes), as examples/configs/default.json says; the run
@@ -64,6 +64,13 @@ gpu-bench: deps
 	  exit 0; \
 	fi; \
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:cuda_bench && ./bazel-bin/bench/cuda_bench
+
+# loss.png and memory.png beside a run's metrics.csv (default: the newest run
+# under work_dirs/; make plot RUN=work_dirs/default/<timestamp>). Needs gnuplot-nox.
+plot:
+	@dpkg-query -W -f='$${Status}' gnuplot-nox 2>/dev/null | grep -q "install ok installed" || \
+	  { echo "installing gnuplot-nox"; $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq gnuplot-nox; }
+	./tools/plot/plot_metrics.sh $(RUN)
 
 # libFuzzer runs of the safetensors and checkpoint-manifest parsers with clang,
 # FUZZ_SECONDS each (default 60). Needs clang-14, libclang-rt-14-dev, libomp-14-dev.

@@ -17,15 +17,39 @@ absl::StatusOr<TokenData> TokenData::Load(const std::string& path) {
   std::vector<uint16_t> tokens;
   int64_t vocab = 256;
   if (absl::EndsWith(path, ".bin")) {
-    if (bytes.size() % 2 != 0) {
+    auto u32 = [&](size_t i) {
+      uint32_t v = 0;
+      for (int k = 0; k < 4; ++k) v |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[4 * i + k])) << (8 * k);
+      return v;
+    };
+    size_t first = 0;  // byte offset of the first token
+    constexpr uint32_t kLlmcGpt2Magic = 20240520, kLlmcLlama3Magic = 20240801;
+    constexpr size_t kLlmcHeaderBytes = 256 * 4;
+    if (bytes.size() >= kLlmcHeaderBytes && (u32(0) == kLlmcGpt2Magic || u32(0) == kLlmcLlama3Magic)) {
+      if (u32(0) == kLlmcLlama3Magic) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "TokenData: \"", path, "\" is an llm.c LLaMA-3 file (uint32 tokens); only uint16 tokens are read"));
+      }
+      if (u32(1) != 1) {
+        return absl::InvalidArgumentError(absl::StrCat("TokenData: \"", path,
+                                                       "\": llm.c header version ", u32(1), ", expected 1"));
+      }
+      const uint64_t n = u32(2);
+      if (bytes.size() != kLlmcHeaderBytes + 2 * n) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "TokenData: \"", path, "\": the llm.c header announces ", n, " tokens (", kLlmcHeaderBytes + 2 * n,
+            " bytes with the header), found ", bytes.size(), " bytes"));
+      }
+      first = kLlmcHeaderBytes;
+    } else if (bytes.size() % 2 != 0) {
       return absl::InvalidArgumentError(absl::StrCat("TokenData: \"", path, "\" has ", bytes.size(),
                                                      " bytes, expected an even number (uint16 tokens)"));
     }
-    tokens.resize(bytes.size() / 2);
+    tokens.resize((bytes.size() - first) / 2);
     vocab = 0;
     for (size_t i = 0; i < tokens.size(); ++i) {
-      tokens[i] = static_cast<uint16_t>(static_cast<uint8_t>(bytes[2 * i]) |
-                                        (static_cast<uint8_t>(bytes[2 * i + 1]) << 8));
+      tokens[i] = static_cast<uint16_t>(static_cast<uint8_t>(bytes[first + 2 * i]) |
+                                        (static_cast<uint8_t>(bytes[first + 2 * i + 1]) << 8));
       vocab = std::max<int64_t>(vocab, tokens[i] + 1);
     }
   } else {

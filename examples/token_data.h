@@ -6,8 +6,10 @@
 //   ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = s, .batch_size = B, .block_size = T}));
 //   b.inputs, b.targets    // [B, T] i64
 //
-// Files: a `.bin` file is little-endian uint16 tokens (nanoGPT's prepare.py
-// format); any other file is read as bytes (vocabulary 256).
+// Files: a `.bin` file is little-endian uint16 tokens, either raw (nanoGPT's
+// prepare.py format) or after llm.c's 1 KiB header (256 int32: magic 20240520,
+// version 1, token count; the count must match the file's size); any other
+// file is read as bytes (vocabulary 256).
 //
 // The batch rule. With N tokens and block size T there are W = floor((N-1)/T)
 // windows. Step s, accumulation micro-step m (of A), data-parallel rank r (of

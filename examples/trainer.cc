@@ -20,6 +20,7 @@
 #include "examples/metrics.h"
 #include "examples/progress.h"
 #include "examples/token_data.h"
+#include "optim/optim_wrapper.h"
 #include "runtime/sharding/sharded_model.h"
 #include "runtime/status.h"
 
@@ -170,16 +171,23 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
   say(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
                       sharded->Plan().ToString()));
-  optim::OptimizerOptions opt_options = o.optimizer;
-  opt_options.lr = o.lr.lr;
-  ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, opt_options));
+  const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
+  ZS_ASSIGN_OR_RETURN(optim::OptimWrapper ow,
+                      optim::OptimWrapper::Create(*sharded, {.optimizer = o.optimizer,
+                                                             .lr = o.lr,
+                                                             .accumulative_counts = static_cast<int>(o.grad_accum_steps),
+                                                             .no_sync = o.no_sync,
+                                                             .clip_grad_max_norm = o.grad_clip,
+                                                             .loss_scaling = scaling,
+                                                             .loss_scaler = o.loss_scaler,
+                                                             .inject_inf_at_step = o.inject_inf_at_step}));
+  optim::ShardedOptimizer& opt = ow.optimizer();
+  optim::LrScheduler& scheduler = ow.scheduler();
+  optim::DynamicLossScaler& scaler = ow.loss_scaler();
   if (sharding.offload.nvme()) {
     say(absl::StrCat("  rank 0's swap files (NVMe offload):\n    ",
                      absl::StrReplaceAll(absl::StripSuffix(opt.NvmeSummary(), "\n"), {{"\n", "\n    "}}), "\n"));
   }
-  optim::LrScheduler scheduler(o.lr);
-  const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
-  ZS_ASSIGN_OR_RETURN(optim::DynamicLossScaler scaler, optim::DynamicLossScaler::Create(o.loss_scaler));
   if (scaling) say(absl::StrCat("  fp16 dynamic loss scaling: ", o.loss_scaler.ToString(), "\n"));
 
   TrainSummary s;
@@ -196,6 +204,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (!dir.empty()) {
       ZS_ASSIGN_OR_RETURN(LoadResult r, LoadCheckpoint(dir, *sharded, &opt));
       start_step = r.state.step;
+      ow.set_step(start_step);
       if (!r.state.lr_scheduler.empty()) {
         ZS_ASSIGN_OR_RETURN(scheduler, optim::LrScheduler::FromStateDict(r.state.lr_scheduler));
       }
@@ -266,7 +275,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     sharded->set_trace(tracing ? trace : nullptr);
     ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
     double loss_sum = 0;
-    const double scaler_scale_used = scaler.scale();
+    optim::OptimWrapper::Update update;
     for (int64_t m = 0; m < o.grad_accum_steps; ++m) {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
                                                    .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
@@ -275,39 +284,12 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
       ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
       loss_sum += l;
-      double factor = 1.0 / o.grad_accum_steps;
-      if (scaling) factor *= scaler.scale();
-      if (step == o.inject_inf_at_step && comm.rank() == 0) factor = INFINITY;
-      ZS_ASSIGN_OR_RETURN(Variable scaled, ops::Scale(out.loss, factor));
-      if (o.no_sync && m + 1 < o.grad_accum_steps) {
-        auto scope = sharded->NoSync();
-        ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
-      } else {
-        ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
-      }
+      ZS_ASSIGN_OR_RETURN(update, ow.UpdateParams(out.loss));
     }
-    const double lr = scheduler.lr();
-    bool skipped = false;
-    if (scaling || o.inject_inf_at_step >= 0) {
-      // One flag for every rank: an overflow anywhere skips the step everywhere.
-      ZS_ASSIGN_OR_RETURN(skipped, sharded->GradientsOverflowed());
-      if (scaling) {
-        ZS_RETURN_IF_ERROR(scaler.Update(skipped));
-      }
-      if (!skipped && scaling) {
-        ZS_RETURN_IF_ERROR(sharded->ScaleGradients(1.0 / scaler_scale_used));
-      }
-    }
-    if (skipped) {
+    const double lr = update.lr;
+    if (update.skipped) {
       say(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step, scaler.ToString()));
-    } else {
-      if (o.grad_clip > 0) {
-        ZS_RETURN_IF_ERROR(sharded->ClipGradNorm(o.grad_clip).status());
-      }
-      ZS_RETURN_IF_ERROR(opt.Step(lr));
-      scheduler.Step();
     }
-    ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
     ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(comm, loss_sum / o.grad_accum_steps));
     s.losses.push_back(loss);
     if (!o.metrics_csv.empty() || o.progress_bar) {

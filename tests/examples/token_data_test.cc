@@ -74,6 +74,29 @@ TEST(TokenData, LoadsBytesAndBinAndSplits) {
   EXPECT_EQ(bin.size(), 3);
   EXPECT_EQ(bin.token(1), 300);
   EXPECT_EQ(bin.vocab_size(), 301);
+  // llm.c's format: a 256-int32 header (magic 20240520, version 1, count), then uint16 tokens.
+  auto write_llmc = [&](const std::string& name, uint32_t magic, uint32_t version, uint32_t count,
+                        std::vector<uint16_t> tokens) {
+    std::vector<uint32_t> header(256, 0);
+    header[0] = magic;
+    header[1] = version;
+    header[2] = count;
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write(reinterpret_cast<const char*>(tokens.data()), 2 * tokens.size());
+  };
+  write_llmc("llmc.bin", 20240520, 1, 3, {50256, 7, 9});
+  ZS_ASSERT_OK_AND_ASSIGN(TokenData llmc, TokenData::Load(dir + "/llmc.bin"));
+  EXPECT_EQ(llmc.size(), 3);
+  EXPECT_EQ(llmc.token(0), 50256);
+  EXPECT_EQ(llmc.vocab_size(), 50257);
+  write_llmc("short.bin", 20240520, 1, 4, {1, 2, 3});
+  EXPECT_THAT(TokenData::Load(dir + "/short.bin"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("announces 4 tokens (1032 bytes with the header), found 1030 bytes")));
+  write_llmc("v2.bin", 20240520, 2, 3, {1, 2, 3});
+  EXPECT_THAT(TokenData::Load(dir + "/v2.bin"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("version 2, expected 1")));
+  write_llmc("llama.bin", 20240801, 1, 3, {1, 2, 3});
+  EXPECT_THAT(TokenData::Load(dir + "/llama.bin"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("uint32 tokens")));
   EXPECT_THAT(TokenData::Load(dir + "/missing.txt"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("cannot open")));
   EXPECT_THAT(text.GetBatch({.batch_size = 1, .block_size = 20}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hold no window")));

@@ -1,0 +1,181 @@
+#include "optim/optim_wrapper.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+
+namespace zeroshard::optim {
+
+using autograd::Variable;
+
+OptimWrapper::OptimWrapper(ShardedModel& model, const OptimWrapperOptions& options, ShardedOptimizer optimizer,
+                           DynamicLossScaler scaler)
+    : model_(&model),
+      options_(options),
+      optimizer_(std::move(optimizer)),
+      scheduler_(options.lr),
+      scaler_(std::move(scaler)) {}
+
+absl::StatusOr<OptimWrapper> OptimWrapper::Create(ShardedModel& model, const OptimWrapperOptions& options) {
+  if (options.accumulative_counts < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("OptimWrapper: accumulative_counts must be >= 1, found ", options.accumulative_counts));
+  }
+  if (options.clip_grad_max_norm < 0 || !std::isfinite(options.clip_grad_max_norm)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "OptimWrapper: clip_grad_max_norm must be finite and >= 0 (0: no clipping), found ",
+        options.clip_grad_max_norm));
+  }
+  ZS_RETURN_IF_ERROR(options.lr.Validate());
+  OptimizerOptions o = options.optimizer;
+  o.lr = options.lr.lr;
+  ZS_ASSIGN_OR_RETURN(ShardedOptimizer optimizer, ShardedOptimizer::Create(model, o));
+  ZS_ASSIGN_OR_RETURN(DynamicLossScaler scaler, DynamicLossScaler::Create(options.loss_scaler));
+  return OptimWrapper(model, options, std::move(optimizer), std::move(scaler));
+}
+
+absl::StatusOr<OptimWrapper::Update> OptimWrapper::UpdateParams(const Variable& loss) {
+  const int a = options_.accumulative_counts;
+  const bool last = micro_ + 1 == a;
+  if (micro_ == 0) scale_in_step_ = scaler_.scale();
+  double factor = 1.0 / a;
+  if (options_.loss_scaling) factor *= scale_in_step_;
+  if (step_ == options_.inject_inf_at_step && model_->world().rank() == 0) factor = INFINITY;
+  ZS_ASSIGN_OR_RETURN(Variable scaled, zeroshard::ops::Scale(loss, factor));
+  if (options_.no_sync && !last) {
+    auto scope = model_->NoSync();
+    ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
+  } else {
+    ZS_RETURN_IF_ERROR(autograd::Backward(scaled));
+  }
+  Update u;
+  u.lr = scheduler_.lr();
+  if (!last) {
+    ++micro_;
+    return u;
+  }
+  micro_ = 0;
+  u.stepped = true;
+  if (options_.loss_scaling || options_.inject_inf_at_step >= 0) {
+    // One flag for every rank: an overflow anywhere skips the step everywhere.
+    ZS_ASSIGN_OR_RETURN(u.skipped, model_->GradientsOverflowed());
+    if (options_.loss_scaling) {
+      ZS_RETURN_IF_ERROR(scaler_.Update(u.skipped));
+      if (!u.skipped) {
+        ZS_RETURN_IF_ERROR(model_->ScaleGradients(1.0 / scale_in_step_));
+      }
+    }
+  }
+  if (!u.skipped) {
+    if (options_.clip_grad_max_norm > 0) {
+      ZS_ASSIGN_OR_RETURN(u.grad_norm, model_->ClipGradNorm(options_.clip_grad_max_norm));
+    }
+    ZS_RETURN_IF_ERROR(optimizer_.Step(u.lr));
+    scheduler_.Step();
+  }
+  ZS_RETURN_IF_ERROR(model_->ZeroGrad());
+  ++step_;
+  return u;
+}
+
+absl::StatusOr<Variable> SumLosses(const Losses& losses) {
+  Variable total;
+  std::string names;
+  for (const auto& [name, v] : losses) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", name);
+    if (name.find("loss") == std::string::npos) continue;
+    if (v.numel() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("loss \"", name, "\" must be a scalar, found ",
+                                                     v.numel(), " elements"));
+    }
+    if (!total.defined()) {
+      total = v;
+    } else {
+      ZS_ASSIGN_OR_RETURN(total, zeroshard::ops::Add(total, v));
+    }
+  }
+  if (!total.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the forward returned no entry whose name contains \"loss\"; found: [", names, "]"));
+  }
+  return total;
+}
+
+absl::StatusOr<LogVars> MeanOverRanks(Communicator& comm, LogVars values) {
+  if (values.empty()) return values;
+  std::vector<float> v;
+  v.reserve(values.size());
+  for (const auto& [name, x] : values) v.push_back(static_cast<float>(x));
+  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(v, {static_cast<int64_t>(v.size())}));
+  ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kAvg));
+  ZS_ASSIGN_OR_RETURN(std::vector<double> mean, t.ToVector<double>());
+  for (size_t i = 0; i < values.size(); ++i) values[i].second = mean[i];
+  return values;
+}
+
+namespace {
+
+// The 0-d entries of `outputs` as (name, value).
+absl::StatusOr<LogVars> Scalars(const Losses& outputs) {
+  LogVars logs;
+  for (const auto& [name, v] : outputs) {
+    if (v.defined() && v.numel() == 1) {
+      ZS_ASSIGN_OR_RETURN(double x, v.value().Item());
+      logs.emplace_back(name, x);
+    }
+  }
+  return logs;
+}
+
+absl::StatusOr<Losses> EvalForward(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
+                                   LogVars* logs) {
+  nn::Module& m = model.module();
+  const bool was_training = m.is_training();
+  m.Eval();
+  absl::StatusOr<Losses> out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = forward();
+  }
+  m.Train(was_training);
+  if (!out.ok()) return out.status();
+  if (logs != nullptr) {
+    ZS_ASSIGN_OR_RETURN(LogVars local, Scalars(*out));
+    ZS_ASSIGN_OR_RETURN(*logs, MeanOverRanks(model.world(), std::move(local)));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<LogVars> TrainStep(ShardedModel& model, OptimWrapper& optim,
+                                  const std::function<absl::StatusOr<Losses>()>& forward) {
+  ZS_ASSIGN_OR_RETURN(Losses losses, forward());
+  ZS_ASSIGN_OR_RETURN(Variable loss, SumLosses(losses));
+  ZS_ASSIGN_OR_RETURN(LogVars logs, Scalars(losses));
+  ZS_ASSIGN_OR_RETURN(double total, loss.value().Item());
+  if (losses.size() != 1 || losses[0].first != "loss") logs.emplace_back("loss", total);
+  ZS_ASSIGN_OR_RETURN(OptimWrapper::Update u, optim.UpdateParams(loss));
+  ZS_ASSIGN_OR_RETURN(logs, MeanOverRanks(model.world(), std::move(logs)));
+  logs.emplace_back("lr", u.lr);
+  if (u.stepped) {
+    if (optim.options().clip_grad_max_norm > 0 && !u.skipped) logs.emplace_back("grad_norm", u.grad_norm);
+    if (optim.loss_scaling()) logs.emplace_back("skipped", u.skipped ? 1.0 : 0.0);
+  }
+  return logs;
+}
+
+absl::StatusOr<Losses> ValStep(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
+                               LogVars* logs) {
+  return EvalForward(model, forward, logs);
+}
+
+absl::StatusOr<Losses> TestStep(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
+                                LogVars* logs) {
+  return EvalForward(model, forward, logs);
+}
+
+}  // namespace zeroshard::optim

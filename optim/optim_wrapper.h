@@ -1,0 +1,134 @@
+// OptimWrapper and the TrainStep / ValStep / TestStep trio: a user's own
+// Module trained with sharding in a few lines, without the config system.
+// The names are MMEngine's (OptimWrapper.update_params, model.train_step,
+// val_step, test_step, parse_losses); the semantics are spelled out here.
+//
+//   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(model, comm, sharding));
+//   ZS_ASSIGN_OR_RETURN(OptimWrapper ow, OptimWrapper::Create(*sharded, {
+//       .optimizer = {.kind = OptimizerKind::kAdamW, .weight_decay = 0.1},
+//       .lr = {.kind = LrScheduleKind::kCosine, .lr = 1e-3, .warmup_steps = 10, .decay_steps = 200},
+//       .accumulative_counts = 2, .clip_grad_max_norm = 1.0}));
+//   for (...) {
+//     ZS_ASSIGN_OR_RETURN(LogVars logs, TrainStep(*sharded, ow, [&]() -> absl::StatusOr<Losses> {
+//       ZS_ASSIGN_OR_RETURN(Variable loss, model->Loss(batch));   // the user's forward
+//       return Losses{{"loss", loss}};
+//     }));
+//   }
+//
+// One TrainStep is one micro-batch: with accumulative_counts = A the
+// optimizer steps on every A-th call (the last micro-batch of a step), as
+// MMEngine's update_params does. What a call does, in order:
+//   1. the user's forward returns named losses; their sum over names that
+//      contain "loss" is the loss (parse_losses);
+//   2. backward of loss / A, times the loss scale when fp16 loss scaling is on;
+//      inside ShardedModel::NoSync() for all but the last micro-batch when
+//      `no_sync` is set (otherwise gradient shards accumulate after each
+//      micro-batch's reduce-scatter);
+//   3. on the last micro-batch: one all-reduced overflow flag (loss scaling),
+//      skip the step on every rank if any rank overflowed, else unscale, clip
+//      to `clip_grad_max_norm`, optimizer step at the scheduled lr, schedule
+//      step; then zero the gradients either way;
+//   4. returns every named value (and "loss") averaged over ranks, plus "lr"
+//      and, after an optimizer step, "grad_norm" (before clipping) and
+//      "skipped" (1 when loss scaling skipped the step).
+// ValStep and TestStep run the user's forward under no-grad with the model in
+// eval mode (restored after) and return its outputs; their scalar entries are
+// averaged over ranks.
+#ifndef ZEROSHARD_OPTIM_OPTIM_WRAPPER_H_
+#define ZEROSHARD_OPTIM_OPTIM_WRAPPER_H_
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "autograd/variable.h"
+#include "optim/loss_scaler.h"
+#include "optim/lr_schedule.h"
+#include "optim/sharded_optimizer.h"
+#include "runtime/sharding/sharded_model.h"
+
+namespace zeroshard::optim {
+
+struct OptimWrapperOptions {
+  OptimizerOptions optimizer;  // its lr is ignored: the schedule's lr rules
+  LrSchedule lr;
+  int accumulative_counts = 1;      // micro-batches per optimizer step
+  bool no_sync = false;             // accumulate unsharded (NoSync) instead of in shards
+  double clip_grad_max_norm = 0;    // 0: no clipping (the norm is still reported)
+  bool loss_scaling = false;        // fp16 dynamic loss scaling (DeepSpeed's rules)
+  LossScalerOptions loss_scaler;
+  // Fault injection for tests: on this optimizer step, rank 0's gradients
+  // become inf (the loss is multiplied by inf before backward).
+  int64_t inject_inf_at_step = -1;
+};
+
+// Named scalar values averaged over ranks, in the order they were produced.
+using LogVars = std::vector<std::pair<std::string, double>>;
+// Named loss terms (or outputs) as a user's forward returns them.
+using Losses = std::vector<std::pair<std::string, autograd::Variable>>;
+
+class OptimWrapper {
+ public:
+  static absl::StatusOr<OptimWrapper> Create(ShardedModel& model, const OptimWrapperOptions& options);
+
+  // Steps 2 and 3 above for one micro-batch's loss. `grad_norm` and
+  // `skipped` are set when this was the last micro-batch of a step.
+  struct Update {
+    bool stepped = false;  // this call ended a step (optimizer stepped or skipped)
+    bool skipped = false;  // loss scaling found an overflow: no parameter changed
+    double grad_norm = 0;  // total norm before clipping (when stepped and not skipped)
+    double lr = 0;         // the lr of this step
+  };
+  absl::StatusOr<Update> UpdateParams(const autograd::Variable& loss);
+
+  // Optimizer steps taken (skipped ones included), i.e. the schedule's position.
+  int64_t step() const { return step_; }
+  int micro_step() const { return micro_; }
+  double lr() const { return scheduler_.lr(); }
+  bool loss_scaling() const { return options_.loss_scaling; }
+
+  ShardedOptimizer& optimizer() { return optimizer_; }
+  LrScheduler& scheduler() { return scheduler_; }
+  DynamicLossScaler& loss_scaler() { return scaler_; }
+  const OptimWrapperOptions& options() const { return options_; }
+  // Restores the position after a checkpoint load (the optimizer's own step
+  // count is restored by the checkpoint).
+  void set_step(int64_t step) { step_ = step; }
+
+ private:
+  OptimWrapper(ShardedModel& model, const OptimWrapperOptions& options, ShardedOptimizer optimizer,
+               DynamicLossScaler scaler);
+
+  ShardedModel* model_;
+  OptimWrapperOptions options_;
+  ShardedOptimizer optimizer_;
+  LrScheduler scheduler_;
+  DynamicLossScaler scaler_;
+  int64_t step_ = 0;
+  int micro_ = 0;              // micro-batches done in the current step
+  double scale_in_step_ = 1;   // the loss scale this step's micro-batches used
+};
+
+// MMEngine's parse_losses: the sum of every entry whose name contains "loss"
+// (each a 0-d Variable); an error if there is none.
+absl::StatusOr<autograd::Variable> SumLosses(const Losses& losses);
+
+// Averages scalar values over the ranks of `comm` with one all-reduce.
+absl::StatusOr<LogVars> MeanOverRanks(Communicator& comm, LogVars values);
+
+// One micro-batch of training (see the top of this file).
+absl::StatusOr<LogVars> TrainStep(ShardedModel& model, OptimWrapper& optim,
+                                  const std::function<absl::StatusOr<Losses>()>& forward);
+// The user's forward under no-grad in eval mode; returns its outputs as they
+// are (per rank) and fills `logs` (when not null) with the 0-d ones averaged
+// over ranks.
+absl::StatusOr<Losses> ValStep(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
+                               LogVars* logs = nullptr);
+absl::StatusOr<Losses> TestStep(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
+                                LogVars* logs = nullptr);
+
+}  // namespace zeroshard::optim
+
+#endif  // ZEROSHARD_OPTIM_OPTIM_WRAPPER_H_
