@@ -92,14 +92,7 @@ absl::Status ShardedOptimizer::CreateSwap() {
     bytes.push_back(static_cast<int64_t>(slots) * SlotBytes(u->flat.shard_numel()));
     names.push_back(absl::StrCat("unit ", u->index, " '", u->name, "' optimizer state"));
   }
-  SwapSpaceOptions so{.name = "optimizer state",
-                      .file = {.dir = off.optimizer_nvme.path, .tag = "optimizer", .rank = model_->world().rank(),
-                               .verify_checksums = off.nvme_verify, .faults = off.nvme_faults},
-                      .aio = off.aio,
-                      .buffer_count = off.optimizer_nvme.buffer_count,
-                      .pin_memory = off.optimizer_nvme.pin_memory,
-                      .read_ahead = off.optimizer_nvme.read_ahead,
-                      .write_behind = off.optimizer_nvme.write_behind};
+  const SwapSpaceOptions so = off.SwapOptions(/*params=*/false, model_->world().rank());
   ZS_ASSIGN_OR_RETURN(swap_, SwapSpace::Create(so, bytes, std::move(names), model_->host_allocator()));
   // The state starts at zero, on disk.
   for (int r = 0; r < swap_->num_regions(); ++r) {

@@ -218,14 +218,7 @@ absl::Status ShardedModel::CreateParamSwap() {
     names.push_back(absl::StrCat("unit ", u->index, " '", u->name, "' master shard"));
   }
   if (bytes.empty()) return absl::OkStatus();  // everything fits in host memory
-  SwapSpaceOptions so{.name = "parameter shards",
-                      .file = {.dir = off.param_nvme.path, .tag = "params", .rank = world_.rank(),
-                               .verify_checksums = off.nvme_verify, .faults = off.nvme_faults},
-                      .aio = off.aio,
-                      .buffer_count = off.param_nvme.buffer_count,
-                      .pin_memory = off.param_nvme.pin_memory,
-                      .read_ahead = off.param_nvme.read_ahead,
-                      .write_behind = off.param_nvme.write_behind};
+  const SwapSpaceOptions so = off.SwapOptions(/*params=*/true, world_.rank());
   ZS_ASSIGN_OR_RETURN(param_swap_, SwapSpace::Create(so, bytes, std::move(names), host_allocator_));
   return absl::OkStatus();
 }

@@ -79,6 +79,18 @@ std::string NvmeOffload::ToString() const {
                       read_ahead ? "" : ", no read-ahead", write_behind ? "" : ", no write-behind");
 }
 
+SwapSpaceOptions OffloadPolicy::SwapOptions(bool params, int rank) const {
+  const NvmeOffload& n = params ? param_nvme : optimizer_nvme;
+  return SwapSpaceOptions{.name = params ? "parameter shards" : "optimizer state",
+                          .file = {.dir = n.path, .tag = params ? "params" : "optimizer", .rank = rank,
+                                   .verify_checksums = nvme_verify, .faults = nvme_faults},
+                          .aio = aio,
+                          .buffer_count = n.buffer_count,
+                          .pin_memory = n.pin_memory,
+                          .read_ahead = n.read_ahead,
+                          .write_behind = n.write_behind};
+}
+
 std::string OffloadPolicy::ToString() const {
   if (!any()) return "none";
   std::vector<std::string> parts;

@@ -31,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "runtime/dtype.h"
 #include "runtime/nvme/aio_options.h"
+#include "runtime/nvme/swap_space.h"
 
 namespace zeroshard {
 
@@ -128,6 +129,8 @@ struct OffloadPolicy {
   bool optimizer_on_host() const { return optimizer || nvme_optimizer; }
   bool params_on_host() const { return params || optimizer_on_host() || nvme_params; }
   bool grads_on_host() const { return grads || optimizer_on_host(); }
+  // The swap space of the parameter shards (`params`) or of the optimizer state, for `rank`.
+  SwapSpaceOptions SwapOptions(bool params, int rank) const;
   std::string ToString() const;
 };
 
