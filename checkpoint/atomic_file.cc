@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/crc32c.h"
+#include "runtime/crc32c.h"
 
 namespace zeroshard {
 

@@ -21,7 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
-#include "checkpoint/crc32c.h"
+#include "runtime/crc32c.h"
 #include "checkpoint/safetensors.h"
 #include "runtime/status.h"
 
@@ -156,19 +156,21 @@ class StreamWriter {
 
 // Names of the optimizer state tensors for `opt` ("exp_avg", ...).
 std::vector<std::string> OptimizerSlots(const optim::ShardedOptimizer* opt) {
-  if (opt == nullptr) return {};
-  if (opt->options().kind == optim::OptimizerKind::kSgd) {
-    return opt->options().sgd.momentum != 0 ? std::vector<std::string>{"momentum_buffer"}
-                                            : std::vector<std::string>{};
-  }
-  return {"exp_avg", "exp_avg_sq"};
+  return opt == nullptr ? std::vector<std::string>{} : opt->state_slots();
 }
 
-// The state tensor `slot` of unit i's shard.
-Tensor OptimizerShard(optim::ShardedOptimizer* opt, size_t unit, const std::string& slot) {
-  if (slot == "momentum_buffer") return opt->sgd_states()[unit].momentum_buffer;
-  if (slot == "exp_avg") return opt->adam_states()[unit].exp_avg;
-  return opt->adam_states()[unit].exp_avg_sq;
+// Runs fn with unit i's master shard and (when `slots` is not empty) its
+// optimizer state tensors, in `slots` order, resident: one unit at a time,
+// so state offloaded to NVMe streams through its swap buffers and is never
+// all in memory (Note [NVMe offload]). `write`: fn's changes are kept.
+absl::Status WithUnit(ShardedModel& model, optim::ShardedOptimizer* opt, size_t i,
+                      const std::vector<std::string>& slots, bool write,
+                      const std::function<absl::Status(const Tensor& shard, const std::vector<Tensor>& states)>& fn) {
+  ShardedUnit* u = model.units()[i];
+  return model.WithShard(*u, write, [&](const Tensor& shard) -> absl::Status {
+    if (slots.empty()) return fn(shard, {});
+    return opt->WithUnitState(i, write, [&](const std::vector<Tensor>& states) { return fn(shard, states); });
+  });
 }
 
 int64_t OptimizerStep(const optim::ShardedOptimizer* opt) { return opt ? opt->step_count() : 0; }
@@ -290,9 +292,27 @@ absl::Status Agree(Communicator& comm, const absl::Status& mine) {
 struct ShardFilePlan {
   bool writes = false;  // this rank writes a shard file (replica rank 0)
   std::string name;
+  std::vector<std::string> slots;  // optimizer state saved per unit
   std::vector<StreamWriter::Entry> entries;
-  std::vector<Tensor> tensors;  // in entry order
+  std::vector<Tensor> snapshot;  // host copies in entry order (async saves); empty: read at write time
 };
+
+// Every tensor of this rank's shard file in entry order, unit by unit.
+absl::Status ForEachShardTensor(ShardedModel& model, optim::ShardedOptimizer* opt, const std::vector<std::string>& slots,
+                                const std::function<absl::Status(const std::string&, const Tensor&)>& fn) {
+  std::vector<ShardedUnit*> units = model.units();
+  for (size_t i = 0; i < units.size(); ++i) {
+    ZS_RETURN_IF_ERROR(WithUnit(model, opt, i, slots, /*write=*/false,
+                                [&](const Tensor& shard, const std::vector<Tensor>& states) -> absl::Status {
+                                  ZS_RETURN_IF_ERROR(fn(units[i]->name + ".param", shard));
+                                  for (size_t k = 0; k < slots.size(); ++k) {
+                                    ZS_RETURN_IF_ERROR(fn(units[i]->name + "." + slots[k], states[k]));
+                                  }
+                                  return absl::OkStatus();
+                                }));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ShardFilePlan> PlanShardFile(ShardedModel& model, optim::ShardedOptimizer* opt,
                                             const SaveOptions& o, bool snapshot) {
@@ -300,29 +320,39 @@ absl::StatusOr<ShardFilePlan> PlanShardFile(ShardedModel& model, optim::ShardedO
   plan.writes = model.replica_group().rank() == 0;
   if (!plan.writes) return plan;
   plan.name = ShardFile(model.shard_group().rank());
-  const std::vector<std::string> slots = o.save_optimizer ? OptimizerSlots(opt) : std::vector<std::string>{};
-  std::vector<ShardedUnit*> units = model.units();
-  for (size_t i = 0; i < units.size(); ++i) {
-    std::vector<std::pair<std::string, Tensor>> items = {{units[i]->name + ".param", units[i]->shard}};
-    for (const std::string& slot : slots) items.emplace_back(units[i]->name + "." + slot, OptimizerShard(opt, i, slot));
-    for (auto& [name, t] : items) {
-      Tensor data = t;
-      if (snapshot) {
-        ZS_ASSIGN_OR_RETURN(data, t.Clone(DefaultCpuAllocator()));
-      }
-      plan.entries.emplace_back(name, DType::kF32, Shape{t.numel()});
-      plan.tensors.push_back(data);
+  plan.slots = o.save_optimizer ? OptimizerSlots(opt) : std::vector<std::string>{};
+  for (ShardedUnit* u : model.units()) {
+    plan.entries.emplace_back(u->name + ".param", DType::kF32, Shape{u->flat.shard_numel()});
+    for (const std::string& slot : plan.slots) {
+      plan.entries.emplace_back(u->name + "." + slot, DType::kF32, Shape{u->flat.shard_numel()});
     }
+  }
+  if (snapshot) {
+    ZS_RETURN_IF_ERROR(ForEachShardTensor(model, opt, plan.slots, [&](const std::string&, const Tensor& t) -> absl::Status {
+      ZS_ASSIGN_OR_RETURN(Tensor c, t.Clone(DefaultCpuAllocator()));
+      plan.snapshot.push_back(c);
+      return absl::OkStatus();
+    }));
   }
   return plan;
 }
 
+// Writes the planned shard file from the snapshot or, without one, from the
+// model and optimizer (then unit by unit: model and opt are needed).
 absl::StatusOr<std::pair<uint64_t, uint32_t>> WriteShardFile(const DirNames& d, const ShardFilePlan& p,
-                                                             const AtomicFileOptions& file) {
+                                                             const AtomicFileOptions& file,
+                                                             ShardedModel* model = nullptr,
+                                                             optim::ShardedOptimizer* opt = nullptr) {
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<StreamWriter> w,
                       StreamWriter::Open(d.tmp_dir + "/" + p.name, p.entries, {}, file));
-  for (size_t i = 0; i < p.entries.size(); ++i) {
-    ZS_RETURN_IF_ERROR(w->Append(std::get<0>(p.entries[i]), p.tensors[i]));
+  if (model == nullptr) {
+    for (size_t i = 0; i < p.entries.size(); ++i) {
+      ZS_RETURN_IF_ERROR(w->Append(std::get<0>(p.entries[i]), p.snapshot[i]));
+    }
+  } else {
+    ZS_RETURN_IF_ERROR(ForEachShardTensor(*model, opt, p.slots, [&](const std::string& name, const Tensor& t) {
+      return w->Append(name, t);
+    }));
   }
   return w->Commit();
 }
@@ -372,12 +402,17 @@ absl::Status GatherFull(ShardedModel& model, optim::ShardedOptimizer* opt, const
       ZS_RETURN_IF_ERROR(model.shard_group().AllGather(src, full));
       return full;
     };
-    ZS_ASSIGN_OR_RETURN(Tensor params, gather(u->shard));
+    Tensor params;
     std::vector<Tensor> states;
-    for (const std::string& slot : slots) {
-      ZS_ASSIGN_OR_RETURN(Tensor s, gather(OptimizerShard(opt, i, slot)));
-      states.push_back(s);
-    }
+    ZS_RETURN_IF_ERROR(WithUnit(model, opt, i, slots, /*write=*/false,
+                                [&](const Tensor& shard, const std::vector<Tensor>& shard_states) -> absl::Status {
+                                  ZS_ASSIGN_OR_RETURN(params, gather(shard));
+                                  for (const Tensor& st : shard_states) {
+                                    ZS_ASSIGN_OR_RETURN(Tensor g, gather(st));
+                                    states.push_back(g);
+                                  }
+                                  return absl::OkStatus();
+                                }));
     if (!lead) continue;
     for (const FlatParamSlot& p : u->flat.params()) {
       if (!Included(p, o)) continue;
@@ -423,7 +458,7 @@ absl::Status SaveCheckpoint(const std::string& dir, ShardedModel& model, optim::
     std::pair<uint64_t, uint32_t> info{0, 0};
     mine = plan.status();
     if (mine.ok() && plan->writes) {
-      auto r = WriteShardFile(d, *plan, o.file);
+      auto r = WriteShardFile(d, *plan, o.file, &model, optimizer);
       mine = r.status();
       if (r.ok()) info = *r;
     }
@@ -662,26 +697,28 @@ absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& 
   absl::Status mine;
   for (size_t i = 0; i < units.size() && mine.ok(); ++i) {
     ShardedUnit* u = units[i];
-    for (const FlatParameter::Piece& piece : u->flat.PiecesOfShard(u->flat.shard_rank())) {
-      const FlatParamSlot& p = u->flat.params()[piece.param];
-      auto it = reader.params().find(p.name);
-      for (size_t a = 0; it == reader.params().end() && a < p.aliases.size(); ++a) it = reader.params().find(p.aliases[a]);
-      if (it == reader.params().end()) continue;  // missing (not strict): keeps its init
-      if (it->second.shape != p.shape) {
-        mine = absl::InvalidArgumentError(absl::StrCat("LoadCheckpoint(", Quoted(dir), "): ", p.name, " has shape ",
-                                                       ShapeToString(it->second.shape), " in the checkpoint, expected ",
-                                                       ShapeToString(p.shape)));
-        break;
+    // Unit by unit: an NVMe-resident shard and state are read, filled and written back.
+    mine = WithUnit(model, optimizer, i, slots, /*write=*/true,
+                    [&](const Tensor& shard, const std::vector<Tensor>& states) -> absl::Status {
+      for (const FlatParameter::Piece& piece : u->flat.PiecesOfShard(u->flat.shard_rank())) {
+        const FlatParamSlot& p = u->flat.params()[piece.param];
+        auto it = reader.params().find(p.name);
+        for (size_t a = 0; it == reader.params().end() && a < p.aliases.size(); ++a) it = reader.params().find(p.aliases[a]);
+        if (it == reader.params().end()) continue;  // missing (not strict): keeps its init
+        if (it->second.shape != p.shape) {
+          return absl::InvalidArgumentError(absl::StrCat("LoadCheckpoint(", Quoted(dir), "): ", p.name, " has shape ",
+                                                         ShapeToString(it->second.shape), " in the checkpoint, expected ",
+                                                         ShapeToString(p.shape)));
+        }
+        std::vector<std::pair<std::string, Tensor>> targets = {{"param", shard}};
+        for (size_t k = 0; k < slots.size(); ++k) targets.emplace_back(slots[k], states[k]);
+        for (auto& [slot, buffer] : targets) {
+          ZS_ASSIGN_OR_RETURN(Tensor dst, buffer.Narrow(0, piece.shard_offset, piece.count));
+          ZS_RETURN_IF_ERROR(reader.ReadRange(it->second, slot, piece.param_offset, piece.count, dst));
+        }
       }
-      std::vector<std::pair<std::string, Tensor>> targets = {{"param", u->shard}};
-      for (const std::string& slot : slots) targets.emplace_back(slot, OptimizerShard(optimizer, i, slot));
-      for (auto& [slot, buffer] : targets) {
-        absl::StatusOr<Tensor> dst = buffer.Narrow(0, piece.shard_offset, piece.count);
-        mine = dst.ok() ? reader.ReadRange(it->second, slot, piece.param_offset, piece.count, *dst) : dst.status();
-        if (!mine.ok()) break;
-      }
-      if (!mine.ok()) break;
-    }
+      return absl::OkStatus();
+    });
   }
   if (mine.ok() && load_opt) {
     const int64_t step = reader.manifest().optimizer_step;

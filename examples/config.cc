@@ -442,6 +442,60 @@ void ReadLossScaler(Section s, RunConfig* c) {
   s.Finish();
 }
 
+// aio {block_size, queue_depth, thread_count, single_submit, overlap_events}:
+// DeepSpeed's names and defaults (runtime/nvme/aio_options.h).
+void ReadAio(Section a, AioOptions* aio) {
+  if (a.Int("block_size", &aio->block_size, kDirectIoAlignment, int64_t{1} << 30) &&
+      aio->block_size % kDirectIoAlignment != 0) {
+    a.Add("block_size", absl::StrCat("expected a multiple of ", kDirectIoAlignment,
+                                     " bytes (the O_DIRECT alignment), found ", aio->block_size));
+  }
+  a.Int("queue_depth", &aio->queue_depth, 1, 4096);
+  a.Int("thread_count", &aio->thread_count, 1, 64);
+  a.Bool("single_submit", &aio->single_submit);
+  a.Bool("overlap_events", &aio->overlap_events);
+  a.Finish();
+}
+
+// A directory string, or null for "inherit" (*out unchanged).
+bool PathOrNull(Section& s, const std::string& key, std::string* out) {
+  const Json* v = s.Get(key);
+  if (v == nullptr || v->is_null()) return false;
+  return s.String(key, out);
+}
+
+// strategy.nvme_offload (ZeRO-Infinity; OffloadPolicy's nvme fields):
+//   {nvme_path,
+//    optimizer {enabled, nvme_path (null: the one above), buffer_count 4, pin_memory,
+//               read_ahead true, write_behind true},
+//    params {enabled, nvme_path, buffer_count 5, pin_memory, max_in_cpu 0, read_ahead, write_behind},
+//    verify_checksums true, aio {...}}
+void ReadNvmeOffload(Section s, OffloadPolicy* off) {
+  std::string common;
+  s.String("nvme_path", &common);
+  auto kind = [&](const char* key, bool* enabled, NvmeOffload* n, bool params) {
+    Section k = s.Child(key);
+    k.Bool("enabled", enabled);
+    std::string own;
+    n->path = PathOrNull(k, "nvme_path", &own) ? own : common;
+    k.Int("buffer_count", &n->buffer_count, 1, 1 << 16);
+    k.Bool("pin_memory", &n->pin_memory);
+    if (params) k.Int("max_in_cpu", &n->max_in_cpu, 0);
+    k.Bool("read_ahead", &n->read_ahead);
+    k.Bool("write_behind", &n->write_behind);
+    if (*enabled && n->path.empty()) {
+      k.Add("nvme_path", absl::StrCat("expected the directory for the ", key,
+                                      " swap files (a local NVMe mount) here or in nvme_offload.nvme_path, found none"));
+    }
+    k.Finish();
+  };
+  kind("optimizer", &off->nvme_optimizer, &off->optimizer_nvme, false);
+  kind("params", &off->nvme_params, &off->param_nvme, true);
+  s.Bool("verify_checksums", &off->nvme_verify);
+  ReadAio(s.Child("aio"), &off->aio);
+  s.Finish();
+}
+
 void ReadStrategy(Section s, RunConfig* c) {
   ShardingOptions& sh = c->train.sharding;
   std::string strategy;
@@ -548,6 +602,17 @@ void ReadStrategy(Section s, RunConfig* c) {
                                         Found(*off)));
     }
   }
+  // nvme_offload: null or false turns it off; an object as ReadNvmeOffload says.
+  if (s.Has("nvme_offload") && (s.Get("nvme_offload", false)->is_null() || s.Get("nvme_offload", false)->is_boolean())) {
+    const Json* n = s.Get("nvme_offload", false);
+    if (n->is_boolean() && n->get<bool>()) {
+      s.Add("nvme_offload", "expected an object ({\"nvme_path\": ..., \"optimizer\": {\"enabled\": true}, ...}), "
+                            "null or false, found true");
+    }
+    sh.offload.nvme_optimizer = sh.offload.nvme_params = false;
+  } else {
+    ReadNvmeOffload(s.Child("nvme_offload"), &sh.offload);
+  }
   if (s.Has("mixed_precision") && s.Get("mixed_precision", false)->is_null()) {
     sh.mixed_precision = MixedPrecision{};  // FSDP's mixed_precision=None
   } else {
@@ -632,6 +697,11 @@ void ReadTrace(Section s, TrainOptions* o) {
 //   offload_optimizer.device "cpu" -> cpu_offload {grads, optimizer} (ZeRO-Offload:
 //     the step runs on the host); offload_param.device "cpu" -> params too
 //     (ZeRO-Infinity; DeepSpeed allows it with stage 3 only, and so do we).
+//   device "nvme" -> nvme_offload {optimizer | params: enabled, nvme_path,
+//     buffer_count, pin_memory, max_in_cpu}; offload_optimizer's pipeline_read /
+//     pipeline_write -> read_ahead / write_behind (on when absent: DeepSpeed's
+//     default is off); the top-level aio block -> nvme_offload.aio.
+//     max_in_cpu keeps DeepSpeed's default (1e9 elements) here, 0 in nvme_offload.
 //   bf16.enabled -> mixed_precision {bf16, bf16, bf16}; fp16.enabled -> f16 and
 //     dynamic loss scaling with the fp16 block's keys (loss_scale 0 = dynamic; a
 //     static scale is not supported). The reduction dtype is the model's
@@ -715,28 +785,68 @@ void ReadDeepSpeed(Section ds, const Json& root, RunConfig* c, Context* ctx) {
       c->notes.push_back("deepspeed.zero_optimization.stage 0 runs as NO_SHARD (DDP: gradients all-reduced)");
     }
   }
-  auto read_device = [&](const char* key) {
-    Section dev = zero.Child(key);
+  // offload_optimizer / offload_param {device "none"|"cpu"|"nvme", pin_memory,
+  // nvme_path, buffer_count; offload_param: max_in_cpu (DeepSpeed's default 1e9)}.
+  struct DsOffload {
     std::string device = "none";
-    const Json* d = dev.Get("device");
-    if (d != nullptr && d->is_string() && absl::EqualsIgnoreCase(d->get<std::string>(), "nvme")) {
-      dev.Add("device", "expected \"none\" or \"cpu\", found \"nvme\" (NVMe offload is not supported)");
-    } else if (d != nullptr) {
-      dev.ChoiceOf("device", *d, &device, {"none", "cpu"});
-    }
-    bool pin = false;
-    if (dev.Bool("pin_memory", &pin)) without_effect.push_back(dev.PathOf("pin_memory"));
-    dev.Finish();
-    return device == "cpu";
+    NvmeOffload nvme;
   };
-  const bool offload_optimizer = read_device("offload_optimizer");
-  const bool offload_param = read_device("offload_param");
-  if (offload_param && stage != 3 && ctx->Ok({zero.PathOf("stage")})) {
+  auto read_device = [&](const char* key, bool params) {
+    Section dev = zero.Child(key);
+    DsOffload out;
+    out.nvme.buffer_count = params ? 5 : 4;
+    out.nvme.max_in_cpu = params ? 1000000000 : 0;
+    if (const Json* d = dev.Get("device")) dev.ChoiceOf("device", *d, &out.device, {"none", "cpu", "nvme"});
+    const bool nvme = out.device == "nvme";
+    if (dev.Bool("pin_memory", &out.nvme.pin_memory) && !nvme) without_effect.push_back(dev.PathOf("pin_memory"));
+    if (PathOrNull(dev, "nvme_path", &out.nvme.path) && !nvme) without_effect.push_back(dev.PathOf("nvme_path"));
+    if (dev.Int("buffer_count", &out.nvme.buffer_count, 1, 1 << 16) && !nvme) {
+      without_effect.push_back(dev.PathOf("buffer_count"));
+    }
+    if (params && dev.Int("max_in_cpu", &out.nvme.max_in_cpu, 0) && !nvme) {
+      without_effect.push_back(dev.PathOf("max_in_cpu"));
+    }
+    // Buffers are sized to the largest unit here.
+    if (dev.Get("buffer_size") != nullptr) without_effect.push_back(dev.PathOf("buffer_size"));
+    if (!params) {
+      // Overlap of the optimizer's swaps with its step; on unless turned off
+      // (DeepSpeed's default is off).
+      if (dev.Bool("pipeline_read", &out.nvme.read_ahead) && !nvme) without_effect.push_back(dev.PathOf("pipeline_read"));
+      if (dev.Bool("pipeline_write", &out.nvme.write_behind) && !nvme) {
+        without_effect.push_back(dev.PathOf("pipeline_write"));
+      }
+      bool unused = false;
+      if (dev.Bool("fast_init", &unused)) without_effect.push_back(dev.PathOf("fast_init"));
+    }
+    if (nvme && out.nvme.path.empty()) {
+      dev.Add("nvme_path", "expected the directory for the NVMe swap files with device \"nvme\", found none");
+    }
+    dev.Finish();
+    return out;
+  };
+  const DsOffload offload_optimizer = read_device("offload_optimizer", false);
+  const DsOffload offload_param = read_device("offload_param", true);
+  if (offload_param.device != "none" && stage != 3 && ctx->Ok({zero.PathOf("stage")})) {
     ctx->Add(zero.PathOf("offload_param.device"),
              absl::StrCat("parameter offload needs zero_optimization.stage 3 (as in DeepSpeed), found stage ", stage));
   }
+  const bool opt_cpu = offload_optimizer.device == "cpu", param_cpu = offload_param.device == "cpu";
   if (use_ds({zero.PathOf("offload_optimizer"), zero.PathOf("offload_param")}, "strategy.cpu_offload")) {
-    sh.offload = OffloadPolicy{.params = offload_param, .grads = offload_optimizer, .optimizer = offload_optimizer};
+    sh.offload.params = param_cpu;
+    sh.offload.grads = sh.offload.optimizer = opt_cpu;
+  }
+  // ZeRO-Infinity: device "nvme" and the aio block -> strategy.nvme_offload.
+  Section aio = ds.Child("aio");
+  if (use_ds({zero.PathOf("offload_optimizer"), zero.PathOf("offload_param"), aio.path()}, "strategy.nvme_offload")) {
+    OffloadPolicy& off = sh.offload;
+    off.nvme_optimizer = offload_optimizer.device == "nvme";
+    off.nvme_params = offload_param.device == "nvme";
+    off.optimizer_nvme = offload_optimizer.nvme;
+    off.param_nvme = offload_param.nvme;
+    ReadAio(aio, &off.aio);
+  } else {
+    AioOptions unused;
+    ReadAio(aio, &unused);
   }
   bool overlap = false;
   if (zero.Bool("overlap_comm", &overlap)) {
@@ -1159,12 +1269,38 @@ OrderedJson ToJson(const RunConfig& c) {
   s["forward_prefetch"] = sh.forward_prefetch;
   s["limit_all_gathers"] = sh.limit_all_gathers;
   const OffloadPolicy& off = sh.offload;
-  if (!off.any()) {
+  if (!off.params && !off.grads && !off.optimizer) {
     s["cpu_offload"] = false;
   } else if (off.params && off.grads && off.optimizer) {
     s["cpu_offload"] = true;
   } else {
     s["cpu_offload"] = {{"params", off.params}, {"grads", off.grads}, {"optimizer", off.optimizer}};
+  }
+  {
+    // One nvme_path for both kinds unless they differ.
+    const std::string common = !off.optimizer_nvme.path.empty() ? off.optimizer_nvme.path : off.param_nvme.path;
+    auto own = [&](const std::string& path) { return path == common ? OrderedJson(nullptr) : OrderedJson(path); };
+    s["nvme_offload"] = {
+        {"nvme_path", common},
+        {"optimizer", {{"enabled", off.nvme_optimizer},
+                       {"nvme_path", own(off.optimizer_nvme.path)},
+                       {"buffer_count", off.optimizer_nvme.buffer_count},
+                       {"pin_memory", off.optimizer_nvme.pin_memory},
+                       {"read_ahead", off.optimizer_nvme.read_ahead},
+                       {"write_behind", off.optimizer_nvme.write_behind}}},
+        {"params", {{"enabled", off.nvme_params},
+                    {"nvme_path", own(off.param_nvme.path)},
+                    {"buffer_count", off.param_nvme.buffer_count},
+                    {"pin_memory", off.param_nvme.pin_memory},
+                    {"max_in_cpu", off.param_nvme.max_in_cpu},
+                    {"read_ahead", off.param_nvme.read_ahead},
+                    {"write_behind", off.param_nvme.write_behind}}},
+        {"verify_checksums", off.nvme_verify},
+        {"aio", {{"block_size", off.aio.block_size},
+                 {"queue_depth", off.aio.queue_depth},
+                 {"thread_count", off.aio.thread_count},
+                 {"single_submit", off.aio.single_submit},
+                 {"overlap_events", off.aio.overlap_events}}}};
   }
   s["mixed_precision"] = {{"param_dtype", std::string(DTypeName(sh.mixed_precision.param_dtype))},
                           {"reduce_dtype", std::string(DTypeName(sh.mixed_precision.reduce_dtype))},
@@ -1329,6 +1465,7 @@ absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
       {"trace", "trace.path"},
       {"trace_from", "trace.from_step"},
       {"trace_steps", "trace.steps"},
+      {"nvme_path", "strategy.nvme_offload.nvme_path"},
   };
   std::vector<std::string> out;
   for (const auto& [name, value] : flags) {
@@ -1356,16 +1493,24 @@ absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
       const bool on = value == "true" || value == "1";
       out.push_back(absl::StrCat("strategy.activation_checkpointing=", on ? "[\"Block\"]" : "[]"));
     } else if (name == "offload") {
+      // Host offload (FSDP's CPUOffload) or NVMe offload (ZeRO-Infinity), never both.
+      bool nvme_optimizer = false, nvme_params = false;
       if (value == "none") {
         out.push_back("strategy.cpu_offload=false");
       } else if (value == "optimizer") {
         out.push_back("strategy.cpu_offload={\"params\": false, \"grads\": true, \"optimizer\": true}");
       } else if (value == "params_and_optimizer") {
         out.push_back("strategy.cpu_offload=true");
+      } else if (value == "nvme_optimizer" || value == "nvme_params_and_optimizer") {
+        out.push_back("strategy.cpu_offload=false");
+        nvme_optimizer = true;
+        nvme_params = value == "nvme_params_and_optimizer";
       } else {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--offload=", value, ": expected none, optimizer or params_and_optimizer"));
+        return absl::InvalidArgumentError(absl::StrCat("--offload=", value, ": expected none, optimizer, "
+                                                       "params_and_optimizer, nvme_optimizer or nvme_params_and_optimizer"));
       }
+      out.push_back(absl::StrCat("strategy.nvme_offload.optimizer.enabled=", nvme_optimizer ? "true" : "false"));
+      out.push_back(absl::StrCat("strategy.nvme_offload.params.enabled=", nvme_params ? "true" : "false"));
     } else {
       return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a config flag"));
     }

@@ -39,6 +39,12 @@
 //     limit_all_gathers 2 (units gathered at once; true = 2, false/0 = unlimited),
 //     cpu_offload false (true: FSDP's CPUOffload(offload_params=True) = params, grads and
 //                 optimizer on the host; or {"params", "grads", "optimizer"} booleans),
+//     nvme_offload (ZeRO-Infinity: state in swap files on a local NVMe drive; null/false: off) {
+//       nvme_path "" (an existing directory), optimizer {enabled false, nvme_path null (= the one above),
+//       buffer_count 4, pin_memory false, read_ahead true, write_behind true}, params {enabled false,
+//       nvme_path null, buffer_count 5, pin_memory false, max_in_cpu 0 (elements kept in host memory),
+//       read_ahead true, write_behind true}, verify_checksums true,
+//       aio {block_size 1048576, queue_depth 8, thread_count 1, single_submit false, overlap_events true}},
 //     mixed_precision {param_dtype "f32", reduce_dtype "f32", buffer_dtype "f32"} (f32|bf16|f16),
 //     activation_checkpointing [] (module types recomputed in backward: [] or ["Block"]),
 //     state_dict_type "SHARDED_STATE_DICT"|"FULL_STATE_DICT" (also "sharded"|"full"),
@@ -51,7 +57,11 @@
 //   trace {path "", from_step 2, steps 2}
 //   deepspeed {...}: a DeepSpeed config block, an alternative to the strategy keys (see
 //     Note [DeepSpeed mapping] in config.cc): zero_optimization {stage 0..3,
-//     offload_optimizer {device}, offload_param {device}, overlap_comm, ...}, bf16 {enabled},
+//     offload_optimizer {device "none"|"cpu"|"nvme", nvme_path, buffer_count, pin_memory,
+//     pipeline_read, pipeline_write},
+//     offload_param {device, nvme_path, buffer_count, pin_memory, max_in_cpu (default 1e9)},
+//     overlap_comm, ...}, aio {block_size, queue_depth, thread_count, single_submit,
+//     overlap_events}, bf16 {enabled},
 //     fp16 {enabled, loss_scale, initial_scale_power, loss_scale_window, hysteresis,
 //     consecutive_hysteresis, min_loss_scale}, communication_data_type, gradient_clipping,
 //     gradient_accumulation_steps, train_micro_batch_size_per_gpu, train_batch_size,

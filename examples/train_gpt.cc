@@ -24,7 +24,7 @@
 // --weight_decay --beta1 --beta2 --grad_clip --seed; sharding --world_size
 // --backend --sharding_strategy --hybrid_shard_size --auto_wrap
 // --forward_prefetch --backward_prefetch --limit_all_gathers
-// --activation_checkpointing --offload --param_dtype --reduce_dtype; fp16
+// --activation_checkpointing --offload --nvme_path --param_dtype --reduce_dtype; fp16
 // --loss_scale --initial_scale_power --loss_scale_window --hysteresis
 // --min_loss_scale; I/O --init_from --save --log_every --eval_every
 // --eval_iters --sample_tokens --temperature --top_k --trace --trace_from
@@ -94,7 +94,11 @@ ABSL_FLAG(int64_t, sample_tokens, 200, "tokens to generate at the end");
 ABSL_FLAG(double, temperature, 0.8, "sampling temperature");
 ABSL_FLAG(int64_t, top_k, 40, "sample among the k most likely tokens");
 ABSL_FLAG(int64_t, device_memory_limit, 0, "bytes per rank (0: unlimited)");
-ABSL_FLAG(std::string, offload, "none", "CPU offload: none, optimizer (state, master weights, gradients) or params_and_optimizer");
+ABSL_FLAG(std::string, offload, "none",
+          "none; host offload: optimizer (state, master weights, gradients) or params_and_optimizer; NVMe offload "
+          "(ZeRO-Infinity, files under --nvme_path): nvme_optimizer (optimizer state) or nvme_params_and_optimizer "
+          "(and the master weight shards)");
+ABSL_FLAG(std::string, nvme_path, "", "directory for the NVMe swap files (a local NVMe mount) of --offload=nvme_*");
 ABSL_FLAG(std::string, param_dtype, "f32", "dtype of gathered parameters and compute: f32, bf16 or f16");
 ABSL_FLAG(std::string, reduce_dtype, "f32", "dtype of gradient reduction: f32, bf16 or f16");
 ABSL_FLAG(std::string, loss_scale, "auto", "fp16 loss scaling: dynamic, none, or auto (dynamic when param_dtype is f16)");

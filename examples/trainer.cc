@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -182,6 +184,10 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   optim::ShardedOptimizer& opt = ow.optimizer();
   optim::LrScheduler& scheduler = ow.scheduler();
   optim::DynamicLossScaler& scaler = ow.loss_scaler();
+  if (sharding.offload.nvme()) {
+    say(absl::StrCat("  rank 0's swap files (NVMe offload):\n    ",
+                     absl::StrReplaceAll(absl::StripSuffix(opt.NvmeSummary(), "\n"), {{"\n", "\n    "}}), "\n"));
+  }
   if (scaling) say(absl::StrCat("  fp16 dynamic loss scaling: ", o.loss_scaler.ToString(), "\n"));
 
   TrainSummary s;
@@ -371,6 +377,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       return WriteSafetensors(o.save, tensors, {{"format", "pt"}});
     }, /*writeback=*/false, /*rank0_only=*/true));
     say(absl::StrCat("saved ", o.save, "\n"));
+  }
+  for (SwapSpace* space : {sharded->param_swap(), opt.swap()}) {
+    if (space != nullptr) say(absl::StrCat("NVMe ", space->ToString(), ": ", space->stats().ToString(), "\n"));
   }
   ZS_ASSIGN_OR_RETURN(Tensor peak, Tensor::Full({1}, static_cast<double>(s.peak_bytes), DType::kF32));
   ZS_RETURN_IF_ERROR(comm.AllReduce(peak, ReduceOp::kMax));

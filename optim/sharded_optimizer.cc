@@ -1,6 +1,8 @@
 #include "optim/sharded_optimizer.h"
 
 #include "absl/strings/ascii.h"
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/status.h"
 
@@ -47,16 +49,100 @@ absl::StatusOr<ShardedOptimizer> ShardedOptimizer::Create(ShardedModel& model,
     const std::vector<ParamGroup> whole = {decayed, plain};
     ZS_RETURN_IF_ERROR(ValidateParamGroups(whole, u->flat.padded_numel()));
     opt.groups_.push_back(ShardParamGroups(whole, u->flat.shard_offset(), u->flat.shard_numel()));
+    // With NVMe offload the state's bytes live in the swap file (CreateSwap).
+    const bool nvme = model.options().offload.nvme_optimizer;
     if (options.kind == OptimizerKind::kSgd) {
-      ZS_ASSIGN_OR_RETURN(SgdState s, SgdState::Create(u->flat.shard_numel(), options.sgd,
+      ZS_ASSIGN_OR_RETURN(SgdState s, SgdState::Create(nvme ? 0 : u->flat.shard_numel(), options.sgd,
                                                         model.optimizer_allocator()));
+      if (nvme) s.momentum_buffer = Tensor();
       opt.sgd_.push_back(std::move(s));
     } else {
-      ZS_ASSIGN_OR_RETURN(AdamWState s, AdamWState::Create(u->flat.shard_numel(), model.optimizer_allocator()));
+      AdamWState s;
+      if (!nvme) {
+        ZS_ASSIGN_OR_RETURN(s, AdamWState::Create(u->flat.shard_numel(), model.optimizer_allocator()));
+      }
       opt.adam_.push_back(std::move(s));
     }
   }
+  if (model.options().offload.nvme_optimizer) {
+    ZS_RETURN_IF_ERROR(opt.CreateSwap());
+  }
   return opt;
+}
+
+std::vector<std::string> ShardedOptimizer::state_slots() const {
+  if (options_.kind == OptimizerKind::kSgd) {
+    return options_.sgd.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+  }
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+namespace {
+// Bytes of one state slot of an n-element shard in a swap region (O_DIRECT alignment).
+int64_t SlotBytes(int64_t n) { return AlignUp(n * 4, kDirectIoAlignment); }
+}  // namespace
+
+absl::Status ShardedOptimizer::CreateSwap() {
+  const size_t slots = state_slots().size();
+  if (slots == 0) return absl::OkStatus();  // SGD without momentum keeps no state
+  const OffloadPolicy& off = model_->options().offload;
+  std::vector<int64_t> bytes;
+  std::vector<std::string> names;
+  for (ShardedUnit* u : model_->units()) {
+    bytes.push_back(static_cast<int64_t>(slots) * SlotBytes(u->flat.shard_numel()));
+    names.push_back(absl::StrCat("unit ", u->index, " '", u->name, "' optimizer state"));
+  }
+  const SwapSpaceOptions so = off.SwapOptions(/*params=*/false, model_->world().rank());
+  ZS_ASSIGN_OR_RETURN(swap_, SwapSpace::Create(so, bytes, std::move(names), model_->host_allocator()));
+  // The state starts at zero, on disk.
+  for (int r = 0; r < swap_->num_regions(); ++r) {
+    ZS_RETURN_IF_ERROR(swap_->Acquire(r, /*overwrite=*/true).status());
+    ZS_RETURN_IF_ERROR(swap_->Release(r, /*dirty=*/true));
+  }
+  return absl::OkStatus();
+}
+
+void ShardedOptimizer::BindState(size_t i, char* bytes) {
+  const int64_t n = model_->units()[i]->flat.shard_numel();
+  auto view = [&](int slot) {
+    return bytes == nullptr ? Tensor() : Tensor::Wrap(bytes + slot * SlotBytes(n), {n}, DType::kF32);
+  };
+  if (options_.kind == OptimizerKind::kSgd) {
+    sgd_[i].momentum_buffer = view(0);
+  } else {
+    adam_[i].exp_avg = view(0);
+    adam_[i].exp_avg_sq = view(1);
+  }
+}
+
+absl::Status ShardedOptimizer::WithUnitState(size_t i, bool write,
+                                             const std::function<absl::Status(const std::vector<Tensor>&)>& fn) {
+  if (i >= groups_.size()) {
+    return absl::OutOfRangeError(absl::StrCat("WithUnitState: unit ", i, " of ", groups_.size()));
+  }
+  auto slots = [&]() -> std::vector<Tensor> {
+    if (options_.kind == OptimizerKind::kSgd) {
+      return sgd_[i].momentum_buffer.defined() ? std::vector<Tensor>{sgd_[i].momentum_buffer} : std::vector<Tensor>{};
+    }
+    return {adam_[i].exp_avg, adam_[i].exp_avg_sq};
+  };
+  if (swap_ == nullptr) return fn(slots());
+  ZS_ASSIGN_OR_RETURN(char* bytes, swap_->Acquire(static_cast<int>(i)));
+  BindState(i, bytes);
+  const absl::Status s = fn(slots());
+  BindState(i, nullptr);
+  const absl::Status released = swap_->Release(static_cast<int>(i), write && s.ok());
+  return s.ok() ? released : s;
+}
+
+std::string ShardedOptimizer::NvmeSummary() {
+  std::string out;
+  for (SwapSpace* space : {model_->param_swap(), swap_.get()}) {
+    if (space == nullptr) continue;
+    absl::StrAppend(&out, "NVMe ", space->ToString(), "\n");
+    if (!space->note().empty()) absl::StrAppend(&out, "  note: ", space->note(), "\n");
+  }
+  return out;
 }
 
 absl::Status ShardedOptimizer::set_step_count(int64_t steps) {
@@ -67,20 +153,45 @@ absl::Status ShardedOptimizer::set_step_count(int64_t steps) {
   return absl::OkStatus();
 }
 
+absl::Status ShardedOptimizer::StepUnit(size_t i, ShardedUnit& unit, double lr, double grad_scale,
+                                        const std::function<void()>& read_ahead) {
+  std::vector<ParamGroup> groups = groups_[i];
+  for (ParamGroup& g : groups) g.lr = lr;
+  const StepOptions step{.grad_scale = grad_scale};
+  return model_->WithShard(unit, /*write=*/true, [&](const Tensor& shard) -> absl::Status {
+    return WithUnitState(i, /*write=*/true, [&](const std::vector<Tensor>&) -> absl::Status {
+      read_ahead();  // unit i holds its buffers now, so the reads cannot evict it
+      if (options_.kind == OptimizerKind::kSgd) {
+        return SgdStep(options_.sgd, groups, shard, unit.grad_shard, sgd_[i], step);
+      }
+      return AdamWStep(options_.adamw, groups, shard, unit.grad_shard, adam_[i], step);
+    });
+  });
+}
+
 absl::Status ShardedOptimizer::Step(double lr, double grad_scale) {
   std::vector<ShardedUnit*> units = model_->units();
-  for (size_t i = 0; i < units.size(); ++i) {
-    std::vector<ParamGroup> groups = groups_[i];
-    for (ParamGroup& g : groups) g.lr = lr;
-    const StepOptions step{.grad_scale = grad_scale};
-    if (options_.kind == OptimizerKind::kSgd) {
-      ZS_RETURN_IF_ERROR(SgdStep(options_.sgd, groups, units[i]->shard, units[i]->grad_shard, sgd_[i], step));
-    } else {
-      ZS_RETURN_IF_ERROR(
-          AdamWStep(options_.adamw, groups, units[i]->shard, units[i]->grad_shard, adam_[i], step));
-    }
+  // With NVMe the units step in alternating order, forward one step and
+  // backward the next: the units the previous step touched last are still in
+  // the swap buffers, so they go first and need no read. (Units are
+  // independent: the order changes no value.)
+  std::vector<size_t> order(units.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const bool nvme = swap_ != nullptr || model_->param_swap() != nullptr;
+  if (nvme && steps_ % 2 == 1) std::reverse(order.begin(), order.end());
+  // Read up to buffer_count - 2 units ahead (one buffer steps, one writes behind).
+  const size_t ahead = swap_ != nullptr ? static_cast<size_t>(std::max(1, swap_->buffer_count() - 2)) : 1;
+  for (size_t k = 0; k < order.size(); ++k) {
+    auto read_ahead = [&] {
+      for (size_t j = k + 1; j < order.size() && j <= k + ahead; ++j) {
+        model_->PrefetchShard(units[order[j]]);
+        if (swap_ != nullptr && !swap_->Prefetch(static_cast<int>(order[j]))) break;
+      }
+    };
+    ZS_RETURN_IF_ERROR(StepUnit(order[k], *units[order[k]], lr, grad_scale, read_ahead));
   }
   ++steps_;
+  model_->PrefetchForward();  // the next forward's first master shards, while the writes finish
   return absl::OkStatus();
 }
 

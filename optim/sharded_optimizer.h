@@ -13,10 +13,20 @@
 // frozen parameters and padding are in no group, so they never change. A
 // shard's state is exactly the same slice of the unsharded optimizer's state
 // (optim/param_group.h ShardParamGroups), which checkpoints rely on.
+//
+// With the model's OffloadPolicy::nvme_optimizer the state lives in a swap
+// file under the NVMe path, one region per unit ([exp_avg | exp_avg_sq] or
+// [momentum_buffer], each 4096-aligned), and Step swaps it through
+// buffer_count host buffers: unit i + 1's state (and, with nvme_params, its
+// master shard) is read while unit i steps, unit i - 1's is written back
+// meanwhile (Note [NVMe offload] in runtime/sharding/sharded_model.h). The
+// state tensors of adam_states()/sgd_states() are then undefined between
+// steps; WithUnitState gives them for one unit at a time.
 #ifndef ZEROSHARD_OPTIM_SHARDED_OPTIMIZER_H_
 #define ZEROSHARD_OPTIM_SHARDED_OPTIMIZER_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +34,7 @@
 #include "optim/adamw.h"
 #include "optim/param_group.h"
 #include "optim/sgd.h"
+#include "runtime/nvme/swap_space.h"
 #include "runtime/sharding/sharded_model.h"
 
 namespace zeroshard::optim {
@@ -54,9 +65,25 @@ class ShardedOptimizer {
   absl::Status set_step_count(int64_t steps);
   const OptimizerOptions& options() const { return options_; }
 
-  // Per unit (in ShardedModel::units() order): the state of this rank's shard.
+  // Per unit (in ShardedModel::units() order): the state of this rank's
+  // shard (its tensors undefined with NVMe offload: use WithUnitState).
   std::vector<AdamWState>& adam_states() { return adam_; }
   std::vector<SgdState>& sgd_states() { return sgd_; }
+
+  // The names of the state tensors of a unit, as checkpoints store them:
+  // {"exp_avg", "exp_avg_sq"} (Adam, AdamW), {"momentum_buffer"} (SGD with
+  // momentum) or none.
+  std::vector<std::string> state_slots() const;
+  // Runs fn with unit i's state tensors (in state_slots() order) resident:
+  // swapped in from NVMe if they live there and, with `write`, written back
+  // after fn succeeds.
+  absl::Status WithUnitState(size_t i, bool write,
+                             const std::function<absl::Status(const std::vector<Tensor>& slots)>& fn);
+  // The state's swap space (nullptr without NVMe offload), for logs and benchmarks.
+  SwapSpace* swap() { return swap_.get(); }
+  // One line per NVMe swap space of the model and the optimizer (where,
+  // how big, notes such as a refused O_DIRECT); "" without NVMe offload.
+  std::string NvmeSummary();
   // The groups of unit i restricted to this rank's shard.
   const std::vector<ParamGroup>& shard_groups(size_t i) const { return groups_[i]; }
 
@@ -67,6 +94,15 @@ class ShardedOptimizer {
   std::vector<AdamWState> adam_;
   std::vector<SgdState> sgd_;
   int64_t steps_ = 0;
+  std::unique_ptr<SwapSpace> swap_;  // nvme_optimizer; Note [NVMe offload]
+
+  absl::Status CreateSwap();
+  // Points unit i's state tensors at `bytes` (nullptr: undefined).
+  void BindState(size_t i, char* bytes);
+  // One unit's step with its shard and state resident; `read_ahead` runs once
+  // they are (it starts the next units' reads).
+  absl::Status StepUnit(size_t i, ShardedUnit& unit, double lr, double grad_scale,
+                        const std::function<void()>& read_ahead);
 };
 
 }  // namespace zeroshard::optim

@@ -202,6 +202,7 @@ absl::Status ShardedModel::Build() {
     units_.push_back(std::move(unit));
   }
   root_unit_ = units_.back().get();
+  ZS_RETURN_IF_ERROR(CreateParamSwap());
   for (auto& unit : units_) {
     ZS_RETURN_IF_ERROR(InitShards(*unit));
   }
@@ -231,12 +232,65 @@ static bool Aliased(const ShardedUnit& u, const ShardingOptions& o) {
          !o.offload.params_on_host();
 }
 
+absl::Status ShardedModel::CreateParamSwap() {
+  const OffloadPolicy& off = options_.offload;
+  if (!off.nvme_params) return absl::OkStatus();
+  // max_in_cpu: whole units, in unit order, while they fit.
+  int64_t in_cpu = 0;
+  std::vector<int64_t> bytes;
+  std::vector<std::string> names;
+  for (auto& u : units_) {
+    const int64_t n = u->flat.shard_numel();
+    if (in_cpu + n <= off.param_nvme.max_in_cpu) {
+      in_cpu += n;
+      continue;
+    }
+    u->swap_region = static_cast<int>(bytes.size());
+    bytes.push_back(n * 4);
+    names.push_back(absl::StrCat("unit ", u->index, " '", u->name, "' master shard"));
+  }
+  if (bytes.empty()) return absl::OkStatus();  // everything fits in host memory
+  const SwapSpaceOptions so = off.SwapOptions(/*params=*/true, world_.rank());
+  ZS_ASSIGN_OR_RETURN(param_swap_, SwapSpace::Create(so, bytes, std::move(names), host_allocator_));
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::WithShard(ShardedUnit& unit, bool write,
+                                     const std::function<absl::Status(const Tensor& shard)>& fn) {
+  if (unit.swap_region < 0) return fn(unit.shard);
+  ZS_ASSIGN_OR_RETURN(char* bytes, param_swap_->Acquire(unit.swap_region));
+  const absl::Status s = fn(Tensor::Wrap(bytes, {unit.flat.shard_numel()}, DType::kF32));
+  // A failed fn may have changed part of the bytes: write back only a success.
+  const absl::Status released = param_swap_->Release(unit.swap_region, write && s.ok());
+  return s.ok() ? released : s;
+}
+
+void ShardedModel::PrefetchShard(const ShardedUnit* unit) {
+  if (unit != nullptr && unit->swap_region >= 0) param_swap_->Prefetch(unit->swap_region);
+}
+
+void ShardedModel::PrefetchForward() {
+  if (param_swap_ == nullptr) return;
+  const std::vector<int>& order = !forward_order_.empty() ? forward_order_ : recorded_order_;
+  for (int index : order) {
+    const ShardedUnit* u = units_[index].get();
+    if (u->swap_region >= 0 && !param_swap_->Prefetch(u->swap_region)) break;
+  }
+}
+
 absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
   const FlatParameter& flat = unit.flat;
   Allocator* shard_home = options_.offload.params_on_host() ? host_allocator_ : allocator_;
   Allocator* grad_home = options_.offload.grads_on_host() ? host_allocator_ : allocator_;
-  ZS_ASSIGN_OR_RETURN(unit.shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, shard_home));
   ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, grad_home));
+  // A shard on NVMe is filled in a swap buffer, written, and never held whole in memory.
+  char* swap_bytes = nullptr;
+  if (unit.swap_region >= 0) {
+    ZS_ASSIGN_OR_RETURN(swap_bytes, param_swap_->Acquire(unit.swap_region, /*overwrite=*/true));
+    unit.shard = Tensor::Wrap(swap_bytes, {flat.shard_numel()}, DType::kF32);
+  } else {
+    ZS_ASSIGN_OR_RETURN(unit.shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, shard_home));
+  }
   for (const FlatParamSlot& p : flat.params()) {
     if (p.var.defined() && options_.sync_module_states) {
       ZS_ASSIGN_OR_RETURN(Tensor c, p.var.value().Contiguous());
@@ -264,6 +318,10 @@ absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
   // The module's own copies go; its parameters will view the gathered buffer.
   for (const FlatParamSlot& p : flat.params()) {
     ZS_RETURN_IF_ERROR(p.var.set_value(Tensor()));
+  }
+  if (swap_bytes != nullptr) {
+    unit.shard = Tensor();
+    ZS_RETURN_IF_ERROR(param_swap_->Release(unit.swap_region, /*dirty=*/true));
   }
   if (Aliased(unit, options_)) {
     unit.full = unit.shard;
@@ -317,7 +375,8 @@ absl::Status ShardedModel::StartGather(ShardedUnit& unit) {
   // In place: this rank's shard goes into its own slice of the gathered
   // buffer (cast to param_dtype on the way), and the all-gather fills the rest.
   ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full.Narrow(0, unit.flat.shard_offset(), unit.flat.shard_numel()));
-  ZS_RETURN_IF_ERROR(schedule_->Copy(mine, unit.shard));
+  ZS_RETURN_IF_ERROR(
+      WithShard(unit, /*write=*/false, [&](const Tensor& shard) { return schedule_->Copy(mine, shard); }));
   ZS_ASSIGN_OR_RETURN(unit.gather_work,
                       shard_group_->AllGatherAsync(mine, unit.full, schedule_->Collective()));
   if (trace_ != nullptr) unit.gather_issue_us = trace_->NowUs();
@@ -413,6 +472,7 @@ absl::Status ShardedModel::OnPreForward(ShardedUnit& unit) {
   }
   if (trace_ != nullptr) unit.forward_start_us = trace_->NowUs();
   ZS_RETURN_IF_ERROR(Gather(unit));
+  PrefetchShard(NextInForwardOrder(unit));  // NVMe: the next unit's shard is read meanwhile
   if (options_.forward_prefetch && !unit.is_root) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInForwardOrder(unit)));
   }
@@ -453,6 +513,7 @@ absl::Status ShardedModel::OnPreBackward(ShardedUnit& unit) {
     ZS_RETURN_IF_ERROR(autograd::QueueCallback([this] { return FinishBackward(); }));
   }
   ZS_RETURN_IF_ERROR(Gather(unit));
+  PrefetchShard(NextInBackwardOrder(unit));
   if (options_.backward_prefetch == BackwardPrefetch::kBackwardPre) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
   }
@@ -621,7 +682,8 @@ absl::Status ShardedModel::SummonFullParams(const std::function<absl::Status()>&
     for (auto& u : units_) {
       if (Aliased(*u, options_)) continue;  // the parameters are the shard
       ZS_ASSIGN_OR_RETURN(Tensor mine, u->full.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
-      ZS_RETURN_IF_ERROR(schedule_->Copy(u->shard, mine));
+      ZS_RETURN_IF_ERROR(
+          WithShard(*u, /*write=*/true, [&](const Tensor& shard) { return schedule_->Copy(shard, mine); }));
     }
   }
   for (auto& u : units_) {
@@ -653,7 +715,7 @@ MemoryPlan ShardedModel::Plan() const {
     // Device bytes only: offloaded buffers live in host memory.
     if (!options_.offload.params_on_host()) plan.sharded_params += u->flat.shard_numel() * 4;
     if (!options_.offload.grads_on_host()) plan.sharded_grads += u->flat.shard_numel() * 4;
-    if (!options_.offload.optimizer) plan.optimizer_state += u->flat.shard_numel() * 8;
+    if (!options_.offload.optimizer_on_host()) plan.optimizer_state += u->flat.shard_numel() * 8;
     const int64_t aliased = Aliased(*u, options_) ? 0 : u->flat.padded_numel() * pitem;
     const int64_t bytes = aliased + u->flat.padded_numel() * gitem;
     if (u->is_root) {
@@ -687,6 +749,10 @@ std::string ShardedModel::ToString() const {
                                           u->flat.ToString()));
   }
   absl::StrAppend(&out, "  memory plan per rank: ", Plan().ToString(), "\n");
+  if (param_swap_ != nullptr) {
+    absl::StrAppend(&out, "  NVMe ", param_swap_->ToString(), "\n");
+    if (!param_swap_->note().empty()) absl::StrAppend(&out, "  note: ", param_swap_->note(), "\n");
+  }
   return out;
 }
 

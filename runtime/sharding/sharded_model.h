@@ -47,6 +47,26 @@
 // Activation checkpointing composes: the recompute of a checkpointed unit runs
 // during backward, where its pre-forward hook finds (or makes) the gather the
 // backward needs anyway; no second all-gather.
+//
+// Note [NVMe offload] (ZeRO-Infinity; OffloadPolicy's nvme_* fields): each
+// rank keeps a swap file per kind of state under the NVMe path, one region
+// per unit (runtime/nvme/swap_space.h), and a few host buffers to swap them
+// through.
+//   Parameters (nvme_params): a unit whose master shard lives on NVMe has an
+//   undefined `shard` and a `swap_region`. Its shard is read before its
+//   all-gather (copied, cast, into its slice of the gathered buffer; the
+//   buffer stays as a clean cache) and for its optimizer step (written back
+//   after). The pre-forward and pre-backward hooks read the next unit of the
+//   recorded order ahead (PrefetchShard), and the optimizer's step prefetches
+//   the first units of the next forward. max_in_cpu keeps the first units that
+//   fit in host memory.
+//   Optimizer state (nvme_optimizer): the optimizer's own swap file
+//   (optim/sharded_optimizer.h); the step reads unit i + 1's state while unit
+//   i steps and writes unit i - 1's back.
+// Everything that touches a master shard outside the hooks (the optimizer,
+// checkpoints, SummonFullParams) goes through WithShard, one unit at a time,
+// so no more than the buffers' bytes are ever in memory. Values are bitwise
+// those of host offload and of no offload (tested): only where bytes rest changes.
 #ifndef ZEROSHARD_RUNTIME_SHARDING_SHARDED_MODEL_H_
 #define ZEROSHARD_RUNTIME_SHARDING_SHARDED_MODEL_H_
 
@@ -60,6 +80,7 @@
 #include "autograd/nn/module.h"
 #include "collectives/communicator.h"
 #include "runtime/allocator.h"
+#include "runtime/nvme/swap_space.h"
 #include "runtime/sharding/device_schedule.h"
 #include "runtime/sharding/flat_parameter.h"
 #include "runtime/sharding/sharding_options.h"
@@ -83,7 +104,8 @@ struct ShardedUnit {
   DType param_dtype = DType::kF32;
   DType reduce_dtype = DType::kF32;
 
-  Tensor shard;       // [shard_numel] f32: the master copy of this rank's shard
+  Tensor shard;       // [shard_numel] f32: the master copy of this rank's shard (undefined on NVMe)
+  int swap_region = -1;  // the shard's region in the parameter swap file; -1: in memory
   Tensor grad_shard;  // [shard_numel] f32: accumulated, reduced gradient shard
   Tensor full;        // [padded_numel] param_dtype: the gathered buffer (storage released when sharded)
   Tensor full_grad;   // [padded_numel] reduce_dtype: only from pre-backward to the end of backward
@@ -102,7 +124,7 @@ struct ShardedUnit {
 
 // Bytes a rank holds, planned from the layout and measured from its allocator.
 struct MemoryPlan {
-  int64_t sharded_params = 0;   // f32 master shards
+  int64_t sharded_params = 0;   // f32 master shards (device bytes: none when offloaded)
   int64_t sharded_grads = 0;    // f32 gradient shards
   int64_t optimizer_state = 0;  // what the optimizer will add (AdamW: 2 x f32 shard)
   int64_t gathered_peak = 0;    // gathered parameters + flat gradients at the worst moment
@@ -138,8 +160,22 @@ class ShardedModel {
   DeviceSchedule& schedule() { return *schedule_; }
   Allocator* host_allocator() { return host_allocator_; }
   // Where the optimizer keeps its state: the host with optimizer offload.
-  Allocator* optimizer_allocator() { return options_.offload.optimizer ? host_allocator_ : allocator_; }
+  Allocator* optimizer_allocator() {
+    return options_.offload.optimizer_on_host() ? host_allocator_ : allocator_;
+  }
   std::vector<ShardedUnit*> units();
+
+  // Runs fn with the unit's master shard resident (Note [NVMe offload]): the
+  // shard itself, or a view of a swap buffer read from NVMe, written back
+  // after fn when `write`. Not reentrant for one unit with NVMe.
+  absl::Status WithShard(ShardedUnit& unit, bool write, const std::function<absl::Status(const Tensor& shard)>& fn);
+  // Starts reading the unit's shard from NVMe if a swap buffer is free now;
+  // nothing for units in memory or a null unit.
+  void PrefetchShard(const ShardedUnit* unit);
+  // Prefetches the first units of the next forward (the recorded order).
+  void PrefetchForward();
+  // The parameter swap space; nullptr without parameter NVMe offload.
+  SwapSpace* param_swap() { return param_swap_.get(); }
 
   // Zeroes every gradient shard (the start of an optimizer step's accumulation).
   absl::Status ZeroGrad();
@@ -202,6 +238,8 @@ class ShardedModel {
   ShardedModel(std::shared_ptr<nn::Module> root, Communicator& world, ShardingOptions options,
                Allocator* allocator, Allocator* host_allocator);
   absl::Status Build();
+  // The parameter swap file for the units beyond max_in_cpu (nvme_params).
+  absl::Status CreateParamSwap();
   absl::Status InitShards(ShardedUnit& unit);
   absl::Status InstallHooks(ShardedUnit& unit);
 
@@ -234,6 +272,7 @@ class ShardedModel {
   std::unique_ptr<Communicator> shard_group_;
   std::unique_ptr<Communicator> replica_group_;
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // root last
+  std::unique_ptr<SwapSpace> param_swap_;            // nvme_params
   ShardedUnit* root_unit_ = nullptr;
   std::vector<std::pair<nn::Module*, int>> module_hooks_;
   std::vector<std::pair<autograd::Variable, int>> param_hooks_;

@@ -77,13 +77,37 @@ std::string MixedPrecision::ToString() const {
                           : "");
 }
 
+std::string NvmeOffload::ToString() const {
+  return absl::StrCat("nvme_path '", path, "', buffer_count ", buffer_count, pin_memory ? ", pinned" : "",
+                      read_ahead ? "" : ", no read-ahead", write_behind ? "" : ", no write-behind");
+}
+
+SwapSpaceOptions OffloadPolicy::SwapOptions(bool params, int rank) const {
+  const NvmeOffload& n = params ? param_nvme : optimizer_nvme;
+  return SwapSpaceOptions{.name = params ? "parameter shards" : "optimizer state",
+                          .file = {.dir = n.path, .tag = params ? "params" : "optimizer", .rank = rank,
+                                   .verify_checksums = nvme_verify, .faults = nvme_faults},
+                          .aio = aio,
+                          .buffer_count = n.buffer_count,
+                          .pin_memory = n.pin_memory,
+                          .read_ahead = n.read_ahead,
+                          .write_behind = n.write_behind};
+}
+
 std::string OffloadPolicy::ToString() const {
   if (!any()) return "none";
   std::vector<std::string> parts;
   if (params_on_host()) parts.push_back("params");
   if (grads_on_host()) parts.push_back("grads");
-  if (optimizer) parts.push_back("optimizer");
-  return absl::StrJoin(parts, "+");
+  if (optimizer_on_host()) parts.push_back("optimizer");
+  std::string out = absl::StrJoin(parts, "+");
+  if (nvme_optimizer) absl::StrAppend(&out, "; optimizer state on NVMe (", optimizer_nvme.ToString(), ")");
+  if (nvme_params) {
+    absl::StrAppend(&out, "; parameter shards on NVMe (", param_nvme.ToString(), ", max_in_cpu ",
+                    param_nvme.max_in_cpu, ")");
+  }
+  if (nvme()) absl::StrAppend(&out, "; ", aio.ToString(), nvme_verify ? ", checksums verified" : "");
+  return out;
 }
 
 int ShardingOptions::ShardGroupSize(int world_size) const {
@@ -117,6 +141,19 @@ absl::Status ShardingOptions::Validate(int world_size) const {
   for (DType d : {mixed_precision.param_dtype, mixed_precision.reduce_dtype,
                   mixed_precision.buffer_dtype}) {
     if (!IsFloatingPoint(d)) errors.push_back(absl::StrCat("mixed precision dtype ", DTypeName(d), " is not a float type"));
+  }
+  auto check_nvme = [&](const char* what, bool on, const NvmeOffload& n) {
+    if (!on) return;
+    if (n.path.empty()) errors.push_back(absl::StrCat(what, " on NVMe needs an nvme_path (a directory), found none"));
+    if (n.buffer_count < 1) {
+      errors.push_back(absl::StrCat(what, " nvme buffer_count ", n.buffer_count, " must be >= 1"));
+    }
+    if (n.max_in_cpu < 0) errors.push_back(absl::StrCat(what, " nvme max_in_cpu ", n.max_in_cpu, " < 0"));
+  };
+  check_nvme("optimizer state", offload.nvme_optimizer, offload.optimizer_nvme);
+  check_nvme("parameter shards", offload.nvme_params, offload.param_nvme);
+  if (offload.nvme()) {
+    if (absl::Status a = offload.aio.Validate(); !a.ok()) errors.push_back(std::string(a.message()));
   }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("ShardingOptions: ", absl::StrJoin(errors, "; ")));

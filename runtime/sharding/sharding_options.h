@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/dtype.h"
+#include "runtime/nvme/aio_options.h"
+#include "runtime/nvme/swap_space.h"
 
 namespace zeroshard {
 
@@ -84,6 +87,22 @@ struct MixedPrecision {
   std::string ToString() const;
 };
 
+// Where NVMe-offloaded state lives and how it moves (DeepSpeed's
+// offload_optimizer / offload_param blocks with device "nvme").
+struct NvmeOffload {
+  std::string path;       // nvme_path: an existing, writable directory (a local NVMe mount)
+  int buffer_count = 4;   // swap buffers of the largest unit's region (>= 1; 3 reads ahead and writes behind)
+  bool pin_memory = false;  // page-lock the buffers
+  // Parameters only (DeepSpeed's max_in_cpu): elements of master shards kept
+  // in host memory; whole units, in unit order, while they fit; the rest on NVMe.
+  int64_t max_in_cpu = 0;
+  // Overlap I/O with compute (DeepSpeed's pipeline_read / pipeline_write):
+  // read the next units ahead, write back in the background.
+  bool read_ahead = true;
+  bool write_behind = true;
+  std::string ToString() const;
+};
+
 // CPU offload (FSDP's CPUOffload, DeepSpeed's ZeRO-Offload): which of this
 // rank's persistent buffers live in host memory instead of the device. On a
 // GPU the device keeps only what a step needs transiently (gathered units,
@@ -93,13 +112,36 @@ struct MixedPrecision {
 //   grads:     the reduced gradient shards (copied to the host after each reduction)
 //   optimizer: the optimizer state (the step then runs on the host, so it
 //              implies params and grads on the host too)
+// NVMe offload (ZeRO-Infinity; Note [NVMe offload] in sharded_model.h) goes
+// one level further: files under an NVMe path, swapped through host buffers.
+//   nvme_optimizer: the optimizer state (Adam moments, SGD momentum) of each
+//              unit is a region of a swap file, read for the unit's step and
+//              written back after it (implies `optimizer`: the step is on the host)
+//   nvme_params: the f32 master shards too (beyond max_in_cpu), read before
+//              the unit's all-gather and for its step (implies `params`)
 struct OffloadPolicy {
   bool params = false;
   bool grads = false;
   bool optimizer = false;
-  bool any() const { return params || grads || optimizer; }
-  bool params_on_host() const { return params || optimizer; }
-  bool grads_on_host() const { return grads || optimizer; }
+  bool nvme_optimizer = false;
+  bool nvme_params = false;
+  NvmeOffload optimizer_nvme;                        // DeepSpeed's default buffer_count 4
+  NvmeOffload param_nvme{.buffer_count = 5};         // and 5
+  AioOptions aio;
+  // Check mode: every region's CRC-32C is recorded as it is written and
+  // verified after each read (a file changed underneath is a DataLoss, never
+  // silent garbage); costs a checksum pass per transfer.
+  bool nvme_verify = true;
+  // Test hook: faults injected into the swap files' I/O (Note [Swap faults]).
+  std::shared_ptr<IoFaults> nvme_faults;
+
+  bool any() const { return params || grads || optimizer || nvme(); }
+  bool nvme() const { return nvme_optimizer || nvme_params; }
+  bool optimizer_on_host() const { return optimizer || nvme_optimizer; }
+  bool params_on_host() const { return params || optimizer_on_host() || nvme_params; }
+  bool grads_on_host() const { return grads || optimizer_on_host(); }
+  // The swap space of the parameter shards (`params`) or of the optimizer state, for `rank`.
+  SwapSpaceOptions SwapOptions(bool params, int rank) const;
   std::string ToString() const;
 };
 

@@ -126,6 +126,48 @@ TEST(Checkpoint, ExactResumeIsBitwiseInBothFormatsAndAsync) {
   }
 }
 
+// NVMe offload: optimizer state and master shards in swap files, one buffer
+// each (every unit is read back from disk). Saves stream them unit by unit.
+RunConfig NvmeRun(const std::string& nvme_dir) {
+  RunConfig run;
+  ::mkdir(nvme_dir.c_str(), 0755);
+  OffloadPolicy& off = run.options.offload;
+  off.nvme_optimizer = off.nvme_params = true;
+  off.optimizer_nvme = {.path = nvme_dir, .buffer_count = 1};
+  off.param_nvme = {.path = nvme_dir, .buffer_count = 1};
+  off.aio.block_size = 8192;
+  return run;
+}
+
+TEST(Checkpoint, NvmeOffloadedStateSavesAndLoadsInBothFormatsAndAcrossOffloads) {
+  const RunConfig plain;
+  const RunConfig nvme = NvmeRun(TempDir("nvme_swap"));
+  const Outcome straight = Train(plain, 0, 6);
+  ASSERT_TRUE(straight.status.ok()) << straight.status;
+  for (StateDictType type : {StateDictType::kSharded, StateDictType::kFull}) {
+    for (bool async : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(StateDictTypeName(type), async ? ", async" : ""));
+      const std::string dir = TempDir(absl::StrCat("nvme_", StateDictTypeName(type), async));
+      const Outcome first = Train(nvme, 0, 3, "", dir, {.type = type, .file = {.fsync = false}}, async);
+      ASSERT_TRUE(first.status.ok()) << first.status;
+      // Into an NVMe-offloaded run and into a plain one: both continue exactly.
+      for (const RunConfig* into : {&nvme, &plain}) {
+        const Outcome second = Train(*into, 3, 6, dir);
+        ASSERT_TRUE(second.status.ok()) << second.status;
+        EXPECT_EQ(Concat(first.losses, second.losses), straight.losses);
+        EXPECT_EQ(second.params, straight.params);
+      }
+    }
+  }
+  // A plain run's checkpoint into an NVMe-offloaded run.
+  const std::string dir = TempDir("plain_into_nvme");
+  const Outcome first = Train(plain, 0, 3, "", dir, {.file = {.fsync = false}});
+  const Outcome second = Train(nvme, 3, 6, dir);
+  ASSERT_TRUE(second.status.ok()) << second.status;
+  EXPECT_EQ(Concat(first.losses, second.losses), straight.losses);
+  EXPECT_EQ(second.params, straight.params);
+}
+
 TEST(Checkpoint, SgdMomentumStateResumesExactly) {
   RunConfig run;
   run.optimizer = optim::OptimizerKind::kSgd;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "collectives/local_communicator.h"
 #include "examples/config.h"
@@ -409,7 +410,30 @@ TEST(Config, EveryFlagMapsToTheSameFieldAsBefore) {
   EXPECT_FALSE(MustParse("", *OverridesFromFlags({{"offload", "none"}})).train.sharding.offload.any());
   EXPECT_THAT(OverridesFromFlags({{"offload", "disk"}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--offload=disk: expected none, optimizer or params_and_optimizer")));
+                       HasSubstr("--offload=disk: expected none, optimizer, params_and_optimizer, nvme_optimizer "
+                                 "or nvme_params_and_optimizer")));
+  // NVMe offload: the flags, either order; host offload goes, and --offload=none undoes both.
+  for (bool path_first : {false, true}) {
+    std::vector<std::pair<std::string, std::string>> flags = {{"offload", "nvme_params_and_optimizer"},
+                                                              {"nvme_path", "/mnt/nvme0"}};
+    if (path_first) std::swap(flags[0], flags[1]);
+    const OffloadPolicy off = MustParse(R"({"strategy": {"cpu_offload": true}})", *OverridesFromFlags(flags))
+                                  .train.sharding.offload;
+    EXPECT_TRUE(off.nvme_optimizer && off.nvme_params);
+    EXPECT_FALSE(off.params || off.grads || off.optimizer);
+    EXPECT_EQ(off.optimizer_nvme.path, "/mnt/nvme0");
+    EXPECT_EQ(off.param_nvme.path, "/mnt/nvme0");
+  }
+  const OffloadPolicy opt_only =
+      MustParse("", *OverridesFromFlags({{"offload", "nvme_optimizer"}, {"nvme_path", "/n"}})).train.sharding.offload;
+  EXPECT_TRUE(opt_only.nvme_optimizer);
+  EXPECT_FALSE(opt_only.nvme_params);
+  EXPECT_FALSE(MustParse("", *OverridesFromFlags({{"offload", "nvme_optimizer"}, {"nvme_path", "/n"},
+                                                  {"offload", "none"}}))
+                   .train.sharding.offload.any());
+  EXPECT_THAT(Problems("", *OverridesFromFlags({{"offload", "nvme_optimizer"}})),
+              HasSubstr("strategy.nvme_offload.optimizer.nvme_path: expected the directory for the optimizer swap "
+                        "files"));
   EXPECT_THAT(OverridesFromFlags({{"auto_wrap", "size:x"}}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected block, size:<n> or none")));
   EXPECT_THAT(OverridesFromFlags({{"config", "x"}}),
@@ -528,8 +552,107 @@ TEST(ConfigProblems, ParameterOffloadNeedsStage3) {
   EXPECT_THAT(Problems(R"({"deepspeed": {"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}})"),
               HasSubstr("deepspeed.zero_optimization.offload_param.device: parameter offload needs "
                         "zero_optimization.stage 3 (as in DeepSpeed), found stage 2"));
-  EXPECT_THAT(Problems(R"({"deepspeed": {"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}})"),
-              HasSubstr("found \"nvme\" (NVMe offload is not supported)"));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"zero_optimization": {"stage": 2, "offload_param": {"device": "nvme",
+                                                                                             "nvme_path": "/n"}}}})"),
+              HasSubstr("parameter offload needs zero_optimization.stage 3"));
+}
+
+// ============================================================ NVMe offload
+
+TEST(Config, NvmeOffloadStrategyKeys) {
+  const OffloadPolicy off = MustParse(R"({"strategy": {"nvme_offload": {
+      "nvme_path": "/mnt/a",
+      "optimizer": {"enabled": true, "buffer_count": 3, "pin_memory": true, "read_ahead": false},
+      "params": {"enabled": true, "nvme_path": "/mnt/b", "buffer_count": 6, "max_in_cpu": 1000},
+      "verify_checksums": false,
+      "aio": {"block_size": 262144, "queue_depth": 16, "thread_count": 2, "single_submit": true,
+              "overlap_events": false}}}})").train.sharding.offload;
+  EXPECT_TRUE(off.nvme_optimizer && off.nvme_params);
+  EXPECT_EQ(off.optimizer_nvme.path, "/mnt/a");
+  EXPECT_EQ(off.optimizer_nvme.buffer_count, 3);
+  EXPECT_TRUE(off.optimizer_nvme.pin_memory);
+  EXPECT_EQ(off.param_nvme.path, "/mnt/b");
+  EXPECT_EQ(off.param_nvme.buffer_count, 6);
+  EXPECT_FALSE(off.param_nvme.pin_memory);
+  EXPECT_EQ(off.param_nvme.max_in_cpu, 1000);
+  EXPECT_FALSE(off.optimizer_nvme.read_ahead);
+  EXPECT_TRUE(off.optimizer_nvme.write_behind && off.param_nvme.read_ahead && off.param_nvme.write_behind);
+  EXPECT_FALSE(off.nvme_verify);
+  EXPECT_EQ(off.aio.block_size, 262144);
+  EXPECT_EQ(off.aio.queue_depth, 16);
+  EXPECT_EQ(off.aio.thread_count, 2);
+  EXPECT_TRUE(off.aio.single_submit);
+  EXPECT_FALSE(off.aio.overlap_events);
+  // Defaults: off, DeepSpeed's buffer counts and aio.
+  const OffloadPolicy d = MustParse("").train.sharding.offload;
+  EXPECT_FALSE(d.nvme());
+  EXPECT_EQ(d.optimizer_nvme.buffer_count, 4);
+  EXPECT_EQ(d.param_nvme.buffer_count, 5);
+  EXPECT_EQ(d.param_nvme.max_in_cpu, 0);
+  EXPECT_EQ(d.aio.block_size, 1 << 20);
+  EXPECT_EQ(d.aio.queue_depth, 8);
+  EXPECT_TRUE(d.nvme_verify);
+  EXPECT_FALSE(MustParse(R"({"strategy": {"nvme_offload": null}})").train.sharding.offload.nvme());
+  // The resolved form reads back to the same policy (paths shared or not).
+  const std::string resolved = ResolvedConfigJson(MustParse(R"({"strategy": {"nvme_offload": {
+      "nvme_path": "/mnt/a", "optimizer": {"enabled": true}, "params": {"enabled": true, "nvme_path": "/mnt/b"}}}})"));
+  EXPECT_THAT(resolved, HasSubstr("\"nvme_path\": \"/mnt/b\""));
+  EXPECT_EQ(ResolvedConfigJson(MustParse(resolved)), resolved);
+}
+
+TEST(Config, DeepSpeedNvmeOffloadAndAio) {
+  const RunConfig c = MustParse(R"({"deepspeed": {
+      "aio": {"block_size": 131072, "queue_depth": 4, "thread_count": 3, "single_submit": true, "overlap_events": false},
+      "zero_optimization": {"stage": 3,
+        "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 2, "pin_memory": true,
+                              "pipeline_read": false, "fast_init": false},
+        "offload_param": {"device": "nvme", "nvme_path": "/other_nvme", "buffer_count": 7, "buffer_size": 1e8}}}})");
+  const OffloadPolicy& off = c.train.sharding.offload;
+  EXPECT_TRUE(off.nvme_optimizer && off.nvme_params);
+  EXPECT_FALSE(off.params || off.grads || off.optimizer);  // not host offload
+  EXPECT_EQ(off.optimizer_nvme.path, "/local_nvme");
+  EXPECT_EQ(off.optimizer_nvme.buffer_count, 2);
+  EXPECT_TRUE(off.optimizer_nvme.pin_memory);
+  EXPECT_EQ(off.param_nvme.path, "/other_nvme");
+  EXPECT_EQ(off.param_nvme.buffer_count, 7);
+  EXPECT_EQ(off.param_nvme.max_in_cpu, 1000000000);  // DeepSpeed's default
+  EXPECT_FALSE(off.optimizer_nvme.read_ahead);        // pipeline_read false
+  EXPECT_TRUE(off.optimizer_nvme.write_behind);       // pipeline_write absent: on here
+  EXPECT_EQ(off.aio.block_size, 131072);
+  EXPECT_EQ(off.aio.queue_depth, 4);
+  EXPECT_EQ(off.aio.thread_count, 3);
+  EXPECT_TRUE(off.aio.single_submit);
+  EXPECT_FALSE(off.aio.overlap_events);
+  bool noted = false;
+  for (const std::string& n : c.notes) noted = noted || absl::StrContains(n, "offload_param.buffer_size");
+  EXPECT_TRUE(noted);
+  // CPU for one, NVMe for the other.
+  const OffloadPolicy mixed = MustParse(R"({"deepspeed": {"zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/n"}, "offload_param": {"device": "cpu"}}}})")
+                                  .train.sharding.offload;
+  EXPECT_TRUE(mixed.nvme_optimizer && mixed.params);
+  EXPECT_FALSE(mixed.nvme_params);
+}
+
+TEST(ConfigProblems, NvmeOffloadMistakes) {
+  const std::string p = Problems(R"({"deepspeed": {"aio": {"block_size": 1000, "queue_depth": 0, "thred_count": 2},
+      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "buffer_count": 0}}}})");
+  EXPECT_THAT(p, HasSubstr("deepspeed.aio.block_size: expected an integer in [4096, 1073741824], found 1000"));
+  EXPECT_THAT(p, HasSubstr("deepspeed.aio.queue_depth: expected an integer in [1, 4096], found 0"));
+  EXPECT_THAT(p, HasSubstr("deepspeed.aio.thred_count: unknown key (did you mean \"thread_count\"?)"));
+  EXPECT_THAT(p, HasSubstr("deepspeed.zero_optimization.offload_optimizer.buffer_count: expected an integer in [1, 65536]"));
+  EXPECT_THAT(p, HasSubstr("deepspeed.zero_optimization.offload_optimizer.nvme_path: expected the directory for the "
+                           "NVMe swap files with device \"nvme\", found none"));
+  EXPECT_THAT(Problems(R"({"strategy": {"nvme_offload": {"aio": {"block_size": 6000}}}})"),
+              HasSubstr("strategy.nvme_offload.aio.block_size: expected a multiple of 4096 bytes"));
+  EXPECT_THAT(Problems(R"({"strategy": {"nvme_offload": true}})"),
+              HasSubstr("strategy.nvme_offload: expected an object"));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"zero_optimization": {"offload_optimizer": {"device": "disk"}}}})"),
+              HasSubstr("expected one of \"none\", \"cpu\", \"nvme\""));
+  // Given both ways.
+  EXPECT_THAT(Problems(R"({"strategy": {"nvme_offload": {"nvme_path": "/a"}}, "deepspeed": {"zero_optimization":
+                          {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/b"}}}})"),
+              HasSubstr("strategy.nvme_offload: also set by deepspeed.zero_optimization.offload_optimizer"));
 }
 
 TEST(ConfigProblems, StaticLossScaleAndSchedulerAreNotSupported) {
@@ -720,7 +843,13 @@ const std::vector<std::string> kTiny = {"model.n_layer=2", "model.n_embd=32",  "
 TEST(ReadyConfigs, EveryOneTrains) {
   for (const std::string& f : ReadyConfigs()) {
     SCOPED_TRACE(f);
-    absl::StatusOr<RunConfig> c = LoadConfig(f, kTiny);
+    std::vector<std::string> tiny = kTiny;
+    if (absl::StrContains(f, "nvme")) {  // its swap files in the test's directory, not /local_nvme
+      for (const char* kind : {"offload_optimizer", "offload_param"}) {
+        tiny.push_back(absl::StrCat("deepspeed.zero_optimization.", kind, ".nvme_path=", TempDir()));
+      }
+    }
+    absl::StatusOr<RunConfig> c = LoadConfig(f, tiny);
     ASSERT_TRUE(c.ok()) << c.status();
     TrainSummary s;
     std::vector<absl::Status> st =

@@ -106,6 +106,35 @@ TEST(TrainGpt, ResumeContinuesBitwiseInBothFormatsAndAsync) {
   }
 }
 
+TEST(TrainGpt, NvmeOffloadEqualsHostOffloadAndResumesFromItsCheckpoints) {
+  TrainOptions host = Small();
+  host.sharding.offload = {.params = true, .grads = true, .optimizer = true};
+  const TrainSummary straight = Train(host, 2);
+  const std::string nvme_dir = ::testing::TempDir() + "/train_nvme_swap";
+  std::system(("rm -rf " + nvme_dir + " && mkdir -p " + nvme_dir).c_str());
+  TrainOptions nvme = Small();
+  OffloadPolicy& off = nvme.sharding.offload;
+  off.nvme_optimizer = off.nvme_params = true;
+  off.optimizer_nvme = {.path = nvme_dir, .buffer_count = 2};
+  off.param_nvme = {.path = nvme_dir, .buffer_count = 2};
+  EXPECT_EQ(Train(nvme, 2).losses, straight.losses);
+  // Checkpoints of an NVMe-offloaded run, and a resume into one.
+  TrainOptions first = nvme;
+  first.work_dir = ::testing::TempDir() + "/train_nvme_resume";
+  std::system(("rm -rf " + first.work_dir).c_str());
+  first.steps = 6;
+  first.save_every = 3;
+  const TrainSummary a = Train(first, 2);
+  TrainOptions second = nvme;
+  second.work_dir = first.work_dir;
+  second.resume = "auto";
+  const TrainSummary b = Train(second, 2);
+  EXPECT_EQ(b.start_step, 6);
+  std::vector<double> joined = a.losses;
+  joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+  EXPECT_EQ(joined, straight.losses);
+}
+
 TEST(TrainGpt, BadOptionsAreStatusErrors) {
   TrainOptions o = Small();
   o.data = "data/no_such_file.txt";

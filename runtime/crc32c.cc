@@ -1,6 +1,7 @@
-#include "checkpoint/crc32c.h"
+#include "runtime/crc32c.h"
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -34,7 +35,7 @@ const Tables& GetTables() {
 
 }  // namespace
 
-uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n) {
   const auto& t = GetTables().t;
   const auto* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~crc;
@@ -50,6 +51,40 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
   }
   while (n-- > 0) c = (c >> 8) ^ t[0][(c ^ *p++) & 0xff];
   return ~c;
+}
+
+namespace {
+
+// Eight bytes per crc32 instruction. One dependent chain runs at about 8 bytes
+// per 3 cycles, several times the table version, which is enough for the
+// swap regions' check mode and the checkpoint files.
+__attribute__((target("sse4.2"))) uint32_t Crc32cExtendSse42(uint32_t crc, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t c = ~crc;
+  while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
+    c = __builtin_ia32_crc32qi(static_cast<uint32_t>(c), *p++);
+    --n;
+  }
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = __builtin_ia32_crc32di(c, v);
+    p += 8;
+    n -= 8;
+  }
+  while (n-- > 0) c = __builtin_ia32_crc32qi(static_cast<uint32_t>(c), *p++);
+  return ~static_cast<uint32_t>(c);
+}
+
+bool HasSse42() {
+  static const bool has = __builtin_cpu_supports("sse4.2");
+  return has;
+}
+
+}  // namespace
+
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+  return HasSse42() ? Crc32cExtendSse42(crc, data, n) : Crc32cExtendPortable(crc, data, n);
 }
 
 absl::StatusOr<uint32_t> Crc32cOfFile(const std::string& path) {
