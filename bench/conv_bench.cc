@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "bench/load_average.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -248,12 +249,7 @@ absl::Status StepRow(const std::string& name, const nn::ResNetConfig& config, in
   return absl::OkStatus();
 }
 
-std::string LoadAverage() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return absl::StrCat(a, " ", b, " ", c);
-}
+using bench::LoadAverage;
 
 absl::Status Main() {
   const int64_t n = absl::GetFlag(FLAGS_batch), image = absl::GetFlag(FLAGS_image);

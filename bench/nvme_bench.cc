@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "bench/load_average.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -92,12 +93,7 @@ double ThreadCpu() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-std::string LoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return absl::StrCat(a, " ", b, " ", c);
-}
+using bench::LoadAverage;
 
 AioOptions Aio() {
   return AioOptions{.block_size = absl::GetFlag(FLAGS_block_size), .queue_depth = absl::GetFlag(FLAGS_queue_depth),

@@ -6,13 +6,26 @@
 // not overlapped). Checks that every configuration's first-step loss equals
 // the unsharded one (within 1e-5) before timing.
 //
-//   bazel run -c opt //bench:step_bench -- --steps=10 --world_sizes=1,2,4
+// Memory columns, per rank:
+//   zero      the ZeRO paper's model-state bytes for fp32 Adam (16 bytes per
+//             parameter Psi: 4 param + 4 grad + 8 moments): FULL_SHARD (stage 3)
+//             16 Psi/N, SHARD_GRAD_OP (stage 2) 4 Psi + 12 Psi/N, NO_SHARD (DDP) 16 Psi;
+//             the unsharded row 16 Psi
+//   plan      ShardedModel::Plan(): sharded params + grads + optimizer state +
+//             the gathered-buffer peak (our layout, padding included)
+//   peak      the rank allocator's measured peak (adds activations and temporaries)
+// Rows run --repeats times, interleaved (every configuration once, then again);
+// ms/step is the median over the repeats.
+//
+//   bazel run -c opt //bench:step_bench -- --steps=10 --world_sizes=1,2,4 --repeats=3
 //
 // The peer (the same step in Debian's libtorch) is `make bench-peers`.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +36,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "autograd/engine.h"
+#include "bench/load_average.h"
 #include "autograd/nn/gpt.h"
 #include "collectives/local_communicator.h"
 #include "examples/token_data.h"
@@ -42,12 +56,15 @@ ABSL_FLAG(int, steps, 6, "timed steps");
 ABSL_FLAG(int, warmup, 2, "untimed steps");
 ABSL_FLAG(std::string, world_sizes, "1,2,4", "");
 ABSL_FLAG(std::string, strategies, "FULL_SHARD,SHARD_GRAD_OP,NO_SHARD", "");
+ABSL_FLAG(int, repeats, 1, "interleaved runs of every configuration (median ms/step)");
 ABSL_FLAG(std::string, data, "data/tinyshakespeare.txt", "");
 
 namespace zeroshard {
 namespace {
 
 using autograd::Variable;
+
+using bench::LoadAverage;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -57,8 +74,23 @@ struct Figures {
   double ms_per_step = 0;
   double first_loss = 0;
   int64_t peak_bytes = 0;
+  int64_t plan_bytes = 0;   // ShardedModel::Plan().total() (sharded rows)
+  int64_t num_params = 0;   // Psi
   double exposed_comm = 0;  // fraction of step time waiting on collectives
 };
+
+// The ZeRO paper's model-state bytes per rank for fp32 Adam (K = 8): 16 Psi in all.
+int64_t ZeroFormulaBytes(int64_t psi, int world, const ShardingStrategy* strategy) {
+  if (strategy == nullptr || *strategy == ShardingStrategy::kNoShard) return 16 * psi;
+  if (*strategy == ShardingStrategy::kShardGradOp) return 4 * psi + 12 * psi / world;
+  return 16 * psi / world;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 nn::GptConfig Config() {
   return nn::GptConfig{.vocab_size = absl::GetFlag(FLAGS_vocab_size), .block_size = absl::GetFlag(FLAGS_block_size),
@@ -96,6 +128,7 @@ absl::StatusOr<Figures> Unsharded(const TokenData& data) {
   }
   f.ms_per_step = (Now() - t0) * 1000 / steps;
   f.peak_bytes = device.stats().peak_bytes_in_use;
+  for (auto& [n, v] : params) f.num_params += v.numel();
   return f;
 }
 
@@ -141,6 +174,7 @@ absl::StatusOr<Figures> Sharded(const TokenData& data, int world, ShardingStrate
     std::lock_guard<std::mutex> lock(mu);
     f.ms_per_step = std::max(f.ms_per_step, elapsed * 1000 / steps);
     f.peak_bytes = std::max(f.peak_bytes, device.stats().peak_bytes_in_use);
+    f.plan_bytes = std::max(f.plan_bytes, sharded->Plan().total());
     f.exposed_comm = std::max(f.exposed_comm, trace.TotalUs("wait") / 1e6 / elapsed);
     return absl::OkStatus();
   });
@@ -159,36 +193,61 @@ int Main() {
   std::printf("step_bench: %s, global batch %d x %d tokens, %d timed steps after %d warmup\n",
               c.ToString().c_str(), absl::GetFlag(FLAGS_batch_size), c.block_size, absl::GetFlag(FLAGS_steps),
               absl::GetFlag(FLAGS_warmup));
-  absl::StatusOr<Figures> base = Unsharded(*data);
-  if (!base.ok()) {
-    std::fprintf(stderr, "%s\n", base.status().ToString().c_str());
-    return 1;
-  }
-  std::printf("%-14s %5s %10s %10s %9s %12s %8s  %s\n", "strategy", "world", "ms/step", "tokens/s",
-              "vs base", "peak/rank", "exposed", "first loss");
-  std::printf("%-14s %5d %10.1f %10.0f %9s %12s %8s  %.7f\n", "unsharded", 1, base->ms_per_step,
-              tokens / (base->ms_per_step / 1000), "1.00x", FormatBytes(base->peak_bytes).c_str(), "-",
-              base->first_loss);
-  int bad = 0;
+  struct Row {
+    std::string name;
+    int world = 1;
+    std::optional<ShardingStrategy> strategy;  // none: the unsharded baseline
+    std::vector<double> ms;
+    Figures last;
+  };
+  std::vector<Row> rows = {{.name = "unsharded"}};
   for (absl::string_view sname : absl::StrSplit(absl::GetFlag(FLAGS_strategies), ',')) {
     absl::StatusOr<ShardingStrategy> strategy = ParseShardingStrategy(sname);
-    if (!strategy.ok()) return 1;
+    if (!strategy.ok()) {
+      std::fprintf(stderr, "%s\n", strategy.status().ToString().c_str());
+      return 1;
+    }
     for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_world_sizes), ',')) {
       int world = 1;
-      if (!absl::SimpleAtoi(w, &world)) return 1;
-      absl::StatusOr<Figures> f = Sharded(*data, world, *strategy);
-      if (!f.ok()) {
-        std::fprintf(stderr, "%s world %d: %s\n", std::string(sname).c_str(), world, f.status().ToString().c_str());
+      if (!absl::SimpleAtoi(w, &world) || world < 1) {
+        std::fprintf(stderr, "--world_sizes: expected positive integers, found \"%s\"\n", std::string(w).c_str());
         return 1;
       }
-      const bool ok = std::fabs(f->first_loss - base->first_loss) <= 1e-5 * std::fabs(base->first_loss);
-      bad += !ok;
-      std::printf("%-14s %5d %10.1f %10.0f %8.2fx %12s %7.1f%%  %.7f%s\n", std::string(sname).c_str(), world,
-                  f->ms_per_step, tokens / (f->ms_per_step / 1000), base->ms_per_step / f->ms_per_step,
-                  FormatBytes(f->peak_bytes).c_str(), 100 * f->exposed_comm, f->first_loss,
-                  ok ? "" : "  MISMATCH");
+      rows.push_back({.name = std::string(sname), .world = world, .strategy = *strategy});
     }
   }
+  const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+  for (int r = 0; r < repeats; ++r) {
+    for (Row& row : rows) {
+      absl::StatusOr<Figures> f = row.strategy ? Sharded(*data, row.world, *row.strategy) : Unsharded(*data);
+      if (!f.ok()) {
+        std::fprintf(stderr, "%s world %d: %s\n", row.name.c_str(), row.world, f.status().ToString().c_str());
+        return 1;
+      }
+      row.ms.push_back(f->ms_per_step);
+      row.last = *f;
+    }
+  }
+  const Figures& base = rows[0].last;
+  const double base_ms = Median(rows[0].ms);
+  std::printf("%-14s %5s %10s %10s %9s %11s %11s %11s %8s  %s\n", "strategy", "world", "ms/step", "tokens/s",
+              "vs base", "zero", "plan", "peak", "exposed", "first loss");
+  int bad = 0;
+  for (const Row& row : rows) {
+    const Figures& f = row.last;
+    const double ms = Median(row.ms);
+    const bool ok = std::fabs(f.first_loss - base.first_loss) <= 1e-5 * std::fabs(base.first_loss);
+    bad += !ok;
+    const ShardingStrategy* st = row.strategy ? &*row.strategy : nullptr;
+    std::printf("%-14s %5d %10.1f %10.0f %8.2fx %11s %11s %11s %8s  %.7f%s\n", row.name.c_str(), row.world, ms,
+                tokens / (ms / 1000), base_ms / ms,
+                FormatBytes(ZeroFormulaBytes(base.num_params, row.world, st)).c_str(),
+                row.strategy ? FormatBytes(f.plan_bytes).c_str() : "-", FormatBytes(f.peak_bytes).c_str(),
+                row.strategy ? absl::StrFormat("%.1f%%", 100 * f.exposed_comm).c_str() : "-", f.first_loss,
+                ok ? "" : "  MISMATCH");
+  }
+  std::printf("parameters Psi = %lld; ms/step is the median of %d interleaved run(s); load average %s\n",
+              static_cast<long long>(base.num_params), repeats, LoadAverage().c_str());
   return bad == 0 ? 0 : 1;
 }
 
