@@ -498,7 +498,9 @@ ShardedUnit* ShardedModel::NextInBackwardOrder(const ShardedUnit& unit) {
 
 absl::Status ShardedModel::OnPreForward(ShardedUnit& unit) {
   if (autograd::InBackward()) {
-    // A checkpointed unit recomputing inside backward: this is its backward gather.
+    // A checkpointed unit recomputing inside backward: this is its backward
+    // gather. Its frozen bytes wait for the end (Note [Frozen parameters]).
+    unit.recomputed = true;
     return OnPreBackward(unit);
   }
   if (unit.is_root) {
@@ -530,6 +532,7 @@ absl::Status ShardedModel::OnPostForward(ShardedUnit& unit, std::vector<Variable
         return g;
       });
     }
+    if (!unit.is_root && (unit.frozen_part != nullptr || unit.frozen())) WatchInputs(unit);
   }
   if (unit.is_root) in_forward_ = false;
   if (trace_ != nullptr) {
@@ -603,7 +606,68 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
   if (!unit.is_root && !unit.frozen()) {
     ZS_RETURN_IF_ERROR(ReshardOne(unit));
   }
-  return absl::OkStatus();
+  return MaybeFreeFrozen(unit);
+}
+
+namespace {
+
+// One watched input gradient of a unit (Note [Frozen parameters]): counted
+// while it lives and has not run, so a graph dropped without backward leaves
+// no count behind.
+class PendingInput {
+ public:
+  explicit PendingInput(std::shared_ptr<int> count) : count_(std::move(count)) { ++*count_; }
+  ~PendingInput() {
+    if (!done_) --*count_;
+  }
+  PendingInput(const PendingInput&) = delete;
+  PendingInput& operator=(const PendingInput&) = delete;
+  // True the first time: the gradient has been computed.
+  bool Done() {
+    if (done_) return false;
+    done_ = true;
+    --*count_;
+    return true;
+  }
+
+ private:
+  std::shared_ptr<int> count_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+void ShardedModel::WatchInputs(ShardedUnit& unit) {
+  const std::vector<Variable>* inputs = unit.module->forward_inputs();
+  if (inputs == nullptr) {
+    unit.inputs_untracked = true;
+    return;
+  }
+  for (const Variable& in : *inputs) {
+    if (!in.defined() || !in.requires_grad()) continue;  // no gradient will flow there
+    if (in.is_leaf()) {  // a leaf's hooks live as long as it does, beyond this graph
+      unit.inputs_untracked = true;
+      continue;
+    }
+    ShardedUnit* u = &unit;
+    auto pending = std::make_shared<PendingInput>(unit.inputs_pending);
+    in.AddGradHook([this, u, pending](const Tensor& g) -> absl::StatusOr<Tensor> {
+      if (pending->Done()) ZS_RETURN_IF_ERROR(MaybeFreeFrozen(*u));
+      return g;
+    });
+  }
+}
+
+absl::Status ShardedModel::MaybeFreeFrozen(ShardedUnit& unit) {
+  if (unit.is_root || !unit.backward_started || unit.recomputed || unit.inputs_untracked ||
+      *unit.inputs_pending > 0) {
+    return absl::OkStatus();
+  }
+  if (unit.frozen_part != nullptr) {
+    // Trainable gradients still to land may yet read the frozen values.
+    return unit.reduced ? ReshardOne(*unit.frozen_part) : absl::OkStatus();
+  }
+  return unit.frozen() ? ReshardOne(unit) : absl::OkStatus();
 }
 
 absl::Status ShardedModel::FinishBackward() {
@@ -642,6 +706,7 @@ absl::Status ShardedModel::FinishBackward() {
     ZS_RETURN_IF_ERROR(Reshard(*u));
     u->backward_started = false;
     u->reduced = false;
+    u->recomputed = false;
     u->landed = 0;
   }
   return absl::OkStatus();

@@ -84,10 +84,22 @@
 // has no hooks of its own: StartGather/Gather of the owner issue and wait for
 // its all-gather too (one more collective), Reshard frees both, and it takes
 // no slot of limit_all_gathers. In backward the owner's trainable bytes are
-// freed when its reduce-scatter starts, as for any unit, but the frozen part
-// stays gathered until the end of backward: later gradient math (the input
-// gradient through a frozen weight) may still read it, and no hook tells when
-// it is done (FSDP reshards frozen flat parameters at the end too).
+// freed when its reduce-scatter starts, as for any unit. The frozen part may
+// still be read after that (the input gradient through a frozen weight), so it
+// goes when both (1) every trainable gradient of the unit has landed and (2)
+// the gradient of every forward input of the unit has been computed: a
+// gradient hook on each input (Module::forward_inputs(), recorded by
+// UnaryModule) counts those still to come, and each watch undoes itself if its
+// graph is dropped unused, so the count is of live graphs only. Any node that
+// reads a frozen weight in backward feeds the gradient of an input or of a
+// trainable parameter of the unit, so it has run by then (FSDP's reshard-only
+// hook on a unit's inputs). Where that cannot be known the frozen bytes wait
+// for the end of backward, as they always did: the root, a module that does
+// not record its inputs, an input that is a leaf (its hooks would outlive the
+// graph), and a backward that recomputes the unit (activation checkpointing).
+// A unit with nothing to train follows the same rule, (1) being vacuous.
+// Checkpoints hold no optimizer state for frozen parameters; loading one into
+// a parameter that trains gives it zero moments (checkpoint/checkpoint.h).
 #ifndef ZEROSHARD_RUNTIME_SHARDING_SHARDED_MODEL_H_
 #define ZEROSHARD_RUNTIME_SHARDING_SHARDED_MODEL_H_
 
@@ -145,6 +157,10 @@ struct ShardedUnit {
   bool backward_started = false;  // pre-backward ran in this backward pass
   bool reduced = false;           // reduction launched in this backward pass
   int landed = 0;                 // gradients accumulated in this backward pass
+  // When frozen bytes may go before the end of backward (Note [Frozen parameters]).
+  std::shared_ptr<int> inputs_pending = std::make_shared<int>(0);  // watched input gradients still to come
+  bool inputs_untracked = false;  // a forward's inputs could not be watched: frozen bytes wait for the end
+  bool recomputed = false;        // this backward re-ran the forward (activation checkpointing)
   int gathers = 0;                // all-gathers issued (for tests and traces)
   int64_t reduce_scatter_numel = 0;  // elements this rank put into reduce-scatters (for tests)
   // Trace timestamps (microseconds of the TraceRecorder).
@@ -296,6 +312,10 @@ class ShardedModel {
   absl::Status OnPreBackward(ShardedUnit& unit);
   absl::Status OnGradLanded(ShardedUnit& unit);
   absl::Status ReduceUnit(ShardedUnit& unit);
+  // Note [Frozen parameters]: hooks on the gradients of the unit's forward
+  // inputs, and the frozen bytes freed once nothing in backward can read them.
+  void WatchInputs(ShardedUnit& unit);
+  absl::Status MaybeFreeFrozen(ShardedUnit& unit);
 
   std::shared_ptr<nn::Module> root_;
   Communicator& world_;

@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "autograd/nn/linear.h"
 #include "autograd/ops.h"
 #include "checkpoint/checkpoint.h"
@@ -237,6 +238,9 @@ struct Outcome {
   std::map<std::string, std::vector<float>> loaded;  // parameters right after the load
   std::vector<int64_t> reduce_scatter_bytes, all_gather_bytes;  // per rank
   std::map<std::string, std::vector<float>> frozen_masters;     // "<unit> rank <r>": f32 master shard
+  // Frozen units or parts after l0 in the forward ("mid", "l1[frozen]") still
+  // gathered when l0's backward starts, over every step and rank.
+  int gathered_late = 0;
   absl::Status status;
 };
 
@@ -307,6 +311,26 @@ Outcome TrainLora(const LoraRun& run, int begin, int end) {
     ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(net, comm, run.options, &device));
     ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt,
                         optim::ShardedOptimizer::Create(*sharded, {.lr = kLr, .weight_decay = 0.1}));
+    // When the gradient of l0's output is ready, the backward of mid and l1 is
+    // over: their frozen bytes should be gone already.
+    std::vector<ShardedUnit*> later;
+    for (ShardedUnit* u : sharded->units()) {
+      if (u->name == "mid" || u->name == "l1[frozen]") later.push_back(u);
+    }
+    for (auto& [name, m] : net->NamedModules()) {
+      if (name != "l0") continue;
+      m->AddPostForwardHook([&](nn::Module&, std::vector<Variable>& outs) -> absl::Status {
+        if (autograd::InBackward() || !autograd::GradMode::IsEnabled()) return absl::OkStatus();
+        outs[0].AddGradHook([&](const Tensor& g) -> absl::StatusOr<Tensor> {
+          int n = 0;
+          for (ShardedUnit* u : later) n += u->state != ShardedUnit::State::kSharded;
+          std::lock_guard<std::mutex> lock(mu);
+          out.gathered_late += n;
+          return g;
+        });
+        return absl::OkStatus();
+      });
+    }
     if (!run.load.empty()) {
       ZS_ASSIGN_OR_RETURN(LoadResult r, LoadCheckpoint(run.load, *sharded, &opt));
       EXPECT_EQ(r.state.step, begin);
@@ -430,6 +454,9 @@ TEST(FrozenParameters, LoraMatchesUnshardedWithTrainableOnlyGradientsAndState) {
     for (int r = 0; r < c.world; ++r) {
       EXPECT_EQ(got.reduce_scatter_bytes[r], kSteps * ReduceScatterBytesPerStep(c.s)) << what << " rank " << r;
     }
+    // Frozen bytes go once their unit's backward is over, not at the end of
+    // backward (at S = 1 the gathered buffer is the shard itself).
+    if (c.s > 1) EXPECT_EQ(got.gathered_late, 0) << what;
   }
   // The figures, in closed form: trainable 126 + 108 + 7 = 241 elements,
   // frozen 406 + 870 + 210 + 13 = 1499. Per step and rank the reduce-scatters
