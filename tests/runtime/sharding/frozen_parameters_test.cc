@@ -241,6 +241,7 @@ struct Outcome {
   // Frozen units or parts after l0 in the forward ("mid", "l1[frozen]") still
   // gathered when l0's backward starts, over every step and rank.
   int gathered_late = 0;
+  int64_t device_bytes = -1;  // rank 0's device bytes in use after training
   absl::Status status;
 };
 
@@ -361,6 +362,7 @@ Outcome TrainLora(const LoraRun& run, int begin, int end) {
         EXPECT_EQ(plan.sharded_grads, 4 * trainable);
         EXPECT_EQ(plan.optimizer_state, 8 * trainable);
         EXPECT_EQ(device.stats().bytes_in_use, 16 * trainable + 4 * frozen);
+        if (comm.rank() == 0) out.device_bytes = device.stats().bytes_in_use;
       }
       // The frozen master shards, for bitwise comparisons across runs.
       for (ShardedUnit* u : sharded->units()) {
@@ -457,6 +459,13 @@ TEST(FrozenParameters, LoraMatchesUnshardedWithTrainableOnlyGradientsAndState) {
     // Frozen bytes go once their unit's backward is over, not at the end of
     // backward (at S = 1 the gathered buffer is the shard itself).
     if (c.s > 1) EXPECT_EQ(got.gathered_late, 0) << what;
+    if (c.world == 4 && c.strategy == ShardingStrategy::kFullShard) {
+      // Rank 0 at S = 4 holds 16 bytes for each of its 32 + 27 + 2 = 61
+      // trainable shard elements and 4 for each of its 102 + 218 + 53 + 4 =
+      // 377 frozen ones: 976 + 1508 = 2484 bytes (16 x 436 = 6976 with the
+      // frozen elements in gradients and optimizer state).
+      EXPECT_EQ(got.device_bytes, 2484);
+    }
   }
   // The figures, in closed form: trainable 126 + 108 + 7 = 241 elements,
   // frozen 406 + 870 + 210 + 13 = 1499. Per step and rank the reduce-scatters
@@ -555,6 +564,20 @@ TEST(FrozenParameters, CheckpointsResumeBitwiseAndReshard) {
     tail4.load = save4.save;
     const Outcome tail = TrainLora(tail4, 3, 6);
     ASSERT_TRUE(tail.status.ok()) << tail.status;
+    if (type == StateDictType::kSharded) {
+      // The offline converter writes what a full save would: loading either
+      // at world 2 continues bit for bit alike.
+      const std::string converted = TempDir("world4_converted");
+      ASSERT_TRUE(ConvertShardedToFull(save4.save, converted, {.fsync = false}).ok());
+      LoraRun from_sharded = run, from_converted = run;
+      from_sharded.load = save4.save;
+      from_converted.load = converted;
+      const Outcome x = TrainLora(from_sharded, 3, 6), y = TrainLora(from_converted, 3, 6);
+      ASSERT_TRUE(x.status.ok() && y.status.ok()) << x.status << y.status;
+      EXPECT_EQ(y.loaded, a.result.params);
+      EXPECT_EQ(y.result.losses, x.result.losses);
+      EXPECT_EQ(y.result.params, x.result.params);
+    }
     for (int world : {1, 2, 3}) {
       const std::string what = absl::StrCat(StateDictTypeName(type), " 4 -> ", world);
       LoraRun into = run;
