@@ -162,13 +162,14 @@ std::vector<std::string> OptimizerSlots(const optim::ShardedOptimizer* opt) {
 // Runs fn with unit i's master shard and (when `slots` is not empty) its
 // optimizer state tensors, in `slots` order, resident: one unit at a time,
 // so state offloaded to NVMe streams through its swap buffers and is never
-// all in memory (Note [NVMe offload]). `write`: fn's changes are kept.
+// all in memory (Note [NVMe offload]). `write`: fn's changes are kept. A
+// frozen unit has no optimizer state (Note [Frozen parameters]): fn gets none.
 absl::Status WithUnit(ShardedModel& model, optim::ShardedOptimizer* opt, size_t i,
                       const std::vector<std::string>& slots, bool write,
                       const std::function<absl::Status(const Tensor& shard, const std::vector<Tensor>& states)>& fn) {
   ShardedUnit* u = model.units()[i];
   return model.WithShard(*u, write, [&](const Tensor& shard) -> absl::Status {
-    if (slots.empty()) return fn(shard, {});
+    if (slots.empty() || u->frozen()) return fn(shard, {});
     return opt->WithUnitState(i, write, [&](const std::vector<Tensor>& states) { return fn(shard, states); });
   });
 }
@@ -305,7 +306,7 @@ absl::Status ForEachShardTensor(ShardedModel& model, optim::ShardedOptimizer* op
     ZS_RETURN_IF_ERROR(WithUnit(model, opt, i, slots, /*write=*/false,
                                 [&](const Tensor& shard, const std::vector<Tensor>& states) -> absl::Status {
                                   ZS_RETURN_IF_ERROR(fn(units[i]->name + ".param", shard));
-                                  for (size_t k = 0; k < slots.size(); ++k) {
+                                  for (size_t k = 0; k < states.size(); ++k) {
                                     ZS_RETURN_IF_ERROR(fn(units[i]->name + "." + slots[k], states[k]));
                                   }
                                   return absl::OkStatus();
@@ -323,6 +324,7 @@ absl::StatusOr<ShardFilePlan> PlanShardFile(ShardedModel& model, optim::ShardedO
   plan.slots = o.save_optimizer ? OptimizerSlots(opt) : std::vector<std::string>{};
   for (ShardedUnit* u : model.units()) {
     plan.entries.emplace_back(u->name + ".param", DType::kF32, Shape{u->flat.shard_numel()});
+    if (u->frozen()) continue;  // no optimizer state
     for (const std::string& slot : plan.slots) {
       plan.entries.emplace_back(u->name + "." + slot, DType::kF32, Shape{u->flat.shard_numel()});
     }
@@ -380,6 +382,7 @@ FullPlan PlanFull(ShardedModel& model, optim::ShardedOptimizer* opt, const SaveO
       if (!Included(p, o)) continue;
       plan.model_entries.emplace_back(p.name, DType::kF32, p.shape);
       for (const std::string& alias : p.aliases) plan.model_entries.emplace_back(alias, DType::kF32, p.shape);
+      if (!p.requires_grad) continue;  // no optimizer state (Note [Frozen parameters])
       for (const std::string& slot : slots) plan.optimizer_entries.emplace_back(p.name + "." + slot, DType::kF32, p.shape);
     }
   }
@@ -422,6 +425,7 @@ absl::Status GatherFull(ShardedModel& model, optim::ShardedOptimizer* opt, const
       for (const std::string& alias : p.aliases) {
         ZS_RETURN_IF_ERROR(sink(true, alias, value));
       }
+      if (!p.requires_grad) continue;  // as PlanFull
       for (size_t k = 0; k < slots.size(); ++k) {
         ZS_ASSIGN_OR_RETURN(Tensor sflat, states[k].Narrow(0, p.offset, p.numel));
         ZS_ASSIGN_OR_RETURN(Tensor svalue, sflat.View(p.shape));
@@ -547,6 +551,7 @@ struct SourceParam {
   Shape shape;
   int unit = -1;            // sharded: unit index in the layout
   int64_t offset = 0;       // sharded: first element in the unit's flat buffer
+  bool requires_grad = true;  // false: saved frozen, its optimizer state is zero
 };
 
 class CheckpointReader {
@@ -578,6 +583,7 @@ class CheckpointReader {
         sp.shape = p.shape;
         sp.unit = static_cast<int>(u);
         sp.offset = p.offset;
+        sp.requires_grad = p.requires_grad;
         r.params_[Revise(sp.stored_name, o.revise_keys)] = sp;
         for (const std::string& alias : p.aliases) r.params_[Revise(alias, o.revise_keys)] = sp;
       }
@@ -593,6 +599,11 @@ class CheckpointReader {
   // optimizer slot) into `out` (f32, count elements).
   absl::Status ReadRange(const SourceParam& src, const std::string& slot, int64_t offset, int64_t count,
                          const Tensor& out) {
+    // A frozen parameter's optimizer state is zero and not stored (Note
+    // [Frozen parameters] in runtime/sharding/sharded_model.h); older
+    // checkpoints stored the zeros. Loading it into a trainable parameter
+    // starts its moments at zero.
+    if (slot != "param" && !src.requires_grad) return out.Fill(0.0);
     if (type_ == StateDictType::kFull) {
       const bool model_file = slot == "param";
       ZS_ASSIGN_OR_RETURN(SafetensorsFile * f, File(model_file ? kModelFile : kOptimizerFile));
@@ -711,7 +722,7 @@ absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& 
                                                          ShapeToString(p.shape)));
         }
         std::vector<std::pair<std::string, Tensor>> targets = {{"param", shard}};
-        for (size_t k = 0; k < slots.size(); ++k) targets.emplace_back(slots[k], states[k]);
+        for (size_t k = 0; k < states.size(); ++k) targets.emplace_back(slots[k], states[k]);
         for (auto& [slot, buffer] : targets) {
           ZS_ASSIGN_OR_RETURN(Tensor dst, buffer.Narrow(0, piece.shard_offset, piece.count));
           ZS_RETURN_IF_ERROR(reader.ReadRange(it->second, slot, piece.param_offset, piece.count, dst));
@@ -917,9 +928,11 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
   std::vector<std::string> slots;
   if (m.optimizer == "adamw" || m.optimizer == "adam") slots = {"exp_avg", "exp_avg_sq"};
   if (m.optimizer == "sgd" && !m.layout.empty()) {
-    // SGD with momentum stores a momentum_buffer per unit.
+    // SGD with momentum stores a momentum_buffer per unit (but a frozen one).
     absl::StatusOr<SafetensorsFile*> f = reader.File(ShardFile(0));
-    if (f.ok() && (*f)->Contains(m.layout[0].name + ".momentum_buffer")) slots = {"momentum_buffer"};
+    for (const ManifestUnit& unit : m.layout) {
+      if (f.ok() && (*f)->Contains(unit.name + ".momentum_buffer")) slots = {"momentum_buffer"};
+    }
   }
   std::vector<StreamWriter::Entry> model_entries, opt_entries;
   std::vector<std::pair<std::string, SourceParam>> order;
@@ -932,6 +945,7 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
         model_entries.emplace_back(alias, DType::kF32, sp.shape);
         order.emplace_back(alias, sp);
       }
+      if (!p.requires_grad) continue;  // no optimizer state
       for (const std::string& slot : slots) opt_entries.emplace_back(p.name + "." + slot, DType::kF32, sp.shape);
     }
   }
@@ -957,6 +971,7 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
     for (const ManifestUnit& unit : m.layout) {
       for (const ManifestParam& p : unit.params) {
         const SourceParam& sp = reader.params().at(p.name);
+        if (!p.requires_grad) continue;
         for (const std::string& slot : slots) {
           ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty({NumElements(sp.shape)}, DType::kF32));
           ZS_RETURN_IF_ERROR(reader.ReadRange(sp, slot, 0, t.numel(), t));

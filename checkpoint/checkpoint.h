@@ -19,6 +19,10 @@
 //   sharded  <dir>/rank_<s>.safetensors   shard s of every unit: "<unit>.param" and the
 //                                         optimizer state of the shard (one file per shard
 //                                         group rank; replicas write nothing)
+// Frozen parameters (Note [Frozen parameters] in runtime/sharding/sharded_model.h)
+// have no optimizer state and none is written (neither "<param>.exp_avg" nor a
+// frozen unit's "<unit>.exp_avg"); a load into a parameter that trains reads
+// zeros for it, as it would have been.
 //            <dir>/buffers.safetensors    module buffers (replicated), written by rank 0
 //            <dir>/checkpoint.json        as above, with every unit's flat layout (names,
 //                                         shapes, offsets, padding, shard boundaries)

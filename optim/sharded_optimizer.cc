@@ -51,6 +51,14 @@ absl::StatusOr<ShardedOptimizer> ShardedOptimizer::Create(ShardedModel& model,
     opt.groups_.push_back(ShardParamGroups(whole, u->flat.shard_offset(), u->flat.shard_numel()));
     // With NVMe offload the state's bytes live in the swap file (CreateSwap).
     const bool nvme = model.options().offload.nvme_optimizer;
+    if (u->frozen()) {  // Note [Frozen parameters]: no state at all
+      if (options.kind == OptimizerKind::kSgd) {
+        opt.sgd_.emplace_back();
+      } else {
+        opt.adam_.emplace_back();
+      }
+      continue;
+    }
     if (options.kind == OptimizerKind::kSgd) {
       ZS_ASSIGN_OR_RETURN(SgdState s, SgdState::Create(nvme ? 0 : u->flat.shard_numel(), options.sgd,
                                                         model.optimizer_allocator()));
@@ -89,6 +97,8 @@ absl::Status ShardedOptimizer::CreateSwap() {
   std::vector<int64_t> bytes;
   std::vector<std::string> names;
   for (ShardedUnit* u : model_->units()) {
+    state_region_.push_back(u->frozen() ? -1 : static_cast<int>(bytes.size()));
+    if (u->frozen()) continue;  // no state (Note [Frozen parameters])
     bytes.push_back(static_cast<int64_t>(slots) * SlotBytes(u->flat.shard_numel()));
     names.push_back(absl::StrCat("unit ", u->index, " '", u->name, "' optimizer state"));
   }
@@ -126,12 +136,14 @@ absl::Status ShardedOptimizer::WithUnitState(size_t i, bool write,
     }
     return {adam_[i].exp_avg, adam_[i].exp_avg_sq};
   };
+  if (model_->units()[i]->frozen()) return fn({});  // no state (Note [Frozen parameters])
   if (swap_ == nullptr) return fn(slots());
-  ZS_ASSIGN_OR_RETURN(char* bytes, swap_->Acquire(static_cast<int>(i)));
+  const int region = state_region_[i];
+  ZS_ASSIGN_OR_RETURN(char* bytes, swap_->Acquire(region));
   BindState(i, bytes);
   const absl::Status s = fn(slots());
   BindState(i, nullptr);
-  const absl::Status released = swap_->Release(static_cast<int>(i), write && s.ok());
+  const absl::Status released = swap_->Release(region, write && s.ok());
   return s.ok() ? released : s;
 }
 
@@ -184,10 +196,12 @@ absl::Status ShardedOptimizer::Step(double lr, double grad_scale) {
   for (size_t k = 0; k < order.size(); ++k) {
     auto read_ahead = [&] {
       for (size_t j = k + 1; j < order.size() && j <= k + ahead; ++j) {
+        if (units[order[j]]->frozen()) continue;  // nothing to step
         model_->PrefetchShard(units[order[j]]);
-        if (swap_ != nullptr && !swap_->Prefetch(static_cast<int>(order[j]))) break;
+        if (swap_ != nullptr && !swap_->Prefetch(state_region_[order[j]])) break;
       }
     };
+    if (units[order[k]]->frozen()) continue;  // Note [Frozen parameters]: never changes
     ZS_RETURN_IF_ERROR(StepUnit(order[k], *units[order[k]], lr, grad_scale, read_ahead));
   }
   ++steps_;

@@ -10,7 +10,8 @@
 //
 // Parameter groups as nanoGPT's: weight decay on parameters of 2 or more
 // dimensions, none on biases and LayerNorm weights (or a caller's rule);
-// frozen parameters and padding are in no group, so they never change. A
+// frozen parameters and padding are in no group, so they never change (a
+// unit of frozen parameters only has no state and is skipped). A
 // shard's state is exactly the same slice of the unsharded optimizer's state
 // (optim/param_group.h ShardParamGroups), which checkpoints rely on.
 //
@@ -66,7 +67,9 @@ class ShardedOptimizer {
   const OptimizerOptions& options() const { return options_; }
 
   // Per unit (in ShardedModel::units() order): the state of this rank's
-  // shard (its tensors undefined with NVMe offload: use WithUnitState).
+  // shard (its tensors undefined with NVMe offload: use WithUnitState). A
+  // frozen unit (ShardedUnit::frozen(), Note [Frozen parameters] in
+  // sharded_model.h) has no state: its tensors stay undefined.
   std::vector<AdamWState>& adam_states() { return adam_; }
   std::vector<SgdState>& sgd_states() { return sgd_; }
 
@@ -76,7 +79,7 @@ class ShardedOptimizer {
   std::vector<std::string> state_slots() const;
   // Runs fn with unit i's state tensors (in state_slots() order) resident:
   // swapped in from NVMe if they live there and, with `write`, written back
-  // after fn succeeds.
+  // after fn succeeds. A frozen unit has none: fn gets an empty vector.
   absl::Status WithUnitState(size_t i, bool write,
                              const std::function<absl::Status(const std::vector<Tensor>& slots)>& fn);
   // The state's swap space (nullptr without NVMe offload), for logs and benchmarks.
@@ -95,6 +98,7 @@ class ShardedOptimizer {
   std::vector<SgdState> sgd_;
   int64_t steps_ = 0;
   std::unique_ptr<SwapSpace> swap_;  // nvme_optimizer; Note [NVMe offload]
+  std::vector<int> state_region_;    // per unit: its region in swap_, -1 for a frozen unit
 
   absl::Status CreateSwap();
   // Points unit i's state tensors at `bytes` (nullptr: undefined).

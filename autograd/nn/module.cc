@@ -251,11 +251,18 @@ absl::Status Module::TieParameter(const std::string& name, const ParameterSlot& 
 }
 
 absl::StatusOr<Variable> UnaryModule::operator()(const Variable& x) {
-  ZS_RETURN_IF_ERROR(RunPreForwardHooks());
-  ZS_ASSIGN_OR_RETURN(Variable y, Forward(x));
-  std::vector<Variable> outputs{y};
-  ZS_RETURN_IF_ERROR(RunPostForwardHooks(outputs));
-  return outputs[0];
+  forward_inputs_ = {x};
+  recording_inputs_ = true;
+  absl::StatusOr<Variable> result = [&]() -> absl::StatusOr<Variable> {
+    ZS_RETURN_IF_ERROR(RunPreForwardHooks());
+    ZS_ASSIGN_OR_RETURN(Variable y, Forward(x));
+    std::vector<Variable> outputs{y};
+    ZS_RETURN_IF_ERROR(RunPostForwardHooks(outputs));
+    return outputs[0];
+  }();
+  forward_inputs_.clear();
+  recording_inputs_ = false;
+  return result;
 }
 
 }  // namespace zeroshard::nn

@@ -120,6 +120,13 @@ class Module {
   void RemoveHook(int handle);
   absl::Status RunPreForwardHooks();
   absl::Status RunPostForwardHooks(std::vector<Variable>& outputs);
+  // The inputs of the forward running now, for hooks to read: set by
+  // UnaryModule::operator() from before its pre-forward hooks to after its
+  // post-forward hooks, then cleared (no graph is kept alive); nullptr outside
+  // that window and for modules whose forward does not record them. The
+  // sharding runtime watches their gradients to free frozen parameters early
+  // (Note [Frozen parameters] in runtime/sharding/sharded_model.h).
+  const std::vector<Variable>* forward_inputs() const { return recording_inputs_ ? &forward_inputs_ : nullptr; }
 
   // ---------------------------------------------------------------- registration
   // Registers a parameter with a shape and an initialiser (no storage yet).
@@ -147,6 +154,10 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<std::pair<int, PreForwardHook>> pre_hooks_;
   std::vector<std::pair<int, PostForwardHook>> post_hooks_;
+
+ protected:
+  std::vector<Variable> forward_inputs_;
+  bool recording_inputs_ = false;
 };
 
 // A module with one input and one output: operator() runs the hooks around Forward.

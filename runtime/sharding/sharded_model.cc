@@ -183,23 +183,32 @@ absl::Status ShardedModel::Build() {
   }
 
   for (size_t i = 0; i < unit_modules.size(); ++i) {
-    auto unit = std::make_unique<ShardedUnit>();
-    unit->index = static_cast<int>(i);
-    unit->name = unit_modules[i].first;
-    unit->module = unit_modules[i].second;
-    unit->is_root = i == root_index;
-    const bool fp32 = fp32_types.count(unit->module->type_name()) > 0 && !unit->is_root;
-    unit->param_dtype = fp32 ? DType::kF32 : mp.param_dtype;
-    unit->reduce_dtype = fp32 ? DType::kF32 : mp.reduce_dtype;
-    unit->flat = FlatParameter(std::move(slots[i]), s, shard_group_->rank());
-    for (const FlatParamSlot& p : unit->flat.params()) {
-      if (p.requires_grad) {
-        ++unit->num_grad_params;
-      } else {
-        unit->has_frozen = true;
-      }
+    auto make_unit = [&](std::string name, std::vector<FlatParamSlot> params) {
+      auto unit = std::make_unique<ShardedUnit>();
+      unit->index = static_cast<int>(units_.size());
+      unit->name = std::move(name);
+      unit->module = unit_modules[i].second;
+      unit->is_root = i == root_index;
+      const bool fp32 = fp32_types.count(unit->module->type_name()) > 0 && !unit->is_root;
+      unit->param_dtype = fp32 ? DType::kF32 : mp.param_dtype;
+      unit->reduce_dtype = fp32 ? DType::kF32 : mp.reduce_dtype;
+      unit->flat = FlatParameter(std::move(params), s, shard_group_->rank());
+      for (const FlatParamSlot& p : unit->flat.params()) unit->num_grad_params += p.requires_grad ? 1 : 0;
+      units_.push_back(std::move(unit));
+      return units_.back().get();
+    };
+    // Note [Frozen parameters]: mixed requires_grad splits off a frozen part.
+    const auto grad = [](const FlatParamSlot& p) { return p.requires_grad; };
+    if (std::all_of(slots[i].begin(), slots[i].end(), grad) || std::none_of(slots[i].begin(), slots[i].end(), grad)) {
+      make_unit(unit_modules[i].first, std::move(slots[i]));
+      continue;
     }
-    units_.push_back(std::move(unit));
+    std::vector<FlatParamSlot> trainable, frozen;  // each in registration order
+    for (FlatParamSlot& p : slots[i]) (p.requires_grad ? trainable : frozen).push_back(std::move(p));
+    ShardedUnit* frozen_part = make_unit(unit_modules[i].first + "[frozen]", std::move(frozen));
+    ShardedUnit* owner = make_unit(unit_modules[i].first, std::move(trainable));
+    owner->frozen_part = frozen_part;
+    frozen_part->owner = owner;
   }
   root_unit_ = units_.back().get();
   ZS_RETURN_IF_ERROR(CreateParamSwap());
@@ -266,7 +275,9 @@ absl::Status ShardedModel::WithShard(ShardedUnit& unit, bool write,
 }
 
 void ShardedModel::PrefetchShard(const ShardedUnit* unit) {
-  if (unit != nullptr && unit->swap_region >= 0) param_swap_->Prefetch(unit->swap_region);
+  if (unit == nullptr) return;
+  if (unit->swap_region >= 0) param_swap_->Prefetch(unit->swap_region);
+  PrefetchShard(unit->frozen_part);
 }
 
 void ShardedModel::PrefetchForward() {
@@ -274,6 +285,10 @@ void ShardedModel::PrefetchForward() {
   const std::vector<int>& order = !forward_order_.empty() ? forward_order_ : recorded_order_;
   for (int index : order) {
     const ShardedUnit* u = units_[index].get();
+    if (u->frozen_part != nullptr && u->frozen_part->swap_region >= 0 &&
+        !param_swap_->Prefetch(u->frozen_part->swap_region)) {
+      break;
+    }
     if (u->swap_region >= 0 && !param_swap_->Prefetch(u->swap_region)) break;
   }
 }
@@ -282,7 +297,9 @@ absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
   const FlatParameter& flat = unit.flat;
   Allocator* shard_home = options_.offload.params_on_host() ? host_allocator_ : allocator_;
   Allocator* grad_home = options_.offload.grads_on_host() ? host_allocator_ : allocator_;
-  ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, grad_home));
+  if (!unit.frozen()) {
+    ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, grad_home));
+  }
   // A shard on NVMe is filled in a swap buffer, written, and never held whole in memory.
   char* swap_bytes = nullptr;
   if (unit.swap_region >= 0) {
@@ -333,6 +350,8 @@ absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
 }
 
 absl::Status ShardedModel::InstallHooks(ShardedUnit& unit) {
+  // A frozen part is gathered and freed by its owner's hooks (Note [Frozen parameters]).
+  if (unit.owner != nullptr) return absl::OkStatus();
   ShardedUnit* u = &unit;
   module_hooks_.emplace_back(unit.module,
                              unit.module->AddPreForwardHook([this, u](nn::Module&) { return OnPreForward(*u); }));
@@ -365,6 +384,13 @@ std::vector<ShardedUnit*> ShardedModel::units() {
 // ================================================================ gathering
 
 absl::Status ShardedModel::StartGather(ShardedUnit& unit) {
+  ZS_RETURN_IF_ERROR(StartGatherOne(unit));
+  // The frozen part's all-gather is issued right after its owner's.
+  if (unit.frozen_part != nullptr) ZS_RETURN_IF_ERROR(StartGatherOne(*unit.frozen_part));
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::StartGatherOne(ShardedUnit& unit) {
   if (unit.state != ShardedUnit::State::kSharded) return absl::OkStatus();
   if (Aliased(unit, options_)) {
     unit.state = ShardedUnit::State::kGathered;
@@ -387,6 +413,12 @@ absl::Status ShardedModel::StartGather(ShardedUnit& unit) {
 
 absl::Status ShardedModel::Gather(ShardedUnit& unit) {
   ZS_RETURN_IF_ERROR(StartGather(unit));
+  ZS_RETURN_IF_ERROR(AwaitGather(unit));
+  if (unit.frozen_part != nullptr) ZS_RETURN_IF_ERROR(AwaitGather(*unit.frozen_part));
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::AwaitGather(ShardedUnit& unit) {
   if (unit.state == ShardedUnit::State::kGathering) {
     const double wait_start = trace_ ? trace_->NowUs() : 0;
     ZS_RETURN_IF_ERROR(schedule_->Await(*unit.gather_work));
@@ -408,6 +440,12 @@ absl::Status ShardedModel::Gather(ShardedUnit& unit) {
 }
 
 absl::Status ShardedModel::Reshard(ShardedUnit& unit) {
+  ZS_RETURN_IF_ERROR(ReshardOne(unit));
+  if (unit.frozen_part != nullptr) ZS_RETURN_IF_ERROR(ReshardOne(*unit.frozen_part));
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::ReshardOne(ShardedUnit& unit) {
   if (Aliased(unit, options_) || unit.state == ShardedUnit::State::kSharded) return absl::OkStatus();
   if (unit.state == ShardedUnit::State::kGathering) {
     // Never free bytes a collective is writing: compute (which orders the free) waits first.
@@ -426,7 +464,8 @@ absl::Status ShardedModel::Reshard(ShardedUnit& unit) {
 int ShardedModel::GatheredCount() const {
   int n = 0;
   for (const auto& u : units_) {
-    if (!u->is_root && u->state != ShardedUnit::State::kSharded) ++n;
+    // A frozen part rides with its owner (Note [Frozen parameters]).
+    if (!u->is_root && u->owner == nullptr && u->state != ShardedUnit::State::kSharded) ++n;
   }
   return n;
 }
@@ -459,7 +498,9 @@ ShardedUnit* ShardedModel::NextInBackwardOrder(const ShardedUnit& unit) {
 
 absl::Status ShardedModel::OnPreForward(ShardedUnit& unit) {
   if (autograd::InBackward()) {
-    // A checkpointed unit recomputing inside backward: this is its backward gather.
+    // A checkpointed unit recomputing inside backward: this is its backward
+    // gather. Its frozen bytes wait for the end (Note [Frozen parameters]).
+    unit.recomputed = true;
     return OnPreBackward(unit);
   }
   if (unit.is_root) {
@@ -491,6 +532,7 @@ absl::Status ShardedModel::OnPostForward(ShardedUnit& unit, std::vector<Variable
         return g;
       });
     }
+    if (!unit.is_root && (unit.frozen_part != nullptr || unit.frozen())) WatchInputs(unit);
   }
   if (unit.is_root) in_forward_ = false;
   if (trace_ != nullptr) {
@@ -517,7 +559,7 @@ absl::Status ShardedModel::OnPreBackward(ShardedUnit& unit) {
   if (options_.backward_prefetch == BackwardPrefetch::kBackwardPre) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
   }
-  if (!unit.full_grad.defined()) {  // kept across backwards inside NoSync()
+  if (!unit.frozen() && !unit.full_grad.defined()) {  // kept across backwards inside NoSync()
     ZS_ASSIGN_OR_RETURN(unit.full_grad, Tensor::Zeros({unit.flat.padded_numel()}, unit.reduce_dtype, allocator_));
   }
   for (const FlatParamSlot& p : unit.flat.params()) {
@@ -546,7 +588,8 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
     trace_->AddSpan("backward " + unit.name, "compute", 2 * world_.rank(), unit.backward_start_us,
                     unit.reduce_issue_us);
   }
-  if (sync_gradients_) {
+  if (sync_gradients_ && !unit.frozen()) {
+    unit.reduce_scatter_numel += unit.full_grad.numel();
     ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full_grad.Narrow(0, unit.flat.shard_offset(),
                                                            unit.flat.shard_numel()));
     ZS_ASSIGN_OR_RETURN(unit.reduce_work,
@@ -558,11 +601,73 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
   }
   // Every parameter gradient has landed, so nothing in this backward reads the
-  // gathered parameters again (frozen ones may: those units wait for the end).
-  if (!unit.is_root && !unit.has_frozen) {
-    ZS_RETURN_IF_ERROR(Reshard(unit));
+  // unit's (trainable) parameters again. Frozen ones may still be read: a frozen
+  // part and a unit with nothing to train wait for the end (Note [Frozen parameters]).
+  if (!unit.is_root && !unit.frozen()) {
+    ZS_RETURN_IF_ERROR(ReshardOne(unit));
   }
-  return absl::OkStatus();
+  return MaybeFreeFrozen(unit);
+}
+
+namespace {
+
+// One watched input gradient of a unit (Note [Frozen parameters]): counted
+// while it lives and has not run, so a graph dropped without backward leaves
+// no count behind.
+class PendingInput {
+ public:
+  explicit PendingInput(std::shared_ptr<int> count) : count_(std::move(count)) { ++*count_; }
+  ~PendingInput() {
+    if (!done_) --*count_;
+  }
+  PendingInput(const PendingInput&) = delete;
+  PendingInput& operator=(const PendingInput&) = delete;
+  // True the first time: the gradient has been computed.
+  bool Done() {
+    if (done_) return false;
+    done_ = true;
+    --*count_;
+    return true;
+  }
+
+ private:
+  std::shared_ptr<int> count_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+void ShardedModel::WatchInputs(ShardedUnit& unit) {
+  const std::vector<Variable>* inputs = unit.module->forward_inputs();
+  if (inputs == nullptr) {
+    unit.inputs_untracked = true;
+    return;
+  }
+  for (const Variable& in : *inputs) {
+    if (!in.defined() || !in.requires_grad()) continue;  // no gradient will flow there
+    if (in.is_leaf()) {  // a leaf's hooks live as long as it does, beyond this graph
+      unit.inputs_untracked = true;
+      continue;
+    }
+    ShardedUnit* u = &unit;
+    auto pending = std::make_shared<PendingInput>(unit.inputs_pending);
+    in.AddGradHook([this, u, pending](const Tensor& g) -> absl::StatusOr<Tensor> {
+      if (pending->Done()) ZS_RETURN_IF_ERROR(MaybeFreeFrozen(*u));
+      return g;
+    });
+  }
+}
+
+absl::Status ShardedModel::MaybeFreeFrozen(ShardedUnit& unit) {
+  if (unit.is_root || !unit.backward_started || unit.recomputed || unit.inputs_untracked ||
+      *unit.inputs_pending > 0) {
+    return absl::OkStatus();
+  }
+  if (unit.frozen_part != nullptr) {
+    // Trainable gradients still to land may yet read the frozen values.
+    return unit.reduced ? ReshardOne(*unit.frozen_part) : absl::OkStatus();
+  }
+  return unit.frozen() ? ReshardOne(unit) : absl::OkStatus();
 }
 
 absl::Status ShardedModel::FinishBackward() {
@@ -601,6 +706,7 @@ absl::Status ShardedModel::FinishBackward() {
     ZS_RETURN_IF_ERROR(Reshard(*u));
     u->backward_started = false;
     u->reduced = false;
+    u->recomputed = false;
     u->landed = 0;
   }
   return absl::OkStatus();
@@ -610,6 +716,7 @@ absl::Status ShardedModel::FinishBackward() {
 
 absl::Status ShardedModel::ZeroGrad() {
   for (auto& u : units_) {
+    if (u->frozen()) continue;
     ZS_RETURN_IF_ERROR(u->grad_shard.Fill(0.0));
   }
   return absl::OkStatus();
@@ -618,6 +725,7 @@ absl::Status ShardedModel::ZeroGrad() {
 absl::StatusOr<bool> ShardedModel::GradientsOverflowed() {
   double bad = 0;
   for (auto& u : units_) {
+    if (u->frozen()) continue;
     // An Inf or NaN anywhere makes the (double) sum non-finite.
     ZS_ASSIGN_OR_RETURN(double sum, SumAll(u->grad_shard));
     if (!std::isfinite(sum)) bad = 1;
@@ -629,7 +737,9 @@ absl::StatusOr<bool> ShardedModel::GradientsOverflowed() {
 }
 
 absl::Status ShardedModel::ScaleGradients(double factor) {
-  for (auto& u : units_) ZS_RETURN_IF_ERROR(Affine(u->grad_shard, factor, 0.0, u->grad_shard));
+  for (auto& u : units_) {
+    if (!u->frozen()) ZS_RETURN_IF_ERROR(Affine(u->grad_shard, factor, 0.0, u->grad_shard));
+  }
   return absl::OkStatus();
 }
 
@@ -641,6 +751,7 @@ absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_t
   }
   double local = 0;
   for (auto& u : units_) {
+    if (u->frozen()) continue;
     if (inf) {
       ZS_ASSIGN_OR_RETURN(Tensor a, Unary(UnaryOp::kAbs, u->grad_shard));
       ZS_ASSIGN_OR_RETURN(Tensor m, Max(a, 0));
@@ -658,7 +769,7 @@ absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_t
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     for (auto& u : units_) {
-      ZS_RETURN_IF_ERROR(Affine(u->grad_shard, coef, 0.0, u->grad_shard));
+      if (!u->frozen()) ZS_RETURN_IF_ERROR(Affine(u->grad_shard, coef, 0.0, u->grad_shard));
     }
   }
   return norm;
@@ -707,31 +818,35 @@ absl::Status ShardedModel::AverageBuffers() {
 
 MemoryPlan ShardedModel::Plan() const {
   MemoryPlan plan;
-  int64_t max_unit = 0;
-  int64_t root = 0;
+  // Gathered bytes of one unit while it is gathered for backward: its
+  // parameters (unless aliased to the shard) and its flat gradient (none when frozen).
+  auto gathered = [&](const ShardedUnit& u) -> int64_t {
+    const int64_t pitem = static_cast<int64_t>(DTypeSize(u.param_dtype));
+    const int64_t gitem = static_cast<int64_t>(DTypeSize(u.reduce_dtype));
+    return (Aliased(u, options_) ? 0 : u.flat.padded_numel() * pitem) +
+           (u.frozen() ? 0 : u.flat.padded_numel() * gitem);
+  };
+  int64_t max_unit = 0, root = 0, sum_units = 0;
   for (const auto& u : units_) {
-    const int64_t pitem = static_cast<int64_t>(DTypeSize(u->param_dtype));
-    const int64_t gitem = static_cast<int64_t>(DTypeSize(u->reduce_dtype));
     // Device bytes only: offloaded buffers live in host memory.
     if (!options_.offload.params_on_host()) plan.sharded_params += u->flat.shard_numel() * 4;
+    if (u->frozen()) continue;  // no gradient shard, no optimizer state (Note [Frozen parameters])
     if (!options_.offload.grads_on_host()) plan.sharded_grads += u->flat.shard_numel() * 4;
     if (!options_.offload.optimizer_on_host()) plan.optimizer_state += u->flat.shard_numel() * 8;
-    const int64_t aliased = Aliased(*u, options_) ? 0 : u->flat.padded_numel() * pitem;
-    const int64_t bytes = aliased + u->flat.padded_numel() * gitem;
+  }
+  for (const auto& u : units_) {
+    if (u->owner != nullptr) continue;  // counted with its owner, gathered with it
+    const int64_t bytes = gathered(*u) + (u->frozen_part != nullptr ? gathered(*u->frozen_part) : 0);
     if (u->is_root) {
       root = bytes;
     } else {
       max_unit = std::max(max_unit, bytes);
+      sum_units += bytes;
     }
   }
-  const int64_t in_flight = options_.limit_all_gathers > 0 ? options_.limit_all_gathers
-                                                           : static_cast<int64_t>(units_.size()) - 1;
-  int64_t sum_units = 0;
-  for (const auto& u : units_) {
-    const int64_t pitem = static_cast<int64_t>(DTypeSize(u->param_dtype));
-    const int64_t gitem = static_cast<int64_t>(DTypeSize(u->reduce_dtype));
-    if (!u->is_root) sum_units += (Aliased(*u, options_) ? 0 : u->flat.padded_numel() * pitem) + u->flat.padded_numel() * gitem;
-  }
+  int64_t owners = 0;
+  for (const auto& u : units_) owners += u->owner == nullptr ? 1 : 0;
+  const int64_t in_flight = options_.limit_all_gathers > 0 ? options_.limit_all_gathers : owners - 1;
   // SHARD_GRAD_OP and NO_SHARD keep every unit gathered from forward to backward.
   plan.gathered_peak = root + (options_.ReshardAfterForward() ? std::min(sum_units, in_flight * max_unit) : sum_units);
   return plan;
@@ -744,8 +859,18 @@ std::string ShardedModel::ToString() const {
       options_.ToString(), world_.size(), shard_group_->size(), shard_group_->rank(),
       replica_group_->size(), units_.size(), allocator_->device().ToString(), allocator_->name());
   for (const auto& u : units_) {
-    absl::StrAppend(&out, absl::StrFormat("  unit %d \"%s\" (%s), gathered as %s: %s", u->index, u->name,
-                                          u->module->type_name(), DTypeName(u->param_dtype),
+    // Note [Frozen parameters]: which units hold no gradient or optimizer state.
+    std::string role;
+    if (u->owner != nullptr) {
+      role = absl::StrFormat(", frozen part of unit %d (gathered and freed with it; no gradient, no optimizer state)",
+                             u->owner->index);
+    } else if (u->frozen()) {
+      role = ", frozen (no gradient, no optimizer state)";
+    } else if (u->frozen_part != nullptr) {
+      role = absl::StrFormat(", frozen parameters in unit %d", u->frozen_part->index);
+    }
+    absl::StrAppend(&out, absl::StrFormat("  unit %d \"%s\" (%s)%s, gathered as %s: %s", u->index, u->name,
+                                          u->module->type_name(), role, DTypeName(u->param_dtype),
                                           u->flat.ToString()));
   }
   absl::StrAppend(&out, "  memory plan per rank: ", Plan().ToString(), "\n");

@@ -67,6 +67,39 @@
 // checkpoints, SummonFullParams) goes through WithShard, one unit at a time,
 // so no more than the buffers' bytes are ever in memory. Values are bitwise
 // those of host offload and of no offload (tested): only where bytes rest changes.
+//
+// Note [Frozen parameters] (e.g. LoRA: a frozen base weight beside trainable
+// adapters in one module). FSDP's flat parameter refuses mixed requires_grad;
+// here a unit whose parameters mix them is split at Create() into two units
+// of the same module: the trainable unit, whose FlatParameter holds only the
+// parameters that require a gradient, and its frozen part (named
+// "<unit>[frozen]", `owner` pointing back; it comes just before its owner in
+// units()), holding the others in a FlatParameter of its own, sharded the
+// same way (f32 master shard, deferred init, NVMe swap region, checkpoints).
+//   unit "h.0"          flat [ lora_a | lora_b | pad ]  grad_shard, full_grad, optimizer state
+//   unit "h.0[frozen]"  flat [ weight | bias | pad ]    shard and gathered buffer only
+// So the flat gradient, the reduce-scatter, the gradient shard and the
+// optimizer state count trainable elements only (padded to S); a unit with
+// no trainable parameter at all (frozen()) has none of them. The frozen part
+// has no hooks of its own: StartGather/Gather of the owner issue and wait for
+// its all-gather too (one more collective), Reshard frees both, and it takes
+// no slot of limit_all_gathers. In backward the owner's trainable bytes are
+// freed when its reduce-scatter starts, as for any unit. The frozen part may
+// still be read after that (the input gradient through a frozen weight), so it
+// goes when both (1) every trainable gradient of the unit has landed and (2)
+// the gradient of every forward input of the unit has been computed: a
+// gradient hook on each input (Module::forward_inputs(), recorded by
+// UnaryModule) counts those still to come, and each watch undoes itself if its
+// graph is dropped unused, so the count is of live graphs only. Any node that
+// reads a frozen weight in backward feeds the gradient of an input or of a
+// trainable parameter of the unit, so it has run by then (FSDP's reshard-only
+// hook on a unit's inputs). Where that cannot be known the frozen bytes wait
+// for the end of backward, as they always did: the root, a module that does
+// not record its inputs, an input that is a leaf (its hooks would outlive the
+// graph), and a backward that recomputes the unit (activation checkpointing).
+// A unit with nothing to train follows the same rule, (1) being vacuous.
+// Checkpoints hold no optimizer state for frozen parameters; loading one into
+// a parameter that trains gives it zero moments (checkpoint/checkpoint.h).
 #ifndef ZEROSHARD_RUNTIME_SHARDING_SHARDED_MODEL_H_
 #define ZEROSHARD_RUNTIME_SHARDING_SHARDED_MODEL_H_
 
@@ -98,7 +131,14 @@ struct ShardedUnit {
   bool is_root = false;
   FlatParameter flat;
   int num_grad_params = 0;  // parameters that require a gradient
-  bool has_frozen = false;
+  // Note [Frozen parameters]: a module whose parameters mix requires_grad
+  // becomes two units, the trainable one and its frozen part, gathered and
+  // freed together.
+  ShardedUnit* frozen_part = nullptr;  // this unit's frozen parameters (nullptr: none)
+  ShardedUnit* owner = nullptr;        // set on a frozen part: the unit it belongs to
+  // No parameter requires a gradient: no gradient buffers, no reduce-scatter,
+  // no optimizer state (grad_shard and full_grad stay undefined).
+  bool frozen() const { return num_grad_params == 0; }
   // Gathered and reduced in these (f32 for fp32 modules, Note [BatchNorm under
   // mixed precision]; else the options' param_dtype and reduce_dtype).
   DType param_dtype = DType::kF32;
@@ -106,7 +146,7 @@ struct ShardedUnit {
 
   Tensor shard;       // [shard_numel] f32: the master copy of this rank's shard (undefined on NVMe)
   int swap_region = -1;  // the shard's region in the parameter swap file; -1: in memory
-  Tensor grad_shard;  // [shard_numel] f32: accumulated, reduced gradient shard
+  Tensor grad_shard;  // [shard_numel] f32: accumulated, reduced gradient shard (undefined when frozen())
   Tensor full;        // [padded_numel] param_dtype: the gathered buffer (storage released when sharded)
   Tensor full_grad;   // [padded_numel] reduce_dtype: only from pre-backward to the end of backward
 
@@ -117,7 +157,12 @@ struct ShardedUnit {
   bool backward_started = false;  // pre-backward ran in this backward pass
   bool reduced = false;           // reduction launched in this backward pass
   int landed = 0;                 // gradients accumulated in this backward pass
+  // When frozen bytes may go before the end of backward (Note [Frozen parameters]).
+  std::shared_ptr<int> inputs_pending = std::make_shared<int>(0);  // watched input gradients still to come
+  bool inputs_untracked = false;  // a forward's inputs could not be watched: frozen bytes wait for the end
+  bool recomputed = false;        // this backward re-ran the forward (activation checkpointing)
   int gathers = 0;                // all-gathers issued (for tests and traces)
+  int64_t reduce_scatter_numel = 0;  // elements this rank put into reduce-scatters (for tests)
   // Trace timestamps (microseconds of the TraceRecorder).
   double forward_start_us = 0, backward_start_us = 0, gather_issue_us = 0, reduce_issue_us = 0;
 };
@@ -243,12 +288,17 @@ class ShardedModel {
   absl::Status InitShards(ShardedUnit& unit);
   absl::Status InstallHooks(ShardedUnit& unit);
 
-  // Starts the unit's all-gather unless it is gathered or gathering.
+  // Starts the unit's all-gather (and its frozen part's) unless it is gathered or gathering.
   absl::Status StartGather(ShardedUnit& unit);
-  // Waits for the unit's gather (starting it if needed) and points the parameters at it.
+  absl::Status StartGatherOne(ShardedUnit& unit);
+  // Waits for the unit's gather (starting it if needed) and points the
+  // parameters at it; the frozen part's too.
   absl::Status Gather(ShardedUnit& unit);
-  // Frees the gathered bytes (the parameters become undefined).
+  absl::Status AwaitGather(ShardedUnit& unit);
+  // Frees the gathered bytes (the parameters become undefined); the frozen
+  // part's too, unless ReshardOne.
   absl::Status Reshard(ShardedUnit& unit);
+  absl::Status ReshardOne(ShardedUnit& unit);
   // Starts prefetching `unit` if the in-flight limit allows.
   absl::Status Prefetch(ShardedUnit* unit);
   int GatheredCount() const;
@@ -262,6 +312,10 @@ class ShardedModel {
   absl::Status OnPreBackward(ShardedUnit& unit);
   absl::Status OnGradLanded(ShardedUnit& unit);
   absl::Status ReduceUnit(ShardedUnit& unit);
+  // Note [Frozen parameters]: hooks on the gradients of the unit's forward
+  // inputs, and the frozen bytes freed once nothing in backward can read them.
+  void WatchInputs(ShardedUnit& unit);
+  absl::Status MaybeFreeFrozen(ShardedUnit& unit);
 
   std::shared_ptr<nn::Module> root_;
   Communicator& world_;

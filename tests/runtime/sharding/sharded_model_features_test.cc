@@ -113,8 +113,14 @@ TEST(ShardedFeatures, SummonFullParamsWritesBack) {
 }
 
 TEST(ShardedFeatures, FrozenParametersShareUnitsAndNeverChange) {
+  // With activation checkpointing too: the recompute inside backward reads
+  // the frozen parts (Note [Frozen parameters]).
+  for (bool checkpointing : {false, true}) {
+  SCOPED_TRACE(checkpointing ? "activation checkpointing" : "");
   ExpectAllOk(RunRanks(2, [&](Communicator& comm) -> absl::Status {
-    auto gpt = std::make_shared<nn::Gpt>(TinyConfig());
+    nn::GptConfig config = TinyConfig();
+    config.activation_checkpointing = checkpointing;
+    auto gpt = std::make_shared<nn::Gpt>(config);
     ZS_RETURN_IF_ERROR(gpt->Materialize(9));
     // Freeze every LayerNorm and the first block's attention (a LoRA-like mix).
     std::map<std::string, std::vector<float>> frozen;
@@ -149,6 +155,7 @@ TEST(ShardedFeatures, FrozenParametersShareUnitsAndNeverChange) {
       return absl::OkStatus();
     });
   }));
+  }
 }
 
 TEST(ShardedFeatures, ShardedStateIs16BytesPerParameterOverNAndGathersAreLimited) {
