@@ -80,14 +80,40 @@ run() {
       | sed "s/\$/ load_before=${load// /,} idle_pct_before=${idle}/"
 }
 
-# the two configurations at the best settings
+# the two configurations at the best settings, each followed by zeroshard's own step
+# (//bench:step_bench, one rank, the same model and batch) and the ratio to the peer's best
 best() {
-  local vocab setting
+  local vocab setting line ms peer_best
   for vocab in 256 512; do
+    peer_best=""
     for setting in "${BEST_SETTINGS[@]}"; do
-      SWEEP_VOCAB=$vocab run_setting "$setting" best
+      line=$(SWEEP_VOCAB=$vocab run_setting "$setting" best)
+      echo "$line"
+      ms=$(grep -o 'ms_per_step=[0-9.]*' <<<"$line" | head -1 | cut -d= -f2)
+      if [[ -n "$ms" ]] && { [[ -z "$peer_best" ]] || awk -v a="$ms" -v b="$peer_best" 'BEGIN{exit !(a<b)}'; }; then
+        peer_best=$ms
+      fi
     done
+    ours "$vocab" "$peer_best"
   done
+}
+
+# zeroshard's single-rank step for the same configuration (OURS_BIN, default the
+# -c opt build of //bench:step_bench), and ours / the peer's best as a speedup.
+ours() {
+  local vocab=$1 peer_best=$2 bin=${OURS_BIN:-bazel-bin/bench/step_bench} out ms fs
+  if [[ ! -x "$bin" ]]; then
+    echo "# ours: $bin missing (bazel build -c opt //bench:step_bench)"
+    return
+  fi
+  out=$("$bin" --world_sizes=1 --strategies=FULL_SHARD --vocab_size="$vocab" --steps="$STEPS" \
+        --warmup="$WARMUP") || { echo "# ours: step_bench failed"; echo "$out"; return 1; }
+  ms=$(awk '$1 == "unsharded" {print $3}' <<<"$out")
+  fs=$(awk '$1 == "FULL_SHARD" {print $3}' <<<"$out")
+  echo "ours=zeroshard ms_per_step=$ms tokens_per_s=$(awk -v m="$ms" 'BEGIN{printf "%.0f", 1024000/m}')" \
+       "full_shard_world1_ms=$fs vocab_size=$vocab peer_best_ms=${peer_best:-none}" \
+       "speedup_vs_peer=$(awk -v m="$ms" -v p="${peer_best:-0}" 'BEGIN{printf (p>0 ? "%.2fx" : "-"), p/m}')" \
+       "load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,)"
 }
 
 # One setting of the sweep: "blas coretype threads wait_policy optim attn".

@@ -1,85 +1,92 @@
 #!/usr/bin/python3
-"""Peer for //bench:optim_bench: torch.optim.AdamW on the CPU, at its best.
+"""The optimizer peer (issue 6): torch.optim.AdamW on the CPU (Debian's torch 1.13),
+stepping one flat fp32 parameter of n elements (torch's best case: one tensor, so the
+single-tensor and foreach paths do the same work), beside zeroshard's fused AdamW
+(//bench:optim_bench's AdamW/f32grad/nocopy row) and memcpy over the same n and threads,
+run right after it in the same invocation.
 
     /usr/bin/python3 tools/peers/torch_adamw_bench.py [--sizes 10M,100M] [--threads 1,2]
 
-Runs one flat fp32 parameter of n elements (grad f32, lr 1e-3, weight decay 0.1,
-as optim_bench) with the for-loop (foreach=False) and the multi-tensor
-(foreach=True) implementations, and prints ms/step, params/s and GB/s counted
-as optim_bench counts a fused step (28 bytes per parameter: the bytes a
-single-pass step must move; torch's op-by-op step moves several times that).
-
-Settings, for torch at its best: each row runs with torch.set_num_threads(t)
-for every t in --threads (default 1 and 2, the cores here; on a busy machine
-one thread is often faster); AdamW does no GEMM, so OpenBLAS and OPENBLAS_CORETYPE do not
-matter. torch's op-by-op step allocates parameter-sized temporaries; glibc
-serves allocations above 32 MB with fresh mmap()s, so every step page-faults
-them in again (at 100M parameters: ~300k faults, 4x slower steps). The script
-therefore re-runs itself with MALLOC_MMAP_MAX_=0 and a large
-MALLOC_TRIM_THRESHOLD_, which keep freed memory in the heap for reuse
-(--no_malloc_tuning measures the default instead). The first step (state
-allocation) is not timed.
+Bytes per parameter are counted as optim_bench counts them: param, exp_avg and
+exp_avg_sq read and written, the gradient read = 28. Needs python3-torch (run by
+`make bench-peers`); the library never needs it.
 """
 import argparse
+import json
 import os
-import sys
+import re
+import subprocess
 import time
 
 import torch
 
 
-def parse_count(text):
-    scale = {"K": 10**3, "M": 10**6, "B": 10**9}.get(text[-1], 1)
-    return int(text[:-1] if scale != 1 else text) * scale
+def parse_size(s):
+    m = re.fullmatch(r"(\d+)([KMB]?)", s.strip())
+    if not m:
+        raise SystemExit(f"--sizes: expected numbers like 10M or 1B, found {s!r}")
+    return int(m.group(1)) * {"": 1, "K": 10**3, "M": 10**6, "B": 10**9}[m.group(2)]
 
 
-def bench(n, foreach, min_time):
-    gen = torch.Generator().manual_seed(1)
-    p = torch.nn.Parameter(torch.rand(n, generator=gen) * 2 - 1)
-    p.grad = torch.rand(n, generator=gen) * 2 - 1
-    opt = torch.optim.AdamW([p], lr=1e-3, weight_decay=0.1, foreach=foreach)
-    opt.step()  # allocates the state
-    steps, elapsed = 0, 0.0
-    best = float("inf")
-    while elapsed < min_time or steps < 3:
+def torch_adamw(n, threads, foreach, steps):
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(1)
+    p = torch.nn.Parameter(torch.rand(n, generator=g))
+    p.grad = torch.rand(n, generator=g) * 1e-3
+    opt = torch.optim.AdamW([p], lr=6e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
+                            foreach=foreach)
+    opt.step()  # creates the state
+    times = []
+    for _ in range(steps):
         t0 = time.perf_counter()
         opt.step()
-        dt = time.perf_counter() - t0
-        best = min(best, dt)
-        elapsed += dt
-        steps += 1
-    assert torch.isfinite(p).all()
-    mean = elapsed / steps
-    return mean, best, steps
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
 
 
-MALLOC_TUNING = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}
+def ours(n, threads, binary):
+    if not os.access(binary, os.X_OK):
+        return None
+    out = subprocess.run([binary, f"--optim_sizes={n}", f"--optim_threads={threads}",
+                          "--benchmark_filter=AdamW/f32grad/nocopy|Memcpy",
+                          "--benchmark_format=json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{binary} failed:\n{out.stdout}\n{out.stderr}")
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    rows = {}
+    for b in json.loads(out.stdout)["benchmarks"]:
+        if b.get("error_occurred"):
+            raise SystemExit(f"{binary}: {b['name']}: {b.get('error_message')}")
+        key = "adamw" if b["name"].startswith("AdamW") else "memcpy"
+        rows[key] = b["real_time"] * scale[b["time_unit"]]
+    return rows
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10M,100M")
-    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
-    ap.add_argument("--min_time", type=float, default=1.0, help="seconds per row")
-    ap.add_argument("--no_malloc_tuning", action="store_true",
-                    help="keep glibc's default mmap threshold (slower torch steps)")
-    args = ap.parse_args()
-    if not args.no_malloc_tuning and any(os.environ.get(k) != v for k, v in MALLOC_TUNING.items()):
-        env = dict(os.environ, **MALLOC_TUNING)
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)  # glibc reads these at start
-    print("torch %s, %s" % (
-        torch.__version__, "glibc default malloc" if args.no_malloc_tuning else
-        " ".join("%s=%s" % kv for kv in MALLOC_TUNING.items())))
-    print("%-40s %10s %10s %12s %8s %6s" % ("row", "ms/step", "best ms", "params/s", "GB/s", "steps"))
-    for n in [parse_count(s) for s in args.sizes.split(",")]:
-        for threads in [int(t) for t in args.threads.split(",")]:
-            torch.set_num_threads(threads)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--ours", default="bazel-bin/bench/optim_bench")
+    a = ap.parse_args()
+    print(f"# torch {torch.__version__} AdamW on CPU; bytes/param 28; load "
+          f"{open('/proc/loadavg').read().split()[:3]}")
+    for n in map(parse_size, a.sizes.split(",")):
+        for t in map(int, a.threads.split(",")):
             for foreach in (False, True):
-                mean, best, steps = bench(n, foreach, args.min_time)
-                name = "TorchAdamW/%s/n:%d/threads:%d" % (
-                    "foreach" if foreach else "forloop", n, threads)
-                print("%-40s %10.2f %10.2f %12.4g %8.2f %6d" % (
-                    name, mean * 1e3, best * 1e3, n / mean, 28.0 * n / mean / 1e9, steps))
+                s = torch_adamw(n, t, foreach, a.steps)
+                print(f"peer=torch.optim.AdamW foreach={int(foreach)} n={n} threads={t} "
+                      f"ms={s * 1e3:.2f} params_per_s={n / s / 1e6:.0f}M GB_per_s={28 * n / s / 1e9:.2f}")
+            best = min(torch_adamw(n, t, f, a.steps) for f in (False, True))
+            o = ours(n, t, a.ours)
+            if o and "adamw" in o:
+                s = o["adamw"]
+                print(f"ours=zeroshard n={n} threads={t} ms={s * 1e3:.2f} params_per_s={n / s / 1e6:.0f}M "
+                      f"GB_per_s={28 * n / s / 1e9:.2f} speedup_vs_torch={best / s:.2f}x"
+                      + (f" memcpy_same_bytes_GB_per_s={28 * n / o['memcpy'] / 1e9:.2f}" if "memcpy" in o else ""))
+            else:
+                print(f"# ours: {a.ours} missing (bazel build -c opt //bench:optim_bench)")
 
 
 if __name__ == "__main__":
