@@ -41,7 +41,7 @@ ABSL_FLAG(int64_t, batch_size, 8, "global batch rows (split over ranks)");
 ABSL_FLAG(int, steps, 6, "timed steps");
 ABSL_FLAG(int, warmup, 2, "untimed steps");
 ABSL_FLAG(std::string, world_sizes, "1,2,4", "");
-ABSL_FLAG(std::string, strategies, "FULL_SHARD,SHARD_GRAD_OP,NO_SHARD", "");
+ABSL_FLAG(std::string, strategies, "FULL_SHARD,SHARD_GRAD_OP,SHARD_OPTIMIZER,NO_SHARD", "");
 ABSL_FLAG(std::string, data, "data/tinyshakespeare.txt", "");
 
 namespace zeroshard {
@@ -164,9 +164,9 @@ int Main() {
     std::fprintf(stderr, "%s\n", base.status().ToString().c_str());
     return 1;
   }
-  std::printf("%-14s %5s %10s %10s %9s %12s %8s  %s\n", "strategy", "world", "ms/step", "tokens/s",
+  std::printf("%-16s %5s %10s %10s %9s %12s %8s  %s\n", "strategy", "world", "ms/step", "tokens/s",
               "vs base", "peak/rank", "exposed", "first loss");
-  std::printf("%-14s %5d %10.1f %10.0f %9s %12s %8s  %.7f\n", "unsharded", 1, base->ms_per_step,
+  std::printf("%-16s %5d %10.1f %10.0f %9s %12s %8s  %.7f\n", "unsharded", 1, base->ms_per_step,
               tokens / (base->ms_per_step / 1000), "1.00x", FormatBytes(base->peak_bytes).c_str(), "-",
               base->first_loss);
   int bad = 0;
@@ -183,7 +183,7 @@ int Main() {
       }
       const bool ok = std::fabs(f->first_loss - base->first_loss) <= 1e-5 * std::fabs(base->first_loss);
       bad += !ok;
-      std::printf("%-14s %5d %10.1f %10.0f %8.2fx %12s %7.1f%%  %.7f%s\n", std::string(sname).c_str(), world,
+      std::printf("%-16s %5d %10.1f %10.0f %8.2fx %12s %7.1f%%  %.7f%s\n", std::string(sname).c_str(), world,
                   f->ms_per_step, tokens / (f->ms_per_step / 1000), base->ms_per_step / f->ms_per_step,
                   FormatBytes(f->peak_bytes).c_str(), 100 * f->exposed_comm, f->first_loss,
                   ok ? "" : "  MISMATCH");

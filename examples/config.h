@@ -32,7 +32,10 @@
 //                initial_scale_power 16, loss_scale_window 1000, hysteresis 2,
 //                consecutive_hysteresis false, min_loss_scale 1.0, scale_factor 2.0}
 //   strategy (PyTorch FSDP's / Lightning's FSDPStrategy's names) {
-//     sharding_strategy "FULL_SHARD"|"SHARD_GRAD_OP"|"NO_SHARD"|"HYBRID_SHARD",
+//     sharding_strategy "FULL_SHARD"|"SHARD_GRAD_OP"|"SHARD_OPTIMIZER"|"NO_SHARD"|"HYBRID_SHARD"
+//                       (ZeRO-3, ZeRO-2, ZeRO-1 = DeepSpeed's stages 3, 2, 1),
+//     zero_stage null (1|2|3: SHARD_OPTIMIZER|SHARD_GRAD_OP|FULL_SHARD; with sharding_strategy
+//                 too they must agree, unless only one comes from the command line, which wins),
 //     hybrid_shard_size 0 (HYBRID_SHARD: ranks per shard group; divides the world),
 //     auto_wrap_policy ["Block"]      (module types; {"min_num_params": n}: by size; null: none),
 //     backward_prefetch "BACKWARD_PRE"|"BACKWARD_POST"|null, forward_prefetch false,

@@ -78,7 +78,11 @@ ABSL_FLAG(double, grad_clip, 1.0, "max global gradient norm (0: off)");
 ABSL_FLAG(uint64_t, seed, 1337, "initialisation, dropout and sampling seed");
 ABSL_FLAG(int, world_size, 4, "in-process ranks (--backend=local)");
 ABSL_FLAG(std::string, backend, "local", "local (threads) or mpi (one rank per process under mpirun)");
-ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD", "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
+ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD",
+          "FULL_SHARD, SHARD_GRAD_OP, SHARD_OPTIMIZER, NO_SHARD or HYBRID_SHARD");
+ABSL_FLAG(int, zero_stage, 3,
+          "ZeRO stage: 1 (SHARD_OPTIMIZER), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD); an error beside a different "
+          "--sharding_strategy");
 ABSL_FLAG(int, hybrid_shard_size, 0, "ranks per shard group for HYBRID_SHARD");
 ABSL_FLAG(std::string, auto_wrap, "block", "block, size:<min_num_params> or none");
 ABSL_FLAG(bool, forward_prefetch, false, "prefetch the next unit's all-gather in forward");

@@ -61,6 +61,37 @@ TEST(TrainGpt, Bf16AndFp16TrackFp32) {
   }
 }
 
+TEST(TrainGpt, ZeroStagesTrainAlike) {
+  // ZeRO-1 (SHARD_OPTIMIZER), ZeRO-2 (SHARD_GRAD_OP) and ZeRO-3 (FULL_SHARD)
+  // compute the same updates, with gradient clipping and accumulation on.
+  TrainOptions base = Small();
+  base.grad_accum_steps = 2;
+  base.steps = 6;
+  const TrainSummary full = Train(base, 2);
+  for (ShardingStrategy s : {ShardingStrategy::kShardGradOp, ShardingStrategy::kShardOptimizer}) {
+    for (bool no_sync : {false, true}) {
+      TrainOptions o = base;
+      o.sharding.strategy = s;
+      o.no_sync = no_sync;
+      const TrainSummary got = Train(o, 2);
+      ASSERT_EQ(got.losses.size(), full.losses.size());
+      for (size_t i = 0; i < full.losses.size(); ++i) {
+        EXPECT_NEAR(got.losses[i], full.losses[i], 1e-5 * full.losses[i])
+            << ShardingStrategyName(s) << " no_sync " << no_sync << " step " << i;
+      }
+    }
+  }
+  // fp16 with dynamic loss scaling (overflow check, unscaling) under ZeRO-1.
+  TrainOptions f16 = base;
+  f16.sharding.strategy = ShardingStrategy::kShardOptimizer;
+  f16.sharding.mixed_precision.param_dtype = DType::kF16;
+  f16.loss_scaling = true;
+  const TrainSummary low = Train(f16, 2);
+  ASSERT_EQ(low.losses.size(), full.losses.size());
+  for (size_t i = 0; i < full.losses.size(); ++i) EXPECT_NEAR(low.losses[i], full.losses[i], 0.03 * full.losses[i]);
+  EXPECT_EQ(low.final_loss_scale, 65536.0);
+}
+
 TEST(TrainGpt, ForcedOverflowSkipsTheStepEverywhereAndHalvesTheScale) {
   TrainOptions o = Small();
   o.sharding.mixed_precision.param_dtype = DType::kF16;

@@ -53,6 +53,29 @@ TEST(ShardedModel, EveryStrategyAndWorldSizeMatchesUnsharded) {
   }
 }
 
+TEST(ShardedModel, ShardOptimizerMatchesUnshardedAtEveryWorldSizeAndAccumulationMode) {
+  // ZeRO-1 (Note [Replicated gradients]): gradients all-reduced and kept whole
+  // on every rank, optimizer state sharded; each step, each accumulation mode.
+  for (int world : {1, 2, 3, 4}) {
+    const int accum = world == 3 ? 2 : 3;  // micro-batches that divide the global batch of 12
+    for (int mode = 0; mode < 3; ++mode) {
+      const ShardedRun run{.world = world, .options = BlockOptions(ShardingStrategy::kShardOptimizer),
+                           .accum = mode == 0 ? 1 : accum, .no_sync = mode == 2};
+      ExpectMatches(TrainSharded(run, kSteps, kGlobalBatch), Reference(),
+                    absl::StrCat("SHARD_OPTIMIZER world ", world, mode == 0   ? ""
+                                                                  : mode == 1 ? " sharded accumulation"
+                                                                              : " no_sync"));
+    }
+  }
+  // With the gradients and optimizer on the host the whole reduced gradient is copied there.
+  ShardingOptions off = BlockOptions(ShardingStrategy::kShardOptimizer);
+  off.offload = {.params = true, .grads = true, .optimizer = true};
+  for (bool no_sync : {false, true}) {
+    ExpectMatches(TrainSharded({.world = 2, .options = off, .accum = 3, .no_sync = no_sync}, kSteps, kGlobalBatch),
+                  Reference(), absl::StrCat("SHARD_OPTIMIZER offloaded, no_sync ", no_sync));
+  }
+}
+
 TEST(ShardedModel, HybridTwoByTwoMatchesUnsharded) {
   ShardingOptions o = BlockOptions(ShardingStrategy::kHybridShard);
   o.hybrid_shard_size = 2;
