@@ -657,6 +657,21 @@ void ReadStrategy(Section s, RunConfig* c) {
     mp.FloatDType("param_dtype", &sh.mixed_precision.param_dtype);
     mp.FloatDType("reduce_dtype", &sh.mixed_precision.reduce_dtype);
     mp.FloatDType("buffer_dtype", &sh.mixed_precision.buffer_dtype);
+    // fp32_module_types (FSDP's _module_classes_to_ignore): module types that
+    // stay fp32 units of their own under mixed precision, Note [BatchNorm under
+    // mixed precision]; ["BatchNorm2d", "LayerNorm"] keeps the GPT's LayerNorms fp32.
+    std::vector<std::string> fp32_types;
+    if (mp.Strings("fp32_module_types", &fp32_types)) {
+      std::vector<std::string> known = GptModuleTypes();
+      known.push_back("BatchNorm2d");
+      bool ok = true;
+      for (std::string& t : fp32_types) {
+        std::string canonical;
+        if (!mp.ChoiceOf("fp32_module_types", Json(t), &canonical, known)) ok = false;
+        t = canonical;
+      }
+      if (ok) sh.mixed_precision.fp32_module_types = {fp32_types.begin(), fp32_types.end()};
+    }
     mp.Finish();
   }
   // activation_checkpointing: the module types recomputed in backward
@@ -1334,7 +1349,9 @@ OrderedJson ToJson(const RunConfig& c) {
   }
   s["mixed_precision"] = {{"param_dtype", std::string(DTypeName(sh.mixed_precision.param_dtype))},
                           {"reduce_dtype", std::string(DTypeName(sh.mixed_precision.reduce_dtype))},
-                          {"buffer_dtype", std::string(DTypeName(sh.mixed_precision.buffer_dtype))}};
+                          {"buffer_dtype", std::string(DTypeName(sh.mixed_precision.buffer_dtype))},
+                          {"fp32_module_types", std::vector<std::string>(sh.mixed_precision.fp32_module_types.begin(),
+                                                                         sh.mixed_precision.fp32_module_types.end())}};
   s["activation_checkpointing"] =
       o.model.activation_checkpointing ? std::vector<std::string>{"Block"} : std::vector<std::string>{};
   s["state_dict_type"] = o.state_dict_type == "full" ? "FULL_STATE_DICT" : "SHARDED_STATE_DICT";
@@ -1520,6 +1537,11 @@ absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
       } else {
         return absl::InvalidArgumentError(absl::StrCat("--auto_wrap=", value, ": expected block, size:<n> or none"));
       }
+    } else if (name == "keep_layernorm_fp32") {
+      // The default list (BatchNorm2d) with or without the GPT's LayerNorm.
+      const bool on = value == "true" || value == "1";
+      out.push_back(absl::StrCat("strategy.mixed_precision.fp32_module_types=",
+                                 on ? "[\"BatchNorm2d\", \"LayerNorm\"]" : "[\"BatchNorm2d\"]"));
     } else if (name == "activation_checkpointing") {
       const bool on = value == "true" || value == "1";
       out.push_back(absl::StrCat("strategy.activation_checkpointing=", on ? "[\"Block\"]" : "[]"));

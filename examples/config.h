@@ -48,7 +48,9 @@
 //       nvme_path null, buffer_count 5, pin_memory false, max_in_cpu 0 (elements kept in host memory),
 //       read_ahead true, write_behind true}, verify_checksums true,
 //       aio {block_size 1048576, queue_depth 8, thread_count 1, single_submit false, overlap_events true}},
-//     mixed_precision {param_dtype "f32", reduce_dtype "f32", buffer_dtype "f32"} (f32|bf16|f16),
+//     mixed_precision {param_dtype "f32", reduce_dtype "f32", buffer_dtype "f32" (f32|bf16|f16),
+//                      fp32_module_types ["BatchNorm2d"] (module types kept fp32, in units of their own,
+//                      when a dtype is not f32; add "LayerNorm" for the GPT's LayerNorms)},
 //     activation_checkpointing [] (module types recomputed in backward: [] or ["Block"]),
 //     state_dict_type "SHARDED_STATE_DICT"|"FULL_STATE_DICT" (also "sharded"|"full"),
 //     sync_module_states false, skip_init_weights false, ignored_modules []}

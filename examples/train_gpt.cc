@@ -104,6 +104,8 @@ ABSL_FLAG(std::string, offload, "none",
           "(and the master weight shards)");
 ABSL_FLAG(std::string, nvme_path, "", "directory for the NVMe swap files (a local NVMe mount) of --offload=nvme_*");
 ABSL_FLAG(std::string, param_dtype, "f32", "dtype of gathered parameters and compute: f32, bf16 or f16");
+ABSL_FLAG(bool, keep_layernorm_fp32, false,
+          "under mixed precision keep every LayerNorm in fp32 (units of their own, gathered and reduced in f32)");
 ABSL_FLAG(std::string, reduce_dtype, "f32", "dtype of gradient reduction: f32, bf16 or f16");
 ABSL_FLAG(std::string, loss_scale, "auto", "fp16 loss scaling: dynamic, none, or auto (dynamic when param_dtype is f16)");
 ABSL_FLAG(int, initial_scale_power, 16, "initial loss scale 2^n");

@@ -246,6 +246,28 @@ TEST(Config, DeepSpeedStagesMapToStrategies) {
               HasSubstr("strategy.zero_stage: also set by deepspeed.zero_optimization.stage: keep one of them"));
 }
 
+TEST(Config, Fp32ModuleTypesKeyAndKeepLayerNormFlag) {
+  EXPECT_EQ(MustParse("").train.sharding.mixed_precision.fp32_module_types, std::set<std::string>{"BatchNorm2d"});
+  const RunConfig c = MustParse(R"({"strategy": {"mixed_precision": {"param_dtype": "bf16",
+                                                                      "fp32_module_types": ["layernorm"]}}})");
+  EXPECT_EQ(c.train.sharding.mixed_precision.fp32_module_types, std::set<std::string>{"LayerNorm"});
+  EXPECT_THAT(ResolvedConfigJson(c), HasSubstr("\"fp32_module_types\": [\n"));
+  EXPECT_EQ(MustParse(ResolvedConfigJson(c)).train.sharding.mixed_precision.fp32_module_types,
+            std::set<std::string>{"LayerNorm"});
+  EXPECT_EQ(MustParse("", *OverridesFromFlags({{"keep_layernorm_fp32", "true"}}))
+                .train.sharding.mixed_precision.fp32_module_types,
+            (std::set<std::string>{"BatchNorm2d", "LayerNorm"}));
+  EXPECT_EQ(MustParse("", *OverridesFromFlags({{"keep_layernorm_fp32", "false"}}))
+                .train.sharding.mixed_precision.fp32_module_types,
+            std::set<std::string>{"BatchNorm2d"});
+  EXPECT_THAT(Problems(R"({"strategy": {"mixed_precision": {"fp32_module_types": ["LayerNrom"]}}})"),
+              HasSubstr("strategy.mixed_precision.fp32_module_types: expected one of \"Block\", "
+                        "\"CausalSelfAttention\", \"Mlp\", \"LayerNorm\", \"BatchNorm2d\", found string "
+                        "\"LayerNrom\" (did you mean \"LayerNorm\"?)"));
+  EXPECT_THAT(Problems(R"({"strategy": {"mixed_precision": {"fp32_module_types": "LayerNorm"}}})"),
+              HasSubstr("strategy.mixed_precision.fp32_module_types: expected"));
+}
+
 TEST(Config, ZeroStageNamesTheStrategy) {
   auto strategy = [](const std::string& text, const std::vector<std::string>& sets = {}) {
     return MustParse(text, sets).train.sharding.strategy;

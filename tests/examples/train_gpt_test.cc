@@ -59,6 +59,16 @@ TEST(TrainGpt, Bf16AndFp16TrackFp32) {
     }
     if (d == DType::kF16) EXPECT_EQ(low.final_loss_scale, 65536.0);  // no overflow: the scale holds
   }
+  // --keep_layernorm_fp32: bf16 blocks, LayerNorms f32 units of their own.
+  TrainOptions ln = Small();
+  ln.sharding.mixed_precision.param_dtype = DType::kBF16;
+  ln.sharding.mixed_precision.reduce_dtype = DType::kBF16;
+  ln.sharding.mixed_precision.fp32_module_types = {"BatchNorm2d", "LayerNorm"};
+  const TrainSummary kept = Train(ln, 2);
+  ASSERT_EQ(kept.losses.size(), f32.losses.size());
+  for (size_t i = 0; i < f32.losses.size(); ++i) {
+    EXPECT_NEAR(kept.losses[i], f32.losses[i], 0.03 * f32.losses[i]) << "LayerNorm fp32 step " << i;
+  }
 }
 
 TEST(TrainGpt, ZeroStagesTrainAlike) {
