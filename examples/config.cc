@@ -672,6 +672,8 @@ void ReadStrategy(Section s, RunConfig* c) {
       }
       if (ok) sh.mixed_precision.fp32_module_types = {fp32_types.begin(), fp32_types.end()};
     }
+    // FSDP's keep_low_precision_grads: gradient shards stay in reduce_dtype.
+    mp.Bool("keep_low_precision_grads", &sh.mixed_precision.keep_low_precision_grads);
     mp.Finish();
   }
   // activation_checkpointing: the module types recomputed in backward
@@ -1071,6 +1073,11 @@ void CheckContradictions(RunConfig* c, Context* ctx) {
     c->notes.push_back(absl::StrCat("strategy.hybrid_shard_size ", o.sharding.hybrid_shard_size, " has no effect with ",
                                     ShardingStrategyName(o.sharding.strategy)));
   }
+  if (o.sharding.mixed_precision.keep_low_precision_grads && o.sharding.mixed_precision.reduce_dtype == DType::kF32 &&
+      ctx->Ok({"strategy.mixed_precision.reduce_dtype"})) {
+    c->notes.push_back("strategy.mixed_precision.keep_low_precision_grads has no effect with reduce_dtype f32 "
+                       "(gradient shards are f32 either way)");
+  }
   if (c->skip_init_weights && o.init_from.empty() && o.resume.empty()) {
     ctx->Add("strategy.skip_init_weights", "the weights must then come from checkpoint.init_from or "
                                            "checkpoint.resume, found neither set");
@@ -1351,7 +1358,8 @@ OrderedJson ToJson(const RunConfig& c) {
                           {"reduce_dtype", std::string(DTypeName(sh.mixed_precision.reduce_dtype))},
                           {"buffer_dtype", std::string(DTypeName(sh.mixed_precision.buffer_dtype))},
                           {"fp32_module_types", std::vector<std::string>(sh.mixed_precision.fp32_module_types.begin(),
-                                                                         sh.mixed_precision.fp32_module_types.end())}};
+                                                                         sh.mixed_precision.fp32_module_types.end())},
+                          {"keep_low_precision_grads", sh.mixed_precision.keep_low_precision_grads}};
   s["activation_checkpointing"] =
       o.model.activation_checkpointing ? std::vector<std::string>{"Block"} : std::vector<std::string>{};
   s["state_dict_type"] = o.state_dict_type == "full" ? "FULL_STATE_DICT" : "SHARDED_STATE_DICT";
@@ -1494,6 +1502,7 @@ absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
       {"limit_all_gathers", "strategy.limit_all_gathers"},
       {"param_dtype", "strategy.mixed_precision.param_dtype"},
       {"reduce_dtype", "strategy.mixed_precision.reduce_dtype"},
+      {"keep_low_precision_grads", "strategy.mixed_precision.keep_low_precision_grads"},
       {"loss_scale", "loss_scaler.mode"},
       {"initial_scale_power", "loss_scaler.initial_scale_power"},
       {"loss_scale_window", "loss_scaler.loss_scale_window"},

@@ -50,7 +50,8 @@
 //       aio {block_size 1048576, queue_depth 8, thread_count 1, single_submit false, overlap_events true}},
 //     mixed_precision {param_dtype "f32", reduce_dtype "f32", buffer_dtype "f32" (f32|bf16|f16),
 //                      fp32_module_types ["BatchNorm2d"] (module types kept fp32, in units of their own,
-//                      when a dtype is not f32; add "LayerNorm" for the GPT's LayerNorms)},
+//                      when a dtype is not f32; add "LayerNorm" for the GPT's LayerNorms),
+//                      keep_low_precision_grads false (gradient shards kept in reduce_dtype, not f32)},
 //     activation_checkpointing [] (module types recomputed in backward: [] or ["Block"]),
 //     state_dict_type "SHARDED_STATE_DICT"|"FULL_STATE_DICT" (also "sharded"|"full"),
 //     sync_module_states false, skip_init_weights false, ignored_modules []}

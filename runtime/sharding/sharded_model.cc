@@ -336,12 +336,13 @@ absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
 
 absl::Status ShardedModel::InitGradShard(ShardedUnit& unit, Allocator* grad_home) {
   const FlatParameter& flat = unit.flat;
+  unit.grad_dtype = options_.mixed_precision.keep_low_precision_grads ? unit.reduce_dtype : DType::kF32;
   if (!options_.ReplicatesGradients()) {
-    ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, grad_home));
+    ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, unit.grad_dtype, grad_home));
     return absl::OkStatus();
   }
   // Note [Replicated gradients]: the whole gradient, the shard a view of it.
-  ZS_ASSIGN_OR_RETURN(unit.replicated_grad, Tensor::Zeros({flat.padded_numel()}, DType::kF32, grad_home));
+  ZS_ASSIGN_OR_RETURN(unit.replicated_grad, Tensor::Zeros({flat.padded_numel()}, unit.grad_dtype, grad_home));
   ZS_ASSIGN_OR_RETURN(unit.grad_shard, unit.replicated_grad.Narrow(0, flat.shard_offset(), flat.shard_numel()));
   return absl::OkStatus();
 }
@@ -745,7 +746,8 @@ MemoryPlan ShardedModel::Plan() const {
     if (!options_.offload.params_on_host()) plan.sharded_params += u->flat.shard_numel() * 4;
     if (!options_.offload.grads_on_host()) {
       (options_.ReplicatesGradients() ? plan.replicated_grads : plan.sharded_grads) +=
-          (options_.ReplicatesGradients() ? u->flat.padded_numel() : u->flat.shard_numel()) * 4;
+          (options_.ReplicatesGradients() ? u->flat.padded_numel() : u->flat.shard_numel()) *
+          static_cast<int64_t>(DTypeSize(u->grad_dtype));
     }
     if (!options_.offload.optimizer_on_host()) plan.optimizer_state += u->flat.shard_numel() * 8;
     const int64_t aliased = Aliased(*u, options_) ? 0 : u->flat.padded_numel() * pitem;

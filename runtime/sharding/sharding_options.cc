@@ -76,7 +76,8 @@ std::string MixedPrecision::ToString() const {
                       ", buffer ", DTypeName(buffer_dtype),
                       active() && !fp32_module_types.empty()
                           ? absl::StrCat(", fp32 units {", absl::StrJoin(fp32_module_types, ", "), "}")
-                          : "");
+                          : "",
+                      keep_low_precision_grads ? ", low-precision grads kept" : "");
 }
 
 std::string NvmeOffload::ToString() const {

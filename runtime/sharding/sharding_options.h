@@ -90,6 +90,12 @@ struct MixedPrecision {
   DType reduce_dtype = DType::kF32;
   DType buffer_dtype = DType::kF32;
   std::set<std::string> fp32_module_types = {"BatchNorm2d"};
+  // FSDP's keep_low_precision_grads: a unit's gradient shard stays in its
+  // reduce_dtype (half the bytes of f32) instead of being upcast to f32, and
+  // accumulates there; the optimizer widens it to f32 as it reads it
+  // (optim/adamw.h, sgd.h), clipping and norms work on it in place. No effect
+  // on units reduced in f32 (reduce_dtype f32, fp32 modules).
+  bool keep_low_precision_grads = false;
   // True when some dtype is not f32 (fp32 modules then get units of their own).
   bool active() const { return param_dtype != DType::kF32 || reduce_dtype != DType::kF32; }
   std::string ToString() const;

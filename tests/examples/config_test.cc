@@ -268,6 +268,25 @@ TEST(Config, Fp32ModuleTypesKeyAndKeepLayerNormFlag) {
               HasSubstr("strategy.mixed_precision.fp32_module_types: expected"));
 }
 
+TEST(Config, KeepLowPrecisionGradsKeyAndFlag) {
+  EXPECT_FALSE(MustParse("").train.sharding.mixed_precision.keep_low_precision_grads);
+  const RunConfig c = MustParse(R"({"strategy": {"mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "bf16",
+                                                                      "keep_low_precision_grads": true}}})");
+  EXPECT_TRUE(c.train.sharding.mixed_precision.keep_low_precision_grads);
+  EXPECT_TRUE(c.notes.empty());
+  EXPECT_THAT(ResolvedConfigJson(c), HasSubstr("\"keep_low_precision_grads\": true"));
+  EXPECT_TRUE(MustParse(ResolvedConfigJson(c)).train.sharding.mixed_precision.keep_low_precision_grads);
+  const RunConfig flag = MustParse("", *OverridesFromFlags({{"keep_low_precision_grads", "true"},
+                                                             {"reduce_dtype", "bf16"}}));
+  EXPECT_TRUE(flag.train.sharding.mixed_precision.keep_low_precision_grads);
+  // With f32 reduction there is nothing to keep: a note, not an error.
+  const RunConfig f32 = MustParse("", *OverridesFromFlags({{"keep_low_precision_grads", "true"}}));
+  ASSERT_EQ(f32.notes.size(), 1u);
+  EXPECT_THAT(f32.notes[0], HasSubstr("keep_low_precision_grads has no effect with reduce_dtype f32"));
+  EXPECT_THAT(Problems(R"({"strategy": {"mixed_precision": {"keep_low_precision_grads": "yes"}}})"),
+              HasSubstr("strategy.mixed_precision.keep_low_precision_grads: expected true or false, found"));
+}
+
 TEST(Config, ZeroStageNamesTheStrategy) {
   auto strategy = [](const std::string& text, const std::vector<std::string>& sets = {}) {
     return MustParse(text, sets).train.sharding.strategy;

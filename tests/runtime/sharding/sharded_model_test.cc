@@ -160,6 +160,33 @@ TEST(ShardedModel, MixedPrecisionTracksFp32) {
   }
 }
 
+TEST(ShardedModel, KeepLowPrecisionGradsTracksFp32) {
+  // bf16 gradient shards (accumulated in bf16 across micro-batches), read by
+  // AdamW widening to f32: the loss curve stays with the fp32 one and with the
+  // same run whose shards are upcast to f32.
+  const Result& ref = Reference();
+  for (ShardingStrategy s : {ShardingStrategy::kFullShard, ShardingStrategy::kShardOptimizer}) {
+    for (bool no_sync : {false, true}) {
+      ShardingOptions o = BlockOptions(s);
+      o.mixed_precision.param_dtype = DType::kBF16;
+      o.mixed_precision.reduce_dtype = DType::kBF16;
+      const Result upcast = TrainSharded({.world = 2, .options = o, .accum = 3, .no_sync = no_sync}, kSteps,
+                                         kGlobalBatch);
+      o.mixed_precision.keep_low_precision_grads = true;
+      const Result low = TrainSharded({.world = 2, .options = o, .accum = 3, .no_sync = no_sync}, kSteps,
+                                      kGlobalBatch);
+      ASSERT_EQ(low.losses.size(), ref.losses.size());
+      for (size_t i = 0; i < ref.losses.size(); ++i) {
+        const std::string what = absl::StrCat(ShardingStrategyName(s), " no_sync ", no_sync, " step ", i);
+        EXPECT_NEAR(low.losses[i], ref.losses[i], 0.02 * ref.losses[i]) << what;
+        EXPECT_NEAR(low.losses[i], upcast.losses[i], 2e-3 * upcast.losses[i]) << what;
+        std::printf("%s: loss %.7f, f32 shards %.7f, fp32 run %.7f\n", what.c_str(), low.losses[i],
+                    upcast.losses[i], ref.losses[i]);
+      }
+    }
+  }
+}
+
 TEST(ShardedModel, Bf16WithLayerNormInFp32) {
   // fp32_module_types {"LayerNorm"} (--keep_layernorm_fp32): every LayerNorm
   // is a unit of its own, gathered and reduced in f32, inside bf16 blocks.
