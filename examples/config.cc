@@ -535,7 +535,7 @@ void ReadStrategy(Section s, RunConfig* c) {
       } else {
         s.Add("zero_stage", absl::StrCat("ZeRO stage ", stage, " is ", ShardingStrategyName(by_stage), ", but ",
                                          s.PathOf("sharding_strategy"), " is ", strategy,
-                                         ": keep one of them (or make them agree)"));
+                                         ": keep one of them (or make them agree; a _base_ file's key counts too)"));
       }
     }
   }

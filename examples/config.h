@@ -34,8 +34,9 @@
 //   strategy (PyTorch FSDP's / Lightning's FSDPStrategy's names) {
 //     sharding_strategy "FULL_SHARD"|"SHARD_GRAD_OP"|"SHARD_OPTIMIZER"|"NO_SHARD"|"HYBRID_SHARD"
 //                       (ZeRO-3, ZeRO-2, ZeRO-1 = DeepSpeed's stages 3, 2, 1),
-//     zero_stage null (1|2|3: SHARD_OPTIMIZER|SHARD_GRAD_OP|FULL_SHARD; with sharding_strategy
-//                 too they must agree, unless only one comes from the command line, which wins),
+//     zero_stage null (1|2|3: SHARD_OPTIMIZER|SHARD_GRAD_OP|FULL_SHARD; beside a sharding_strategy,
+//                 a _base_ file's included, they must agree unless only one comes from the command
+//                 line, which wins),
 //     hybrid_shard_size 0 (HYBRID_SHARD: ranks per shard group; divides the world),
 //     auto_wrap_policy ["Block"]      (module types; {"min_num_params": n}: by size; null: none),
 //     backward_prefetch "BACKWARD_PRE"|"BACKWARD_POST"|null, forward_prefetch false,

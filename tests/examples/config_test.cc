@@ -307,7 +307,15 @@ TEST(Config, ZeroStageNamesTheStrategy) {
             ShardingStrategy::kShardGradOp);
   EXPECT_THAT(Problems("", *OverridesFromFlags({{"zero_stage", "1"}, {"sharding_strategy", "FULL_SHARD"}})),
               HasSubstr("strategy.zero_stage: ZeRO stage 1 is SHARD_OPTIMIZER, but strategy.sharding_strategy is FULL_SHARD: "
-                        "keep one of them (or make them agree)"));
+                        "keep one of them (or make them agree; a _base_ file's key counts too)"));
+  // A _base_ file's sharding_strategy counts: a child naming the stage contradicts it.
+  const std::string dir = TempDir();
+  {
+    std::ofstream(dir + "/zero_base.json") << R"({"strategy": {"sharding_strategy": "FULL_SHARD"}})";
+    std::ofstream(dir + "/zero_child.json") << R"({"_base_": "zero_base.json", "strategy": {"zero_stage": 1}})";
+  }
+  absl::StatusOr<RunConfig> child = LoadConfig(dir + "/zero_child.json", {});
+  EXPECT_THAT(child.status().message(), HasSubstr("strategy.zero_stage: ZeRO stage 1 is SHARD_OPTIMIZER"));
   EXPECT_THAT(Problems(R"({"strategy": {"zero_stage": 3, "sharding_strategy": "NO_SHARD"}})"),
               HasSubstr("strategy.zero_stage: ZeRO stage 3 is FULL_SHARD, but strategy.sharding_strategy is NO_SHARD"));
   EXPECT_THAT(Problems("", *OverridesFromFlags({{"zero_stage", "0"}})),
