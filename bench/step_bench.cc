@@ -9,7 +9,8 @@
 // Memory columns, per rank:
 //   zero      the ZeRO paper's model-state bytes for fp32 Adam (16 bytes per
 //             parameter Psi: 4 param + 4 grad + 8 moments): FULL_SHARD (stage 3)
-//             16 Psi/N, SHARD_GRAD_OP (stage 2) 4 Psi + 12 Psi/N, NO_SHARD (DDP) 16 Psi;
+//             16 Psi/N, SHARD_GRAD_OP (stage 2) 4 Psi + 12 Psi/N, SHARD_OPTIMIZER
+//             (stage 1) 8 Psi + 8 Psi/N, NO_SHARD (DDP) 16 Psi;
 //             the unsharded row 16 Psi
 //   plan      ShardedModel::Plan(): sharded params + grads + optimizer state +
 //             the gathered-buffer peak (our layout, padding included)
@@ -55,7 +56,7 @@ ABSL_FLAG(int64_t, batch_size, 8, "global batch rows (split over ranks)");
 ABSL_FLAG(int, steps, 6, "timed steps");
 ABSL_FLAG(int, warmup, 2, "untimed steps");
 ABSL_FLAG(std::string, world_sizes, "1,2,4", "");
-ABSL_FLAG(std::string, strategies, "FULL_SHARD,SHARD_GRAD_OP,NO_SHARD", "");
+ABSL_FLAG(std::string, strategies, "FULL_SHARD,SHARD_GRAD_OP,SHARD_OPTIMIZER,NO_SHARD", "");
 ABSL_FLAG(int, repeats, 1, "interleaved runs of every configuration (median ms/step)");
 ABSL_FLAG(std::string, data, "data/tinyshakespeare.txt", "");
 
@@ -83,6 +84,7 @@ struct Figures {
 int64_t ZeroFormulaBytes(int64_t psi, int world, const ShardingStrategy* strategy) {
   if (strategy == nullptr || *strategy == ShardingStrategy::kNoShard) return 16 * psi;
   if (*strategy == ShardingStrategy::kShardGradOp) return 4 * psi + 12 * psi / world;
+  if (*strategy == ShardingStrategy::kShardOptimizer) return 8 * psi + 8 * psi / world;
   return 16 * psi / world;
 }
 
@@ -230,7 +232,7 @@ int Main() {
   }
   const Figures& base = rows[0].last;
   const double base_ms = Median(rows[0].ms);
-  std::printf("%-14s %5s %10s %10s %9s %11s %11s %11s %8s  %s\n", "strategy", "world", "ms/step", "tokens/s",
+  std::printf("%-16s %5s %10s %10s %9s %11s %11s %11s %8s  %s\n", "strategy", "world", "ms/step", "tokens/s",
               "vs base", "zero", "plan", "peak", "exposed", "first loss");
   int bad = 0;
   for (const Row& row : rows) {
@@ -239,7 +241,7 @@ int Main() {
     const bool ok = std::fabs(f.first_loss - base.first_loss) <= 1e-5 * std::fabs(base.first_loss);
     bad += !ok;
     const ShardingStrategy* st = row.strategy ? &*row.strategy : nullptr;
-    std::printf("%-14s %5d %10.1f %10.0f %8.2fx %11s %11s %11s %8s  %.7f%s\n", row.name.c_str(), row.world, ms,
+    std::printf("%-16s %5d %10.1f %10.0f %8.2fx %11s %11s %11s %8s  %.7f%s\n", row.name.c_str(), row.world, ms,
                 tokens / (ms / 1000), base_ms / ms,
                 FormatBytes(ZeroFormulaBytes(base.num_params, row.world, st)).c_str(),
                 row.strategy ? FormatBytes(f.plan_bytes).c_str() : "-", FormatBytes(f.peak_bytes).c_str(),

@@ -183,6 +183,7 @@ class Section {
   Section(Context* ctx, std::string path, const Json* obj) : ctx_(ctx), path_(std::move(path)), obj_(obj) {}
 
   const std::string& path() const { return path_; }
+  const Context& ctx() const { return *ctx_; }
   bool present() const { return obj_ != nullptr; }
   std::string PathOf(const std::string& key) const { return JoinPath(path_, key); }
 
@@ -496,11 +497,47 @@ void ReadNvmeOffload(Section s, OffloadPolicy* off) {
   s.Finish();
 }
 
+// DeepSpeed's ZeRO stages: 0 NO_SHARD (DDP), 1 SHARD_OPTIMIZER, 2 SHARD_GRAD_OP, 3 FULL_SHARD.
+ShardingStrategy StrategyOfZeroStage(int64_t stage) {
+  switch (stage) {
+    case 0: return ShardingStrategy::kNoShard;
+    case 1: return ShardingStrategy::kShardOptimizer;
+    case 2: return ShardingStrategy::kShardGradOp;
+    default: return ShardingStrategy::kFullShard;
+  }
+}
+
 void ReadStrategy(Section s, RunConfig* c) {
   ShardingOptions& sh = c->train.sharding;
   std::string strategy;
-  if (s.Choice("sharding_strategy", &strategy, {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"})) {
-    sh.strategy = *ParseShardingStrategy(strategy);
+  const bool named = s.Choice("sharding_strategy", &strategy,
+                              {"FULL_SHARD", "SHARD_GRAD_OP", "SHARD_OPTIMIZER", "NO_SHARD", "HYBRID_SHARD"});
+  if (named) sh.strategy = *ParseShardingStrategy(strategy);
+  // zero_stage 1|2|3 (null: unset) names the strategy by its ZeRO stage. With
+  // sharding_strategy too, they must agree unless exactly one of them comes
+  // from the command line (which then wins).
+  int64_t stage = 0;
+  const bool stage_null = s.Has("zero_stage") && s.Get("zero_stage", false)->is_null();
+  if (!stage_null && s.Int("zero_stage", &stage, 1, 3)) {
+    const ShardingStrategy by_stage = StrategyOfZeroStage(stage);
+    const bool stage_cli = s.ctx().Overridden(s.PathOf("zero_stage"));
+    const bool name_cli = s.ctx().Overridden(s.PathOf("sharding_strategy"));
+    if (!s.Has("sharding_strategy")) {
+      sh.strategy = by_stage;
+    } else if (named && sh.strategy != by_stage) {
+      const std::string both = absl::StrCat(s.PathOf("zero_stage"), " ", stage, " is ", ShardingStrategyName(by_stage),
+                                            " but ", s.PathOf("sharding_strategy"), " is ", strategy);
+      if (stage_cli && !name_cli) {
+        sh.strategy = by_stage;
+        c->notes.push_back(absl::StrCat(both, ": the command line's ", s.PathOf("zero_stage"), " wins"));
+      } else if (name_cli && !stage_cli) {
+        c->notes.push_back(absl::StrCat(both, ": the command line's ", s.PathOf("sharding_strategy"), " wins"));
+      } else {
+        s.Add("zero_stage", absl::StrCat("ZeRO stage ", stage, " is ", ShardingStrategyName(by_stage), ", but ",
+                                         s.PathOf("sharding_strategy"), " is ", strategy,
+                                         ": keep one of them (or make them agree; a _base_ file's key counts too)"));
+      }
+    }
   }
   s.Int("hybrid_shard_size", &sh.hybrid_shard_size, 0);
 
@@ -620,6 +657,23 @@ void ReadStrategy(Section s, RunConfig* c) {
     mp.FloatDType("param_dtype", &sh.mixed_precision.param_dtype);
     mp.FloatDType("reduce_dtype", &sh.mixed_precision.reduce_dtype);
     mp.FloatDType("buffer_dtype", &sh.mixed_precision.buffer_dtype);
+    // fp32_module_types (FSDP's _module_classes_to_ignore): module types that
+    // stay fp32 units of their own under mixed precision, Note [BatchNorm under
+    // mixed precision]; ["BatchNorm2d", "LayerNorm"] keeps the GPT's LayerNorms fp32.
+    std::vector<std::string> fp32_types;
+    if (mp.Strings("fp32_module_types", &fp32_types)) {
+      std::vector<std::string> known = GptModuleTypes();
+      known.push_back("BatchNorm2d");
+      bool ok = true;
+      for (std::string& t : fp32_types) {
+        std::string canonical;
+        if (!mp.ChoiceOf("fp32_module_types", Json(t), &canonical, known)) ok = false;
+        t = canonical;
+      }
+      if (ok) sh.mixed_precision.fp32_module_types = {fp32_types.begin(), fp32_types.end()};
+    }
+    // FSDP's keep_low_precision_grads: gradient shards stay in reduce_dtype.
+    mp.Bool("keep_low_precision_grads", &sh.mixed_precision.keep_low_precision_grads);
     mp.Finish();
   }
   // activation_checkpointing: the module types recomputed in backward
@@ -685,15 +739,11 @@ void ReadTrace(Section s, TrainOptions* o) {
 // A "deepspeed" block holds DeepSpeed config keys; they set the same
 // TrainOptions as the FSDP-style keys. A setting given both ways is a
 // contradiction (even with equal values: one place to read).
-//   zero_optimization.stage 3 -> FULL_SHARD; 2 -> SHARD_GRAD_OP; 0 (DeepSpeed's
-//     default) -> NO_SHARD (DDP); 1 -> SHARD_GRAD_OP as well. ZeRO-1 shards only
-//     the optimizer state and keeps a full gradient on every rank; the runtime
-//     has no such mode, and SHARD_GRAD_OP communicates the same (all-gather +
-//     reduce-scatter = one all-reduce) and computes the same update, but
-//     reduce-scatters each unit's gradient into a shard and reshards the
-//     parameters after backward, so a rank holds less than under ZeRO-1: one
-//     full gradient (reduce_dtype bytes x params) x (N-1)/N, and between steps
-//     the same for the parameters.
+//   zero_optimization.stage 3 -> FULL_SHARD; 2 -> SHARD_GRAD_OP; 1 ->
+//     SHARD_OPTIMIZER (ZeRO-1: optimizer state and master weights sharded, the
+//     whole gradient all-reduced and kept on every rank, Note [Replicated
+//     gradients] in runtime/sharding/sharded_model.h); 0 (DeepSpeed's default)
+//     -> NO_SHARD (DDP). Also strategy.zero_stage, which must then agree.
 //   offload_optimizer.device "cpu" -> cpu_offload {grads, optimizer} (ZeRO-Offload:
 //     the step runs on the host); offload_param.device "cpu" -> params too
 //     (ZeRO-Infinity; DeepSpeed allows it with stage 3 only, and so do we).
@@ -772,16 +822,12 @@ void ReadDeepSpeed(Section ds, const Json& root, RunConfig* c, Context* ctx) {
   Section zero = ds.Child("zero_optimization");
   int64_t stage = 0;
   zero.Int("stage", &stage, 0, 3);
-  if (use_ds({zero.PathOf("stage")}, "strategy.sharding_strategy")) {
-    sh.strategy = stage == 3 ? ShardingStrategy::kFullShard
-                  : stage == 0 ? ShardingStrategy::kNoShard
-                               : ShardingStrategy::kShardGradOp;
-    if (stage == 1) {
-      c->notes.push_back(
-          "deepspeed.zero_optimization.stage 1 runs as SHARD_GRAD_OP: the same communication and updates, "
-          "but gradients are sharded too and parameters are resharded after backward, so a rank holds "
-          "(N-1)/N of a full gradient (and, between steps, of the parameters) less than ZeRO-1 would");
-    } else if (stage == 0) {
+  // strategy.zero_stage: null there means unset.
+  const bool zero_stage_given = given("strategy.zero_stage") && !root.at("strategy").at("zero_stage").is_null();
+  if (use_ds({zero.PathOf("stage")}, "strategy.sharding_strategy") &&
+      (!zero_stage_given || use_ds({zero.PathOf("stage")}, "strategy.zero_stage"))) {
+    sh.strategy = StrategyOfZeroStage(stage);
+    if (stage == 0) {
       c->notes.push_back("deepspeed.zero_optimization.stage 0 runs as NO_SHARD (DDP: gradients all-reduced)");
     }
   }
@@ -1027,6 +1073,11 @@ void CheckContradictions(RunConfig* c, Context* ctx) {
     c->notes.push_back(absl::StrCat("strategy.hybrid_shard_size ", o.sharding.hybrid_shard_size, " has no effect with ",
                                     ShardingStrategyName(o.sharding.strategy)));
   }
+  if (o.sharding.mixed_precision.keep_low_precision_grads && o.sharding.mixed_precision.reduce_dtype == DType::kF32 &&
+      ctx->Ok({"strategy.mixed_precision.reduce_dtype"})) {
+    c->notes.push_back("strategy.mixed_precision.keep_low_precision_grads has no effect with reduce_dtype f32 "
+                       "(gradient shards are f32 either way)");
+  }
   if (c->skip_init_weights && o.init_from.empty() && o.resume.empty()) {
     ctx->Add("strategy.skip_init_weights", "the weights must then come from checkpoint.init_from or "
                                            "checkpoint.resume, found neither set");
@@ -1257,6 +1308,7 @@ OrderedJson ToJson(const RunConfig& c) {
                       {"scale_factor", o.loss_scaler.scale_factor}};
   OrderedJson s;
   s["sharding_strategy"] = std::string(ShardingStrategyName(sh.strategy));
+  s["zero_stage"] = nullptr;  // sharding_strategy says it
   s["hybrid_shard_size"] = sh.hybrid_shard_size;
   switch (sh.wrap.kind) {
     case WrapPolicy::Kind::kByType: s["auto_wrap_policy"] = std::vector<std::string>(sh.wrap.types.begin(), sh.wrap.types.end()); break;
@@ -1304,7 +1356,10 @@ OrderedJson ToJson(const RunConfig& c) {
   }
   s["mixed_precision"] = {{"param_dtype", std::string(DTypeName(sh.mixed_precision.param_dtype))},
                           {"reduce_dtype", std::string(DTypeName(sh.mixed_precision.reduce_dtype))},
-                          {"buffer_dtype", std::string(DTypeName(sh.mixed_precision.buffer_dtype))}};
+                          {"buffer_dtype", std::string(DTypeName(sh.mixed_precision.buffer_dtype))},
+                          {"fp32_module_types", std::vector<std::string>(sh.mixed_precision.fp32_module_types.begin(),
+                                                                         sh.mixed_precision.fp32_module_types.end())},
+                          {"keep_low_precision_grads", sh.mixed_precision.keep_low_precision_grads}};
   s["activation_checkpointing"] =
       o.model.activation_checkpointing ? std::vector<std::string>{"Block"} : std::vector<std::string>{};
   s["state_dict_type"] = o.state_dict_type == "full" ? "FULL_STATE_DICT" : "SHARDED_STATE_DICT";
@@ -1440,12 +1495,14 @@ absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
       {"world_size", "distributed.world_size"},
       {"backend", "distributed.backend"},
       {"sharding_strategy", "strategy.sharding_strategy"},
+      {"zero_stage", "strategy.zero_stage"},
       {"hybrid_shard_size", "strategy.hybrid_shard_size"},
       {"forward_prefetch", "strategy.forward_prefetch"},
       {"backward_prefetch", "strategy.backward_prefetch"},
       {"limit_all_gathers", "strategy.limit_all_gathers"},
       {"param_dtype", "strategy.mixed_precision.param_dtype"},
       {"reduce_dtype", "strategy.mixed_precision.reduce_dtype"},
+      {"keep_low_precision_grads", "strategy.mixed_precision.keep_low_precision_grads"},
       {"loss_scale", "loss_scaler.mode"},
       {"initial_scale_power", "loss_scaler.initial_scale_power"},
       {"loss_scale_window", "loss_scaler.loss_scale_window"},
@@ -1489,6 +1546,11 @@ absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
       } else {
         return absl::InvalidArgumentError(absl::StrCat("--auto_wrap=", value, ": expected block, size:<n> or none"));
       }
+    } else if (name == "keep_layernorm_fp32") {
+      // The default list (BatchNorm2d) with or without the GPT's LayerNorm.
+      const bool on = value == "true" || value == "1";
+      out.push_back(absl::StrCat("strategy.mixed_precision.fp32_module_types=",
+                                 on ? "[\"BatchNorm2d\", \"LayerNorm\"]" : "[\"BatchNorm2d\"]"));
     } else if (name == "activation_checkpointing") {
       const bool on = value == "true" || value == "1";
       out.push_back(absl::StrCat("strategy.activation_checkpointing=", on ? "[\"Block\"]" : "[]"));

@@ -32,7 +32,11 @@
 //                initial_scale_power 16, loss_scale_window 1000, hysteresis 2,
 //                consecutive_hysteresis false, min_loss_scale 1.0, scale_factor 2.0}
 //   strategy (PyTorch FSDP's / Lightning's FSDPStrategy's names) {
-//     sharding_strategy "FULL_SHARD"|"SHARD_GRAD_OP"|"NO_SHARD"|"HYBRID_SHARD",
+//     sharding_strategy "FULL_SHARD"|"SHARD_GRAD_OP"|"SHARD_OPTIMIZER"|"NO_SHARD"|"HYBRID_SHARD"
+//                       (ZeRO-3, ZeRO-2, ZeRO-1 = DeepSpeed's stages 3, 2, 1),
+//     zero_stage null (1|2|3: SHARD_OPTIMIZER|SHARD_GRAD_OP|FULL_SHARD; beside a sharding_strategy,
+//                 a _base_ file's included, they must agree unless only one comes from the command
+//                 line, which wins),
 //     hybrid_shard_size 0 (HYBRID_SHARD: ranks per shard group; divides the world),
 //     auto_wrap_policy ["Block"]      (module types; {"min_num_params": n}: by size; null: none),
 //     backward_prefetch "BACKWARD_PRE"|"BACKWARD_POST"|null, forward_prefetch false,
@@ -45,7 +49,10 @@
 //       nvme_path null, buffer_count 5, pin_memory false, max_in_cpu 0 (elements kept in host memory),
 //       read_ahead true, write_behind true}, verify_checksums true,
 //       aio {block_size 1048576, queue_depth 8, thread_count 1, single_submit false, overlap_events true}},
-//     mixed_precision {param_dtype "f32", reduce_dtype "f32", buffer_dtype "f32"} (f32|bf16|f16),
+//     mixed_precision {param_dtype "f32", reduce_dtype "f32", buffer_dtype "f32" (f32|bf16|f16),
+//                      fp32_module_types ["BatchNorm2d"] (module types kept fp32, in units of their own,
+//                      when a dtype is not f32; add "LayerNorm" for the GPT's LayerNorms),
+//                      keep_low_precision_grads false (gradient shards kept in reduce_dtype, not f32)},
 //     activation_checkpointing [] (module types recomputed in backward: [] or ["Block"]),
 //     state_dict_type "SHARDED_STATE_DICT"|"FULL_STATE_DICT" (also "sharded"|"full"),
 //     sync_module_states false, skip_init_weights false, ignored_modules []}

@@ -22,9 +22,10 @@
 // data --data --batch_size (per rank) --grad_accum_steps --accumulate;
 // optimisation --steps --optimizer --lr --min_lr --warmup_steps --lr_schedule
 // --weight_decay --beta1 --beta2 --grad_clip --seed; sharding --world_size
-// --backend --sharding_strategy --hybrid_shard_size --auto_wrap
+// --backend --sharding_strategy --zero_stage (1|2|3) --hybrid_shard_size --auto_wrap
 // --forward_prefetch --backward_prefetch --limit_all_gathers
-// --activation_checkpointing --offload --nvme_path --param_dtype --reduce_dtype; fp16
+// --activation_checkpointing --offload --nvme_path --param_dtype --reduce_dtype
+// --keep_layernorm_fp32 --keep_low_precision_grads; fp16
 // --loss_scale --initial_scale_power --loss_scale_window --hysteresis
 // --min_loss_scale; I/O --init_from --save --log_every --eval_every
 // --eval_iters --sample_tokens --temperature --top_k --trace --trace_from
@@ -78,7 +79,11 @@ ABSL_FLAG(double, grad_clip, 1.0, "max global gradient norm (0: off)");
 ABSL_FLAG(uint64_t, seed, 1337, "initialisation, dropout and sampling seed");
 ABSL_FLAG(int, world_size, 4, "in-process ranks (--backend=local)");
 ABSL_FLAG(std::string, backend, "local", "local (threads) or mpi (one rank per process under mpirun)");
-ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD", "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
+ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD",
+          "FULL_SHARD, SHARD_GRAD_OP, SHARD_OPTIMIZER, NO_SHARD or HYBRID_SHARD");
+ABSL_FLAG(int, zero_stage, 3,
+          "ZeRO stage: 1 (SHARD_OPTIMIZER), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD); an error beside a different "
+          "--sharding_strategy");
 ABSL_FLAG(int, hybrid_shard_size, 0, "ranks per shard group for HYBRID_SHARD");
 ABSL_FLAG(std::string, auto_wrap, "block", "block, size:<min_num_params> or none");
 ABSL_FLAG(bool, forward_prefetch, false, "prefetch the next unit's all-gather in forward");
@@ -100,6 +105,10 @@ ABSL_FLAG(std::string, offload, "none",
           "(and the master weight shards)");
 ABSL_FLAG(std::string, nvme_path, "", "directory for the NVMe swap files (a local NVMe mount) of --offload=nvme_*");
 ABSL_FLAG(std::string, param_dtype, "f32", "dtype of gathered parameters and compute: f32, bf16 or f16");
+ABSL_FLAG(bool, keep_layernorm_fp32, false,
+          "under mixed precision keep every LayerNorm in fp32 (units of their own, gathered and reduced in f32)");
+ABSL_FLAG(bool, keep_low_precision_grads, false,
+          "keep gradient shards in --reduce_dtype (half the bytes) instead of upcasting them to f32");
 ABSL_FLAG(std::string, reduce_dtype, "f32", "dtype of gradient reduction: f32, bf16 or f16");
 ABSL_FLAG(std::string, loss_scale, "auto", "fp16 loss scaling: dynamic, none, or auto (dynamic when param_dtype is f16)");
 ABSL_FLAG(int, initial_scale_power, 16, "initial loss scale 2^n");

@@ -51,7 +51,7 @@ ABSL_FLAG(int64_t, log_every, 25, "print the loss every n steps");
 ABSL_FLAG(int64_t, eval_every, 100, "evaluate every n steps (0: only at the end)");
 ABSL_FLAG(int, world_size, 2, "in-process ranks (--backend=local)");
 ABSL_FLAG(std::string, backend, "local", "local (threads) or mpi (one rank per process under mpirun)");
-ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD", "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
+ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD", "FULL_SHARD, SHARD_GRAD_OP, SHARD_OPTIMIZER, NO_SHARD or HYBRID_SHARD");
 ABSL_FLAG(int, hybrid_shard_size, 0, "ranks per shard group (HYBRID_SHARD)");
 ABSL_FLAG(std::string, auto_wrap, "block", "block (a unit per BasicBlock), size:<n> or none");
 ABSL_FLAG(std::string, param_dtype, "f32", "gathered parameter dtype: f32, bf16 or f16 (BatchNorm stays f32)");

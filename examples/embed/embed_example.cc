@@ -10,7 +10,7 @@
 #include "examples/embed/spiral.h"
 
 ABSL_FLAG(int, world_size, 4, "in-process ranks");
-ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD", "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD");
+ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD", "FULL_SHARD | SHARD_GRAD_OP | SHARD_OPTIMIZER | NO_SHARD | HYBRID_SHARD");
 ABSL_FLAG(int64_t, steps, 300, "optimizer steps");
 ABSL_FLAG(int64_t, accumulation, 1, "micro-batches per step");
 

@@ -22,7 +22,9 @@ using autograd::Variable;
 std::string MemoryPlan::ToString() const {
   return absl::StrCat("sharded params ", FormatBytes(sharded_params), ", sharded grads ",
                       FormatBytes(sharded_grads), ", optimizer state ", FormatBytes(optimizer_state),
-                      ", gathered peak ", FormatBytes(gathered_peak), "; total ", FormatBytes(total()));
+                      ", gathered peak ", FormatBytes(gathered_peak),
+                      replicated_grads > 0 ? absl::StrCat(", replicated grads ", FormatBytes(replicated_grads)) : "",
+                      "; total ", FormatBytes(total()));
 }
 
 // ================================================================ construction
@@ -297,9 +299,7 @@ absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
   const FlatParameter& flat = unit.flat;
   Allocator* shard_home = options_.offload.params_on_host() ? host_allocator_ : allocator_;
   Allocator* grad_home = options_.offload.grads_on_host() ? host_allocator_ : allocator_;
-  if (!unit.frozen()) {
-    ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, grad_home));
-  }
+  if (!unit.frozen()) ZS_RETURN_IF_ERROR(InitGradShard(unit, grad_home));
   // A shard on NVMe is filled in a swap buffer, written, and never held whole in memory.
   char* swap_bytes = nullptr;
   if (unit.swap_region >= 0) {
@@ -347,6 +347,23 @@ absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
     ZS_RETURN_IF_ERROR(unit.full.storage()->Release());
   }
   return absl::OkStatus();
+}
+
+absl::Status ShardedModel::InitGradShard(ShardedUnit& unit, Allocator* grad_home) {
+  const FlatParameter& flat = unit.flat;
+  unit.grad_dtype = options_.mixed_precision.keep_low_precision_grads ? unit.reduce_dtype : DType::kF32;
+  if (!options_.ReplicatesGradients()) {
+    ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, unit.grad_dtype, grad_home));
+    return absl::OkStatus();
+  }
+  // Note [Replicated gradients]: the whole gradient, the shard a view of it.
+  ZS_ASSIGN_OR_RETURN(unit.replicated_grad, Tensor::Zeros({flat.padded_numel()}, unit.grad_dtype, grad_home));
+  ZS_ASSIGN_OR_RETURN(unit.grad_shard, unit.replicated_grad.Narrow(0, flat.shard_offset(), flat.shard_numel()));
+  return absl::OkStatus();
+}
+
+const Tensor& ShardedModel::GradStorage(const ShardedUnit& unit) {
+  return unit.replicated_grad.defined() ? unit.replicated_grad : unit.grad_shard;
 }
 
 absl::Status ShardedModel::InstallHooks(ShardedUnit& unit) {
@@ -588,7 +605,12 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
     trace_->AddSpan("backward " + unit.name, "compute", 2 * world_.rank(), unit.backward_start_us,
                     unit.reduce_issue_us);
   }
-  if (sync_gradients_ && !unit.frozen()) {
+  if (sync_gradients_ && !unit.frozen() && options_.ReplicatesGradients()) {
+    // Note [Replicated gradients]: every rank gets the whole averaged gradient.
+    ZS_ASSIGN_OR_RETURN(unit.reduce_work, shard_group_->AllReduceAsync(unit.full_grad, unit.full_grad, ReduceOp::kAvg,
+                                                                       schedule_->Collective()));
+    reduce_order_.push_back(&unit);
+  } else if (sync_gradients_ && !unit.frozen()) {
     unit.reduce_scatter_numel += unit.full_grad.numel();
     ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full_grad.Narrow(0, unit.flat.shard_offset(),
                                                            unit.flat.shard_numel()));
@@ -681,20 +703,26 @@ absl::Status ShardedModel::FinishBackward() {
     u->reduce_work.reset();
     if (trace_ != nullptr) {
       const double now = trace_->NowUs();
-      trace_->AddSpan("wait reduce-scatter " + u->name, "wait", 2 * world_.rank(), wait_start, now);
-      trace_->AddSpan("reduce-scatter " + u->name, "comm", 2 * world_.rank() + 1, u->reduce_issue_us, now);
+      const std::string what = options_.ReplicatesGradients() ? "all-reduce " : "reduce-scatter ";
+      trace_->AddSpan("wait " + what + u->name, "wait", 2 * world_.rank(), wait_start, now);
+      trace_->AddSpan(what + u->name, "comm", 2 * world_.rank() + 1, u->reduce_issue_us, now);
     }
-    ZS_ASSIGN_OR_RETURN(Tensor mine, u->full_grad.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
+    // SHARD_OPTIMIZER: the whole reduced gradient into replicated_grad
+    // (Note [Replicated gradients]); else this rank's slice into grad_shard.
+    Tensor mine = u->full_grad;
+    const Tensor& dst = GradStorage(*u);
+    if (!options_.ReplicatesGradients()) {
+      ZS_ASSIGN_OR_RETURN(mine, u->full_grad.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
+    }
     if (replica_group_->size() > 1) {
       ZS_RETURN_IF_ERROR(replica_group_->AllReduce(mine, ReduceOp::kAvg, schedule_->Collective()));
     }
-    if (u->grad_shard.device() != mine.device()) {  // gradients offloaded to the host
-      ZS_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty({mine.numel()}, mine.dtype(),
-                                                      u->grad_shard.allocator()));
+    if (dst.device() != mine.device()) {  // gradients offloaded to the host
+      ZS_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty({mine.numel()}, mine.dtype(), dst.allocator()));
       ZS_RETURN_IF_ERROR(schedule_->Copy(host, mine));
       mine = host;
     }
-    ZS_RETURN_IF_ERROR(Add(u->grad_shard, mine, u->grad_shard));
+    ZS_RETURN_IF_ERROR(Add(dst, mine, dst));
   }
   reduce_order_.clear();
   for (auto& u : units_) {
@@ -717,7 +745,7 @@ absl::Status ShardedModel::FinishBackward() {
 absl::Status ShardedModel::ZeroGrad() {
   for (auto& u : units_) {
     if (u->frozen()) continue;
-    ZS_RETURN_IF_ERROR(u->grad_shard.Fill(0.0));
+    ZS_RETURN_IF_ERROR(GradStorage(*u).Fill(0.0));
   }
   return absl::OkStatus();
 }
@@ -738,7 +766,7 @@ absl::StatusOr<bool> ShardedModel::GradientsOverflowed() {
 
 absl::Status ShardedModel::ScaleGradients(double factor) {
   for (auto& u : units_) {
-    if (!u->frozen()) ZS_RETURN_IF_ERROR(Affine(u->grad_shard, factor, 0.0, u->grad_shard));
+    if (!u->frozen()) ZS_RETURN_IF_ERROR(Affine(GradStorage(*u), factor, 0.0, GradStorage(*u)));
   }
   return absl::OkStatus();
 }
@@ -769,7 +797,7 @@ absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_t
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     for (auto& u : units_) {
-      if (!u->frozen()) ZS_RETURN_IF_ERROR(Affine(u->grad_shard, coef, 0.0, u->grad_shard));
+      if (!u->frozen()) ZS_RETURN_IF_ERROR(Affine(GradStorage(*u), coef, 0.0, GradStorage(*u)));
     }
   }
   return norm;
@@ -831,7 +859,11 @@ MemoryPlan ShardedModel::Plan() const {
     // Device bytes only: offloaded buffers live in host memory.
     if (!options_.offload.params_on_host()) plan.sharded_params += u->flat.shard_numel() * 4;
     if (u->frozen()) continue;  // no gradient shard, no optimizer state (Note [Frozen parameters])
-    if (!options_.offload.grads_on_host()) plan.sharded_grads += u->flat.shard_numel() * 4;
+    if (!options_.offload.grads_on_host()) {
+      (options_.ReplicatesGradients() ? plan.replicated_grads : plan.sharded_grads) +=
+          (options_.ReplicatesGradients() ? u->flat.padded_numel() : u->flat.shard_numel()) *
+          static_cast<int64_t>(DTypeSize(u->grad_dtype));
+    }
     if (!options_.offload.optimizer_on_host()) plan.optimizer_state += u->flat.shard_numel() * 8;
   }
   for (const auto& u : units_) {
@@ -847,7 +879,7 @@ MemoryPlan ShardedModel::Plan() const {
   int64_t owners = 0;
   for (const auto& u : units_) owners += u->owner == nullptr ? 1 : 0;
   const int64_t in_flight = options_.limit_all_gathers > 0 ? options_.limit_all_gathers : owners - 1;
-  // SHARD_GRAD_OP and NO_SHARD keep every unit gathered from forward to backward.
+  // SHARD_GRAD_OP, SHARD_OPTIMIZER and NO_SHARD keep every unit gathered from forward to backward.
   plan.gathered_peak = root + (options_.ReshardAfterForward() ? std::min(sum_units, in_flight * max_unit) : sum_units);
   return plan;
 }

@@ -63,6 +63,21 @@
 //   Optimizer state (nvme_optimizer): the optimizer's own swap file
 //   (optim/sharded_optimizer.h); the step reads unit i + 1's state while unit
 //   i steps and writes unit i - 1's back.
+// Note [Replicated gradients] (SHARD_OPTIMIZER, ZeRO-1 = DeepSpeed stage 1):
+// parameters are gathered and kept like SHARD_GRAD_OP, and the optimizer
+// state and f32 master shards are the same slices as under every other
+// strategy, but gradients are not sharded: each unit holds a persistent
+// `replicated_grad` ([padded_numel] grad_dtype, where grad shards live) and its
+// `grad_shard` is a view of this rank's slice of it. A backward all-reduces
+// (averages) the whole flat gradient instead of reduce-scattering it and adds
+// all of it into replicated_grad, so every rank holds the full averaged
+// gradient, as DeepSpeed's stage 1 does; the optimizer, norms and the
+// overflow check read only the rank's slice (the slices partition the
+// gradient, so the results equal the other strategies'). The cost, shown by
+// MemoryPlan::replicated_grads: 4 x padded_numel bytes per unit instead of
+// 4 x shard_numel (2 x with keep_low_precision_grads and a 16-bit
+// reduce_dtype), and an all-reduce (twice a reduce-scatter's traffic).
+//
 // Everything that touches a master shard outside the hooks (the optimizer,
 // checkpoints, SummonFullParams) goes through WithShard, one unit at a time,
 // so no more than the buffers' bytes are ever in memory. Values are bitwise
@@ -143,10 +158,16 @@ struct ShardedUnit {
   // mixed precision]; else the options' param_dtype and reduce_dtype).
   DType param_dtype = DType::kF32;
   DType reduce_dtype = DType::kF32;
+  // Of grad_shard (and replicated_grad): f32, or reduce_dtype with
+  // MixedPrecision::keep_low_precision_grads.
+  DType grad_dtype = DType::kF32;
 
   Tensor shard;       // [shard_numel] f32: the master copy of this rank's shard (undefined on NVMe)
   int swap_region = -1;  // the shard's region in the parameter swap file; -1: in memory
-  Tensor grad_shard;  // [shard_numel] f32: accumulated, reduced gradient shard (undefined when frozen())
+  Tensor grad_shard;  // [shard_numel] grad_dtype: accumulated, reduced gradient shard (undefined when frozen())
+  // SHARD_OPTIMIZER only: [padded_numel] grad_dtype, the whole accumulated, reduced
+  // gradient; grad_shard views this rank's slice (Note [Replicated gradients]).
+  Tensor replicated_grad;
   Tensor full;        // [padded_numel] param_dtype: the gathered buffer (storage released when sharded)
   Tensor full_grad;   // [padded_numel] reduce_dtype: only from pre-backward to the end of backward
 
@@ -170,10 +191,15 @@ struct ShardedUnit {
 // Bytes a rank holds, planned from the layout and measured from its allocator.
 struct MemoryPlan {
   int64_t sharded_params = 0;   // f32 master shards (device bytes: none when offloaded)
-  int64_t sharded_grads = 0;    // f32 gradient shards
+  int64_t sharded_grads = 0;    // gradient shards (f32, or reduce_dtype with keep_low_precision_grads)
   int64_t optimizer_state = 0;  // what the optimizer will add (AdamW: 2 x f32 shard)
   int64_t gathered_peak = 0;    // gathered parameters + flat gradients at the worst moment
-  int64_t total() const { return sharded_params + sharded_grads + optimizer_state + gathered_peak; }
+  // SHARD_OPTIMIZER: the whole gradient every rank keeps (grad shards are
+  // views of it, so sharded_grads is 0); Note [Replicated gradients].
+  int64_t replicated_grads = 0;
+  int64_t total() const {
+    return sharded_params + sharded_grads + optimizer_state + gathered_peak + replicated_grads;
+  }
   std::string ToString() const;
 };
 
@@ -316,6 +342,10 @@ class ShardedModel {
   // inputs, and the frozen bytes freed once nothing in backward can read them.
   void WatchInputs(ShardedUnit& unit);
   absl::Status MaybeFreeFrozen(ShardedUnit& unit);
+  // Allocates the unit's gradient shard (a slice of replicated_grad under SHARD_OPTIMIZER).
+  absl::Status InitGradShard(ShardedUnit& unit, Allocator* grad_home);
+  // What ZeroGrad and scaling act on: replicated_grad when defined, else grad_shard.
+  static const Tensor& GradStorage(const ShardedUnit& unit);
 
   std::shared_ptr<nn::Module> root_;
   Communicator& world_;

@@ -12,6 +12,7 @@ absl::string_view ShardingStrategyName(ShardingStrategy s) {
     case ShardingStrategy::kShardGradOp: return "SHARD_GRAD_OP";
     case ShardingStrategy::kNoShard: return "NO_SHARD";
     case ShardingStrategy::kHybridShard: return "HYBRID_SHARD";
+    case ShardingStrategy::kShardOptimizer: return "SHARD_OPTIMIZER";
   }
   return "?";
 }
@@ -22,9 +23,10 @@ absl::StatusOr<ShardingStrategy> ParseShardingStrategy(absl::string_view name) {
   if (n == "SHARD_GRAD_OP") return ShardingStrategy::kShardGradOp;
   if (n == "NO_SHARD") return ShardingStrategy::kNoShard;
   if (n == "HYBRID_SHARD") return ShardingStrategy::kHybridShard;
+  if (n == "SHARD_OPTIMIZER") return ShardingStrategy::kShardOptimizer;
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown sharding strategy \"", name,
-      "\": expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD"));
+      "\": expected FULL_SHARD, SHARD_GRAD_OP, SHARD_OPTIMIZER, NO_SHARD or HYBRID_SHARD"));
 }
 
 absl::string_view BackwardPrefetchName(BackwardPrefetch p) {
@@ -74,7 +76,8 @@ std::string MixedPrecision::ToString() const {
                       ", buffer ", DTypeName(buffer_dtype),
                       active() && !fp32_module_types.empty()
                           ? absl::StrCat(", fp32 units {", absl::StrJoin(fp32_module_types, ", "), "}")
-                          : "");
+                          : "",
+                      keep_low_precision_grads ? ", low-precision grads kept" : "");
 }
 
 std::string NvmeOffload::ToString() const {
@@ -113,7 +116,8 @@ std::string OffloadPolicy::ToString() const {
 int ShardingOptions::ShardGroupSize(int world_size) const {
   switch (strategy) {
     case ShardingStrategy::kFullShard:
-    case ShardingStrategy::kShardGradOp: return world_size;
+    case ShardingStrategy::kShardGradOp:
+    case ShardingStrategy::kShardOptimizer: return world_size;
     case ShardingStrategy::kNoShard: return 1;
     case ShardingStrategy::kHybridShard: return hybrid_shard_size;
   }

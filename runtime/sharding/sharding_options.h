@@ -14,8 +14,13 @@
 //   kNoShard      S = 1 (every rank holds everything); gradients all-reduced (DDP)
 //   kHybridShard  S = hybrid_shard_size; sharded inside groups of S consecutive ranks,
 //                 replicated across them; resharded like kFullShard
+//   kShardOptimizer S = world size; kept gathered like kShardGradOp, but gradients
+//                 are replicated (ZeRO-1, DeepSpeed's stage 1): only the
+//                 optimizer state and the f32 master shards are sharded
 // Gradients are reduce-scattered (averaged) inside the shard group, then
-// all-reduced (averaged) across the replica groups.
+// all-reduced (averaged) across the replica groups; under kShardOptimizer the
+// whole flat gradient is all-reduced (averaged) instead and every rank keeps
+// it (Note [Replicated gradients] in sharded_model.h).
 #ifndef ZEROSHARD_RUNTIME_SHARDING_SHARDING_OPTIONS_H_
 #define ZEROSHARD_RUNTIME_SHARDING_SHARDING_OPTIONS_H_
 
@@ -39,10 +44,13 @@ namespace nn {
 class Module;
 }
 
-enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
+// kShardOptimizer is ZeRO-1 (DeepSpeed zero_optimization.stage 1), kShardGradOp
+// ZeRO-2 (stage 2), kFullShard ZeRO-3 (stage 3), kNoShard DDP (stage 0).
+enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard, kShardOptimizer };
 enum class BackwardPrefetch { kNone, kBackwardPre, kBackwardPost };
 
-// "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD" (FSDP's names).
+// "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD" (FSDP's names) and
+// "SHARD_OPTIMIZER" (ZeRO-1; FSDP has none).
 absl::string_view ShardingStrategyName(ShardingStrategy s);
 absl::StatusOr<ShardingStrategy> ParseShardingStrategy(absl::string_view name);
 // "BACKWARD_PRE", "BACKWARD_POST", "NONE".
@@ -82,6 +90,12 @@ struct MixedPrecision {
   DType reduce_dtype = DType::kF32;
   DType buffer_dtype = DType::kF32;
   std::set<std::string> fp32_module_types = {"BatchNorm2d"};
+  // FSDP's keep_low_precision_grads: a unit's gradient shard stays in its
+  // reduce_dtype (half the bytes of f32) instead of being upcast to f32, and
+  // accumulates there; the optimizer widens it to f32 as it reads it
+  // (optim/adamw.h, sgd.h), clipping and norms work on it in place. No effect
+  // on units reduced in f32 (reduce_dtype f32, fp32 modules).
+  bool keep_low_precision_grads = false;
   // True when some dtype is not f32 (fp32 modules then get units of their own).
   bool active() const { return param_dtype != DType::kF32 || reduce_dtype != DType::kF32; }
   std::string ToString() const;
@@ -172,6 +186,8 @@ struct ShardingOptions {
   bool ReshardAfterForward() const {
     return strategy == ShardingStrategy::kFullShard || strategy == ShardingStrategy::kHybridShard;
   }
+  // kShardOptimizer: the whole flat gradient is all-reduced and kept on every rank.
+  bool ReplicatesGradients() const { return strategy == ShardingStrategy::kShardOptimizer; }
   absl::Status Validate(int world_size) const;
   std::string ToString() const;
 };

@@ -224,6 +224,47 @@ TEST(Checkpoint, ReshardsToOtherWorldSizesAndStrategies) {
   (void)straight;
 }
 
+TEST(Checkpoint, ShardOptimizerResumesExactlyAndReshardsFromAndToOtherStrategies) {
+  // ZeRO-1 (SHARD_OPTIMIZER) keeps the optimizer state and master weights in
+  // the same slices as FULL_SHARD, so its checkpoints are the same layout.
+  RunConfig zero1;
+  zero1.world = 2;
+  zero1.options = BlockOptions(ShardingStrategy::kShardOptimizer);
+  const Outcome straight = Train(zero1, 0, 6);
+  ASSERT_TRUE(straight.status.ok()) << straight.status;
+  for (StateDictType type : {StateDictType::kSharded, StateDictType::kFull}) {
+    const std::string dir = TempDir(absl::StrCat("zero1_", StateDictTypeName(type)));
+    const Outcome first = Train(zero1, 0, 3, "", dir, {.type = type, .file = {.fsync = false}});
+    ASSERT_TRUE(first.status.ok()) << first.status;
+    const Outcome second = Train(zero1, 3, 6, dir);
+    ASSERT_TRUE(second.status.ok()) << second.status;
+    EXPECT_EQ(Concat(first.losses, second.losses), straight.losses) << StateDictTypeName(type);
+    EXPECT_EQ(second.params, straight.params) << StateDictTypeName(type);
+  }
+  // FULL_SHARD at 4 -> SHARD_OPTIMIZER at 3, against FULL_SHARD's own continuation.
+  RunConfig four;
+  four.world = 4;
+  const std::string sharded4 = TempDir("zero1_from_full4");
+  ASSERT_TRUE(Train(four, 0, 3, "", sharded4, {.type = StateDictType::kSharded, .file = {.fsync = false}}).status.ok());
+  const Outcome tail4 = Train(four, 3, 6, sharded4);
+  ASSERT_TRUE(tail4.status.ok()) << tail4.status;
+  RunConfig zero1_three = zero1;
+  zero1_three.world = 3;
+  ExpectClose(Train(zero1_three, 3, 6, sharded4), tail4, "sharded 4 FULL_SHARD -> 3 SHARD_OPTIMIZER");
+  // SHARD_OPTIMIZER at 2 -> FULL_SHARD at 3 and SHARD_GRAD_OP at 4, against its own continuation.
+  const std::string zero1_dir = TempDir("zero1_to_others");
+  ASSERT_TRUE(Train(zero1, 0, 3, "", zero1_dir, {.type = StateDictType::kSharded, .file = {.fsync = false}}).status.ok());
+  const Outcome tail2 = Train(zero1, 3, 6, zero1_dir);
+  ASSERT_TRUE(tail2.status.ok()) << tail2.status;
+  RunConfig full3;
+  full3.world = 3;
+  ExpectClose(Train(full3, 3, 6, zero1_dir), tail2, "sharded 2 SHARD_OPTIMIZER -> 3 FULL_SHARD");
+  RunConfig grad_op4;
+  grad_op4.world = 4;
+  grad_op4.options = BlockOptions(ShardingStrategy::kShardGradOp);
+  ExpectClose(Train(grad_op4, 3, 6, zero1_dir), tail2, "sharded 2 SHARD_OPTIMIZER -> 4 SHARD_GRAD_OP");
+}
+
 TEST(Checkpoint, FullCheckpointHasPyTorchNamesAndTheConverterMatchesIt) {
   const RunConfig run;
   const std::string sharded = TempDir("conv_sharded"), full = TempDir("conv_full"), converted = TempDir("conv_out");

@@ -233,13 +233,101 @@ TEST(Config, DeepSpeedStagesMapToStrategies) {
         .train.sharding.strategy;
   };
   EXPECT_EQ(strategy(0), ShardingStrategy::kNoShard);
-  EXPECT_EQ(strategy(1), ShardingStrategy::kShardGradOp);
+  EXPECT_EQ(strategy(1), ShardingStrategy::kShardOptimizer);  // ZeRO-1: its own mode, no note
   EXPECT_EQ(strategy(2), ShardingStrategy::kShardGradOp);
   EXPECT_EQ(strategy(3), ShardingStrategy::kFullShard);
   EXPECT_EQ(MustParse(R"({"deepspeed": {}})").train.sharding.strategy, ShardingStrategy::kNoShard);  // stage 0
-  const RunConfig one = MustParse(R"({"deepspeed": {"zero_optimization": {"stage": 1}}})");
-  ASSERT_FALSE(one.notes.empty());
-  EXPECT_THAT(one.notes[0], HasSubstr("stage 1 runs as SHARD_GRAD_OP"));
+  EXPECT_TRUE(MustParse(R"({"deepspeed": {"zero_optimization": {"stage": 1}}})").notes.empty());
+  // strategy.zero_stage beside the block: the command line wins, both in the file is a contradiction.
+  EXPECT_EQ(MustParse(R"({"deepspeed": {"zero_optimization": {"stage": 3}}})", {"strategy.zero_stage=1"})
+                .train.sharding.strategy,
+            ShardingStrategy::kShardOptimizer);
+  EXPECT_THAT(Problems(R"({"strategy": {"zero_stage": 2}, "deepspeed": {"zero_optimization": {"stage": 2}}})"),
+              HasSubstr("strategy.zero_stage: also set by deepspeed.zero_optimization.stage: keep one of them"));
+}
+
+TEST(Config, Fp32ModuleTypesKeyAndKeepLayerNormFlag) {
+  EXPECT_EQ(MustParse("").train.sharding.mixed_precision.fp32_module_types, std::set<std::string>{"BatchNorm2d"});
+  const RunConfig c = MustParse(R"({"strategy": {"mixed_precision": {"param_dtype": "bf16",
+                                                                      "fp32_module_types": ["layernorm"]}}})");
+  EXPECT_EQ(c.train.sharding.mixed_precision.fp32_module_types, std::set<std::string>{"LayerNorm"});
+  EXPECT_THAT(ResolvedConfigJson(c), HasSubstr("\"fp32_module_types\": [\n"));
+  EXPECT_EQ(MustParse(ResolvedConfigJson(c)).train.sharding.mixed_precision.fp32_module_types,
+            std::set<std::string>{"LayerNorm"});
+  EXPECT_EQ(MustParse("", *OverridesFromFlags({{"keep_layernorm_fp32", "true"}}))
+                .train.sharding.mixed_precision.fp32_module_types,
+            (std::set<std::string>{"BatchNorm2d", "LayerNorm"}));
+  EXPECT_EQ(MustParse("", *OverridesFromFlags({{"keep_layernorm_fp32", "false"}}))
+                .train.sharding.mixed_precision.fp32_module_types,
+            std::set<std::string>{"BatchNorm2d"});
+  EXPECT_THAT(Problems(R"({"strategy": {"mixed_precision": {"fp32_module_types": ["LayerNrom"]}}})"),
+              HasSubstr("strategy.mixed_precision.fp32_module_types: expected one of \"Block\", "
+                        "\"CausalSelfAttention\", \"Mlp\", \"LayerNorm\", \"BatchNorm2d\", found string "
+                        "\"LayerNrom\" (did you mean \"LayerNorm\"?)"));
+  EXPECT_THAT(Problems(R"({"strategy": {"mixed_precision": {"fp32_module_types": "LayerNorm"}}})"),
+              HasSubstr("strategy.mixed_precision.fp32_module_types: expected"));
+}
+
+TEST(Config, KeepLowPrecisionGradsKeyAndFlag) {
+  EXPECT_FALSE(MustParse("").train.sharding.mixed_precision.keep_low_precision_grads);
+  const RunConfig c = MustParse(R"({"strategy": {"mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "bf16",
+                                                                      "keep_low_precision_grads": true}}})");
+  EXPECT_TRUE(c.train.sharding.mixed_precision.keep_low_precision_grads);
+  EXPECT_TRUE(c.notes.empty());
+  EXPECT_THAT(ResolvedConfigJson(c), HasSubstr("\"keep_low_precision_grads\": true"));
+  EXPECT_TRUE(MustParse(ResolvedConfigJson(c)).train.sharding.mixed_precision.keep_low_precision_grads);
+  const RunConfig flag = MustParse("", *OverridesFromFlags({{"keep_low_precision_grads", "true"},
+                                                             {"reduce_dtype", "bf16"}}));
+  EXPECT_TRUE(flag.train.sharding.mixed_precision.keep_low_precision_grads);
+  // With f32 reduction there is nothing to keep: a note, not an error.
+  const RunConfig f32 = MustParse("", *OverridesFromFlags({{"keep_low_precision_grads", "true"}}));
+  ASSERT_EQ(f32.notes.size(), 1u);
+  EXPECT_THAT(f32.notes[0], HasSubstr("keep_low_precision_grads has no effect with reduce_dtype f32"));
+  EXPECT_THAT(Problems(R"({"strategy": {"mixed_precision": {"keep_low_precision_grads": "yes"}}})"),
+              HasSubstr("strategy.mixed_precision.keep_low_precision_grads: expected true or false, found"));
+}
+
+TEST(Config, ZeroStageNamesTheStrategy) {
+  auto strategy = [](const std::string& text, const std::vector<std::string>& sets = {}) {
+    return MustParse(text, sets).train.sharding.strategy;
+  };
+  EXPECT_EQ(strategy(R"({"strategy": {"zero_stage": 1}})"), ShardingStrategy::kShardOptimizer);
+  EXPECT_EQ(strategy(R"({"strategy": {"zero_stage": 2}})"), ShardingStrategy::kShardGradOp);
+  EXPECT_EQ(strategy(R"({"strategy": {"zero_stage": 3}})"), ShardingStrategy::kFullShard);
+  EXPECT_EQ(strategy(R"({"strategy": {"zero_stage": null}})"), ShardingStrategy::kFullShard);  // unset
+  EXPECT_EQ(strategy(R"({"strategy": {"sharding_strategy": "shard_optimizer"}})"), ShardingStrategy::kShardOptimizer);
+  // Agreeing with sharding_strategy is fine; the resolved form names the strategy only.
+  const RunConfig agree = MustParse(R"({"strategy": {"zero_stage": 1, "sharding_strategy": "SHARD_OPTIMIZER"}})");
+  EXPECT_EQ(agree.train.sharding.strategy, ShardingStrategy::kShardOptimizer);
+  EXPECT_THAT(ResolvedConfigJson(agree), HasSubstr("\"sharding_strategy\": \"SHARD_OPTIMIZER\""));
+  EXPECT_THAT(ResolvedConfigJson(agree), HasSubstr("\"zero_stage\": null"));
+  // The flags: --zero_stage alone, and against a different --sharding_strategy (an error).
+  EXPECT_EQ(strategy("", *OverridesFromFlags({{"zero_stage", "1"}})), ShardingStrategy::kShardOptimizer);
+  EXPECT_EQ(strategy("", *OverridesFromFlags({{"zero_stage", "2"}, {"sharding_strategy", "SHARD_GRAD_OP"}})),
+            ShardingStrategy::kShardGradOp);
+  EXPECT_THAT(Problems("", *OverridesFromFlags({{"zero_stage", "1"}, {"sharding_strategy", "FULL_SHARD"}})),
+              HasSubstr("strategy.zero_stage: ZeRO stage 1 is SHARD_OPTIMIZER, but strategy.sharding_strategy is FULL_SHARD: "
+                        "keep one of them (or make them agree; a _base_ file's key counts too)"));
+  // A _base_ file's sharding_strategy counts: a child naming the stage contradicts it.
+  const std::string dir = TempDir();
+  {
+    std::ofstream(dir + "/zero_base.json") << R"({"strategy": {"sharding_strategy": "FULL_SHARD"}})";
+    std::ofstream(dir + "/zero_child.json") << R"({"_base_": "zero_base.json", "strategy": {"zero_stage": 1}})";
+  }
+  absl::StatusOr<RunConfig> child = LoadConfig(dir + "/zero_child.json", {});
+  EXPECT_THAT(child.status().message(), HasSubstr("strategy.zero_stage: ZeRO stage 1 is SHARD_OPTIMIZER"));
+  EXPECT_THAT(Problems(R"({"strategy": {"zero_stage": 3, "sharding_strategy": "NO_SHARD"}})"),
+              HasSubstr("strategy.zero_stage: ZeRO stage 3 is FULL_SHARD, but strategy.sharding_strategy is NO_SHARD"));
+  EXPECT_THAT(Problems("", *OverridesFromFlags({{"zero_stage", "0"}})),
+              HasSubstr("strategy.zero_stage: expected an integer in [1, 3], found 0"));
+  EXPECT_THAT(Problems(R"({"strategy": {"zero_stage": "1"}})"), HasSubstr("strategy.zero_stage: expected an integer"));
+  // Exactly one from the command line: it wins over the file, with a note.
+  const RunConfig cli = MustParse(R"({"strategy": {"sharding_strategy": "FULL_SHARD"}})", {"strategy.zero_stage=1"});
+  EXPECT_EQ(cli.train.sharding.strategy, ShardingStrategy::kShardOptimizer);
+  ASSERT_FALSE(cli.notes.empty());
+  EXPECT_THAT(cli.notes[0], HasSubstr("the command line's strategy.zero_stage wins"));
+  EXPECT_EQ(strategy(R"({"strategy": {"zero_stage": 1}})", {"strategy.sharding_strategy=NO_SHARD"}),
+            ShardingStrategy::kNoShard);
 }
 
 TEST(Config, EveryDeepSpeedKeyMapsToItsField) {
@@ -491,7 +579,8 @@ TEST(ConfigProblems, OutOfRange) {
 TEST(ConfigProblems, UnknownChoiceGetsTheClosestOne) {
   EXPECT_THAT(Problems(R"({"strategy": {"sharding_strategy": "FULL_SHRAD"}})"),
               HasSubstr("strategy.sharding_strategy: expected one of \"FULL_SHARD\", \"SHARD_GRAD_OP\", "
-                        "\"NO_SHARD\", \"HYBRID_SHARD\", found string \"FULL_SHRAD\" (did you mean \"FULL_SHARD\"?)"));
+                        "\"SHARD_OPTIMIZER\", \"NO_SHARD\", \"HYBRID_SHARD\", found string \"FULL_SHRAD\" "
+                        "(did you mean \"FULL_SHARD\"?)"));
   EXPECT_THAT(Problems(R"({"strategy": {"auto_wrap_policy": ["Blok"]}})"),
               HasSubstr("found string \"Blok\" (did you mean \"Block\"?)"));
   EXPECT_THAT(Problems(R"({"strategy": {"activation_checkpointing": ["Mlp"]}})"),

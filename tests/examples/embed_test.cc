@@ -40,7 +40,7 @@ TEST(Embed, LearnsTheSpiralsOverFourRanks) {
 
 TEST(Embed, ShardedEqualsOneRankForEveryStrategyAndAccumulation) {
   for (ShardingStrategy strategy : {ShardingStrategy::kFullShard, ShardingStrategy::kShardGradOp,
-                                    ShardingStrategy::kNoShard}) {
+                                    ShardingStrategy::kShardOptimizer, ShardingStrategy::kNoShard}) {
     for (int64_t accumulation : {1, 2}) {
       example::SpiralOptions o;
       o.steps = 20;

@@ -59,6 +59,72 @@ TEST(TrainGpt, Bf16AndFp16TrackFp32) {
     }
     if (d == DType::kF16) EXPECT_EQ(low.final_loss_scale, 65536.0);  // no overflow: the scale holds
   }
+  // --keep_layernorm_fp32: bf16 blocks, LayerNorms f32 units of their own.
+  TrainOptions ln = Small();
+  ln.sharding.mixed_precision.param_dtype = DType::kBF16;
+  ln.sharding.mixed_precision.reduce_dtype = DType::kBF16;
+  ln.sharding.mixed_precision.fp32_module_types = {"BatchNorm2d", "LayerNorm"};
+  const TrainSummary kept = Train(ln, 2);
+  ASSERT_EQ(kept.losses.size(), f32.losses.size());
+  for (size_t i = 0; i < f32.losses.size(); ++i) {
+    EXPECT_NEAR(kept.losses[i], f32.losses[i], 0.03 * f32.losses[i]) << "LayerNorm fp32 step " << i;
+  }
+  // --keep_low_precision_grads: 16-bit gradient shards through clipping, the
+  // optimizer and (f16) loss scaling, with accumulation, under ZeRO-1 and ZeRO-3.
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    for (ShardingStrategy s : {ShardingStrategy::kFullShard, ShardingStrategy::kShardOptimizer}) {
+      TrainOptions low = Small();
+      low.grad_accum_steps = 2;
+      low.sharding.strategy = s;
+      low.sharding.mixed_precision.param_dtype = d;
+      low.sharding.mixed_precision.reduce_dtype = d;
+      low.sharding.mixed_precision.keep_low_precision_grads = true;
+      const TrainSummary got = Train(low, 2);
+      ASSERT_EQ(got.losses.size(), f32.losses.size());
+      EXPECT_LT(got.losses.back(), got.losses.front() - 0.5);
+      EXPECT_EQ(got.skipped_steps, 0);
+      if (d == DType::kF16) EXPECT_EQ(got.final_loss_scale, 65536.0);
+      for (size_t i = 0; i < 4; ++i) {  // twice the fp32 run's global batch (accumulation): a loose bound
+        EXPECT_NEAR(got.losses[i], f32.losses[i], 0.05 * f32.losses[i])
+            << "low-precision grads " << DTypeName(d) << " " << ShardingStrategyName(s) << " step " << i;
+      }
+      std::printf("keep_low_precision_grads %s %s: first %.4f last %.4f (fp32 run %.4f -> %.4f)\n",
+                  std::string(DTypeName(d)).c_str(),
+                  std::string(ShardingStrategyName(s)).c_str(), got.losses.front(), got.losses.back(),
+                  f32.losses.front(), f32.losses.back());
+    }
+  }
+}
+
+TEST(TrainGpt, ZeroStagesTrainAlike) {
+  // ZeRO-1 (SHARD_OPTIMIZER), ZeRO-2 (SHARD_GRAD_OP) and ZeRO-3 (FULL_SHARD)
+  // compute the same updates, with gradient clipping and accumulation on.
+  TrainOptions base = Small();
+  base.grad_accum_steps = 2;
+  base.steps = 6;
+  const TrainSummary full = Train(base, 2);
+  for (ShardingStrategy s : {ShardingStrategy::kShardGradOp, ShardingStrategy::kShardOptimizer}) {
+    for (bool no_sync : {false, true}) {
+      TrainOptions o = base;
+      o.sharding.strategy = s;
+      o.no_sync = no_sync;
+      const TrainSummary got = Train(o, 2);
+      ASSERT_EQ(got.losses.size(), full.losses.size());
+      for (size_t i = 0; i < full.losses.size(); ++i) {
+        EXPECT_NEAR(got.losses[i], full.losses[i], 1e-5 * full.losses[i])
+            << ShardingStrategyName(s) << " no_sync " << no_sync << " step " << i;
+      }
+    }
+  }
+  // fp16 with dynamic loss scaling (overflow check, unscaling) under ZeRO-1.
+  TrainOptions f16 = base;
+  f16.sharding.strategy = ShardingStrategy::kShardOptimizer;
+  f16.sharding.mixed_precision.param_dtype = DType::kF16;
+  f16.loss_scaling = true;
+  const TrainSummary low = Train(f16, 2);
+  ASSERT_EQ(low.losses.size(), full.losses.size());
+  for (size_t i = 0; i < full.losses.size(); ++i) EXPECT_NEAR(low.losses[i], full.losses[i], 0.03 * full.losses[i]);
+  EXPECT_EQ(low.final_loss_scale, 65536.0);
 }
 
 TEST(TrainGpt, ForcedOverflowSkipsTheStepEverywhereAndHalvesTheScale) {

@@ -1,7 +1,7 @@
 // A sharded GPT training on GPUs through NCCL (one in-process rank per GPU:
 // world 1 on one GPU, and world 2 when two are visible) against the unsharded
 // CPU run of tests/runtime/sharding/parity.h: the same losses and final
-// parameters. Covers FULL_SHARD and SHARD_GRAD_OP, forward and backward
+// parameters. Covers FULL_SHARD, SHARD_GRAD_OP and SHARD_OPTIMIZER, forward and backward
 // prefetch under limit_all_gathers = 1 (the free-event rate limiter),
 // HYBRID_SHARD on two GPUs, bf16 gathered parameters (NCCL all-gathers even at
 // world 1) and CPU offload of parameters, gradients and optimizer state
@@ -108,6 +108,7 @@ TEST(CudaShardedModel, Fp32StepsMatchTheUnshardedCpuRun) {
     std::vector<Config> configs = {
         {"FULL_SHARD", BlockOptions(ShardingStrategy::kFullShard)},
         {"SHARD_GRAD_OP", BlockOptions(ShardingStrategy::kShardGradOp)},
+        {"SHARD_OPTIMIZER", BlockOptions(ShardingStrategy::kShardOptimizer)},
         {"FULL_SHARD prefetch limit 1",
          BlockOptions(ShardingStrategy::kFullShard, BackwardPrefetch::kBackwardPost, true)},
     };

@@ -212,6 +212,149 @@ TEST(ShardedFeatures, ShardedStateIs16BytesPerParameterOverNAndGathersAreLimited
   EXPECT_LT(peaks[ShardingStrategy::kFullShard], peaks[ShardingStrategy::kNoShard]);
 }
 
+TEST(ShardedFeatures, ShardOptimizerKeepsTheWholeGradientOnEveryRank) {
+  // Note [Replicated gradients], in closed form: after a step a rank holds its
+  // f32 master shard and Adam moments (12 bytes per shard element) and, under
+  // SHARD_OPTIMIZER (ZeRO-1), the whole f32 gradient (4 bytes per padded
+  // element of every unit) where SHARD_GRAD_OP (ZeRO-2) holds its shard of it
+  // (4 bytes per shard element). The plan says the same before any step.
+  const int world = 4;
+  std::mutex mu;
+  std::map<ShardingStrategy, int64_t> after_step;
+  for (ShardingStrategy s : {ShardingStrategy::kShardGradOp, ShardingStrategy::kShardOptimizer}) {
+    ExpectAllOk(RunRanks(world, [&](Communicator& comm) -> absl::Status {
+      nn::GptConfig c = TinyConfig();
+      c.n_layer = 4;
+      auto gpt = std::make_shared<nn::Gpt>(c);
+      CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
+      ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, BlockOptions(s), &device));
+      ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, {.lr = 1e-3}));
+      int64_t shard_numel = 0, padded_numel = 0;
+      for (ShardedUnit* u : sharded->units()) {
+        shard_numel += u->flat.shard_numel();
+        padded_numel += u->flat.padded_numel();
+      }
+      EXPECT_EQ(padded_numel, world * shard_numel);
+      const bool zero1 = s == ShardingStrategy::kShardOptimizer;
+      const int64_t want = 12 * shard_numel + 4 * (zero1 ? padded_numel : shard_numel);
+      EXPECT_EQ(device.stats().bytes_in_use, want);
+      const MemoryPlan plan = sharded->Plan();
+      EXPECT_EQ(plan.sharded_params, 4 * shard_numel);
+      EXPECT_EQ(plan.optimizer_state, 8 * shard_numel);
+      EXPECT_EQ(plan.sharded_grads, zero1 ? 0 : 4 * shard_numel);
+      EXPECT_EQ(plan.replicated_grads, zero1 ? 4 * padded_numel : 0);
+      EXPECT_EQ(plan.total() - plan.gathered_peak, want);
+      if (zero1) {
+        EXPECT_THAT(sharded->ToString(), HasSubstr("replicated grads"));
+      }
+      const TokenData data = TinyData();
+      for (int step = 0; step < 2; ++step) {
+        ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .rank = comm.rank(), .world_size = world,
+                                                    .batch_size = 2, .block_size = 8}, &device));
+        ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
+        ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
+        if (zero1) {
+          // Every rank holds the same whole gradient; the shard is its own slice of it.
+          for (ShardedUnit* u : sharded->units()) {
+            ZS_ASSIGN_OR_RETURN(Tensor copy, u->replicated_grad.Contiguous());
+            ZS_ASSIGN_OR_RETURN(Tensor c2, copy.Clone());
+            ZS_RETURN_IF_ERROR(comm.AllReduce(c2, ReduceOp::kMax));
+            ZS_ASSIGN_OR_RETURN(std::vector<float> mine, copy.ToVector<float>());
+            ZS_ASSIGN_OR_RETURN(std::vector<float> most, c2.ToVector<float>());
+            EXPECT_EQ(mine, most) << u->name;
+            ZS_ASSIGN_OR_RETURN(Tensor slice, u->replicated_grad.Narrow(0, u->flat.shard_offset(),
+                                                                        u->flat.shard_numel()));
+            EXPECT_TRUE(IsSameView(slice, u->grad_shard)) << u->name;
+          }
+        }
+        ZS_RETURN_IF_ERROR(opt.Step(1e-3));
+        ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+      }
+      EXPECT_EQ(device.stats().bytes_in_use, want);
+      if (comm.rank() == 0) {
+        std::printf("%s: %lld shard / %lld padded elements per rank, %lld bytes after a step\n",
+                    std::string(ShardingStrategyName(s)).c_str(), static_cast<long long>(shard_numel),
+                    static_cast<long long>(padded_numel), static_cast<long long>(want));
+        std::lock_guard<std::mutex> lock(mu);
+        after_step[s] = device.stats().bytes_in_use;
+      }
+      return absl::OkStatus();
+    }));
+  }
+  // The difference is (N-1)/N of a whole f32 gradient.
+  EXPECT_GT(after_step[ShardingStrategy::kShardOptimizer], after_step[ShardingStrategy::kShardGradOp]);
+}
+
+TEST(ShardedFeatures, KeepLowPrecisionGradsHalvesTheGradientBytes) {
+  // bf16 parameters and reduction. The gradient shards are f32 (4 bytes per
+  // shard element) or, with keep_low_precision_grads, bf16 (2 bytes); under
+  // SHARD_OPTIMIZER the whole replicated gradient likewise (4 or 2 bytes per
+  // padded element). Master weights and Adam moments stay f32 (12 bytes per
+  // shard element). Clipping sees the same norm within bf16 rounding.
+  const int world = 4;
+  std::mutex mu;
+  std::map<std::pair<ShardingStrategy, bool>, double> norms;
+  for (ShardingStrategy s : {ShardingStrategy::kFullShard, ShardingStrategy::kShardOptimizer}) {
+    for (bool keep_low : {false, true}) {
+      ExpectAllOk(RunRanks(world, [&](Communicator& comm) -> absl::Status {
+        nn::GptConfig c = TinyConfig();
+        c.n_layer = 4;
+        auto gpt = std::make_shared<nn::Gpt>(c);
+        CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
+        ShardingOptions o = BlockOptions(s);
+        o.init_seed = 5;
+        o.mixed_precision.param_dtype = DType::kBF16;
+        o.mixed_precision.reduce_dtype = DType::kBF16;
+        o.mixed_precision.keep_low_precision_grads = keep_low;
+        ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o, &device));
+        ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, {.lr = 1e-3}));
+        int64_t shard_numel = 0, padded_numel = 0;
+        for (ShardedUnit* u : sharded->units()) {
+          shard_numel += u->flat.shard_numel();
+          padded_numel += u->flat.padded_numel();
+          EXPECT_EQ(u->grad_shard.dtype(), keep_low ? DType::kBF16 : DType::kF32) << u->name;
+        }
+        const bool zero1 = s == ShardingStrategy::kShardOptimizer;
+        const int64_t grad_item = keep_low ? 2 : 4;
+        const int64_t grad_bytes = grad_item * (zero1 ? padded_numel : shard_numel);
+        const int64_t want = 12 * shard_numel + grad_bytes;
+        EXPECT_EQ(device.stats().bytes_in_use, want);
+        const MemoryPlan plan = sharded->Plan();
+        EXPECT_EQ(zero1 ? plan.replicated_grads : plan.sharded_grads, grad_bytes);
+        EXPECT_EQ(plan.total() - plan.gathered_peak, want);
+        const TokenData data = TinyData();
+        for (int step = 0; step < 2; ++step) {
+          ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .rank = comm.rank(), .world_size = world,
+                                                      .batch_size = 2, .block_size = 8}, &device));
+          ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
+          ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
+          ZS_ASSIGN_OR_RETURN(double norm, sharded->ClipGradNorm(0.5));
+          ZS_ASSIGN_OR_RETURN(double after, sharded->ClipGradNorm(1e9));  // measures only
+          EXPECT_NEAR(after, std::min(norm, 0.5), 0.01 * std::min(norm, 0.5));
+          if (step == 0 && comm.rank() == 0) {
+            std::lock_guard<std::mutex> lock(mu);
+            norms[{s, keep_low}] = norm;
+          }
+          ZS_RETURN_IF_ERROR(opt.Step(1e-3));
+          ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+        }
+        EXPECT_EQ(device.stats().bytes_in_use, want);
+        if (comm.rank() == 0) {
+          std::printf("%s keep_low_precision_grads %d: %lld shard / %lld padded elements, %lld bytes after a step\n",
+                      std::string(ShardingStrategyName(s)).c_str(), keep_low, static_cast<long long>(shard_numel),
+                      static_cast<long long>(padded_numel), static_cast<long long>(want));
+        }
+        return absl::OkStatus();
+      }));
+    }
+  }
+  for (ShardingStrategy s : {ShardingStrategy::kFullShard, ShardingStrategy::kShardOptimizer}) {
+    const double f32 = norms[{s, false}], low = norms[{s, true}];
+    EXPECT_GT(f32, 0.0);
+    EXPECT_NEAR(low, f32, 0.01 * f32) << ShardingStrategyName(s);
+  }
+}
+
 TEST(ShardedFeatures, PrintsUnitsAndErrors) {
   ExpectAllOk(RunRanks(2, [&](Communicator& comm) -> absl::Status {
     auto gpt = std::make_shared<nn::Gpt>(TinyConfig());

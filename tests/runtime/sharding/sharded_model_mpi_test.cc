@@ -36,6 +36,11 @@ TEST(ShardedModelMpi, ShardGradOpWithNoSyncAccumulationMatchesUnsharded) {
                 "SHARD_GRAD_OP no_sync over MPI");
 }
 
+TEST(ShardedModelMpi, ShardOptimizerWithShardedAccumulationMatchesUnsharded) {
+  RunAndCompare({.options = BlockOptions(ShardingStrategy::kShardOptimizer), .accum = 3},
+                "SHARD_OPTIMIZER sharded accumulation over MPI");
+}
+
 }  // namespace
 }  // namespace zeroshard::testing
 

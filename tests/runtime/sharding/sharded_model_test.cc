@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -50,6 +51,29 @@ TEST(ShardedModel, EveryStrategyAndWorldSizeMatchesUnsharded) {
       ExpectMatches(TrainSharded({.world = world, .options = BlockOptions(s)}, kSteps, kGlobalBatch), Reference(),
                     absl::StrCat(ShardingStrategyName(s), " world ", world));
     }
+  }
+}
+
+TEST(ShardedModel, ShardOptimizerMatchesUnshardedAtEveryWorldSizeAndAccumulationMode) {
+  // ZeRO-1 (Note [Replicated gradients]): gradients all-reduced and kept whole
+  // on every rank, optimizer state sharded; each step, each accumulation mode.
+  for (int world : {1, 2, 3, 4}) {
+    const int accum = world == 3 ? 2 : 3;  // micro-batches that divide the global batch of 12
+    for (int mode = 0; mode < 3; ++mode) {
+      const ShardedRun run{.world = world, .options = BlockOptions(ShardingStrategy::kShardOptimizer),
+                           .accum = mode == 0 ? 1 : accum, .no_sync = mode == 2};
+      ExpectMatches(TrainSharded(run, kSteps, kGlobalBatch), Reference(),
+                    absl::StrCat("SHARD_OPTIMIZER world ", world, mode == 0   ? ""
+                                                                  : mode == 1 ? " sharded accumulation"
+                                                                              : " no_sync"));
+    }
+  }
+  // With the gradients and optimizer on the host the whole reduced gradient is copied there.
+  ShardingOptions off = BlockOptions(ShardingStrategy::kShardOptimizer);
+  off.offload = {.params = true, .grads = true, .optimizer = true};
+  for (bool no_sync : {false, true}) {
+    ExpectMatches(TrainSharded({.world = 2, .options = off, .accum = 3, .no_sync = no_sync}, kSteps, kGlobalBatch),
+                  Reference(), absl::StrCat("SHARD_OPTIMIZER offloaded, no_sync ", no_sync));
   }
 }
 
@@ -133,6 +157,87 @@ TEST(ShardedModel, MixedPrecisionTracksFp32) {
     for (size_t i = 0; i < ref.losses.size(); ++i) {
       EXPECT_NEAR(got.losses[i], ref.losses[i], 0.02 * ref.losses[i]) << DTypeName(dtype) << " step " << i;
     }
+  }
+}
+
+TEST(ShardedModel, KeepLowPrecisionGradsTracksFp32) {
+  // bf16 gradient shards (accumulated in bf16 across micro-batches), read by
+  // AdamW widening to f32: the loss curve stays with the fp32 one and with the
+  // same run whose shards are upcast to f32.
+  const Result& ref = Reference();
+  for (ShardingStrategy s : {ShardingStrategy::kFullShard, ShardingStrategy::kShardOptimizer}) {
+    for (bool no_sync : {false, true}) {
+      ShardingOptions o = BlockOptions(s);
+      o.mixed_precision.param_dtype = DType::kBF16;
+      o.mixed_precision.reduce_dtype = DType::kBF16;
+      const Result upcast = TrainSharded({.world = 2, .options = o, .accum = 3, .no_sync = no_sync}, kSteps,
+                                         kGlobalBatch);
+      o.mixed_precision.keep_low_precision_grads = true;
+      const Result low = TrainSharded({.world = 2, .options = o, .accum = 3, .no_sync = no_sync}, kSteps,
+                                      kGlobalBatch);
+      ASSERT_EQ(low.losses.size(), ref.losses.size());
+      for (size_t i = 0; i < ref.losses.size(); ++i) {
+        const std::string what = absl::StrCat(ShardingStrategyName(s), " no_sync ", no_sync, " step ", i);
+        EXPECT_NEAR(low.losses[i], ref.losses[i], 0.02 * ref.losses[i]) << what;
+        EXPECT_NEAR(low.losses[i], upcast.losses[i], 2e-3 * upcast.losses[i]) << what;
+        std::printf("%s: loss %.7f, f32 shards %.7f, fp32 run %.7f\n", what.c_str(), low.losses[i],
+                    upcast.losses[i], ref.losses[i]);
+      }
+    }
+  }
+}
+
+TEST(ShardedModel, Bf16WithLayerNormInFp32) {
+  // fp32_module_types {"LayerNorm"} (--keep_layernorm_fp32): every LayerNorm
+  // is a unit of its own, gathered and reduced in f32, inside bf16 blocks.
+  ShardingOptions o = BlockOptions(ShardingStrategy::kFullShard);
+  o.mixed_precision.param_dtype = DType::kBF16;
+  o.mixed_precision.reduce_dtype = DType::kBF16;
+  o.mixed_precision.fp32_module_types = {"LayerNorm"};
+  std::vector<absl::Status> st = RunRanks(2, [&](Communicator& comm) -> absl::Status {
+    auto gpt = std::make_shared<nn::Gpt>(TinyConfig());
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o));
+    int layer_norms = 0;
+    for (ShardedUnit* u : sharded->units()) {
+      const bool ln = u->module->type_name() == "LayerNorm";
+      layer_norms += ln;
+      const DType want = ln ? DType::kF32 : DType::kBF16;
+      EXPECT_EQ(u->param_dtype, want) << u->name;
+      EXPECT_EQ(u->reduce_dtype, want) << u->name;
+      if (ln) {
+        EXPECT_EQ(u->flat.params().size(), 2u) << u->name;  // weight and bias, nothing else
+      }
+    }
+    EXPECT_EQ(layer_norms, 2 * TinyConfig().n_layer + 1);  // ln_1, ln_2 per block and ln_f
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : st) EXPECT_TRUE(s.ok()) << s;
+  // Tracks the fp32 loss; sharding over 2 and 3 ranks gives the single-rank
+  // run of the same options (16-bit rounding of different partial sums only).
+  const Result& ref = Reference();
+  const Result one = TrainSharded({.world = 1, .options = o}, kSteps, kGlobalBatch);
+  for (int world : {2, 3}) {
+    const Result got = TrainSharded({.world = world, .options = o}, kSteps, kGlobalBatch);
+    ASSERT_EQ(got.losses.size(), ref.losses.size());
+    for (size_t i = 0; i < ref.losses.size(); ++i) {
+      EXPECT_NEAR(got.losses[i], ref.losses[i], 0.02 * ref.losses[i]) << "world " << world << " step " << i;
+      EXPECT_NEAR(got.losses[i], one.losses[i], 5e-4 * one.losses[i]) << "world " << world << " step " << i;
+      std::printf("world %d step %zu: loss %.7f, world 1 %.7f, fp32 %.7f\n", world, i, got.losses[i], one.losses[i],
+                  ref.losses[i]);
+    }
+    // The gathered LayerNorm parameters are f32 values (bits below bf16's
+    // mantissa in use), the blocks' weights bf16 values.
+    auto has_f32_bits = [&](const std::string& name) {
+      for (float v : got.params.at(name)) {
+        uint32_t bits = 0;
+        std::memcpy(&bits, &v, 4);
+        if ((bits & 0xffffu) != 0) return true;
+      }
+      return false;
+    };
+    EXPECT_TRUE(has_f32_bits("transformer.ln_f.weight"));
+    EXPECT_TRUE(has_f32_bits("transformer.h.0.ln_1.bias"));
+    EXPECT_FALSE(has_f32_bits("transformer.h.0.attn.c_attn.weight"));
   }
 }
 
