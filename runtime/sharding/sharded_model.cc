@@ -607,6 +607,7 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
   }
   if (sync_gradients_ && !unit.frozen() && options_.ReplicatesGradients()) {
     // Note [Replicated gradients]: every rank gets the whole averaged gradient.
+    unit.reduce_scatter_numel += unit.full_grad.numel();
     ZS_ASSIGN_OR_RETURN(unit.reduce_work, shard_group_->AllReduceAsync(unit.full_grad, unit.full_grad, ReduceOp::kAvg,
                                                                        schedule_->Collective()));
     reduce_order_.push_back(&unit);

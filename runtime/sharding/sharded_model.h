@@ -183,7 +183,7 @@ struct ShardedUnit {
   bool inputs_untracked = false;  // a forward's inputs could not be watched: frozen bytes wait for the end
   bool recomputed = false;        // this backward re-ran the forward (activation checkpointing)
   int gathers = 0;                // all-gathers issued (for tests and traces)
-  int64_t reduce_scatter_numel = 0;  // elements this rank put into reduce-scatters (for tests)
+  int64_t reduce_scatter_numel = 0;  // flat-gradient elements this rank reduced (reduce-scatter; all-reduce under SHARD_OPTIMIZER); for tests
   // Trace timestamps (microseconds of the TraceRecorder).
   double forward_start_us = 0, backward_start_us = 0, gather_issue_us = 0, reduce_issue_us = 0;
 };

@@ -183,6 +183,7 @@ Result TrainReference(int steps) {
 struct CollectiveBytes {
   std::atomic<int64_t> all_gather{0};      // output bytes
   std::atomic<int64_t> reduce_scatter{0};  // input bytes (the flat gradient)
+  std::atomic<int64_t> gradient_all_reduce{0};  // input bytes of all-reduces of more than one element
 };
 
 // Counts the bytes of every collective, then runs it on `inner` (inline).
@@ -205,7 +206,13 @@ class CountingCommunicator final : public Communicator {
         bytes_->reduce_scatter += call.input.numel() * static_cast<int64_t>(DTypeSize(call.input.dtype()));
         s = inner_->ReduceScatter(call.input, call.output, call.desc.reduce_op);
         break;
-      case CollectiveOp::kAllReduce: s = inner_->AllReduce(call.input, call.output, call.desc.reduce_op); break;
+      case CollectiveOp::kAllReduce:
+        // Losses, norms and overflow flags are one element; gradients are more.
+        if (call.input.numel() > 1) {
+          bytes_->gradient_all_reduce += call.input.numel() * static_cast<int64_t>(DTypeSize(call.input.dtype()));
+        }
+        s = inner_->AllReduce(call.input, call.output, call.desc.reduce_op);
+        break;
       case CollectiveOp::kBroadcast: s = inner_->Broadcast(call.output, call.desc.root); break;
       case CollectiveOp::kBarrier: s = inner_->Barrier(); break;
       case CollectiveOp::kSplit: break;
@@ -236,7 +243,7 @@ struct LoraRun {
 struct Outcome {
   Result result;
   std::map<std::string, std::vector<float>> loaded;  // parameters right after the load
-  std::vector<int64_t> reduce_scatter_bytes, all_gather_bytes;  // per rank
+  std::vector<int64_t> reduce_scatter_bytes, all_gather_bytes, gradient_all_reduce_bytes;  // per rank
   std::map<std::string, std::vector<float>> frozen_masters;     // "<unit> rank <r>": f32 master shard
   // Frozen units or parts after l0 in the forward ("mid", "l1[frozen]") still
   // gathered when l0's backward starts, over every step and rank.
@@ -303,6 +310,7 @@ Outcome TrainLora(const LoraRun& run, int begin, int end) {
   std::mutex mu;  // guards out.frozen_masters
   out.reduce_scatter_bytes.assign(run.world, 0);
   out.all_gather_bytes.assign(run.world, 0);
+  out.gradient_all_reduce_bytes.assign(run.world, 0);
   std::vector<absl::Status> st = RunRanks(run.world, [&](Communicator& world) -> absl::Status {
     CollectiveBytes bytes;
     ZS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> copy, world.Split(0, world.rank()));
@@ -337,7 +345,7 @@ Outcome TrainLora(const LoraRun& run, int begin, int end) {
       EXPECT_EQ(r.state.step, begin);
       ZS_RETURN_IF_ERROR(GatherParams(*sharded, *net, comm, &out.loaded));
     }
-    const int64_t rs_before = bytes.reduce_scatter;
+    const int64_t rs_before = bytes.reduce_scatter, ar_before = bytes.gradient_all_reduce;
     const int rows = kGlobalBatch / comm.size();
     for (int step = begin; step < end; ++step) {
       ZS_ASSIGN_OR_RETURN(Variable loss, Loss(*net, step, comm.rank() * rows, rows));
@@ -350,6 +358,7 @@ Outcome TrainLora(const LoraRun& run, int begin, int end) {
     }
     out.reduce_scatter_bytes[comm.rank()] = bytes.reduce_scatter - rs_before;
     out.all_gather_bytes[comm.rank()] = bytes.all_gather;
+    out.gradient_all_reduce_bytes[comm.rank()] = bytes.gradient_all_reduce - ar_before;
     if (run.freeze) {
       ZS_RETURN_IF_ERROR(CheckUnits(*sharded, opt, end - begin, /*counted=*/run.load.empty()));
       // Sharded state: 16 bytes per trainable element (f32 master, gradient,
@@ -357,7 +366,7 @@ Outcome TrainLora(const LoraRun& run, int begin, int end) {
       const MemoryPlan plan = sharded->Plan();
       int64_t trainable = 0, frozen = 0;
       for (ShardedUnit* u : sharded->units()) (u->frozen() ? frozen : trainable) += u->flat.shard_numel();
-      if (!run.options.offload.any()) {
+      if (!run.options.offload.any() && !run.options.ReplicatesGradients()) {
         EXPECT_EQ(plan.sharded_params, 4 * (trainable + frozen));
         EXPECT_EQ(plan.sharded_grads, 4 * trainable);
         EXPECT_EQ(plan.optimizer_state, 8 * trainable);
@@ -444,7 +453,7 @@ TEST(FrozenParameters, LoraMatchesUnshardedWithTrainableOnlyGradientsAndState) {
   for (const Case& c : {Case{1, ShardingStrategy::kFullShard, 1}, Case{2, ShardingStrategy::kFullShard, 2},
                         Case{3, ShardingStrategy::kFullShard, 3}, Case{4, ShardingStrategy::kFullShard, 4},
                         Case{2, ShardingStrategy::kShardGradOp, 2}, Case{2, ShardingStrategy::kNoShard, 1},
-                        Case{4, ShardingStrategy::kHybridShard, 2}}) {
+                        Case{4, ShardingStrategy::kHybridShard, 2}, Case{3, ShardingStrategy::kShardOptimizer, 3}}) {
     const std::string what = absl::StrCat(ShardingStrategyName(c.strategy), " world ", c.world);
     LoraRun run;
     run.world = c.world;
@@ -454,7 +463,13 @@ TEST(FrozenParameters, LoraMatchesUnshardedWithTrainableOnlyGradientsAndState) {
     ASSERT_TRUE(got.status.ok()) << what << ": " << got.status;
     ExpectMatchesReference(got.result, want, what);
     for (int r = 0; r < c.world; ++r) {
-      EXPECT_EQ(got.reduce_scatter_bytes[r], kSteps * ReduceScatterBytesPerStep(c.s)) << what << " rank " << r;
+      if (c.strategy == ShardingStrategy::kShardOptimizer) {
+        // ZeRO-1 all-reduces the same trainable-only flat gradient instead.
+        EXPECT_EQ(got.reduce_scatter_bytes[r], 0) << what << " rank " << r;
+        EXPECT_EQ(got.gradient_all_reduce_bytes[r], kSteps * ReduceScatterBytesPerStep(c.s)) << what << " rank " << r;
+      } else {
+        EXPECT_EQ(got.reduce_scatter_bytes[r], kSteps * ReduceScatterBytesPerStep(c.s)) << what << " rank " << r;
+      }
     }
     // Frozen bytes go once their unit's backward is over, not at the end of
     // backward (at S = 1 the gathered buffer is the shard itself).
