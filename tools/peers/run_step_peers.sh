@@ -98,7 +98,7 @@ best() {
   done
 }
 
-# zeroshard's single-rank step for the same configuration (OURS_BIN, default the
+# zeroshard's single-rank step for the same configuration (median of 3 interleaved runs; OURS_BIN, default the
 # -c opt build of //bench:step_bench), and ours / the peer's best as a speedup.
 ours() {
   local vocab=$1 peer_best=$2 bin=${OURS_BIN:-bazel-bin/bench/step_bench} out ms fs
@@ -107,7 +107,7 @@ ours() {
     return
   fi
   out=$("$bin" --world_sizes=1 --strategies=FULL_SHARD --vocab_size="$vocab" --steps="$STEPS" \
-        --warmup="$WARMUP") || { echo "# ours: step_bench failed"; echo "$out"; return 1; }
+        --warmup="$WARMUP" --repeats=3) || { echo "# ours: step_bench failed"; echo "$out"; return 1; }
   ms=$(awk '$1 == "unsharded" {print $3}' <<<"$out")
   fs=$(awk '$1 == "FULL_SHARD" {print $3}' <<<"$out")
   echo "ours=zeroshard ms_per_step=$ms tokens_per_s=$(awk -v m="$ms" 'BEGIN{printf "%.0f", 1024000/m}')" \
