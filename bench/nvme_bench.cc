@@ -392,7 +392,7 @@ int StepPart(const std::string& dir) {
   }
   // cpu+wait: the step as an undisturbed machine would run it (the rank's
   // CPU time plus the time it waited for I/O), robust to other load.
-  std::printf("%-28s %9s %9s %9s %9s %10s %9s %12s %9s   (of %d runs)\n", "offload", "best ms", "vs host",
+  std::printf("%-28s %9s %9s %9s %9s %10s %9s %12s %11s %7s   (of %d runs)\n", "offload", "best ms", "vs host",
               "median", "CPU ms", "cpu+wait", "vs host", "MiB/step", "I/O wait ms", "hidden", repeats);
   for (size_t i = 0; i < rows.size(); ++i) {
     std::string hidden = "-";
