@@ -391,6 +391,7 @@ void ReadTrain(Section s, TrainOptions* o) {
   s.Int("eval_every", &o->eval_every, 0);
   s.Int("eval_iters", &o->eval_iters, 1);
   s.Int("device_memory_limit", &o->device_memory_limit, 0);
+  s.Bool("tensorboard", &o->tensorboard);
   s.Finish();
 }
 
@@ -1286,7 +1287,8 @@ OrderedJson ToJson(const RunConfig& c) {
                 {"log_every", o.log_every},
                 {"eval_every", o.eval_every},
                 {"eval_iters", o.eval_iters},
-                {"device_memory_limit", o.device_memory_limit}};
+                {"device_memory_limit", o.device_memory_limit},
+                {"tensorboard", o.tensorboard}};
   j["optimizer"] = {{"type", std::string(optim::OptimizerKindName(o.optimizer.kind))},
                     {"lr", o.optimizer.lr},
                     {"weight_decay", o.optimizer.weight_decay},
@@ -1485,6 +1487,7 @@ absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
       {"eval_every", "train.eval_every"},
       {"eval_iters", "train.eval_iters"},
       {"device_memory_limit", "train.device_memory_limit"},
+      {"tensorboard", "train.tensorboard"},
       {"optimizer", "optimizer.type"},
       {"lr", "optimizer.lr"},
       {"weight_decay", "optimizer.weight_decay"},

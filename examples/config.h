@@ -23,7 +23,8 @@
 //   data {path "data/tinyshakespeare.txt", val_fraction 0.1}
 //   train {steps 200, batch_size 8 (rows per rank per micro-step), grad_accum_steps 1,
 //          accumulate "sharded"|"no_sync", grad_clip 1.0 (0: off), seed 1337, log_every 10,
-//          eval_every 100 (0: only at the end), eval_iters 10, device_memory_limit 0 (bytes, 0: none)}
+//          eval_every 100 (0: only at the end), eval_iters 10, device_memory_limit 0 (bytes, 0: none),
+//          tensorboard true (the run folder's tensorboard/ event file beside metrics.csv)}
 //   optimizer {type "adamw"|"adam"|"sgd", lr 1e-3, weight_decay 0.1, betas [0.9, 0.95], eps 1e-8,
 //              momentum 0.9, dampening 0.0, nesterov false}          (momentum..nesterov: sgd)
 //   lr_schedule {type "cosine"|"linear"|"constant", min_lr 1e-4, warmup_steps 20,

@@ -59,6 +59,7 @@ absl::StatusOr<RunDir> StartRun(RunConfig* config, const std::string& log_header
   if (absl::Status s = dir->WriteFile(dir->log_path(), log_header); !s.ok()) return s;
   config->train.log_file = dir->log_path();
   config->train.metrics_csv = dir->metrics_path();
+  config->train.tensorboard_dir = config->train.tensorboard ? dir->tensorboard_dir() : "";
   return dir;
 }
 

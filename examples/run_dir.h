@@ -4,10 +4,12 @@
 //     config.json          the resolved config (every default filled in)
 //     <YYYYmmdd_HHMMSS>.log what rank 0 printed
 //     metrics.csv          one row per step (examples/metrics.h)
+//     tensorboard/         the same as TensorBoard scalars, events.out.tfevents.* (examples/tensorboard.h;
+//                          train.tensorboard false: none)
 //     checkpoints/         for the checkpointing code (created by it)
 //
 //   ZS_ASSIGN_OR_RETURN(RunDir dir, StartRun(&config, "config: my.json\n"));
-//   // config.train.log_file and metrics_csv now point into dir; RunTraining fills them.
+//   // config.train.log_file, metrics_csv and tensorboard_dir now point into dir; RunTraining fills them.
 //
 // Two runs started within the same second get <timestamp> and <timestamp>_1.
 #ifndef ZEROSHARD_EXAMPLES_RUN_DIR_H_
@@ -33,6 +35,7 @@ class RunDir {
   std::string config_path() const { return path_ + "/config.json"; }
   std::string log_path() const { return path_ + "/" + timestamp_ + ".log"; }
   std::string metrics_path() const { return path_ + "/metrics.csv"; }
+  std::string tensorboard_dir() const { return path_ + "/tensorboard"; }
   std::string checkpoint_dir() const { return path_ + "/checkpoints"; }
 
   // Writes `text` to a file of the folder (e.g. the resolved config).
@@ -46,7 +49,8 @@ class RunDir {
 
 // Creates the run folder of `config` (work_dir/experiment_name/<now>/), writes
 // config.json (ResolvedConfigJson) and the log's first lines (`log_header`),
-// and points config->train.log_file and metrics_csv into it.
+// and points config->train.log_file, metrics_csv and (train.tensorboard)
+// tensorboard_dir into it.
 absl::StatusOr<RunDir> StartRun(RunConfig* config, const std::string& log_header,
                                 std::time_t now = std::time(nullptr));
 

@@ -13,7 +13,8 @@
 // (each is a shorthand for a config key), then every --set key.path=value in
 // order. The whole config is checked before anything starts (--print_config
 // prints the resolved config and exits). With a work_dir the run writes
-// work_dir/experiment_name/<timestamp>/ {config.json, <timestamp>.log, metrics.csv}.
+// work_dir/experiment_name/<timestamp>/ {config.json, <timestamp>.log, metrics.csv,
+// tensorboard/events.out.tfevents.*}.
 //
 // Prints one line per logged step: "step <n> loss <loss> lr <lr> <ms> ms/step
 // <n> tokens/s", validation losses beside the corpus's unigram entropy, a
@@ -28,7 +29,7 @@
 // --keep_layernorm_fp32 --keep_low_precision_grads; fp16
 // --loss_scale --initial_scale_power --loss_scale_window --hysteresis
 // --min_loss_scale; I/O --init_from --save --log_every --eval_every
-// --eval_iters --sample_tokens --temperature --top_k --trace --trace_from
+// --eval_iters --tensorboard --sample_tokens --temperature --top_k --trace --trace_from
 // --trace_steps; checkpoints --work_dir --save_every --state_dict_type
 // --async_save --keep_last --resume (into work_dir/experiment_name/step-<n>).
 #include <mpi.h>
@@ -95,6 +96,7 @@ ABSL_FLAG(std::string, save, "", "write the trained weights (.safetensors, nanoG
 ABSL_FLAG(int64_t, log_every, 10, "print every n steps");
 ABSL_FLAG(int64_t, eval_every, 100, "validation loss every n steps (0: only at the end)");
 ABSL_FLAG(int64_t, eval_iters, 10, "validation batches per evaluation");
+ABSL_FLAG(bool, tensorboard, true, "TensorBoard event file in the run folder's tensorboard/ (--notensorboard: none)");
 ABSL_FLAG(int64_t, sample_tokens, 200, "tokens to generate at the end");
 ABSL_FLAG(double, temperature, 0.8, "sampling temperature");
 ABSL_FLAG(int64_t, top_k, 40, "sample among the k most likely tokens");
@@ -235,7 +237,9 @@ int main(int argc, char** argv) {
         MPI_Bcast(log_file.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
         if (!log_file.empty()) {
           options.log_file = log_file;
-          options.metrics_csv = log_file.substr(0, log_file.find_last_of('/')) + "/metrics.csv";
+          const std::string run = log_file.substr(0, log_file.find_last_of('/'));
+          options.metrics_csv = run + "/metrics.csv";
+          if (options.tensorboard) options.tensorboard_dir = run + "/tensorboard";
         }
         status = RunTraining(options, **comm);
       }

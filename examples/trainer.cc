@@ -18,6 +18,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "examples/metrics.h"
+#include "examples/tensorboard.h"
 #include "examples/progress.h"
 #include "examples/token_data.h"
 #include "optim/optim_wrapper.h"
@@ -267,6 +268,28 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   if (lead && !o.metrics_csv.empty()) {
     ZS_ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(o.metrics_csv, comm.size()));
   }
+  // TensorBoard: a step's row as scalars (train/*, val/loss when evaluated,
+  // memory/peak_bytes_rank<r>), flushed at once.
+  std::optional<TensorBoardWriter> tensorboard;
+  if (lead && !o.tensorboard_dir.empty()) {
+    ZS_ASSIGN_OR_RETURN(tensorboard, TensorBoardWriter::Open(o.tensorboard_dir));
+  }
+  auto write_row = [&](const StepMetrics& r) -> absl::Status {
+    if (metrics) ZS_RETURN_IF_ERROR(metrics->Write(r));
+    if (!tensorboard) return absl::OkStatus();
+    const double t = WallTimeNow();
+    const auto add = [&](const std::string& tag, double v) { return tensorboard->AddScalar(tag, r.step, v, t); };
+    ZS_RETURN_IF_ERROR(add("train/loss", r.loss));
+    ZS_RETURN_IF_ERROR(add("train/lr", r.lr));
+    ZS_RETURN_IF_ERROR(add("train/tokens_per_s", r.tokens_per_s));
+    ZS_RETURN_IF_ERROR(add("train/ms_per_step", r.ms_per_step));
+    if (r.val_loss) ZS_RETURN_IF_ERROR(add("val/loss", *r.val_loss));
+    for (size_t i = 0; i < r.peak_bytes.size(); ++i) {
+      ZS_RETURN_IF_ERROR(add(absl::StrCat("memory/peak_bytes_rank", i), static_cast<double>(r.peak_bytes[i])));
+    }
+    return tensorboard->Flush();
+  };
+  const bool writes_rows = metrics.has_value() || tensorboard.has_value();
   int64_t run_peak = 0;
   StepMetrics row;
   for (int64_t step = start_step; step < o.steps; ++step) {
@@ -292,7 +315,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     }
     ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(comm, loss_sum / o.grad_accum_steps));
     s.losses.push_back(loss);
-    if (!o.metrics_csv.empty() || o.progress_bar) {
+    if (!o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar) {
       const double ms = (Now() - step_start) * 1000.0;
       const int64_t step_peak = device.stats().peak_bytes_in_use;
       run_peak = std::max(run_peak, step_peak);
@@ -327,8 +350,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                  stdout);
       std::fflush(stdout);
     }
-    if (metrics && step + 1 < o.steps) {  // the last row waits for the final validation loss
-      ZS_RETURN_IF_ERROR(metrics->Write(row));
+    if (writes_rows && step + 1 < o.steps) {  // the last row waits for the final validation loss
+      ZS_RETURN_IF_ERROR(write_row(row));
     }
   }
   sharded->set_trace(nullptr);
@@ -356,9 +379,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   s.tokens = tokens_per_step * (o.steps - start_step);
   ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm));
   s.peak_bytes = std::max(run_peak, device.stats().peak_bytes_in_use);
-  if (metrics && o.steps > start_step) {
+  if (writes_rows && o.steps > start_step) {
     row.val_loss = s.final_val_loss;
-    ZS_RETURN_IF_ERROR(metrics->Write(row));
+    ZS_RETURN_IF_ERROR(write_row(row));
   }
   say(absl::StrFormat("final val loss %.6f vs unigram entropy %.4f nats\n", s.final_val_loss, unigram));
   if (o.sample_tokens > 0 && all.vocab_size() <= 256) {

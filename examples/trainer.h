@@ -67,10 +67,13 @@ struct TrainOptions {
   TraceRecorder* shared_trace = nullptr;  // in-process ranks share one recorder (set by the caller)
   // Run folder outputs (examples/run_dir.h), written by rank 0: every printed
   // line is appended to log_file, one row per step to metrics_csv
-  // (examples/metrics.h). Give every rank the same values: the per-rank peak
-  // memory of the metrics is gathered from all of them.
+  // (examples/metrics.h), the same figures as TensorBoard scalars to an event
+  // file in tensorboard_dir (examples/tensorboard.h). Give every rank the same
+  // values: the per-rank peak memory of the metrics is gathered from all of them.
   std::string log_file;
   std::string metrics_csv;
+  std::string tensorboard_dir;
+  bool tensorboard = true;  // train.tensorboard: whether the run folder gets tensorboard_dir
   // Rank 0 redraws a one-line progress bar every step (examples/progress.h);
   // for terminals, and the same on every rank (it gathers per-rank memory).
   bool progress_bar = false;

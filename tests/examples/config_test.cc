@@ -2,13 +2,15 @@
 // block) and every flag lands in the right TrainOptions field; every kind of
 // problem is reported with its path, all at once; --set overrides convert by
 // the schema's types; each ready config in examples/configs/ is valid and
-// trains; a run folder holds the resolved config, the log and metrics.csv.
+// trains; a run folder holds the resolved config, the log, metrics.csv and a
+// TensorBoard event file.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +23,7 @@
 #include "examples/metrics.h"
 #include "examples/run_dir.h"
 #include "examples/trainer.h"
+#include "tests/examples/tfevents_reader.h"
 #include "tests/testing.h"
 
 namespace zeroshard {
@@ -91,6 +94,7 @@ TEST(Config, DefaultsAreTheFlagDefaults) {
   EXPECT_FALSE(o.loss_scaling);
   EXPECT_EQ(o.state_dict_type, "sharded");
   EXPECT_EQ(o.work_dir, "work_dirs/test");  // checkpoints: work_dir/experiment_name
+  EXPECT_TRUE(o.tensorboard);                // the run folder's tensorboard/ event file
   EXPECT_EQ(MustParse("", {"train.steps=50"}).train.lr.decay_steps, 50);
   EXPECT_EQ(MustParse("", {"work_dir="}).train.work_dir, "");
 }
@@ -103,7 +107,8 @@ TEST(Config, EveryFsdpStyleKeyMapsToItsField) {
     "model": {"vocab_size": 300, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 64, "dropout": 0.1, "bias": false},
     "data": {"path": "x.bin", "val_fraction": 0.2},
     "train": {"steps": 50, "batch_size": 3, "grad_accum_steps": 4, "accumulate": "no_sync", "grad_clip": 0.5,
-              "seed": 7, "log_every": 5, "eval_every": 25, "eval_iters": 3, "device_memory_limit": 1000000},
+              "seed": 7, "log_every": 5, "eval_every": 25, "eval_iters": 3, "device_memory_limit": 1000000,
+              "tensorboard": false},
     "optimizer": {"type": "sgd", "lr": 0.1, "weight_decay": 0.01, "betas": [0.8, 0.9], "eps": 1e-6,
                   "momentum": 0.5, "dampening": 0.0, "nesterov": true},
     "lr_schedule": {"type": "linear", "min_lr": 0.01, "warmup_steps": 5, "decay_steps": 40},
@@ -146,6 +151,7 @@ TEST(Config, EveryFsdpStyleKeyMapsToItsField) {
   EXPECT_EQ(o.eval_every, 25);
   EXPECT_EQ(o.eval_iters, 3);
   EXPECT_EQ(o.device_memory_limit, 1000000);
+  EXPECT_FALSE(o.tensorboard);
   EXPECT_EQ(o.optimizer.kind, optim::OptimizerKind::kSgd);
   EXPECT_EQ(o.optimizer.lr, 0.1);
   EXPECT_EQ(o.lr.lr, 0.1);  // the schedule's peak is the optimizer's lr
@@ -419,7 +425,7 @@ TEST(Config, EveryFlagMapsToTheSameFieldAsBefore) {
       {"forward_prefetch", "true"}, {"backward_prefetch", "none"}, {"limit_all_gathers", "0"},
       {"activation_checkpointing", "true"}, {"init_from", "i.safetensors"}, {"save", "s.safetensors"},
       {"log_every", "0"}, {"eval_every", "0"}, {"eval_iters", "2"}, {"sample_tokens", "0"},
-      {"temperature", "1"}, {"top_k", "5"}, {"device_memory_limit", "123"}, {"offload", "optimizer"},
+      {"temperature", "1"}, {"top_k", "5"}, {"device_memory_limit", "123"}, {"tensorboard", "false"}, {"offload", "optimizer"},
       {"param_dtype", "f16"}, {"reduce_dtype", "bf16"}, {"loss_scale", "dynamic"},
       {"initial_scale_power", "8"}, {"loss_scale_window", "20"}, {"hysteresis", "1"},
       {"min_loss_scale", "2"}, {"trace", "t.json"}, {"trace_from", "1"}, {"trace_steps", "1"},
@@ -470,6 +476,7 @@ TEST(Config, EveryFlagMapsToTheSameFieldAsBefore) {
   EXPECT_EQ(o.temperature, 1.0);
   EXPECT_EQ(o.top_k, 5);
   EXPECT_EQ(o.device_memory_limit, 123);
+  EXPECT_FALSE(o.tensorboard);
   EXPECT_FALSE(o.sharding.offload.params);
   EXPECT_TRUE(o.sharding.offload.grads && o.sharding.offload.optimizer);
   EXPECT_EQ(o.sharding.mixed_precision.param_dtype, DType::kF16);
@@ -952,7 +959,7 @@ TEST(ReadyConfigs, EveryOneTrains) {
 
 // ============================================================ the run folder
 
-TEST(RunFolder, HoldsTheResolvedConfigTheLogAndMetrics) {
+TEST(RunFolder, HoldsTheResolvedConfigTheLogMetricsAndTensorBoardEvents) {
   const std::string work = TempDir() + "/runs";
   absl::StatusOr<RunConfig> c = LoadConfig("examples/configs/default.json", kTiny);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -961,7 +968,9 @@ TEST(RunFolder, HoldsTheResolvedConfigTheLogAndMetrics) {
   absl::StatusOr<RunDir> dir = StartRun(&*c, "config: examples/configs/default.json\n", 1700000000);
   ASSERT_TRUE(dir.ok()) << dir.status();
   EXPECT_EQ(dir->path(), work + "/default/" + RunTimestamp(1700000000));
-  std::vector<absl::Status> st = RunRanks(c->world_size, [&](Communicator& comm) { return RunTraining(c->train, comm); });
+  TrainSummary summary;
+  std::vector<absl::Status> st =
+      RunRanks(c->world_size, [&](Communicator& comm) { return RunTraining(c->train, comm, &summary); });
   for (const absl::Status& x : st) ASSERT_TRUE(x.ok()) << x;
 
   // config.json: the resolved config, which reads back to this run.
@@ -994,6 +1003,43 @@ TEST(RunFolder, HoldsTheResolvedConfigTheLogAndMetrics) {
     EXPECT_EQ(f[5].empty(), i != 2 && i != 4) << rows[i];  // evaluated after step 1 and at the end
     for (int r = 6; r < 10; ++r) EXPECT_GT(std::stoll(f[r]), 0);
   }
+  // tensorboard/: one event file, the file version first, then each step's
+  // scalars with the same values as metrics.csv (as floats).
+  EXPECT_EQ(c->train.tensorboard_dir, dir->tensorboard_dir());
+  std::vector<std::string> event_files;
+  for (const auto& e : std::filesystem::directory_iterator(dir->tensorboard_dir())) {
+    event_files.push_back(e.path().string());
+  }
+  ASSERT_EQ(event_files.size(), 1u);
+  EXPECT_THAT(event_files[0], HasSubstr("/tensorboard/events.out.tfevents."));
+  absl::StatusOr<std::vector<testing::TestEvent>> events = testing::ReadEventFile(event_files[0]);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_FALSE(events->empty());
+  EXPECT_EQ((*events)[0].file_version, "brain.Event:2");
+  std::map<std::string, std::vector<std::pair<int64_t, float>>> scalars;  // tag -> (step, value)
+  for (size_t i = 1; i < events->size(); ++i) {
+    const testing::TestEvent& e = (*events)[i];
+    ASSERT_EQ(e.values.size(), 1u);
+    EXPECT_GE(e.wall_time, (*events)[0].wall_time);
+    scalars[e.values[0].first].emplace_back(e.step, e.values[0].second);
+  }
+  std::vector<std::string> tags;
+  for (const auto& [tag, v] : scalars) tags.push_back(tag);
+  EXPECT_THAT(tags, ElementsAre("memory/peak_bytes_rank0", "memory/peak_bytes_rank1", "memory/peak_bytes_rank2",
+                                "memory/peak_bytes_rank3", "train/loss", "train/lr", "train/ms_per_step",
+                                "train/tokens_per_s", "val/loss"));
+  ASSERT_EQ(scalars["train/loss"].size(), 4u);
+  for (int i = 1; i <= 4; ++i) {
+    const std::vector<std::string> f = absl::StrSplit(rows[i], ',');
+    EXPECT_EQ(scalars["train/loss"][i - 1].first, i - 1);
+    EXPECT_EQ(scalars["train/loss"][i - 1].second, static_cast<float>(summary.losses[i - 1]));
+    EXPECT_NEAR(scalars["train/lr"][i - 1].second, std::stod(f[2]), 1e-5 * std::stod(f[2]));  // csv: 6 digits
+    EXPECT_EQ(scalars["memory/peak_bytes_rank0"][i - 1].second, static_cast<float>(std::stoll(f[6])));
+  }
+  ASSERT_EQ(scalars["val/loss"].size(), 2u);  // after step 1 and at the end
+  EXPECT_EQ(scalars["val/loss"][0].first, 1);
+  EXPECT_EQ(scalars["val/loss"][1].first, 3);
+  EXPECT_EQ(scalars["val/loss"][1].second, static_cast<float>(summary.final_val_loss));
   // A second run in the same second gets its own folder.
   absl::StatusOr<RunDir> second = RunDir::Create(work, "default", 1700000000);
   ASSERT_TRUE(second.ok());
@@ -1030,6 +1076,23 @@ TEST(RunFolder, ResumeAutoFindsTheLastRunsCheckpointBesideTheRunFolders) {
   std::vector<std::string> rows = absl::StrSplit(ReadFile(dir->metrics_path()), '\n', absl::SkipEmpty());
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_TRUE(absl::StartsWith(rows[1], "6,")) << rows[1];
+}
+
+TEST(RunFolder, TensorboardFalseWritesNoEventFile) {
+  const std::string work = TempDir() + "/runs_no_tb";
+  std::filesystem::remove_all(work);
+  std::vector<std::string> keys = kTiny;
+  keys.insert(keys.end(), {"train.tensorboard=false", "train.steps=2", "distributed.world_size=2", "work_dir=" + work});
+  absl::StatusOr<RunConfig> c = LoadConfig("examples/configs/default.json", keys);
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<RunDir> dir = StartRun(&*c, "", 1700000000);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_EQ(c->train.tensorboard_dir, "");
+  for (const absl::Status& x : RunRanks(2, [&](Communicator& comm) { return RunTraining(c->train, comm); })) {
+    ASSERT_TRUE(x.ok()) << x;
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir->metrics_path()));
+  EXPECT_FALSE(std::filesystem::exists(dir->tensorboard_dir()));
 }
 
 TEST(RunFolder, MetricsWriterChecksItsRows) {
