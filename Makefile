@@ -107,7 +107,7 @@ else
 	@WITH_PEERS=1 ./tools/install_deps.sh
 	@$(MAKE) --no-print-directory build/peers/torch_gpt_step
 	./build/peers/torch_gpt_step --check_golden=tests/testdata/gpt_golden.safetensors --threads=1
-	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:step_bench
+	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:step_bench //bench:optim_bench
 	./tools/peers/run_step_peers.sh
 	@if [ -f tools/peers/torch_adamw_bench.py ]; then \
 	  echo "OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 tools/peers/torch_adamw_bench.py"; \
