@@ -88,4 +88,16 @@ void SetCudnnConvPath(CudnnConvPath path) {
   PathSlot().store(static_cast<int>(path), std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<int64_t> graph_passes(0), legacy_passes(0);
+}  // namespace
+
+CudnnConvPathCounts GetCudnnConvPathCounts() {
+  return {graph_passes.load(std::memory_order_relaxed), legacy_passes.load(std::memory_order_relaxed)};
+}
+
+void CountCudnnConvPass(bool graph) {
+  (graph ? graph_passes : legacy_passes).fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace zeroshard::cuda

@@ -65,6 +65,15 @@ std::optional<CudnnConvPath> ParseCudnnConvPath(absl::string_view s);
 CudnnConvPath GetCudnnConvPath();
 void SetCudnnConvPath(CudnnConvPath path);
 
+// How many convolution passes (forward, backward-data, backward-filter each
+// count one) ran through each API in this process: tests check the forced
+// path is the one that ran, and report what kAuto chose.
+struct CudnnConvPathCounts {
+  int64_t graph = 0, legacy = 0;
+};
+CudnnConvPathCounts GetCudnnConvPathCounts();
+void CountCudnnConvPass(bool graph);
+
 }  // namespace zeroshard::cuda
 
 #endif  // ZEROSHARD_KERNELS_CUDA_CONV_GRAPH_DESC_H_

@@ -2,8 +2,9 @@
 // kernels/cuda/cudnn_ops.h. Convolutions: the graph (backend) API first, one
 // CudnnGraph per (pass, device, geometry, dtype) built once and cached (a
 // refusal is cached too), its workspace a scratch tensor from the operands'
-// allocator; f32 graphs pass over engines with the TENSOR_CORE note (TF32) and
-// all over those with REDUCED_PRECISION_REDUCTION, so the compute stays fp32.
+// allocator; f32 graphs pass over engines noted TENSOR_CORE (TF32) or
+// DOWN_CONVERT_INPUTS, and graphs of every dtype over those noted
+// REDUCED_PRECISION_REDUCTION, so the compute stays fp32.
 // When no engine takes the graph (or a pointer is not 16-byte aligned) the
 // legacy descriptor API runs instead: the first algorithm of cuDNN's heuristic
 // ranking (cudnnGet*Algorithm_v7) whose workspace fits kMaxWorkspaceBytes.
@@ -260,7 +261,9 @@ absl::StatusOr<CudnnGraph*> ChooseGraph(ConvGraphPass pass, const Conv2dGeometry
 absl::Status RunConvGraph(const CudnnGraph& graph, cudnnHandle_t handle, const Tensor& like, void* x,
                           void* w, void* y) {
   ZS_ASSIGN_OR_RETURN(Tensor ws, Workspace(like, static_cast<size_t>(graph.workspace_bytes())));
-  return graph.Execute(handle, {kConvX, kConvW, kConvY}, {x, w, y}, Ptr(ws));
+  ZS_RETURN_IF_ERROR(graph.Execute(handle, {kConvX, kConvW, kConvY}, {x, w, y}, Ptr(ws)));
+  CountCudnnConvPass(/*graph=*/true);
+  return absl::OkStatus();
 }
 
 // Whether an output must be staged for the graph path (its pointer misaligned).
@@ -295,6 +298,7 @@ absl::Status CudnnConv2dForward(const Conv2dGeometry& g, const Tensor& x, const 
     ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(h, &one, s.x.d, xc.raw_data(), s.w.d, wc.raw_data(), s.conv.d,
                                                      algo.algo, Ptr(ws), algo.memory, &zero, s.y.d,
                                                      yo.work.raw_data()));
+    CountCudnnConvPass(/*graph=*/false);
   }
   if (bias.defined()) {
     ZS_ASSIGN_OR_RETURN(Tensor bc, ContiguousOnDevice(op, bias, dtype));
@@ -338,6 +342,7 @@ absl::Status CudnnConv2dBackward(const Conv2dGeometry& g, const Tensor& dy, cons
       ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(h, &one, s.w.d, wc.raw_data(), s.y.d, dyc.raw_data(),
                                                             s.conv.d, algo.algo, Ptr(ws), algo.memory, &zero, s.x.d,
                                                             o.work.raw_data()));
+      CountCudnnConvPass(/*graph=*/false);
     }
     ZS_RETURN_IF_ERROR(o.Finish(op, false));
   }
@@ -364,6 +369,7 @@ absl::Status CudnnConv2dBackward(const Conv2dGeometry& g, const Tensor& dy, cons
       ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(h, &one, s.x.d, xc.raw_data(), s.y.d, dyc.raw_data(),
                                                               s.conv.d, algo.algo, Ptr(ws), algo.memory, &beta, s.w.d,
                                                               o.work.raw_data()));
+      CountCudnnConvPass(/*graph=*/false);
     }
     ZS_RETURN_IF_ERROR(o.Finish(op, accumulate));
   }

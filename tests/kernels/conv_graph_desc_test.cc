@@ -107,5 +107,15 @@ TEST(ConvGraphDesc, PathNamesAndSwitch) {
   SetCudnnConvPath(before);
 }
 
+TEST(ConvGraphDesc, PassCounts) {
+  const CudnnConvPathCounts before = GetCudnnConvPathCounts();
+  CountCudnnConvPass(true);
+  CountCudnnConvPass(false);
+  CountCudnnConvPass(false);
+  const CudnnConvPathCounts after = GetCudnnConvPathCounts();
+  EXPECT_EQ(after.graph - before.graph, 1);
+  EXPECT_EQ(after.legacy - before.legacy, 2);
+}
+
 }  // namespace
 }  // namespace zeroshard::cuda

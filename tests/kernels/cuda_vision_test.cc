@@ -5,6 +5,7 @@
 // every pooling kind forward and backward. Skips without a device.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -88,25 +89,41 @@ class ScopedConvPath {
 
 TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
   ZS_SKIP_WITHOUT_CUDA();
+  ScopedConvPath path(cuda::CudnnConvPath::kAuto);
+  const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
   ExpectConvMatchesCpu(ConvCases(), {DType::kF32, DType::kBF16}, GradMode::kAccumulate, "auto");
+  const cuda::CudnnConvPathCounts after = cuda::GetCudnnConvPathCounts();
+  std::printf("cuDNN convolution passes (auto): %lld through the graph API, %lld through the legacy API\n",
+              static_cast<long long>(after.graph - before.graph),
+              static_cast<long long>(after.legacy - before.legacy));
 }
 
-// The graph (backend) API forced: an engine must take every case.
+// The graph (backend) API forced: an engine must take every case, and no
+// pass may reach the legacy calls.
 TEST(CudaConv2d, GraphPathMatchesCpu) {
   ZS_SKIP_WITHOUT_CUDA();
   ScopedConvPath path(cuda::CudnnConvPath::kGraph);
+  const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
   for (GradMode mode : {GradMode::kAccumulate, GradMode::kOverwrite}) {
     ExpectConvMatchesCpu(ConvCases(), {DType::kF32, DType::kBF16, DType::kF16}, mode, "graph");
   }
+  const cuda::CudnnConvPathCounts after = cuda::GetCudnnConvPathCounts();
+  // 2 modes x 3 dtypes x the cases x (forward, backward-data, backward-filter).
+  EXPECT_EQ(after.graph - before.graph, static_cast<int64_t>(2 * 3 * ConvCases().size() * 3));
+  EXPECT_EQ(after.legacy, before.legacy);
 }
 
 // The legacy descriptor API forced (the fallback).
 TEST(CudaConv2d, LegacyPathMatchesCpu) {
   ZS_SKIP_WITHOUT_CUDA();
   ScopedConvPath path(cuda::CudnnConvPath::kLegacy);
+  const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
   for (GradMode mode : {GradMode::kAccumulate, GradMode::kOverwrite}) {
     ExpectConvMatchesCpu(ConvCases(), {DType::kF32, DType::kBF16, DType::kF16}, mode, "legacy");
   }
+  const cuda::CudnnConvPathCounts after = cuda::GetCudnnConvPathCounts();
+  EXPECT_EQ(after.legacy - before.legacy, static_cast<int64_t>(2 * 3 * ConvCases().size() * 3));
+  EXPECT_EQ(after.graph, before.graph);
 }
 
 TEST(CudaBatchNorm, TrainingAndEvalMatchCpu) {
