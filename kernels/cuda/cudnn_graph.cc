@@ -163,6 +163,96 @@ absl::Status CudnnGraph::Reshape(cudnnBackendDescriptor_t x, cudnnBackendDescrip
   return absl::OkStatus();
 }
 
+absl::StatusOr<cudnnBackendDescriptor_t> CudnnGraph::Convolution(const std::vector<int64_t>& padding,
+                                                                 const std::vector<int64_t>& strides,
+                                                                 const std::vector<int64_t>& dilations) {
+  const int64_t dims = static_cast<int64_t>(padding.size());
+  if (strides.size() != padding.size() || dilations.size() != padding.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("CudnnGraph::Convolution: ", padding.size(), " paddings, ",
+                                                   strides.size(), " strides, ", dilations.size(),
+                                                   " dilations"));
+  }
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t d, Create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, dims, padding.data()));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, dims, padding.data()));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, dims, strides.data()));
+  ZS_RETURN_IF_ERROR(Set(d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, dims, dilations.data()));
+  ZS_RETURN_IF_ERROR(Finalize(d));
+  return d;
+}
+
+absl::Status CudnnGraph::ConvForward(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t x,
+                                     cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
+                      Create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+  const float alpha = 1.0f, beta = 0.0f;
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+  ZS_RETURN_IF_ERROR(Finalize(op));
+  ops_.push_back(op);
+  return absl::OkStatus();
+}
+
+absl::Status CudnnGraph::ConvBackwardData(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t w,
+                                          cudnnBackendDescriptor_t dy, cudnnBackendDescriptor_t dx) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
+                      Create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR));
+  const float alpha = 1.0f, beta = 0.0f;
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dx));
+  ZS_RETURN_IF_ERROR(Finalize(op));
+  ops_.push_back(op);
+  return absl::OkStatus();
+}
+
+absl::Status CudnnGraph::ConvBackwardFilter(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t x,
+                                            cudnnBackendDescriptor_t dy, cudnnBackendDescriptor_t dw) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
+                      Create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR));
+  const float alpha = 1.0f, beta = 0.0f;
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy));
+  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dw));
+  ZS_RETURN_IF_ERROR(Finalize(op));
+  ops_.push_back(op);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CudnnGraph::Excluded(cudnnBackendDescriptor_t config) {
+  if (excluded_notes_.empty()) return false;
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t engine, Create(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
+  int64_t n = 0;
+  ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine));
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+  ZS_CUDNN_RETURN_IF_ERROR(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                                    CUDNN_TYPE_NUMERICAL_NOTE,
+                                                    static_cast<int64_t>(notes.size()), &n,
+                                                    notes.data()));
+  for (int64_t i = 0; i < n && i < static_cast<int64_t>(notes.size()); ++i) {
+    for (cudnnBackendNumericalNote_t excluded : excluded_notes_) {
+      if (notes[i] == excluded) return true;
+    }
+  }
+  return false;
+}
+
 absl::Status CudnnGraph::TryConfigs(cudnnHandle_t handle, cudnnBackendHeurMode_t mode,
                                     const char* mode_name, std::string* refusals) {
   ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t heur, Create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
@@ -189,6 +279,11 @@ absl::Status CudnnGraph::TryConfigs(cudnnHandle_t handle, cudnnBackendHeurMode_t
                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
                                                     &returned, configs.data()));
   for (int64_t i = 0; i < returned; ++i) {
+    ZS_ASSIGN_OR_RETURN(bool excluded, Excluded(configs[i]));
+    if (excluded) {
+      absl::StrAppend(refusals, "config ", i, " (mode ", mode_name, "): excluded numerical note; ");
+      continue;
+    }
     ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t plan,
                         Create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
     ZS_RETURN_IF_ERROR(Set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));

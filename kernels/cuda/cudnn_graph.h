@@ -1,7 +1,8 @@
 // A small owner of cuDNN backend descriptors (cudnn_graph.h, cuDNN 9): tensors
 // and operations of one operation graph, the execution plan built from the
 // heuristics' engine configs, and execution with a variant pack. Used by
-// kernels/cuda/attention_cudnn.cc; host code compiled against cuDNN.
+// kernels/cuda/attention_cudnn.cc (fused attention) and kernels/cuda/cudnn_ops.cc
+// (convolutions); host code compiled against cuDNN.
 //
 //   CudnnGraph g;
 //   ZS_ASSIGN_OR_RETURN(auto a, g.Tensor(1, CUDNN_DATA_BFLOAT16, {1, 4, 64, 32}, {...}));
@@ -21,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,26 @@ class CudnnGraph {
   // y = x seen with y's dims and strides (a transpose of the last two dims).
   absl::Status Reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y);
 
+  // A cross-correlation over `pre_padding.size()` spatial dims with f32
+  // compute (symmetric padding: post = pre). Groups are not an attribute:
+  // cuDNN reads them off the filter, whose C dim is the input's C / groups.
+  absl::StatusOr<cudnnBackendDescriptor_t> Convolution(const std::vector<int64_t>& padding,
+                                                       const std::vector<int64_t>& strides,
+                                                       const std::vector<int64_t>& dilations);
+  // y = conv(x, w); dx = conv^T(dy, w); dw = conv-grad(x, dy); alpha 1, beta 0.
+  absl::Status ConvForward(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t x,
+                           cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y);
+  absl::Status ConvBackwardData(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t w,
+                                cudnnBackendDescriptor_t dy, cudnnBackendDescriptor_t dx);
+  absl::Status ConvBackwardFilter(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t x,
+                                  cudnnBackendDescriptor_t dy, cudnnBackendDescriptor_t dw);
+
+  // Engine configs whose engine carries any of `notes` (e.g. TENSOR_CORE,
+  // which on f32 data means TF32) are passed over by Build. Call before Build.
+  void ExcludeNumericalNotes(std::initializer_list<cudnnBackendNumericalNote_t> notes) {
+    excluded_notes_.assign(notes.begin(), notes.end());
+  }
+
   // The operation graph of every operation added, and the execution plan of
   // the first engine config (heuristics mode A, then the fallback list) that
   // finalizes. Unimplemented, listing what cuDNN said, when none does.
@@ -86,6 +108,8 @@ class CudnnGraph {
   absl::StatusOr<cudnnBackendDescriptor_t> Create(cudnnBackendDescriptorType_t type);
   absl::Status TryConfigs(cudnnHandle_t handle, cudnnBackendHeurMode_t mode, const char* mode_name,
                           std::string* refusals);
+  // Whether `config`'s engine carries one of excluded_notes_.
+  absl::StatusOr<bool> Excluded(cudnnBackendDescriptor_t config);
 
   std::vector<cudnnBackendDescriptor_t> owned_;
   std::vector<cudnnBackendDescriptor_t> ops_;
@@ -94,6 +118,7 @@ class CudnnGraph {
   int64_t workspace_bytes_ = 0;
   int64_t next_virtual_uid_ = kFirstVirtualUid;
   std::string chosen_;
+  std::vector<cudnnBackendNumericalNote_t> excluded_notes_;
 };
 
 }  // namespace zeroshard::cuda

@@ -1,20 +1,36 @@
 // The cuDNN path of the image ops (built only with the CUDA toolkit); see
-// kernels/cuda/cudnn_ops.h. Legacy descriptor API: convolutions take the
-// first algorithm of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7) whose
-// workspace fits kMaxWorkspaceBytes, the workspace a scratch tensor from the
-// operands' allocator; BatchNorm in CUDNN_BATCHNORM_SPATIAL mode. Operands are
-// made contiguous and of one dtype on the device first (x and weight of
-// different dtypes meet in f32); f32 data runs with FMA math (no TF32), so the
-// results follow the CPU twins within sum-order rounding.
+// kernels/cuda/cudnn_ops.h. Convolutions: the graph (backend) API first, one
+// CudnnGraph per (pass, device, geometry, dtype) built once and cached (a
+// refusal is cached too), its workspace a scratch tensor from the operands'
+// allocator; f32 graphs pass over engines noted TENSOR_CORE (TF32) or
+// DOWN_CONVERT_INPUTS, and graphs of every dtype over those noted
+// REDUCED_PRECISION_REDUCTION, so the compute stays fp32.
+// When no engine takes the graph (or a pointer is not 16-byte aligned) the
+// legacy descriptor API runs instead: the first algorithm of cuDNN's heuristic
+// ranking (cudnnGet*Algorithm_v7) whose workspace fits kMaxWorkspaceBytes.
+// Bias add and the bias gradient stay on the legacy calls. BatchNorm: legacy
+// API, CUDNN_BATCHNORM_SPATIAL mode. Operands are made contiguous and of one
+// dtype on the device first (x and weight of different dtypes meet in f32);
+// f32 data runs with FMA math (no TF32), so the results follow the CPU twins
+// within sum-order rounding.
+//
+// Note: the graph path has been compiled and linked but never run on a GPU.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/cuda/conv_graph_desc.h"
+#include "kernels/cuda/cudnn_graph.h"
 #include "kernels/cuda/cudnn_ops.h"
 #include "kernels/cuda/op_util.h"
 #include "kernels/elementwise.h"
@@ -24,7 +40,8 @@
 #include "runtime/status.h"
 
 // cuDNN 9 marks the legacy convolution and BatchNorm calls deprecated in
-// favour of the graph API; they remain supported and are what this file uses.
+// favour of the graph API; they remain supported: BatchNorm and the
+// convolutions' fallback use them.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace zeroshard::cuda {
@@ -136,9 +153,11 @@ void* Ptr(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 // is, else a scratch tensor that Finish() converts (and adds, with accumulate) into it.
 struct Staged {
   Tensor out, work;
-  static absl::StatusOr<Staged> For(absl::string_view op, const Tensor& out, DType dtype) {
+  // scratch: stage even an output that is already contiguous in `dtype`.
+  static absl::StatusOr<Staged> For(absl::string_view op, const Tensor& out, DType dtype,
+                                    bool scratch = false) {
     Staged s{out, out};
-    if (out.defined() && (out.dtype() != dtype || !out.is_contiguous())) {
+    if (out.defined() && (scratch || out.dtype() != dtype || !out.is_contiguous())) {
       ZS_ASSIGN_OR_RETURN(s.work, DeviceEmpty(op, out, out.shape(), dtype));
     }
     return s;
@@ -152,6 +171,104 @@ struct Staged {
   }
 };
 
+
+// ---------------------------------------------------------------- graph path
+
+// Unique ids of the graph tensors; the backward passes bind dx to kConvX,
+// dy to kConvY and dw to kConvW.
+enum ConvUid : int64_t { kConvX = 1, kConvW = 2, kConvY = 3 };
+
+// cuDNN tensors of the graph declare 16-byte alignment.
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+absl::Status BuildConvGraph(CudnnGraph& graph, ConvGraphPass pass, const Conv2dGeometry& g,
+                            DType dtype) {
+  ZS_ASSIGN_OR_RETURN(cudnnDataType_t t, ToCudnn(dtype));
+  const ConvGraphDesc d = ConvGraphDescFor(g);
+  ZS_ASSIGN_OR_RETURN(auto x, graph.Tensor(kConvX, t, d.x.dims, d.x.strides));
+  ZS_ASSIGN_OR_RETURN(auto w, graph.Tensor(kConvW, t, d.w.dims, d.w.strides));
+  ZS_ASSIGN_OR_RETURN(auto y, graph.Tensor(kConvY, t, d.y.dims, d.y.strides));
+  ZS_ASSIGN_OR_RETURN(auto conv, graph.Convolution(d.padding, d.strides, d.dilations));
+  switch (pass) {
+    case ConvGraphPass::kForward: ZS_RETURN_IF_ERROR(graph.ConvForward(conv, x, w, y)); break;
+    case ConvGraphPass::kBackwardData: ZS_RETURN_IF_ERROR(graph.ConvBackwardData(conv, w, y, x)); break;
+    case ConvGraphPass::kBackwardFilter: ZS_RETURN_IF_ERROR(graph.ConvBackwardFilter(conv, x, y, w)); break;
+  }
+  if (dtype == DType::kF32) {
+    graph.ExcludeNumericalNotes({CUDNN_NUMERICAL_NOTE_TENSOR_CORE, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS,
+                                 CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION});
+  } else {
+    graph.ExcludeNumericalNotes({CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION});
+  }
+  return absl::OkStatus();
+}
+
+struct CachedConvGraph {
+  std::unique_ptr<CudnnGraph> graph;  // null: refused
+  absl::Status refusal;
+};
+
+// The cached graph of one pass, built on first use. Unimplemented (cached)
+// when cuDNN refuses any part of it: the caller may fall back to the legacy
+// API. Any failure while building counts as a refusal: the graph path is
+// optional, the legacy one is not.
+absl::StatusOr<CudnnGraph*> ConvGraphFor(ConvGraphPass pass, const Conv2dGeometry& g, DType dtype,
+                                         cudnnHandle_t handle, int device) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, CachedConvGraph>();
+  const std::string key = ConvGraphKey(pass, device, g, dtype);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache->find(key);
+  if (it == cache->end()) {
+    CachedConvGraph entry;
+    auto graph = std::make_unique<CudnnGraph>();
+    absl::Status s = BuildConvGraph(*graph, pass, g, dtype);
+    if (s.ok()) s = graph->Build(handle);
+    if (s.ok()) {
+      entry.graph = std::move(graph);
+    } else {
+      entry.refusal = s;
+    }
+    it = cache->emplace(key, std::move(entry)).first;
+  }
+  if (it->second.graph == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuDNN graph convolution (", key, "): ", it->second.refusal.ToString()));
+  }
+  return it->second.graph.get();
+}
+
+// The graph to run `pass` with, or null when the legacy API should (path
+// kLegacy, or kAuto and cuDNN refused the graph or an input is misaligned).
+// With kGraph a refusal is the error.
+absl::StatusOr<CudnnGraph*> ChooseGraph(ConvGraphPass pass, const Conv2dGeometry& g, DType dtype,
+                                        cudnnHandle_t handle, int device,
+                                        std::initializer_list<const void*> inputs) {
+  const CudnnConvPath path = GetCudnnConvPath();
+  if (path == CudnnConvPath::kLegacy) return nullptr;
+  absl::StatusOr<CudnnGraph*> graph = absl::UnimplementedError("");
+  if (std::all_of(inputs.begin(), inputs.end(), Aligned16)) {
+    graph = ConvGraphFor(pass, g, dtype, handle, device);
+  } else {
+    graph = absl::UnimplementedError(absl::StrCat("cuDNN graph convolution (", ConvGraphPassName(pass),
+                                                  "): an input is not 16-byte aligned"));
+  }
+  if (graph.ok() || path == CudnnConvPath::kGraph) return graph;
+  return nullptr;  // kAuto: the legacy API
+}
+
+// Runs `graph` with its workspace from `like`'s allocator.
+absl::Status RunConvGraph(const CudnnGraph& graph, cudnnHandle_t handle, const Tensor& like, void* x,
+                          void* w, void* y) {
+  ZS_ASSIGN_OR_RETURN(Tensor ws, Workspace(like, static_cast<size_t>(graph.workspace_bytes())));
+  ZS_RETURN_IF_ERROR(graph.Execute(handle, {kConvX, kConvW, kConvY}, {x, w, y}, Ptr(ws)));
+  CountCudnnConvPass(/*graph=*/true);
+  return absl::OkStatus();
+}
+
+// Whether an output must be staged for the graph path (its pointer misaligned).
+bool Misaligned(const Tensor& t) { return t.defined() && !Aligned16(t.raw_data()); }
+
 }  // namespace
 
 absl::Status CudnnConv2dForward(const Conv2dGeometry& g, const Tensor& x, const Tensor& weight,
@@ -159,22 +276,30 @@ absl::Status CudnnConv2dForward(const Conv2dGeometry& g, const Tensor& x, const 
   constexpr absl::string_view op = "Conv2dForward";
   if (y.numel() == 0) return absl::OkStatus();
   const DType dtype = x.dtype() == weight.dtype() ? x.dtype() : DType::kF32;
+  const int device = x.device().index;
   ZS_ASSIGN_OR_RETURN(Tensor xc, ContiguousOnDevice(op, x, dtype));
   ZS_ASSIGN_OR_RETURN(Tensor wc, ContiguousOnDevice(op, weight, dtype));
-  ZS_ASSIGN_OR_RETURN(Staged yo, Staged::For(op, y, dtype));
-  ZS_ASSIGN_OR_RETURN(cudnnHandle_t h, Handle(x.device().index));
+  ZS_ASSIGN_OR_RETURN(cudnnHandle_t h, Handle(device));
   ConvSetup s;
   ZS_RETURN_IF_ERROR(Setup(g, dtype, s));
-  int count = 0;
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-  ZS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(h, s.x.d, s.w.d, s.conv.d, s.y.d,
-                                                                  static_cast<int>(perf.size()), &count, perf.data()));
-  ZS_ASSIGN_OR_RETURN(cudnnConvolutionFwdAlgoPerf_t algo, Pick(perf, count, "forward"));
-  ZS_ASSIGN_OR_RETURN(Tensor ws, Workspace(x, algo.memory));
   const float one = 1.0f, zero = 0.0f;
-  ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(h, &one, s.x.d, xc.raw_data(), s.w.d, wc.raw_data(), s.conv.d,
-                                                   algo.algo, Ptr(ws), algo.memory, &zero, s.y.d,
-                                                   yo.work.raw_data()));
+  ZS_ASSIGN_OR_RETURN(CudnnGraph * graph,
+                      ChooseGraph(ConvGraphPass::kForward, g, dtype, h, device, {xc.raw_data(), wc.raw_data()}));
+  ZS_ASSIGN_OR_RETURN(Staged yo, Staged::For(op, y, dtype, /*scratch=*/graph != nullptr && Misaligned(y)));
+  if (graph != nullptr) {
+    ZS_RETURN_IF_ERROR(RunConvGraph(*graph, h, x, xc.raw_data(), wc.raw_data(), yo.work.raw_data()));
+  } else {
+    int count = 0;
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+    ZS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(h, s.x.d, s.w.d, s.conv.d, s.y.d,
+                                                                    static_cast<int>(perf.size()), &count, perf.data()));
+    ZS_ASSIGN_OR_RETURN(cudnnConvolutionFwdAlgoPerf_t algo, Pick(perf, count, "forward"));
+    ZS_ASSIGN_OR_RETURN(Tensor ws, Workspace(x, algo.memory));
+    ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(h, &one, s.x.d, xc.raw_data(), s.w.d, wc.raw_data(), s.conv.d,
+                                                     algo.algo, Ptr(ws), algo.memory, &zero, s.y.d,
+                                                     yo.work.raw_data()));
+    CountCudnnConvPass(/*graph=*/false);
+  }
   if (bias.defined()) {
     ZS_ASSIGN_OR_RETURN(Tensor bc, ContiguousOnDevice(op, bias, dtype));
     TensorDesc bd;
@@ -189,38 +314,63 @@ absl::Status CudnnConv2dBackward(const Conv2dGeometry& g, const Tensor& dy, cons
                                  const Tensor& dbias, bool accumulate) {
   constexpr absl::string_view op = "Conv2dBackward";
   const DType dtype = x.dtype() == weight.dtype() ? x.dtype() : DType::kF32;
-  ZS_ASSIGN_OR_RETURN(cudnnHandle_t h, Handle(x.device().index));
+  const int device = x.device().index;
+  ZS_ASSIGN_OR_RETURN(cudnnHandle_t h, Handle(device));
   ConvSetup s;
   ZS_RETURN_IF_ERROR(Setup(g, dtype, s));
   ZS_ASSIGN_OR_RETURN(Tensor dyc, ContiguousOnDevice(op, dy, dtype));
   const float one = 1.0f, zero = 0.0f;
+  // The graph path needs every size non-zero; empty passes take the legacy calls.
+  const bool nonempty = dy.numel() > 0 && x.numel() > 0 && weight.numel() > 0;
   if (dx.defined() && dx.numel() > 0) {
     ZS_ASSIGN_OR_RETURN(Tensor wc, ContiguousOnDevice(op, weight, dtype));
-    ZS_ASSIGN_OR_RETURN(Staged o, Staged::For(op, dx, dtype));
-    int count = 0;
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-    ZS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        h, s.w.d, s.y.d, s.conv.d, s.x.d, static_cast<int>(perf.size()), &count, perf.data()));
-    ZS_ASSIGN_OR_RETURN(cudnnConvolutionBwdDataAlgoPerf_t algo, Pick(perf, count, "backward-data"));
-    ZS_ASSIGN_OR_RETURN(Tensor ws, Workspace(x, algo.memory));
-    ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(h, &one, s.w.d, wc.raw_data(), s.y.d, dyc.raw_data(),
-                                                          s.conv.d, algo.algo, Ptr(ws), algo.memory, &zero, s.x.d,
-                                                          o.work.raw_data()));
+    CudnnGraph* graph = nullptr;
+    if (nonempty) {
+      ZS_ASSIGN_OR_RETURN(graph, ChooseGraph(ConvGraphPass::kBackwardData, g, dtype, h, device,
+                                             {wc.raw_data(), dyc.raw_data()}));
+    }
+    ZS_ASSIGN_OR_RETURN(Staged o, Staged::For(op, dx, dtype, /*scratch=*/graph != nullptr && Misaligned(dx)));
+    if (graph != nullptr) {
+      ZS_RETURN_IF_ERROR(RunConvGraph(*graph, h, x, o.work.raw_data(), wc.raw_data(), dyc.raw_data()));
+    } else {
+      int count = 0;
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+      ZS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          h, s.w.d, s.y.d, s.conv.d, s.x.d, static_cast<int>(perf.size()), &count, perf.data()));
+      ZS_ASSIGN_OR_RETURN(cudnnConvolutionBwdDataAlgoPerf_t algo, Pick(perf, count, "backward-data"));
+      ZS_ASSIGN_OR_RETURN(Tensor ws, Workspace(x, algo.memory));
+      ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(h, &one, s.w.d, wc.raw_data(), s.y.d, dyc.raw_data(),
+                                                            s.conv.d, algo.algo, Ptr(ws), algo.memory, &zero, s.x.d,
+                                                            o.work.raw_data()));
+      CountCudnnConvPass(/*graph=*/false);
+    }
     ZS_RETURN_IF_ERROR(o.Finish(op, false));
   }
   if (dweight.defined()) {
     ZS_ASSIGN_OR_RETURN(Tensor xc, ContiguousOnDevice(op, x, dtype));
-    ZS_ASSIGN_OR_RETURN(Staged o, Staged::For(op, dweight, dtype));
-    int count = 0;
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-    ZS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        h, s.x.d, s.y.d, s.conv.d, s.w.d, static_cast<int>(perf.size()), &count, perf.data()));
-    ZS_ASSIGN_OR_RETURN(cudnnConvolutionBwdFilterAlgoPerf_t algo, Pick(perf, count, "backward-filter"));
-    ZS_ASSIGN_OR_RETURN(Tensor ws, Workspace(x, algo.memory));
-    const float beta = accumulate && o.direct() ? 1.0f : 0.0f;
-    ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(h, &one, s.x.d, xc.raw_data(), s.y.d, dyc.raw_data(),
-                                                            s.conv.d, algo.algo, Ptr(ws), algo.memory, &beta, s.w.d,
-                                                            o.work.raw_data()));
+    CudnnGraph* graph = nullptr;
+    if (nonempty) {
+      ZS_ASSIGN_OR_RETURN(graph, ChooseGraph(ConvGraphPass::kBackwardFilter, g, dtype, h, device,
+                                             {xc.raw_data(), dyc.raw_data()}));
+    }
+    // The graph writes with beta = 0: accumulation goes through scratch.
+    ZS_ASSIGN_OR_RETURN(Staged o, Staged::For(op, dweight, dtype,
+                                              /*scratch=*/graph != nullptr && (accumulate || Misaligned(dweight))));
+    if (graph != nullptr) {
+      ZS_RETURN_IF_ERROR(RunConvGraph(*graph, h, x, xc.raw_data(), o.work.raw_data(), dyc.raw_data()));
+    } else {
+      int count = 0;
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+      ZS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          h, s.x.d, s.y.d, s.conv.d, s.w.d, static_cast<int>(perf.size()), &count, perf.data()));
+      ZS_ASSIGN_OR_RETURN(cudnnConvolutionBwdFilterAlgoPerf_t algo, Pick(perf, count, "backward-filter"));
+      ZS_ASSIGN_OR_RETURN(Tensor ws, Workspace(x, algo.memory));
+      const float beta = accumulate && o.direct() ? 1.0f : 0.0f;
+      ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(h, &one, s.x.d, xc.raw_data(), s.y.d, dyc.raw_data(),
+                                                              s.conv.d, algo.algo, Ptr(ws), algo.memory, &beta, s.w.d,
+                                                              o.work.raw_data()));
+      CountCudnnConvPass(/*graph=*/false);
+    }
     ZS_RETURN_IF_ERROR(o.Finish(op, accumulate));
   }
   if (dbias.defined()) {

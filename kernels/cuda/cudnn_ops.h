@@ -1,8 +1,12 @@
 // The CUDA cases of the NCHW image ops (kernels/conv2d.h, batchnorm.h,
-// pool2d.h), through cuDNN's legacy descriptor API: convolutions with the
-// algorithm cuDNN's heuristics rank first among those whose workspace fits,
-// the workspace taken from the tensors' allocator; BatchNorm in spatial mode;
-// max and average pooling.
+// pool2d.h). Convolutions go through cuDNN's graph (backend) API: one graph
+// per pass, geometry, dtype and device, built once and cached, the engine the
+// first config of cuDNN's heuristics that builds, the workspace taken from the
+// tensors' allocator; when no engine takes the graph they fall back to the
+// legacy descriptor API (the algorithm cuDNN's heuristics rank first among
+// those whose workspace fits). SetCudnnConvPath / ZEROSHARD_CUDNN_CONV
+// (kernels/cuda/conv_graph_desc.h) force either path. BatchNorm (spatial mode)
+// stays on the legacy API.
 // Arguments are validated by the op entries; these calls only map them onto
 // cuDNN descriptors. In a build without CUDA (make CUDA=0) they return
 // Unimplemented (kernels/cuda/no_cuda_cudnn_ops.cc).
@@ -10,6 +14,7 @@
 #define ZEROSHARD_KERNELS_CUDA_CUDNN_OPS_H_
 
 #include "absl/status/status.h"
+#include "kernels/cuda/conv_graph_desc.h"
 #include "kernels/math/conv_geometry.h"
 #include "runtime/tensor.h"
 

@@ -1,14 +1,17 @@
 // The CUDA image ops (cuDNN convolution and BatchNorm, the pooling kernels)
 // against their CPU twins on the same inputs: stride, padding, dilation,
-// groups, f32 and bf16, training and eval BatchNorm with running statistics,
+// groups, f32 and bf16 (and f16 with either cuDNN convolution path forced:
+// the graph API and the legacy one), training and eval BatchNorm with running statistics,
 // every pooling kind forward and backward. Skips without a device.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "kernels/batchnorm.h"
 #include "kernels/conv2d.h"
+#include "kernels/cuda/conv_graph_desc.h"
 #include "kernels/pool2d.h"
 #include "tests/kernels/cuda_testing.h"
 
@@ -23,24 +26,21 @@ using ::zeroshard::testing::Tol;
 
 Tensor ToCpu(const Tensor& t) { return t.To(DefaultCpuAllocator()).value(); }
 
-TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
-  ZS_SKIP_WITHOUT_CUDA();
+struct ConvCase {
+  Shape x, w;
+  Conv2dOptions o;
+};
+
+// Forward, then backward with `mode` (dweight and dbias start at ones), on
+// the GPU against the CPU, for every case and dtype.
+void ExpectConvMatchesCpu(const std::vector<ConvCase>& cases, const std::vector<DType>& dtypes, GradMode mode,
+                          const std::string& label) {
   CudaAllocator gpu(0);
-  struct Case {
-    Shape x, w;
-    Conv2dOptions o;
-  };
-  const std::vector<Case> cases = {
-      {{4, 3, 32, 32}, {16, 3, 7, 7}, {.stride = {2, 2}, .padding = {3, 3}}},
-      {{2, 16, 17, 15}, {32, 16, 3, 3}, {.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}}},
-      {{2, 12, 9, 9}, {12, 1, 3, 3}, {.padding = {1, 1}, .groups = 12}},
-      {{3, 8, 8, 8}, {6, 4, 1, 1}, {.stride = {2, 2}, .groups = 2}},
-  };
   uint64_t seed = 1;
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (const Case& k : cases) {
-      const std::string what = ShapeToString(k.x) + " " + ShapeToString(k.w) + " " + k.o.ToString() + " " +
-                                std::string(DTypeName(dtype));
+  for (DType dtype : dtypes) {
+    for (const ConvCase& k : cases) {
+      const std::string what = label + " " + ShapeToString(k.x) + " " + ShapeToString(k.w) + " " + k.o.ToString() +
+                               " " + std::string(DTypeName(dtype)) + " " + GradModeName(mode);
       Tensor x = RandomTensor(k.x, dtype, -1, 1, ++seed), w = RandomTensor(k.w, dtype, -1, 1, ++seed);
       Tensor b = RandomTensor({k.w[0]}, DType::kF32, -1, 1, ++seed);
       ZS_ASSERT_OK_AND_ASSIGN(Tensor y, Conv2dForward(x, w, b, k.o));
@@ -50,18 +50,80 @@ TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
       ZS_ASSERT_OK_AND_ASSIGN(Tensor dx, Tensor::Empty(k.x, dtype));
       ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, Tensor::Full(k.w, 1.0, DType::kF32));
       ZS_ASSERT_OK_AND_ASSIGN(Tensor db, Tensor::Full({k.w[0]}, 1.0, DType::kF32));
-      ZS_ASSERT_OK(Conv2dBackward(dy, x, w, k.o, dx, dw, db, GradMode::kAccumulate));
-      Tensor dxd = OnGpu(dx, &gpu), dwd = OnGpu(RandomTensor(k.w, DType::kF32, 1, 1, 0), &gpu);
-      ZS_ASSERT_OK(dwd.Fill(1.0));
+      ZS_ASSERT_OK(Conv2dBackward(dy, x, w, k.o, dx, dw, db, mode));
+      Tensor dxd = OnGpu(dx, &gpu);
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor dwd, Tensor::Full(k.w, 1.0, DType::kF32, &gpu));
       ZS_ASSERT_OK_AND_ASSIGN(Tensor dbd, Tensor::Full({k.w[0]}, 1.0, DType::kF32, &gpu));
-      ZS_ASSERT_OK(Conv2dBackward(OnGpu(dy, &gpu), OnGpu(x, &gpu), OnGpu(w, &gpu), k.o, dxd, dwd, dbd,
-                                  GradMode::kAccumulate));
+      ZS_ASSERT_OK(Conv2dBackward(OnGpu(dy, &gpu), OnGpu(x, &gpu), OnGpu(w, &gpu), k.o, dxd, dwd, dbd, mode));
       ExpectClose(ToCpu(dxd), dx, GpuTol(dtype), "dx " + what);
       const Tol sum_tol{1e-3, dtype == DType::kF32 ? 1e-4 : 1.0 / 64};
       ExpectClose(ToCpu(dwd), dw, sum_tol, "dweight " + what);
       ExpectClose(ToCpu(dbd), db, sum_tol, "dbias " + what);
     }
   }
+}
+
+const std::vector<ConvCase>& ConvCases() {
+  static const auto* cases = new std::vector<ConvCase>{
+      {{4, 3, 32, 32}, {16, 3, 7, 7}, {.stride = {2, 2}, .padding = {3, 3}}},
+      {{2, 16, 17, 15}, {32, 16, 3, 3}, {.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}}},
+      {{2, 12, 9, 9}, {12, 1, 3, 3}, {.padding = {1, 1}, .groups = 12}},  // depthwise
+      {{3, 8, 8, 8}, {6, 4, 1, 1}, {.stride = {2, 2}, .groups = 2}},
+      {{2, 6, 11, 13}, {9, 2, 3, 5}, {.stride = {1, 2}, .padding = {2, 1}, .dilation = {2, 1}, .groups = 3}},
+      {{1, 4, 6, 6}, {4, 4, 6, 6}, {}},  // 1x1 output
+  };
+  return *cases;
+}
+
+// Forces one cuDNN convolution path for a scope.
+class ScopedConvPath {
+ public:
+  explicit ScopedConvPath(cuda::CudnnConvPath path) : before_(cuda::GetCudnnConvPath()) {
+    cuda::SetCudnnConvPath(path);
+  }
+  ~ScopedConvPath() { cuda::SetCudnnConvPath(before_); }
+
+ private:
+  cuda::CudnnConvPath before_;
+};
+
+TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ScopedConvPath path(cuda::CudnnConvPath::kAuto);
+  const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
+  ExpectConvMatchesCpu(ConvCases(), {DType::kF32, DType::kBF16}, GradMode::kAccumulate, "auto");
+  const cuda::CudnnConvPathCounts after = cuda::GetCudnnConvPathCounts();
+  std::printf("cuDNN convolution passes (auto): %lld through the graph API, %lld through the legacy API\n",
+              static_cast<long long>(after.graph - before.graph),
+              static_cast<long long>(after.legacy - before.legacy));
+}
+
+// The graph (backend) API forced: an engine must take every case, and no
+// pass may reach the legacy calls.
+TEST(CudaConv2d, GraphPathMatchesCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ScopedConvPath path(cuda::CudnnConvPath::kGraph);
+  const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
+  for (GradMode mode : {GradMode::kAccumulate, GradMode::kOverwrite}) {
+    ExpectConvMatchesCpu(ConvCases(), {DType::kF32, DType::kBF16, DType::kF16}, mode, "graph");
+  }
+  const cuda::CudnnConvPathCounts after = cuda::GetCudnnConvPathCounts();
+  // 2 modes x 3 dtypes x the cases x (forward, backward-data, backward-filter).
+  EXPECT_EQ(after.graph - before.graph, static_cast<int64_t>(2 * 3 * ConvCases().size() * 3));
+  EXPECT_EQ(after.legacy, before.legacy);
+}
+
+// The legacy descriptor API forced (the fallback).
+TEST(CudaConv2d, LegacyPathMatchesCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ScopedConvPath path(cuda::CudnnConvPath::kLegacy);
+  const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
+  for (GradMode mode : {GradMode::kAccumulate, GradMode::kOverwrite}) {
+    ExpectConvMatchesCpu(ConvCases(), {DType::kF32, DType::kBF16, DType::kF16}, mode, "legacy");
+  }
+  const cuda::CudnnConvPathCounts after = cuda::GetCudnnConvPathCounts();
+  EXPECT_EQ(after.legacy - before.legacy, static_cast<int64_t>(2 * 3 * ConvCases().size() * 3));
+  EXPECT_EQ(after.graph, before.graph);
 }
 
 TEST(CudaBatchNorm, TrainingAndEvalMatchCpu) {
