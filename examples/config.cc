@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "runtime/status.h"
@@ -360,6 +361,35 @@ const std::vector<std::string>& GptModuleTypes() {
   return *types;
 }
 
+// The module types of the ResNet (autograd/nn/resnet.h, vision layers).
+const std::vector<std::string>& ResNetModuleTypes() {
+  static const auto* types = new std::vector<std::string>{"BasicBlock", "Conv2d", "BatchNorm2d", "Linear"};
+  return *types;
+}
+
+// Keys that belong to the other model type: an error each when set.
+void RejectKeys(Section& s, const std::vector<std::string>& keys, const std::string& model_type) {
+  const std::string other = model_type == "resnet" ? "gpt" : "resnet";
+  for (const std::string& k : keys) {
+    if (!s.Has(k)) continue;
+    const Json* v = s.Get(k, /*leaf=*/false);
+    s.Add(k, absl::StrCat("a key of model.type \"", other, "\" only: expected it unset with model.type \"",
+                          model_type, "\", found ", Found(*v)));
+  }
+}
+
+const std::vector<std::string> kGptModelKeys = {"vocab_size", "block_size", "n_layer", "n_head",
+                                                "n_embd",     "dropout",    "bias"};
+const std::vector<std::string> kResNetModelKeys = {"widths", "depths", "num_classes", "stem", "zero_init_residual"};
+const std::vector<std::string> kGptDataKeys = {"path", "val_fraction"};
+const std::vector<std::string> kResNetDataKeys = {"image_size", "train_size", "val_size", "seed", "noise"};
+const std::vector<std::string> kGptTrainKeys = {"grad_accum_steps", "accumulate",          "grad_clip",
+                                                "eval_iters",       "device_memory_limit", "tensorboard"};
+const std::vector<std::string> kResNetTrainKeys = {"eval_batch", "average_bn_stats", "threads_per_rank"};
+const std::vector<std::string> kGptStrategyKeys = {"activation_checkpointing", "state_dict_type", "skip_init_weights"};
+const std::vector<std::string> kGptCheckpointKeys = {"init_from", "save_every", "resume", "async_save", "keep_last"};
+const std::vector<std::string> kGptSections = {"loss_scaler", "sample", "trace", "deepspeed"};
+
 // ============================================================ the sections
 
 void ReadModel(Section s, nn::GptConfig* m) {
@@ -370,12 +400,75 @@ void ReadModel(Section s, nn::GptConfig* m) {
   s.Int("n_embd", &m->n_embd, 1);
   s.Number("dropout", &m->dropout, Range{.min = 0, .max = 1, .max_open = true});
   s.Bool("bias", &m->bias);
+  RejectKeys(s, kResNetModelKeys, "gpt");
+  s.Finish();
+}
+
+// A non-empty array of integers >= min.
+bool IntList(Section& s, const std::string& key, std::vector<int64_t>* out, int64_t min) {
+  const Json* v = s.Get(key);
+  if (v == nullptr) return false;
+  bool ok = v->is_array() && !v->empty();
+  if (ok) {
+    for (const Json& e : *v) ok = ok && (e.is_number_integer() || e.is_number_unsigned()) && e.get<int64_t>() >= min;
+  }
+  if (!ok) {
+    s.Add(key, absl::StrCat("expected a non-empty array of integers >= ", min, ", found ", Found(*v)));
+    return false;
+  }
+  out->clear();
+  for (const Json& e : *v) out->push_back(e.get<int64_t>());
+  return true;
+}
+
+// model.type "resnet": nn::ResNetConfig.
+void ReadResNetModel(Section s, nn::ResNetConfig* m) {
+  const bool widths = IntList(s, "widths", &m->widths, 1);
+  const bool depths = IntList(s, "depths", &m->depths, 1);
+  if ((widths || depths) && m->widths.size() != m->depths.size() && s.ctx().Ok({s.PathOf("widths"), s.PathOf("depths")})) {
+    s.Add("depths", absl::StrCat("expected as many entries as ", s.PathOf("widths"), " (", m->widths.size(),
+                                 "), found ", m->depths.size()));
+  }
+  s.Int("num_classes", &m->num_classes, ShapesData::kNumClasses);
+  std::string stem;
+  if (s.Choice("stem", &stem, {"cifar", "imagenet"})) {
+    m->stem = stem == "cifar" ? nn::ResNetStem::kCifar : nn::ResNetStem::kImageNet;
+  }
+  s.Bool("zero_init_residual", &m->zero_init_residual);
+  RejectKeys(s, kGptModelKeys, "resnet");
+  s.Finish();
+}
+
+// model.type "resnet": the generated ShapesData set (ShapesOptions).
+void ReadShapesData(Section s, ShapesOptions* d) {
+  s.Int("image_size", &d->image_size, 8);
+  s.Int("train_size", &d->train_size, 1);
+  s.Int("val_size", &d->val_size, 0);
+  s.Int("seed", &d->seed, 0);
+  double noise = d->noise;
+  if (s.Number("noise", &noise, Range{.min = 0, .max = 1, .max_open = true})) d->noise = static_cast<float>(noise);
+  RejectKeys(s, kGptDataKeys, "resnet");
+  s.Finish();
+}
+
+// model.type "resnet": the train keys of ResNetTrainOptions.
+void ReadResNetTrain(Section s, ResNetTrainOptions* o) {
+  s.Int("steps", &o->steps, 1);
+  s.Int("batch_size", &o->batch_size, 1);
+  s.Int("seed", &o->seed, 0);
+  s.Int("log_every", &o->log_every, 1);
+  s.Int("eval_every", &o->eval_every, 0);
+  s.Int("eval_batch", &o->eval_batch, 1);
+  s.Bool("average_bn_stats", &o->average_bn_stats);
+  s.Int("threads_per_rank", &o->threads_per_rank, 0, 1024);
+  RejectKeys(s, kGptTrainKeys, "resnet");
   s.Finish();
 }
 
 void ReadData(Section s, TrainOptions* o) {
   s.String("path", &o->data);
   s.Number("val_fraction", &o->val_fraction, Range{.min = 0, .max = 1, .min_open = true, .max_open = true});
+  RejectKeys(s, kResNetDataKeys, "gpt");
   s.Finish();
 }
 
@@ -392,6 +485,7 @@ void ReadTrain(Section s, TrainOptions* o) {
   s.Int("eval_iters", &o->eval_iters, 1);
   s.Int("device_memory_limit", &o->device_memory_limit, 0);
   s.Bool("tensorboard", &o->tensorboard);
+  RejectKeys(s, kResNetTrainKeys, "gpt");
   s.Finish();
 }
 
@@ -510,6 +604,8 @@ ShardingStrategy StrategyOfZeroStage(int64_t stage) {
 
 void ReadStrategy(Section s, RunConfig* c) {
   ShardingOptions& sh = c->train.sharding;
+  const bool resnet = c->model_type == "resnet";
+  const std::vector<std::string>& module_types = resnet ? ResNetModuleTypes() : GptModuleTypes();
   std::string strategy;
   const bool named = s.Choice("sharding_strategy", &strategy,
                               {"FULL_SHARD", "SHARD_GRAD_OP", "SHARD_OPTIMIZER", "NO_SHARD", "HYBRID_SHARD"});
@@ -574,7 +670,7 @@ void ReadStrategy(Section s, RunConfig* c) {
         bool ok = true;
         for (std::string& t : types) {
           std::string canonical;
-          if (!s.ChoiceOf(key, Json(t), &canonical, GptModuleTypes())) ok = false;
+          if (!s.ChoiceOf(key, Json(t), &canonical, module_types)) ok = false;
           t = canonical;
         }
         if (ok) sh.wrap = types.empty() ? WrapPolicy::None() : WrapPolicy::ByType({types.begin(), types.end()});
@@ -663,8 +759,8 @@ void ReadStrategy(Section s, RunConfig* c) {
     // mixed precision]; ["BatchNorm2d", "LayerNorm"] keeps the GPT's LayerNorms fp32.
     std::vector<std::string> fp32_types;
     if (mp.Strings("fp32_module_types", &fp32_types)) {
-      std::vector<std::string> known = GptModuleTypes();
-      known.push_back("BatchNorm2d");
+      std::vector<std::string> known = module_types;
+      if (!resnet) known.push_back("BatchNorm2d");
       bool ok = true;
       for (std::string& t : fp32_types) {
         std::string canonical;
@@ -676,6 +772,13 @@ void ReadStrategy(Section s, RunConfig* c) {
     // FSDP's keep_low_precision_grads: gradient shards stay in reduce_dtype.
     mp.Bool("keep_low_precision_grads", &sh.mixed_precision.keep_low_precision_grads);
     mp.Finish();
+  }
+  if (resnet) {
+    s.Bool("sync_module_states", &sh.sync_module_states);
+    s.Strings("ignored_modules", &sh.ignored_modules);
+    RejectKeys(s, kGptStrategyKeys, "resnet");
+    s.Finish();
+    return;
   }
   // activation_checkpointing: the module types recomputed in backward
   // (Lightning's activation_checkpointing_policy); the GPT recomputes whole blocks.
@@ -1045,23 +1148,26 @@ void CheckWorld(const RunConfig& c, int world, const std::string& world_source, 
 
 void CheckContradictions(RunConfig* c, Context* ctx) {
   TrainOptions& o = c->train;
-  if (ctx->Ok({"model.n_embd", "model.n_head"}) && o.model.n_embd % o.model.n_head != 0) {
+  const bool resnet = c->model_type == "resnet";
+  const optim::LrSchedule& lr = resnet ? c->resnet.lr : o.lr;
+  const optim::OptimizerOptions& opt = resnet ? c->resnet.optimizer : o.optimizer;
+  if (!resnet && ctx->Ok({"model.n_embd", "model.n_head"}) && o.model.n_embd % o.model.n_head != 0) {
     ctx->Add("model.n_embd", absl::StrCat("expected a multiple of model.n_head (", o.model.n_head, "), found ",
                                           o.model.n_embd));
   }
-  if (o.lr.kind != optim::LrScheduleKind::kConstant && ctx->Ok({"lr_schedule.min_lr", "optimizer.lr"}) &&
-      o.lr.min_lr > o.lr.lr) {
-    ctx->Add("lr_schedule.min_lr", absl::StrCat("expected at most optimizer.lr (", o.lr.lr, "), found ", o.lr.min_lr));
+  if (lr.kind != optim::LrScheduleKind::kConstant && ctx->Ok({"lr_schedule.min_lr", "optimizer.lr"}) &&
+      lr.min_lr > lr.lr) {
+    ctx->Add("lr_schedule.min_lr", absl::StrCat("expected at most optimizer.lr (", lr.lr, "), found ", lr.min_lr));
   }
-  if (o.lr.kind != optim::LrScheduleKind::kConstant && ctx->Ok({"lr_schedule.decay_steps", "lr_schedule.warmup_steps"}) &&
-      o.lr.decay_steps < o.lr.warmup_steps) {
-    ctx->Add("lr_schedule.decay_steps", absl::StrCat("expected at least lr_schedule.warmup_steps (", o.lr.warmup_steps,
-                                                     "), found ", o.lr.decay_steps));
+  if (lr.kind != optim::LrScheduleKind::kConstant && ctx->Ok({"lr_schedule.decay_steps", "lr_schedule.warmup_steps"}) &&
+      lr.decay_steps < lr.warmup_steps) {
+    ctx->Add("lr_schedule.decay_steps", absl::StrCat("expected at least lr_schedule.warmup_steps (", lr.warmup_steps,
+                                                     "), found ", lr.decay_steps));
   }
-  if (o.optimizer.kind == optim::OptimizerKind::kSgd && o.optimizer.sgd.nesterov &&
-      (o.optimizer.sgd.momentum <= 0 || o.optimizer.sgd.dampening != 0)) {
+  if (opt.kind == optim::OptimizerKind::kSgd && opt.sgd.nesterov &&
+      (opt.sgd.momentum <= 0 || opt.sgd.dampening != 0)) {
     ctx->Add("optimizer.nesterov", absl::StrCat("Nesterov needs momentum > 0 and dampening 0, found momentum ",
-                                                o.optimizer.sgd.momentum, " and dampening ", o.optimizer.sgd.dampening));
+                                                opt.sgd.momentum, " and dampening ", opt.sgd.dampening));
   }
   const bool f16 = o.sharding.mixed_precision.param_dtype == DType::kF16;
   if (c->loss_scale_mode == "none" && f16 && ctx->Ok({"loss_scaler.mode"})) {
@@ -1185,7 +1291,19 @@ OrderedJson ToJson(const RunConfig& c);
 absl::StatusOr<RunConfig> Parse(Json root, const std::vector<std::string>& overrides, const std::string& source,
                                 std::vector<std::string>* known_leaves) {
   Context ctx;
-  const OrderedJson defaults = ToJson(DefaultRunConfig());
+  // The schema's types for --set values: the GPT's keys, and the ResNet's where the GPT has none.
+  OrderedJson defaults = ToJson(DefaultRunConfig());
+  {
+    RunConfig r = DefaultRunConfig();
+    r.model_type = "resnet";
+    const OrderedJson vision = ToJson(r);
+    for (auto it = vision.begin(); it != vision.end(); ++it) {
+      if (!it->is_object() || !defaults.contains(it.key())) continue;
+      for (auto k = it->begin(); k != it->end(); ++k) {
+        if (!defaults[it.key()].contains(k.key())) defaults[it.key()][k.key()] = *k;
+      }
+    }
+  }
   if (!root.is_object()) {
     ctx.Add("(root)", absl::StrCat("expected an object, found ", Found(root)));
     root = Json::object();
@@ -1213,26 +1331,50 @@ absl::StatusOr<RunConfig> Parse(Json root, const std::vector<std::string>& overr
     d.Choice("backend", &c.backend, {"local", "mpi"});
     d.Finish();
   }
-  ReadModel(top.Child("model"), &c.train.model);
-  ReadData(top.Child("data"), &c.train);
-  ReadTrain(top.Child("train"), &c.train);
-  ReadOptimizer(top.Child("optimizer"), &c.train.optimizer, &c.train.lr);
+  Section model = top.Child("model");
+  model.Choice("type", &c.model_type, {"gpt", "resnet"});
   int64_t decay_steps = -1;
-  ReadLrSchedule(top.Child("lr_schedule"), &c.train.lr, &decay_steps);
-  ReadLossScaler(top.Child("loss_scaler"), &c);
-  ReadStrategy(top.Child("strategy"), &c);
-  ReadCheckpoint(top.Child("checkpoint"), &c);
-  ReadSample(top.Child("sample"), &c.train);
-  ReadTrace(top.Child("trace"), &c.train);
-  {
-    Section ds = top.Child("deepspeed");
-    if (ds.present()) ReadDeepSpeed(ds, root, &c, &ctx);
+  if (c.model_type == "resnet") {
+    // The vision job (ResNetTrainOptions); train.sharding holds its strategy too.
+    c.train.sharding.wrap = WrapPolicy::ByType({"BasicBlock"});
+    ReadResNetModel(model, &c.resnet.model);
+    ReadShapesData(top.Child("data"), &c.resnet.data);
+    ReadResNetTrain(top.Child("train"), &c.resnet);
+    ReadOptimizer(top.Child("optimizer"), &c.resnet.optimizer, &c.resnet.lr);
+    ReadLrSchedule(top.Child("lr_schedule"), &c.resnet.lr, &decay_steps);
+    ReadStrategy(top.Child("strategy"), &c);
+    {
+      Section k = top.Child("checkpoint");
+      k.String("save_weights", &c.resnet.save);
+      RejectKeys(k, kGptCheckpointKeys, "resnet");
+      k.Finish();
+    }
+    RejectKeys(top, kGptSections, "resnet");
+    top.Finish();
+    c.resnet.sharding = c.train.sharding;
+    c.resnet.lr.lr = c.resnet.optimizer.lr;
+    c.resnet.lr.decay_steps = decay_steps >= 0 ? decay_steps : std::max(c.resnet.steps, c.resnet.lr.warmup_steps);
+  } else {
+    ReadModel(model, &c.train.model);
+    ReadData(top.Child("data"), &c.train);
+    ReadTrain(top.Child("train"), &c.train);
+    ReadOptimizer(top.Child("optimizer"), &c.train.optimizer, &c.train.lr);
+    ReadLrSchedule(top.Child("lr_schedule"), &c.train.lr, &decay_steps);
+    ReadLossScaler(top.Child("loss_scaler"), &c);
+    ReadStrategy(top.Child("strategy"), &c);
+    ReadCheckpoint(top.Child("checkpoint"), &c);
+    ReadSample(top.Child("sample"), &c.train);
+    ReadTrace(top.Child("trace"), &c.train);
+    {
+      Section ds = top.Child("deepspeed");
+      if (ds.present()) ReadDeepSpeed(ds, root, &c, &ctx);
+    }
+    top.Finish();
+    c.train.lr.lr = c.train.optimizer.lr;
+    c.train.lr.decay_steps = decay_steps >= 0 ? decay_steps : std::max(c.train.steps, c.train.lr.warmup_steps);
   }
-  top.Finish();
-  c.train.lr.lr = c.train.optimizer.lr;
   // Checkpoints beside the timestamped run folders, as MMEngine keeps them.
   c.train.work_dir = c.work_dir.empty() ? "" : absl::StrCat(c.work_dir, "/", c.experiment_name);
-  c.train.lr.decay_steps = decay_steps >= 0 ? decay_steps : std::max(c.train.steps, c.train.lr.warmup_steps);
   CheckContradictions(&c, &ctx);
 
   // Unknown keys: the closest key of the same object, else the place where a
@@ -1266,6 +1408,55 @@ absl::StatusOr<RunConfig> Parse(Json root, const std::vector<std::string>& overr
 
 // ============================================================ writing
 
+// The double with the fewest digits that reads back as `f` (0.1f -> 0.1, not 0.10000000149).
+double ShortestDouble(float f) {
+  for (int digits = 1; digits < 10; ++digits) {
+    const double d = std::strtod(absl::StrFormat("%.*g", digits, f).c_str(), nullptr);
+    if (static_cast<float>(d) == f) return d;
+  }
+  return f;
+}
+
+// model.type "resnet": the GPT's sections replaced by the vision job's
+// (strategy is shared: train.sharding holds the same ShardingOptions).
+void ToResNetJson(const RunConfig& c, OrderedJson* j) {
+  const ResNetTrainOptions& r = c.resnet;
+  (*j)["model"] = {{"type", "resnet"},
+                   {"widths", r.model.widths},
+                   {"depths", r.model.depths},
+                   {"num_classes", r.model.num_classes},
+                   {"stem", r.model.stem == nn::ResNetStem::kCifar ? "cifar" : "imagenet"},
+                   {"zero_init_residual", r.model.zero_init_residual}};
+  (*j)["data"] = {{"image_size", r.data.image_size},
+                  {"train_size", r.data.train_size},
+                  {"val_size", r.data.val_size},
+                  {"seed", r.data.seed},
+                  {"noise", ShortestDouble(r.data.noise)}};
+  (*j)["train"] = {{"steps", r.steps},
+                   {"batch_size", r.batch_size},
+                   {"seed", r.seed},
+                   {"log_every", r.log_every},
+                   {"eval_every", r.eval_every},
+                   {"eval_batch", r.eval_batch},
+                   {"average_bn_stats", r.average_bn_stats},
+                   {"threads_per_rank", r.threads_per_rank}};
+  (*j)["optimizer"] = {{"type", std::string(optim::OptimizerKindName(r.optimizer.kind))},
+                       {"lr", r.optimizer.lr},
+                       {"weight_decay", r.optimizer.weight_decay},
+                       {"betas", {r.optimizer.adamw.beta1, r.optimizer.adamw.beta2}},
+                       {"eps", r.optimizer.adamw.eps},
+                       {"momentum", r.optimizer.sgd.momentum},
+                       {"dampening", r.optimizer.sgd.dampening},
+                       {"nesterov", r.optimizer.sgd.nesterov}};
+  (*j)["lr_schedule"] = {{"type", std::string(optim::LrScheduleKindName(r.lr.kind))},
+                         {"min_lr", r.lr.min_lr},
+                         {"warmup_steps", r.lr.warmup_steps},
+                         {"decay_steps", r.lr.decay_steps}};
+  for (const std::string& k : kGptStrategyKeys) (*j)["strategy"].erase(k);
+  (*j)["checkpoint"] = {{"save_weights", r.save}};
+  for (const std::string& k : kGptSections) j->erase(k);
+}
+
 OrderedJson ToJson(const RunConfig& c) {
   const TrainOptions& o = c.train;
   const ShardingOptions& sh = o.sharding;
@@ -1273,7 +1464,8 @@ OrderedJson ToJson(const RunConfig& c) {
   j["experiment_name"] = c.experiment_name;
   j["work_dir"] = c.work_dir;
   j["distributed"] = {{"world_size", c.world_size}, {"backend", c.backend}};
-  j["model"] = {{"vocab_size", o.model.vocab_size}, {"block_size", o.model.block_size},
+  j["model"] = {{"type", "gpt"},
+                {"vocab_size", o.model.vocab_size}, {"block_size", o.model.block_size},
                 {"n_layer", o.model.n_layer},       {"n_head", o.model.n_head},
                 {"n_embd", o.model.n_embd},         {"dropout", o.model.dropout},
                 {"bias", o.model.bias}};
@@ -1377,6 +1569,7 @@ OrderedJson ToJson(const RunConfig& c) {
                      {"keep_last", o.keep_last}};
   j["sample"] = {{"tokens", o.sample_tokens}, {"temperature", o.temperature}, {"top_k", o.top_k}};
   j["trace"] = {{"path", o.trace}, {"from_step", o.trace_from}, {"steps", o.trace_steps}};
+  if (c.model_type == "resnet") ToResNetJson(c, &j);
   return j;
 }
 

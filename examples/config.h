@@ -19,7 +19,8 @@
 //                              checkpoints to work_dir/experiment_name/step-<n>/ (as MMEngine: beside
 //                              the timestamped folders, so resume "auto" finds the last run's)
 //   distributed {world_size 4 (in-process ranks; mpirun decides under mpi), backend "local"|"mpi"}
-//   model {vocab_size 256, block_size 64, n_layer 4, n_head 4, n_embd 128, dropout 0.0, bias true}
+//   model {type "gpt"|"resnet" (the vision job: see "model.type resnet" below),
+//          vocab_size 256, block_size 64, n_layer 4, n_head 4, n_embd 128, dropout 0.0, bias true}
 //   data {path "data/tinyshakespeare.txt", val_fraction 0.1}
 //   train {steps 200, batch_size 8 (rows per rank per micro-step), grad_accum_steps 1,
 //          accumulate "sharded"|"no_sync", grad_clip 1.0 (0: off), seed 1337, log_every 10,
@@ -74,6 +75,24 @@
 //     consecutive_hysteresis, min_loss_scale}, communication_data_type, gradient_clipping,
 //     gradient_accumulation_steps, train_micro_batch_size_per_gpu, train_batch_size,
 //     steps_per_print, optimizer {type, params}.
+//
+// model.type "resnet" (the vision job of examples/resnet_trainer.h on the
+// generated ShapesData set; defaults those of train_resnet's flags) reads:
+//   model {type, widths [16, 32, 64, 128], depths [1, 1, 1, 1], num_classes 10,
+//          stem "cifar"|"imagenet", zero_init_residual false}
+//   data {image_size 32, train_size 20000, val_size 2000, seed 0, noise 0.1}
+//   train {steps 300, batch_size 32 (images per rank), seed 1337, log_every 25,
+//          eval_every 100 (0: only at the end), eval_batch 100, average_bn_stats true,
+//          threads_per_rank 0 (0: hardware threads / in-process ranks)}
+//   optimizer (as above; default sgd, lr 0.05, weight_decay 5e-4, momentum 0.9, nesterov true),
+//   lr_schedule (as above; default cosine, min_lr 5e-4, warmup_steps 20),
+//   distributed, work_dir, experiment_name, description (as above),
+//   strategy (as above, auto_wrap_policy default ["BasicBlock"]; without
+//     activation_checkpointing, state_dict_type, skip_init_weights),
+//   checkpoint {save_weights "" (.safetensors, torchvision names with BatchNorm buffers)}.
+// A key of the other model type (model.n_layer, data.path, train.grad_clip,
+// sample, trace, loss_scaler, deepspeed, ... under "resnet"; model.widths,
+// data.image_size, ... under "gpt") is an error.
 #ifndef ZEROSHARD_EXAMPLES_CONFIG_H_
 #define ZEROSHARD_EXAMPLES_CONFIG_H_
 
@@ -84,11 +103,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "examples/resnet_trainer.h"
 #include "examples/trainer.h"
 
 namespace zeroshard {
 
 struct RunConfig {
+  std::string model_type = "gpt";  // model.type: "gpt" (train: RunTraining) or "resnet" (resnet: RunResNetTraining)
   TrainOptions train;  // what RunTraining reads (log_file / metrics_csv are set by the run folder;
                        // work_dir, where checkpoints go, is work_dir/experiment_name)
   int world_size = 4;
@@ -102,6 +123,9 @@ struct RunConfig {
   // work. Validated only: RunTraining initialises each rank's shards lazily
   // and overwrites them on load, which costs one fill per shard.
   bool skip_init_weights = false;
+  // model.type "resnet": what RunResNetTraining reads (log_file / metrics_csv
+  // set by the run folder). train.sharding holds the same ShardingOptions.
+  ResNetTrainOptions resnet;
   std::string source;               // the file read, or "<defaults>"
   std::vector<std::string> notes;   // how a DeepSpeed block was mapped; keys read without effect
 };

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -96,12 +97,59 @@ absl::Status Save(nn::ResNet& net, ShardedModel& sharded, const ResNetTrainOptio
       /*writeback=*/false, /*rank0_only=*/true);
 }
 
+// Rank 0's output: stdout (unless quiet), the log file and the metrics CSV.
+class Output {
+ public:
+  ~Output() {
+    if (log_ != nullptr) std::fclose(log_);
+    if (csv_ != nullptr) std::fclose(csv_);
+  }
+  absl::Status Open(const ResNetTrainOptions& o, bool rank0) {
+    print_ = rank0 && !o.quiet;
+    if (!rank0) return absl::OkStatus();
+    if (!o.log_file.empty() && (log_ = std::fopen(o.log_file.c_str(), "a")) == nullptr) {
+      return absl::NotFoundError(absl::StrCat("cannot append to the log ", o.log_file));
+    }
+    if (!o.metrics_csv.empty()) {
+      if ((csv_ = std::fopen(o.metrics_csv.c_str(), "w")) == nullptr) {
+        return absl::NotFoundError(absl::StrCat("cannot write the metrics ", o.metrics_csv));
+      }
+      std::fputs("step,loss,lr,images_per_s,ms_per_step,val_loss,val_accuracy\n", csv_);
+      std::fflush(csv_);
+    }
+    return absl::OkStatus();
+  }
+  bool active() const { return print_ || log_ != nullptr; }
+  void Line(const std::string& line) {
+    if (print_) {
+      std::fputs(line.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (log_ != nullptr) {
+      std::fputs(line.c_str(), log_);
+      std::fflush(log_);
+    }
+  }
+  void Row(const std::string& row) {
+    if (csv_ == nullptr) return;
+    std::fputs(row.c_str(), csv_);
+    std::fflush(csv_);
+  }
+
+ private:
+  bool print_ = false;
+  std::FILE* log_ = nullptr;
+  std::FILE* csv_ = nullptr;
+};
+
 }  // namespace
 
 absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o, Communicator& comm) {
   ZS_RETURN_IF_ERROR(o.model.Validate());
   if (o.threads_per_rank > 0) omp_set_num_threads(o.threads_per_rank);
-  const bool print = comm.rank() == 0 && !o.quiet;
+  Output out;
+  ZS_RETURN_IF_ERROR(out.Open(o, comm.rank() == 0));
+  const bool print = out.active();
   ZS_ASSIGN_OR_RETURN(ShapesData data, ShapesData::Create(o.data));
   auto net = std::make_shared<nn::ResNet>(o.model);  // shapes only: each rank fills its shard
   ShardingOptions sharding = o.sharding;
@@ -110,11 +158,10 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardedModel> sharded, ShardedModel::Create(net, comm, sharding));
   ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, o.optimizer));
   if (print) {
-    std::printf("train_resnet: %s\n%d ranks, %lld parameters, %zu units, %.1f MFLOP per image (forward)\n",
-                o.ToString().c_str(), comm.size(), static_cast<long long>(net->NumParameters()),
-                sharded->units().size(),
-                2e-6 * nn::ResNetForwardMacs(o.model, o.data.image_size, o.data.image_size));
-    std::fflush(stdout);
+    out.Line(absl::StrFormat("train_resnet: %s\n%d ranks, %lld parameters, %zu units, %.1f MFLOP per image (forward)\n",
+                             o.ToString(), comm.size(), static_cast<long long>(net->NumParameters()),
+                             sharded->units().size(),
+                             2e-6 * nn::ResNetForwardMacs(o.model, o.data.image_size, o.data.image_size)));
   }
   ResNetTrainResult result;
   net->Train();
@@ -141,31 +188,35 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
       ++timed_steps;
     }
     if (print && (step % o.log_every == 0 || step + 1 == o.steps)) {
-      std::printf("step %4lld loss %.4f lr %.4f %7.1f ms/step %7.1f images/s\n", static_cast<long long>(step),
-                  mean_loss, lr, 1e3 * dt, global_batch / dt);
-      std::fflush(stdout);
+      out.Line(absl::StrFormat("step %4lld loss %.4f lr %.4f %7.1f ms/step %7.1f images/s\n",
+                               static_cast<long long>(step), mean_loss, lr, 1e3 * dt, global_batch / dt));
     }
+    std::string row = absl::StrCat(step, ",", mean_loss, ",", lr, ",", global_batch / dt, ",", 1e3 * dt, ",");
     const bool last = step + 1 == o.steps;
     if (last || (o.eval_every > 0 && (step + 1) % o.eval_every == 0)) {
       ZS_ASSIGN_OR_RETURN(Eval ev, Evaluate(*net, *sharded, data, o, comm));
       result.val_loss = ev.loss;
       result.val_accuracy = ev.accuracy;
+      absl::StrAppend(&row, ev.loss, ",", ev.accuracy);
       if (print) {
-        std::printf("eval step %4lld val loss %.4f val accuracy %.2f%% (chance %.0f%%, %lld images)\n",
-                    static_cast<long long>(step + 1), ev.loss, 100 * ev.accuracy,
-                    100.0 / ShapesData::kNumClasses, static_cast<long long>(data.size(ShapesSplit::kVal)));
-        std::fflush(stdout);
+        out.Line(absl::StrFormat("eval step %4lld val loss %.4f val accuracy %.2f%% (chance %.0f%%, %lld images)\n",
+                                 static_cast<long long>(step + 1), ev.loss, 100 * ev.accuracy,
+                                 100.0 / ShapesData::kNumClasses, static_cast<long long>(data.size(ShapesSplit::kVal))));
       }
+    } else {
+      row += ",";
     }
+    out.Row(row + "\n");
   }
   result.images_per_s = timed_steps > 0 ? global_batch * timed_steps / timed_s : 0;
   if (!o.save.empty()) {
     ZS_RETURN_IF_ERROR(Save(*net, *sharded, o, comm, o.steps));
-    if (print) std::printf("saved %s (torchvision names, parameters and BatchNorm buffers)\n", o.save.c_str());
+    if (print) out.Line(absl::StrCat("saved ", o.save, " (torchvision names, parameters and BatchNorm buffers)\n"));
   }
   if (print) {
-    std::printf("done: final loss %.4f, val accuracy %.2f%%, %.1f images/s\n",
-                result.losses.empty() ? 0.0 : result.losses.back(), 100 * result.val_accuracy, result.images_per_s);
+    out.Line(absl::StrFormat("done: final loss %.4f, val accuracy %.2f%%, %.1f images/s\n",
+                             result.losses.empty() ? 0.0 : result.losses.back(), 100 * result.val_accuracy,
+                             result.images_per_s));
   }
   return result;
 }

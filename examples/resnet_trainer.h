@@ -52,6 +52,9 @@ struct ResNetTrainOptions {
   std::string save;             // a .safetensors with torchvision names (parameters and buffers)
   int threads_per_rank = 0;     // OpenMP threads of each rank's kernels; 0: leave as is
   bool quiet = false;           // no printing (tests)
+  std::string log_file;         // rank 0 appends what it prints here too ("": nowhere; written even when quiet)
+  std::string metrics_csv;      // rank 0 writes one row per step here ("": none): step,loss,lr,images_per_s,
+                                // ms_per_step,val_loss,val_accuracy (the last two on evaluated steps)
   ShardingOptions sharding;     // wrap: BasicBlock units unless set
   std::string ToString() const;
 };

@@ -60,6 +60,8 @@ absl::StatusOr<RunDir> StartRun(RunConfig* config, const std::string& log_header
   config->train.log_file = dir->log_path();
   config->train.metrics_csv = dir->metrics_path();
   config->train.tensorboard_dir = config->train.tensorboard ? dir->tensorboard_dir() : "";
+  config->resnet.log_file = dir->log_path();  // model.type "resnet"
+  config->resnet.metrics_csv = dir->metrics_path();
   return dir;
 }
 

@@ -50,7 +50,8 @@ class RunDir {
 // Creates the run folder of `config` (work_dir/experiment_name/<now>/), writes
 // config.json (ResolvedConfigJson) and the log's first lines (`log_header`),
 // and points config->train.log_file, metrics_csv and (train.tensorboard)
-// tensorboard_dir into it.
+// tensorboard_dir into it (and config->resnet.log_file, metrics_csv: the
+// vision job of model.type "resnet" writes no TensorBoard file).
 absl::StatusOr<RunDir> StartRun(RunConfig* config, const std::string& log_header,
                                 std::time_t now = std::time(nullptr));
 

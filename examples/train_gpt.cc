@@ -6,6 +6,7 @@
 //       --set strategy.mixed_precision.reduce_dtype=bf16       (one line)
 //   bazel-bin/examples/train_gpt --world_size=4 --steps=200          # flags alone: the defaults + flags
 //   mpirun -np 2 bazel-bin/examples/train_gpt --config=... --backend=mpi
+//   bazel-bin/examples/train_gpt --config=examples/configs/resnet.json   # the vision job (model.type "resnet")
 //
 // The run is described by one JSON config (examples/config.h has the schema;
 // examples/configs/ holds ready ones). Precedence, lowest first: the built-in
@@ -15,6 +16,11 @@
 // prints the resolved config and exits). With a work_dir the run writes
 // work_dir/experiment_name/<timestamp>/ {config.json, <timestamp>.log, metrics.csv,
 // tensorboard/events.out.tfevents.*}.
+//
+// A config with model.type "resnet" runs the vision job instead
+// (RunResNetTraining on the generated ShapesData set, examples/resnet_job.h)
+// over the same ranks and backends, into a run folder of config.json, the log
+// and metrics.csv (step,loss,lr,images_per_s,ms_per_step,val_loss,val_accuracy).
 //
 // Prints one line per logged step: "step <n> loss <loss> lr <lr> <ms> ms/step
 // <n> tokens/s", validation losses beside the corpus's unigram entropy, a
@@ -50,6 +56,7 @@
 #include "collectives/mpi_communicator.h"
 #include "examples/config.h"
 #include "examples/progress.h"
+#include "examples/resnet_job.h"
 #include "examples/run_dir.h"
 #include "examples/trainer.h"
 #include "runtime/status.h"
@@ -240,8 +247,11 @@ int main(int argc, char** argv) {
           const std::string run = log_file.substr(0, log_file.find_last_of('/'));
           options.metrics_csv = run + "/metrics.csv";
           if (options.tensorboard) options.tensorboard_dir = run + "/tensorboard";
+          config->resnet.log_file = options.log_file;
+          config->resnet.metrics_csv = options.metrics_csv;
         }
-        status = RunTraining(options, **comm);
+        status = config->model_type == "resnet" ? RunResNetTraining(config->resnet, **comm).status()
+                                                : RunTraining(options, **comm);
       }
     }
     MPI_Finalize();
@@ -250,6 +260,10 @@ int main(int argc, char** argv) {
   const int world = config->world_size;
   if (absl::Status s = options.sharding.Validate(world); !s.ok()) return Fail(s);
   if (absl::StatusOr<std::string> opened = open_run_dir(); !opened.ok()) return Fail(opened.status());
+  if (config->model_type == "resnet") {
+    absl::StatusOr<ResNetTrainResult> result = RunResNetConfig(*config);
+    return result.ok() ? 0 : Fail(result.status());
+  }
   // On a terminal: a progress bar (plain lines stay in the log and in pipes).
   options.progress_bar = isatty(fileno(stdout)) != 0;
   if (options.progress_bar) {

@@ -3,7 +3,9 @@
 // problem is reported with its path, all at once; --set overrides convert by
 // the schema's types; each ready config in examples/configs/ is valid and
 // trains; a run folder holds the resolved config, the log, metrics.csv and a
-// TensorBoard event file.
+// TensorBoard event file. model.type "resnet" (the vision job): every key,
+// keys of the other model type and bad values reported, the round trip, and a
+// short run of examples/configs/resnet.json through RunResNetConfig.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +23,7 @@
 #include "collectives/local_communicator.h"
 #include "examples/config.h"
 #include "examples/metrics.h"
+#include "examples/resnet_job.h"
 #include "examples/run_dir.h"
 #include "examples/trainer.h"
 #include "tests/examples/tfevents_reader.h"
@@ -945,6 +948,9 @@ TEST(ReadyConfigs, EveryOneTrains) {
         tiny.push_back(absl::StrCat("deepspeed.zero_optimization.", kind, ".nvme_path=", TempDir()));
       }
     }
+    if (absl::StatusOr<RunConfig> as_is = LoadConfig(f, {}); as_is.ok() && as_is->model_type == "resnet") {
+      continue;  // the vision job: ResNetConfig.ReadyConfigTrainsThroughTheMainProgramsEntry
+    }
     absl::StatusOr<RunConfig> c = LoadConfig(f, tiny);
     ASSERT_TRUE(c.ok()) << c.status();
     TrainSummary s;
@@ -1109,6 +1115,278 @@ TEST(Config, EditDistance) {
   EXPECT_EQ(EditDistance("Sharding_Strategy", "sharding_strategy"), 0);
   EXPECT_EQ(EditDistance("", "abc"), 3);
   EXPECT_EQ(EditDistance("kitten", "sitting"), 3);
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+// ============================================================ model.type "resnet"
+
+TEST(ResNetConfig, DefaultsAreTrainResnets) {
+  const RunConfig c = MustParse(R"({"model": {"type": "resnet"}})");
+  EXPECT_EQ(c.model_type, "resnet");
+  const ResNetTrainOptions want;  // train_resnet's flag defaults
+  const ResNetTrainOptions& r = c.resnet;
+  EXPECT_EQ(r.model.widths, want.model.widths);
+  EXPECT_EQ(r.model.depths, want.model.depths);
+  EXPECT_EQ(r.model.num_classes, 10);
+  EXPECT_EQ(r.model.stem, nn::ResNetStem::kCifar);
+  EXPECT_EQ(r.data.image_size, 32);
+  EXPECT_EQ(r.data.train_size, 20000);
+  EXPECT_EQ(r.data.val_size, 2000);
+  EXPECT_EQ(r.steps, 300);
+  EXPECT_EQ(r.batch_size, 32);
+  EXPECT_EQ(r.optimizer.kind, optim::OptimizerKind::kSgd);
+  EXPECT_DOUBLE_EQ(r.optimizer.lr, 0.05);
+  EXPECT_DOUBLE_EQ(r.optimizer.weight_decay, 5e-4);
+  EXPECT_DOUBLE_EQ(r.optimizer.sgd.momentum, 0.9);
+  EXPECT_TRUE(r.optimizer.sgd.nesterov);
+  EXPECT_EQ(r.lr.kind, optim::LrScheduleKind::kCosine);
+  EXPECT_DOUBLE_EQ(r.lr.lr, 0.05);
+  EXPECT_DOUBLE_EQ(r.lr.min_lr, 5e-4);
+  EXPECT_EQ(r.lr.warmup_steps, 20);
+  EXPECT_EQ(r.lr.decay_steps, 300);
+  EXPECT_EQ(r.log_every, 25);
+  EXPECT_EQ(r.eval_every, 100);
+  EXPECT_TRUE(r.average_bn_stats);
+  EXPECT_EQ(r.sharding.strategy, ShardingStrategy::kFullShard);
+  EXPECT_EQ(r.sharding.wrap.kind, WrapPolicy::Kind::kByType);
+  EXPECT_EQ(r.sharding.wrap.types, std::set<std::string>{"BasicBlock"});
+  // A GPT config is unchanged, and says its type.
+  EXPECT_EQ(MustParse("").model_type, "gpt");
+  EXPECT_THAT(ResolvedConfigJson(MustParse("")), HasSubstr("\"type\": \"gpt\""));
+}
+
+TEST(ResNetConfig, EveryKeyLandsInResNetTrainOptions) {
+  const RunConfig c = MustParse(R"({
+    "distributed": {"world_size": 4},
+    "model": {"type": "ResNet", "widths": [8, 16, 32], "depths": [2, 1, 3], "num_classes": 12,
+              "stem": "imagenet", "zero_init_residual": true},
+    "data": {"image_size": 24, "train_size": 1000, "val_size": 50, "seed": 7, "noise": 0.25},
+    "train": {"steps": 40, "batch_size": 8, "seed": 9, "log_every": 3, "eval_every": 20, "eval_batch": 25,
+              "average_bn_stats": false, "threads_per_rank": 2},
+    "optimizer": {"type": "adamw", "lr": 0.002, "weight_decay": 0.01, "betas": [0.8, 0.9], "eps": 1e-6,
+                  "momentum": 0.5, "dampening": 0.1, "nesterov": false},
+    "lr_schedule": {"type": "linear", "min_lr": 1e-4, "warmup_steps": 5, "decay_steps": 30},
+    "strategy": {"sharding_strategy": "HYBRID_SHARD", "hybrid_shard_size": 2,
+                 "auto_wrap_policy": {"min_num_params": 1000}, "forward_prefetch": true,
+                 "backward_prefetch": "BACKWARD_POST", "limit_all_gathers": 3, "sync_module_states": true,
+                 "mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "f32"}},
+    "checkpoint": {"save_weights": "out/resnet.safetensors"}
+  })");
+  const ResNetTrainOptions& r = c.resnet;
+  EXPECT_EQ(c.model_type, "resnet");
+  EXPECT_EQ(c.world_size, 4);
+  EXPECT_EQ(r.model.widths, (std::vector<int64_t>{8, 16, 32}));
+  EXPECT_EQ(r.model.depths, (std::vector<int64_t>{2, 1, 3}));
+  EXPECT_EQ(r.model.num_classes, 12);
+  EXPECT_EQ(r.model.stem, nn::ResNetStem::kImageNet);
+  EXPECT_TRUE(r.model.zero_init_residual);
+  EXPECT_EQ(r.data.image_size, 24);
+  EXPECT_EQ(r.data.train_size, 1000);
+  EXPECT_EQ(r.data.val_size, 50);
+  EXPECT_EQ(r.data.seed, 7u);
+  EXPECT_FLOAT_EQ(r.data.noise, 0.25f);
+  EXPECT_EQ(r.steps, 40);
+  EXPECT_EQ(r.batch_size, 8);
+  EXPECT_EQ(r.seed, 9u);
+  EXPECT_EQ(r.log_every, 3);
+  EXPECT_EQ(r.eval_every, 20);
+  EXPECT_EQ(r.eval_batch, 25);
+  EXPECT_FALSE(r.average_bn_stats);
+  EXPECT_EQ(r.threads_per_rank, 2);
+  EXPECT_EQ(r.optimizer.kind, optim::OptimizerKind::kAdamW);
+  EXPECT_DOUBLE_EQ(r.optimizer.lr, 0.002);
+  EXPECT_DOUBLE_EQ(r.lr.lr, 0.002);
+  EXPECT_DOUBLE_EQ(r.optimizer.weight_decay, 0.01);
+  EXPECT_DOUBLE_EQ(r.optimizer.adamw.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(r.optimizer.adamw.beta2, 0.9);
+  EXPECT_DOUBLE_EQ(r.optimizer.adamw.eps, 1e-6);
+  EXPECT_DOUBLE_EQ(r.optimizer.sgd.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(r.optimizer.sgd.dampening, 0.1);
+  EXPECT_FALSE(r.optimizer.sgd.nesterov);
+  EXPECT_EQ(r.lr.kind, optim::LrScheduleKind::kLinear);
+  EXPECT_DOUBLE_EQ(r.lr.min_lr, 1e-4);
+  EXPECT_EQ(r.lr.warmup_steps, 5);
+  EXPECT_EQ(r.lr.decay_steps, 30);
+  EXPECT_EQ(r.sharding.strategy, ShardingStrategy::kHybridShard);
+  EXPECT_EQ(r.sharding.hybrid_shard_size, 2);
+  EXPECT_EQ(r.sharding.wrap.kind, WrapPolicy::Kind::kBySize);
+  EXPECT_EQ(r.sharding.wrap.min_num_params, 1000);
+  EXPECT_TRUE(r.sharding.forward_prefetch);
+  EXPECT_EQ(r.sharding.backward_prefetch, BackwardPrefetch::kBackwardPost);
+  EXPECT_EQ(r.sharding.limit_all_gathers, 3);
+  EXPECT_TRUE(r.sharding.sync_module_states);
+  EXPECT_EQ(r.sharding.mixed_precision.param_dtype, DType::kBF16);
+  EXPECT_EQ(r.save, "out/resnet.safetensors");
+  // decay_steps null: the run's steps; zero_stage names the strategy.
+  const RunConfig z = MustParse(R"({"model": {"type": "resnet"}, "train": {"steps": 50},
+                                    "strategy": {"zero_stage": 2}})");
+  EXPECT_EQ(z.resnet.lr.decay_steps, 50);
+  EXPECT_EQ(z.resnet.sharding.strategy, ShardingStrategy::kShardGradOp);
+  // --set converts by the ResNet's types too; flags that mean the same map the same.
+  const RunConfig o = MustParse(R"({"model": {"type": "resnet"}})",
+                                {"model.stem=imagenet", "model.widths=[4, 8]", "model.depths=[1, 1]",
+                                 "train.average_bn_stats=off", "data.image_size=16"});
+  EXPECT_EQ(o.resnet.model.stem, nn::ResNetStem::kImageNet);
+  EXPECT_EQ(o.resnet.model.widths, (std::vector<int64_t>{4, 8}));
+  EXPECT_FALSE(o.resnet.average_bn_stats);
+  EXPECT_EQ(o.resnet.data.image_size, 16);
+  absl::StatusOr<std::vector<std::string>> flags =
+      OverridesFromFlags({{"steps", "12"}, {"batch_size", "4"}, {"lr", "0.1"}, {"sharding_strategy", "NO_SHARD"}});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  const RunConfig f = MustParse(R"({"model": {"type": "resnet"}})", *flags);
+  EXPECT_EQ(f.resnet.steps, 12);
+  EXPECT_EQ(f.resnet.batch_size, 4);
+  EXPECT_DOUBLE_EQ(f.resnet.optimizer.lr, 0.1);
+  EXPECT_EQ(f.resnet.sharding.strategy, ShardingStrategy::kNoShard);
+}
+
+TEST(ResNetConfig, KeysOfTheOtherModelTypeAreErrorsAllAtOnce) {
+  const std::string m = Problems(R"({
+    "model": {"type": "resnet", "n_layer": 2, "vocab_size": 256},
+    "data": {"path": "data/tinyshakespeare.txt"},
+    "train": {"grad_clip": 1.0, "tensorboard": false},
+    "strategy": {"activation_checkpointing": ["Block"], "state_dict_type": "full"},
+    "checkpoint": {"resume": "auto"},
+    "sample": {"tokens": 10},
+    "deepspeed": {"zero_optimization": {"stage": 3}}
+  })");
+  EXPECT_THAT(m, HasSubstr("10 problems"));
+  for (const char* path : {"model.n_layer", "model.vocab_size", "data.path", "train.grad_clip", "train.tensorboard",
+                           "strategy.activation_checkpointing", "strategy.state_dict_type", "checkpoint.resume",
+                           "sample", "deepspeed"}) {
+    EXPECT_THAT(m, HasSubstr(absl::StrCat("\n  ", path, ": a key of model.type \"gpt\" only: expected it unset with "
+                                          "model.type \"resnet\", found ")));
+  }
+  EXPECT_THAT(m, HasSubstr("model.n_layer: a key of model.type \"gpt\" only: expected it unset with model.type "
+                           "\"resnet\", found number 2"));
+  EXPECT_THAT(m, HasSubstr("data.path: a key of model.type \"gpt\" only: expected it unset with model.type "
+                           "\"resnet\", found string \"data/tinyshakespeare.txt\""));
+  EXPECT_THAT(m, HasSubstr("sample: a key of model.type \"gpt\" only: expected it unset with model.type "
+                           "\"resnet\", found an object"));
+  // The same for the GPT: the ResNet's keys.
+  const std::string g = Problems(R"({
+    "model": {"widths": [8, 16], "stem": "cifar"},
+    "data": {"image_size": 16, "seed": 3},
+    "train": {"eval_batch": 10, "average_bn_stats": true}
+  })");
+  EXPECT_THAT(g, HasSubstr("6 problems"));
+  for (const char* path : {"model.widths", "model.stem", "data.image_size", "data.seed", "train.eval_batch",
+                           "train.average_bn_stats"}) {
+    EXPECT_THAT(g, HasSubstr(absl::StrCat("\n  ", path, ": a key of model.type \"resnet\" only: expected it unset "
+                                          "with model.type \"gpt\", found ")));
+  }
+  // A flag of the GPT's model says so too.
+  absl::StatusOr<std::vector<std::string>> flags = OverridesFromFlags({{"n_layer", "2"}});
+  ASSERT_TRUE(flags.ok());
+  EXPECT_THAT(Problems(R"({"model": {"type": "resnet"}})", *flags),
+              HasSubstr("model.n_layer: a key of model.type \"gpt\" only"));
+}
+
+TEST(ResNetConfig, BadValuesAreReportedWithTheirPaths) {
+  const std::string m = Problems(R"({
+    "model": {"type": "resnet", "widths": [16, 0], "depths": [1], "num_classes": 5, "stem": "imagnet",
+              "widht": 3},
+    "data": {"image_size": 4, "noise": 1.5, "val_size": -1},
+    "train": {"steps": 0, "average_bn_stats": "yes", "eval_batch": 0},
+    "optimizer": {"nesterov": true, "momentum": 0},
+    "strategy": {"auto_wrap_policy": ["Block"]}
+  })");
+  EXPECT_THAT(m, HasSubstr("model.widths: expected a non-empty array of integers >= 1, found array [16,0]"));
+  EXPECT_THAT(m, HasSubstr("model.num_classes: expected an integer >= 10, found 5"));
+  EXPECT_THAT(m, HasSubstr("model.stem: expected one of \"cifar\", \"imagenet\", found string \"imagnet\" "
+                           "(did you mean \"imagenet\"?)"));
+  EXPECT_THAT(m, HasSubstr("model.widht: unknown key (did you mean \"widths\"?)"));
+  EXPECT_THAT(m, HasSubstr("data.image_size: expected an integer >= 8, found 4"));
+  EXPECT_THAT(m, HasSubstr("data.noise: expected a number in [0, 1), found 1.5"));
+  EXPECT_THAT(m, HasSubstr("data.val_size: expected an integer >= 0, found -1"));
+  EXPECT_THAT(m, HasSubstr("train.steps: expected an integer >= 1, found 0"));
+  EXPECT_THAT(m, HasSubstr("train.average_bn_stats: expected true or false, found string \"yes\""));
+  EXPECT_THAT(m, HasSubstr("train.eval_batch: expected an integer >= 1, found 0"));
+  EXPECT_THAT(m, HasSubstr("optimizer.nesterov: Nesterov needs momentum > 0 and dampening 0"));
+  EXPECT_THAT(m, HasSubstr("strategy.auto_wrap_policy: expected one of \"BasicBlock\", \"Conv2d\", "
+                           "\"BatchNorm2d\", \"Linear\", found string \"Block\""));
+  EXPECT_THAT(Problems(R"({"model": {"type": "resnet", "widths": [8, 16, 32], "depths": [1, 1]}})"),
+              HasSubstr("model.depths: expected as many entries as model.widths (3), found 2"));
+  EXPECT_THAT(Problems(R"({"model": {"type": "vit"}})"),
+              HasSubstr("model.type: expected one of \"gpt\", \"resnet\", found string \"vit\""));
+  EXPECT_THAT(Problems(R"({"model": {"type": "resnet"}, "strategy": {"sharding_strategy": "HYBRID_SHARD",
+                                                                    "hybrid_shard_size": 3}})"),
+              HasSubstr("strategy.hybrid_shard_size: HYBRID_SHARD needs a shard group size >= 1 that divides the "
+                        "world size 4"));
+}
+
+TEST(ResNetConfig, ResolvedConfigReadsBackToTheSameRun) {
+  absl::StatusOr<RunConfig> c = LoadConfig("examples/configs/resnet.json",
+                                           {"model.stem=imagenet", "data.noise=0.3", "train.eval_batch=50",
+                                            "strategy.mixed_precision.param_dtype=bf16",
+                                            "checkpoint.save_weights=w.safetensors"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string resolved = ResolvedConfigJson(*c);
+  EXPECT_THAT(resolved, AllOf(HasSubstr("\"type\": \"resnet\""), HasSubstr("\"noise\": 0.3\n"),
+                              HasSubstr("\"stem\": \"imagenet\""), Not(HasSubstr("n_layer")),
+                              Not(HasSubstr("loss_scaler")), Not(HasSubstr("activation_checkpointing"))));
+  const RunConfig back = MustParse(resolved);
+  EXPECT_EQ(ResolvedConfigJson(back), resolved);
+  EXPECT_EQ(back.model_type, "resnet");
+  EXPECT_EQ(back.resnet.model.stem, nn::ResNetStem::kImageNet);
+  EXPECT_FLOAT_EQ(back.resnet.data.noise, 0.3f);
+  EXPECT_EQ(back.resnet.eval_batch, 50);
+  EXPECT_EQ(back.resnet.sharding.mixed_precision.param_dtype, DType::kBF16);
+  EXPECT_EQ(back.resnet.save, "w.safetensors");
+  EXPECT_EQ(back.resnet.ToString(), c->resnet.ToString());
+  EXPECT_EQ(back.world_size, 2);
+  // Its resolved form's every leaf is a key the ResNet reads.
+  std::vector<std::string> leaves;
+  Leaves(nlohmann::ordered_json::parse(resolved), "", &leaves);
+  EXPECT_EQ(std::count(leaves.begin(), leaves.end(), "model.widths"), 1);
+  EXPECT_EQ(std::count(leaves.begin(), leaves.end(), "train.average_bn_stats"), 1);
+}
+
+TEST(ResNetConfig, ReadyConfigTrainsThroughTheMainProgramsEntry) {
+  // examples/configs/resnet.json shrunk as train_resnet_test's small run, into a run folder.
+  absl::StatusOr<RunConfig> c = LoadConfig(
+      "examples/configs/resnet.json",
+      {"model.widths=[8, 16]", "model.depths=[1, 1]", "data.image_size=16", "data.train_size=5000",
+       "data.val_size=300", "train.batch_size=16", "train.steps=150", "lr_schedule.warmup_steps=10",
+       "train.eval_every=0", "train.log_every=50", "train.threads_per_rank=1",
+       absl::StrCat("work_dir=", TempDir(), "/resnet_runs")});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->world_size, 2);
+  EXPECT_EQ(c->resnet.sharding.strategy, ShardingStrategy::kFullShard);
+  absl::StatusOr<RunDir> dir = StartRun(&*c, "config: examples/configs/resnet.json\n", 1700000000);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  absl::StatusOr<ResNetTrainResult> r = RunResNetConfig(*c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->losses.size(), 150u);
+  double last = 0;
+  for (size_t i = 140; i < 150; ++i) last += r->losses[i] / 10;
+  EXPECT_GT(r->losses[0], 2.0);         // about ln 10 at the start
+  EXPECT_LT(last, r->losses[0] - 0.8);  // as train_resnet_test: about 1.0 at the end
+  EXPECT_GT(r->val_accuracy, 0.35);     // chance 0.1
+
+  // The run folder: the resolved config (reads back), the log, metrics.csv.
+  const std::string resolved = ReadFile(dir->config_path());
+  EXPECT_EQ(resolved, ResolvedConfigJson(*c));
+  EXPECT_EQ(ResolvedConfigJson(MustParse(resolved)), resolved);
+  const std::string log = ReadFile(dir->log_path());
+  EXPECT_THAT(log, AllOf(HasSubstr("config: examples/configs/resnet.json\n"), HasSubstr("train_resnet: ResNet("),
+                         HasSubstr("step    0 loss "), HasSubstr("eval step  150 val loss"), HasSubstr("done: ")));
+  std::vector<std::string> rows = absl::StrSplit(ReadFile(dir->metrics_path()), '\n', absl::SkipEmpty());
+  ASSERT_EQ(rows.size(), 151u);
+  EXPECT_EQ(rows[0], "step,loss,lr,images_per_s,ms_per_step,val_loss,val_accuracy");
+  const std::vector<std::string> first = absl::StrSplit(rows[1], ',');
+  ASSERT_EQ(first.size(), 7u);
+  EXPECT_EQ(first[0], "0");
+  EXPECT_EQ(first[5], "");
+  const std::vector<std::string> end = absl::StrSplit(rows[150], ',');
+  ASSERT_EQ(end.size(), 7u);
+  EXPECT_EQ(end[0], "149");
+  EXPECT_NEAR(std::stod(end[6]), r->val_accuracy, 1e-6);
 }
 
 }  // namespace
