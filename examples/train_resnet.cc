@@ -11,6 +11,9 @@
 //   bazel-bin/examples/train_resnet --save=resnet.safetensors          # loads into torchvision code
 //   mpirun -np 2 bazel-bin/examples/train_resnet --backend=mpi
 //
+// The same job from a JSON config (model.type "resnet", examples/config.h),
+// into a run folder: bazel-bin/examples/train_gpt --config=examples/configs/resnet.json
+//
 // BatchNorm under sharding: buffers are not sharded; each rank keeps its own
 // running statistics (--sync_module_states broadcasts rank 0's at start) and,
 // with --average_bn_stats (default on), the ranks average them before every

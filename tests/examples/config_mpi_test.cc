@@ -1,5 +1,6 @@
 // Under mpirun -np 2 (one rank per process) the default config gives the same
-// losses as the same config on 2 in-process ranks.
+// losses as the same config on 2 in-process ranks; so does the vision job's
+// (examples/configs/resnet.json, model.type "resnet"), as train_gpt runs it.
 #include <mpi.h>
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include "collectives/local_communicator.h"
 #include "collectives/mpi_communicator.h"
 #include "examples/config.h"
+#include "examples/resnet_job.h"
 #include "examples/trainer.h"
 
 namespace zeroshard {
@@ -32,6 +34,28 @@ TEST(ConfigMpi, DefaultConfigMatchesInProcessRanks) {
   ASSERT_EQ(mpi.losses.size(), 6u);
   EXPECT_EQ(mpi.losses, local.losses);
   EXPECT_EQ(mpi.final_val_loss, local.final_val_loss);
+}
+
+TEST(ConfigMpi, ResNetConfigMatchesInProcessRanks) {
+  absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm = MpiCommunicator::Create(MPI_COMM_WORLD);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  const std::vector<std::string> tiny = {"model.widths=[8, 16]", "model.depths=[1, 1]", "data.image_size=16",
+                                         "data.train_size=500", "data.val_size=50", "train.batch_size=8",
+                                         "train.steps=6", "train.threads_per_rank=1", "work_dir=",
+                                         "distributed.backend=mpi"};
+  absl::StatusOr<RunConfig> config = LoadConfig("examples/configs/resnet.json", tiny);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(CheckWorldSize(*config, (*comm)->size()).ok());
+  config->resnet.quiet = true;
+  absl::StatusOr<ResNetTrainResult> mpi = RunResNetTraining(config->resnet, **comm);
+  ASSERT_TRUE(mpi.ok()) << mpi.status();
+  if ((*comm)->rank() != 0) return;
+  config->world_size = (*comm)->size();
+  absl::StatusOr<ResNetTrainResult> local = RunResNetConfig(*config);
+  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_EQ(mpi->losses.size(), 6u);
+  EXPECT_EQ(mpi->losses, local->losses);
+  EXPECT_EQ(mpi->val_accuracy, local->val_accuracy);
 }
 
 }  // namespace
