@@ -383,8 +383,8 @@ const std::vector<std::string> kGptModelKeys = {"vocab_size", "block_size", "n_l
 const std::vector<std::string> kResNetModelKeys = {"widths", "depths", "num_classes", "stem", "zero_init_residual"};
 const std::vector<std::string> kGptDataKeys = {"path", "val_fraction"};
 const std::vector<std::string> kResNetDataKeys = {"image_size", "train_size", "val_size", "seed", "noise"};
-const std::vector<std::string> kGptTrainKeys = {"grad_accum_steps", "accumulate",          "grad_clip",
-                                                "eval_iters",       "device_memory_limit", "tensorboard"};
+const std::vector<std::string> kGptTrainKeys = {"grad_accum_steps", "accumulate", "grad_clip", "eval_iters",
+                                                "device_memory_limit"};
 const std::vector<std::string> kResNetTrainKeys = {"eval_batch", "average_bn_stats", "threads_per_rank"};
 const std::vector<std::string> kGptStrategyKeys = {"activation_checkpointing", "state_dict_type", "skip_init_weights"};
 const std::vector<std::string> kGptCheckpointKeys = {"init_from", "save_every", "resume", "async_save", "keep_last"};
@@ -461,6 +461,7 @@ void ReadResNetTrain(Section s, ResNetTrainOptions* o) {
   s.Int("eval_batch", &o->eval_batch, 1);
   s.Bool("average_bn_stats", &o->average_bn_stats);
   s.Int("threads_per_rank", &o->threads_per_rank, 0, 1024);
+  s.Bool("tensorboard", &o->tensorboard);
   RejectKeys(s, kGptTrainKeys, "resnet");
   s.Finish();
 }
@@ -1439,7 +1440,8 @@ void ToResNetJson(const RunConfig& c, OrderedJson* j) {
                    {"eval_every", r.eval_every},
                    {"eval_batch", r.eval_batch},
                    {"average_bn_stats", r.average_bn_stats},
-                   {"threads_per_rank", r.threads_per_rank}};
+                   {"threads_per_rank", r.threads_per_rank},
+                   {"tensorboard", r.tensorboard}};
   (*j)["optimizer"] = {{"type", std::string(optim::OptimizerKindName(r.optimizer.kind))},
                        {"lr", r.optimizer.lr},
                        {"weight_decay", r.optimizer.weight_decay},

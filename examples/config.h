@@ -83,7 +83,7 @@
 //   data {image_size 32, train_size 20000, val_size 2000, seed 0, noise 0.1}
 //   train {steps 300, batch_size 32 (images per rank), seed 1337, log_every 25,
 //          eval_every 100 (0: only at the end), eval_batch 100, average_bn_stats true,
-//          threads_per_rank 0 (0: hardware threads / in-process ranks)}
+//          threads_per_rank 0 (0: hardware threads / in-process ranks), tensorboard true}
 //   optimizer (as above; default sgd, lr 0.05, weight_decay 5e-4, momentum 0.9, nesterov true),
 //   lr_schedule (as above; default cosine, min_lr 5e-4, warmup_steps 20),
 //   distributed, work_dir, experiment_name, description (as above),

@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +15,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "checkpoint/safetensors.h"
+#include "examples/tensorboard.h"
 #include "kernels/reduce.h"
 #include "runtime/sharding/sharded_model.h"
 #include "runtime/status.h"
@@ -104,6 +108,13 @@ class Output {
     if (log_ != nullptr) std::fclose(log_);
     if (csv_ != nullptr) std::fclose(csv_);
   }
+  // One step's scalars (the values of its metrics.csv row) as TensorBoard events.
+  absl::Status Scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+    if (!tb_.has_value()) return absl::OkStatus();
+    const double now = WallTimeNow();
+    for (const auto& [tag, v] : values) ZS_RETURN_IF_ERROR(tb_->AddScalar(tag, step, static_cast<float>(v), now));
+    return tb_->Flush();
+  }
   absl::Status Open(const ResNetTrainOptions& o, bool rank0) {
     print_ = rank0 && !o.quiet;
     if (!rank0) return absl::OkStatus();
@@ -116,6 +127,10 @@ class Output {
       }
       std::fputs("step,loss,lr,images_per_s,ms_per_step,val_loss,val_accuracy\n", csv_);
       std::fflush(csv_);
+    }
+    if (!o.tensorboard_dir.empty()) {
+      ZS_ASSIGN_OR_RETURN(TensorBoardWriter w, TensorBoardWriter::Open(o.tensorboard_dir));
+      tb_.emplace(std::move(w));
     }
     return absl::OkStatus();
   }
@@ -140,6 +155,7 @@ class Output {
   bool print_ = false;
   std::FILE* log_ = nullptr;
   std::FILE* csv_ = nullptr;
+  std::optional<TensorBoardWriter> tb_;
 };
 
 }  // namespace
@@ -192,12 +208,17 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
                                static_cast<long long>(step), mean_loss, lr, 1e3 * dt, global_batch / dt));
     }
     std::string row = absl::StrCat(step, ",", mean_loss, ",", lr, ",", global_batch / dt, ",", 1e3 * dt, ",");
+    std::vector<std::pair<std::string, double>> scalars = {
+        {"train/loss", mean_loss}, {"train/lr", lr}, {"train/images_per_s", global_batch / dt},
+        {"train/ms_per_step", 1e3 * dt}};
     const bool last = step + 1 == o.steps;
     if (last || (o.eval_every > 0 && (step + 1) % o.eval_every == 0)) {
       ZS_ASSIGN_OR_RETURN(Eval ev, Evaluate(*net, *sharded, data, o, comm));
       result.val_loss = ev.loss;
       result.val_accuracy = ev.accuracy;
       absl::StrAppend(&row, ev.loss, ",", ev.accuracy);
+      scalars.push_back({"val/loss", ev.loss});
+      scalars.push_back({"val/accuracy", ev.accuracy});
       if (print) {
         out.Line(absl::StrFormat("eval step %4lld val loss %.4f val accuracy %.2f%% (chance %.0f%%, %lld images)\n",
                                  static_cast<long long>(step + 1), ev.loss, 100 * ev.accuracy,
@@ -207,6 +228,7 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
       row += ",";
     }
     out.Row(row + "\n");
+    ZS_RETURN_IF_ERROR(out.Scalars(step, scalars));
   }
   result.images_per_s = timed_steps > 0 ? global_batch * timed_steps / timed_s : 0;
   if (!o.save.empty()) {

@@ -55,6 +55,10 @@ struct ResNetTrainOptions {
   std::string log_file;         // rank 0 appends what it prints here too ("": nowhere; written even when quiet)
   std::string metrics_csv;      // rank 0 writes one row per step here ("": none): step,loss,lr,images_per_s,
                                 // ms_per_step,val_loss,val_accuracy (the last two on evaluated steps)
+  bool tensorboard = true;      // config key train.tensorboard: a run folder gets tensorboard/
+  std::string tensorboard_dir;  // rank 0 writes the same as TensorBoard scalars here ("": none;
+                                // examples/tensorboard.h): train/{loss,lr,images_per_s,ms_per_step},
+                                // val/{loss,accuracy}
   ShardingOptions sharding;     // wrap: BasicBlock units unless set
   std::string ToString() const;
 };

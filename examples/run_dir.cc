@@ -62,6 +62,7 @@ absl::StatusOr<RunDir> StartRun(RunConfig* config, const std::string& log_header
   config->train.tensorboard_dir = config->train.tensorboard ? dir->tensorboard_dir() : "";
   config->resnet.log_file = dir->log_path();  // model.type "resnet"
   config->resnet.metrics_csv = dir->metrics_path();
+  config->resnet.tensorboard_dir = config->resnet.tensorboard ? dir->tensorboard_dir() : "";
   return dir;
 }
 

@@ -1167,7 +1167,7 @@ TEST(ResNetConfig, EveryKeyLandsInResNetTrainOptions) {
               "stem": "imagenet", "zero_init_residual": true},
     "data": {"image_size": 24, "train_size": 1000, "val_size": 50, "seed": 7, "noise": 0.25},
     "train": {"steps": 40, "batch_size": 8, "seed": 9, "log_every": 3, "eval_every": 20, "eval_batch": 25,
-              "average_bn_stats": false, "threads_per_rank": 2},
+              "average_bn_stats": false, "threads_per_rank": 2, "tensorboard": false},
     "optimizer": {"type": "adamw", "lr": 0.002, "weight_decay": 0.01, "betas": [0.8, 0.9], "eps": 1e-6,
                   "momentum": 0.5, "dampening": 0.1, "nesterov": false},
     "lr_schedule": {"type": "linear", "min_lr": 1e-4, "warmup_steps": 5, "decay_steps": 30},
@@ -1198,6 +1198,7 @@ TEST(ResNetConfig, EveryKeyLandsInResNetTrainOptions) {
   EXPECT_EQ(r.eval_batch, 25);
   EXPECT_FALSE(r.average_bn_stats);
   EXPECT_EQ(r.threads_per_rank, 2);
+  EXPECT_FALSE(r.tensorboard);
   EXPECT_EQ(r.optimizer.kind, optim::OptimizerKind::kAdamW);
   EXPECT_DOUBLE_EQ(r.optimizer.lr, 0.002);
   EXPECT_DOUBLE_EQ(r.lr.lr, 0.002);
@@ -1249,14 +1250,14 @@ TEST(ResNetConfig, KeysOfTheOtherModelTypeAreErrorsAllAtOnce) {
   const std::string m = Problems(R"({
     "model": {"type": "resnet", "n_layer": 2, "vocab_size": 256},
     "data": {"path": "data/tinyshakespeare.txt"},
-    "train": {"grad_clip": 1.0, "tensorboard": false},
+    "train": {"grad_clip": 1.0, "eval_iters": 5},
     "strategy": {"activation_checkpointing": ["Block"], "state_dict_type": "full"},
     "checkpoint": {"resume": "auto"},
     "sample": {"tokens": 10},
     "deepspeed": {"zero_optimization": {"stage": 3}}
   })");
   EXPECT_THAT(m, HasSubstr("10 problems"));
-  for (const char* path : {"model.n_layer", "model.vocab_size", "data.path", "train.grad_clip", "train.tensorboard",
+  for (const char* path : {"model.n_layer", "model.vocab_size", "data.path", "train.grad_clip", "train.eval_iters",
                            "strategy.activation_checkpointing", "strategy.state_dict_type", "checkpoint.resume",
                            "sample", "deepspeed"}) {
     EXPECT_THAT(m, HasSubstr(absl::StrCat("\n  ", path, ": a key of model.type \"gpt\" only: expected it unset with "
@@ -1387,6 +1388,34 @@ TEST(ResNetConfig, ReadyConfigTrainsThroughTheMainProgramsEntry) {
   ASSERT_EQ(end.size(), 7u);
   EXPECT_EQ(end[0], "149");
   EXPECT_NEAR(std::stod(end[6]), r->val_accuracy, 1e-6);
+  // tensorboard/: the same scalars, one event per tag and step.
+  ASSERT_EQ(c->resnet.tensorboard_dir, dir->tensorboard_dir());
+  std::vector<std::string> event_files;
+  for (const auto& e : std::filesystem::directory_iterator(dir->tensorboard_dir())) {
+    event_files.push_back(e.path().string());
+  }
+  ASSERT_EQ(event_files.size(), 1u);
+  absl::StatusOr<std::vector<testing::TestEvent>> events = testing::ReadEventFile(event_files[0]);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_FALSE(events->empty());
+  EXPECT_EQ((*events)[0].file_version, "brain.Event:2");
+  std::map<std::string, std::vector<std::pair<int64_t, float>>> scalars;  // tag -> (step, value)
+  for (size_t i = 1; i < events->size(); ++i) {
+    ASSERT_EQ((*events)[i].values.size(), 1u);
+    scalars[(*events)[i].values[0].first].emplace_back((*events)[i].step, (*events)[i].values[0].second);
+  }
+  std::vector<std::string> tags;
+  for (const auto& [tag, v] : scalars) tags.push_back(tag);
+  EXPECT_THAT(tags, ElementsAre("train/images_per_s", "train/loss", "train/lr", "train/ms_per_step", "val/accuracy",
+                                "val/loss"));
+  ASSERT_EQ(scalars["train/loss"].size(), 150u);
+  for (int i = 0; i < 150; ++i) {
+    EXPECT_EQ(scalars["train/loss"][i].first, i);
+    EXPECT_EQ(scalars["train/loss"][i].second, static_cast<float>(r->losses[i]));
+  }
+  ASSERT_EQ(scalars["val/accuracy"].size(), 1u);  // eval_every 0: at the end only
+  EXPECT_EQ(scalars["val/accuracy"][0].first, 149);
+  EXPECT_EQ(scalars["val/accuracy"][0].second, static_cast<float>(r->val_accuracy));
 }
 
 }  // namespace
