@@ -186,52 +186,53 @@ absl::StatusOr<cudnnBackendDescriptor_t> CudnnGraph::Convolution(const std::vect
   return d;
 }
 
-absl::Status CudnnGraph::ConvForward(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t x,
-                                     cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y) {
-  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
-                      Create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+// The three convolution operations differ only in their descriptor type and
+// attribute names: alpha, beta, the convolution, two inputs and the output.
+struct ConvOpAttrs {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t alpha, beta, conv, in0, in1, out;
+};
+
+absl::Status CudnnGraph::ConvOp(const ConvOpAttrs& a, cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t in0,
+                                cudnnBackendDescriptor_t in1, cudnnBackendDescriptor_t out) {
+  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op, Create(a.type));
   const float alpha = 1.0f, beta = 0.0f;
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+  ZS_RETURN_IF_ERROR(Set(op, a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha));
+  ZS_RETURN_IF_ERROR(Set(op, a.beta, CUDNN_TYPE_FLOAT, 1, &beta));
+  ZS_RETURN_IF_ERROR(Set(op, a.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
+  ZS_RETURN_IF_ERROR(Set(op, a.in0, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in0));
+  ZS_RETURN_IF_ERROR(Set(op, a.in1, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in1));
+  ZS_RETURN_IF_ERROR(Set(op, a.out, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &out));
   ZS_RETURN_IF_ERROR(Finalize(op));
   ops_.push_back(op);
   return absl::OkStatus();
+}
+
+absl::Status CudnnGraph::ConvForward(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t x,
+                                     cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y) {
+  return ConvOp({CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                 CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                 CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                 CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+                conv, x, w, y);
 }
 
 absl::Status CudnnGraph::ConvBackwardData(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t w,
                                           cudnnBackendDescriptor_t dy, cudnnBackendDescriptor_t dx) {
-  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
-                      Create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR));
-  const float alpha = 1.0f, beta = 0.0f;
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dx));
-  ZS_RETURN_IF_ERROR(Finalize(op));
-  ops_.push_back(op);
-  return absl::OkStatus();
+  return ConvOp({CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX},
+                conv, w, dy, dx);
 }
 
 absl::Status CudnnGraph::ConvBackwardFilter(cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t x,
                                             cudnnBackendDescriptor_t dy, cudnnBackendDescriptor_t dw) {
-  ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t op,
-                      Create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR));
-  const float alpha = 1.0f, beta = 0.0f;
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy));
-  ZS_RETURN_IF_ERROR(Set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dw));
-  ZS_RETURN_IF_ERROR(Finalize(op));
-  ops_.push_back(op);
-  return absl::OkStatus();
+  return ConvOp({CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW},
+                conv, x, dy, dw);
 }
 
 absl::StatusOr<bool> CudnnGraph::Excluded(cudnnBackendDescriptor_t config) {

@@ -36,6 +36,8 @@ using CudnnDims = std::array<int64_t, 4>;
 // Row-major strides of `dims`.
 CudnnDims PackedStrides(const CudnnDims& dims);
 
+struct ConvOpAttrs;  // cudnn_graph.cc
+
 class CudnnGraph {
  public:
   static constexpr int64_t kFirstVirtualUid = 1000;
@@ -105,6 +107,9 @@ class CudnnGraph {
                        const std::vector<void*>& pointers, void* workspace) const;
 
  private:
+  // A convolution operation of `a`'s kind (forward, backward data or filter).
+  absl::Status ConvOp(const ConvOpAttrs& a, cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t in0,
+                      cudnnBackendDescriptor_t in1, cudnnBackendDescriptor_t out);
   absl::StatusOr<cudnnBackendDescriptor_t> Create(cudnnBackendDescriptorType_t type);
   absl::Status TryConfigs(cudnnHandle_t handle, cudnnBackendHeurMode_t mode, const char* mode_name,
                           std::string* refusals);
