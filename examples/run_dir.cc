@@ -42,6 +42,10 @@ absl::StatusOr<RunDir> RunDir::Create(const std::string& work_dir, const std::st
                                                experiment.string()));
 }
 
+RunDir RunDir::At(const std::string& path) {
+  return RunDir(path, std::filesystem::path(path).filename().string());
+}
+
 std::string RunDir::experiment_dir() const { return std::filesystem::path(path_).parent_path().string(); }
 
 absl::Status RunDir::WriteFile(const std::string& path, const std::string& text) const {
@@ -57,13 +61,17 @@ absl::StatusOr<RunDir> StartRun(RunConfig* config, const std::string& log_header
   if (!dir.ok()) return dir.status();
   if (absl::Status s = dir->WriteFile(dir->config_path(), ResolvedConfigJson(*config)); !s.ok()) return s;
   if (absl::Status s = dir->WriteFile(dir->log_path(), log_header); !s.ok()) return s;
-  config->train.log_file = dir->log_path();
-  config->train.metrics_csv = dir->metrics_path();
-  config->train.tensorboard_dir = config->train.tensorboard ? dir->tensorboard_dir() : "";
-  config->resnet.log_file = dir->log_path();  // model.type "resnet"
-  config->resnet.metrics_csv = dir->metrics_path();
-  config->resnet.tensorboard_dir = config->resnet.tensorboard ? dir->tensorboard_dir() : "";
+  PointOutputsInto(config, *dir);
   return dir;
+}
+
+void PointOutputsInto(RunConfig* config, const RunDir& dir) {
+  config->train.log_file = dir.log_path();
+  config->train.metrics_csv = dir.metrics_path();
+  config->train.tensorboard_dir = config->train.tensorboard ? dir.tensorboard_dir() : "";
+  config->resnet.log_file = dir.log_path();  // model.type "resnet"
+  config->resnet.metrics_csv = dir.metrics_path();
+  config->resnet.tensorboard_dir = config->resnet.tensorboard ? dir.tensorboard_dir() : "";
 }
 
 }  // namespace zeroshard

@@ -28,6 +28,8 @@ class RunDir {
   // Creates work_dir/experiment_name/<timestamp of `now`, local time>/.
   static absl::StatusOr<RunDir> Create(const std::string& work_dir, const std::string& experiment_name,
                                        std::time_t now = std::time(nullptr));
+  // The run folder at `path`, made by Create (e.g. on rank 0, its path sent to the other ranks).
+  static RunDir At(const std::string& path);
 
   const std::string& path() const { return path_; }
   const std::string& timestamp() const { return timestamp_; }  // the folder's name
@@ -49,11 +51,13 @@ class RunDir {
 
 // Creates the run folder of `config` (work_dir/experiment_name/<now>/), writes
 // config.json (ResolvedConfigJson) and the log's first lines (`log_header`),
-// and points config->train.log_file, metrics_csv and (train.tensorboard)
-// tensorboard_dir into it (and config->resnet.log_file, metrics_csv: the
-// vision job of model.type "resnet" writes no TensorBoard file).
+// and points the run's outputs into it (PointOutputsInto).
 absl::StatusOr<RunDir> StartRun(RunConfig* config, const std::string& log_header,
                                 std::time_t now = std::time(nullptr));
+
+// Points config->train's and config->resnet's log_file, metrics_csv and (when
+// their `tensorboard` is on) tensorboard_dir into `dir`.
+void PointOutputsInto(RunConfig* config, const RunDir& dir);
 
 // "20240131_235959" (local time), MMEngine's timestamp format.
 std::string RunTimestamp(std::time_t t);

@@ -206,17 +206,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   TrainOptions& options = config->train;
-  // Rank 0 makes the run folder and writes the resolved config; the log opens with this.
+  // Rank 0 makes the run folder and writes the resolved config; the log opens
+  // with this. Returns the folder's path ("" without a work_dir).
   auto open_run_dir = [&]() -> absl::StatusOr<std::string> {
     std::string header = absl::StrCat("config: ", config->source, "\n");
     for (const std::string& note : config->notes) absl::StrAppend(&header, "note: ", note, "\n");
+    std::string path;
     if (!config->work_dir.empty()) {
       ZS_ASSIGN_OR_RETURN(RunDir dir, StartRun(&*config, header));
       absl::StrAppend(&header, "run folder: ", dir.path(), "\n");
       ZS_RETURN_IF_ERROR(dir.WriteFile(dir.log_path(), header));  // with its own path
+      path = dir.path();
     }
     std::fputs(header.c_str(), stdout);
-    return options.log_file;
+    return path;
   };
   if (config->backend == "mpi") {
     int provided = 0;
@@ -228,28 +231,21 @@ int main(int argc, char** argv) {
       if (status.ok()) status = options.sharding.Validate((*comm)->size());
       if (status.ok()) config->world_size = (*comm)->size();  // what the resolved config records
       // Rank 0's run folder, told to every rank (they all gather the metrics' peak memory).
-      std::string log_file;
+      std::string run;
       if (status.ok() && (*comm)->rank() == 0) {
         absl::StatusOr<std::string> opened = open_run_dir();
         status = opened.status();
-        if (opened.ok()) log_file = *opened;
+        if (opened.ok()) run = *opened;
       }
       int ok = status.ok() ? 1 : 0;
       MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
       if (status.ok() && !ok) status = absl::AbortedError("another rank failed to start");
       if (status.ok()) {
-        int n = static_cast<int>(log_file.size());
+        int n = static_cast<int>(run.size());
         MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        log_file.resize(n);
-        MPI_Bcast(log_file.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-        if (!log_file.empty()) {
-          options.log_file = log_file;
-          const std::string run = log_file.substr(0, log_file.find_last_of('/'));
-          options.metrics_csv = run + "/metrics.csv";
-          if (options.tensorboard) options.tensorboard_dir = run + "/tensorboard";
-          config->resnet.log_file = options.log_file;
-          config->resnet.metrics_csv = options.metrics_csv;
-        }
+        run.resize(n);
+        MPI_Bcast(run.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+        if (!run.empty()) PointOutputsInto(&*config, RunDir::At(run));
         status = config->model_type == "resnet" ? RunResNetTraining(config->resnet, **comm).status()
                                                 : RunTraining(options, **comm);
       }
