@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "collectives/cuda/convert_kernels.h"
+#include "runtime/cuda/launch.cuh"
 #include "runtime/half.h"
 
 namespace zeroshard::cuda {
@@ -35,9 +36,11 @@ int LaunchWiden(ConvertType type, const void* in, float* out, int64_t n, void* s
   if (n <= 0) return cudaSuccess;
   auto s = static_cast<cudaStream_t>(stream);
   if (type == ConvertType::kBF16) {
-    WidenKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const BFloat16*>(in), out, n);
+    Launch(WidenKernel<BFloat16>, Blocks(n), kThreads, 0, s, static_cast<const BFloat16*>(in), out,
+           n);
   } else {
-    WidenKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const Float16*>(in), out, n);
+    Launch(WidenKernel<Float16>, Blocks(n), kThreads, 0, s, static_cast<const Float16*>(in), out,
+           n);
   }
   return cudaGetLastError();
 }
@@ -46,9 +49,9 @@ int LaunchNarrow(ConvertType type, const float* in, void* out, int64_t n, void* 
   if (n <= 0) return cudaSuccess;
   auto s = static_cast<cudaStream_t>(stream);
   if (type == ConvertType::kBF16) {
-    NarrowKernel<<<Blocks(n), kThreads, 0, s>>>(in, static_cast<BFloat16*>(out), n);
+    Launch(NarrowKernel<BFloat16>, Blocks(n), kThreads, 0, s, in, static_cast<BFloat16*>(out), n);
   } else {
-    NarrowKernel<<<Blocks(n), kThreads, 0, s>>>(in, static_cast<Float16*>(out), n);
+    Launch(NarrowKernel<Float16>, Blocks(n), kThreads, 0, s, in, static_cast<Float16*>(out), n);
   }
   return cudaGetLastError();
 }

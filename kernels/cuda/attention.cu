@@ -95,7 +95,7 @@ template <typename T, int L>
 __global__ void __launch_bounds__(kThreads)
     ForwardKernel(AttentionLaunchDims dims, AttentionOperand q, AttentionOperand k,
                   AttentionOperand v, AttentionOperand out, AttentionOperand lse) {
-  extern __shared__ float smem[];
+  ZS_DYNAMIC_SHARED(float, smem);
   const int64_t seq = dims.seq, D = dims.head_dim;
   const int64_t b = blockIdx.x / dims.heads, h = blockIdx.x % dims.heads;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kThreads)
     DqKernel(AttentionLaunchDims dims, AttentionOperand dout, AttentionOperand q,
              AttentionOperand k, AttentionOperand v, AttentionOperand lse, AttentionOperand dq,
              const float* delta) {
-  extern __shared__ float smem[];
+  ZS_DYNAMIC_SHARED(float, smem);
   const int64_t seq = dims.seq, D = dims.head_dim;
   const int64_t b = blockIdx.x / dims.heads, h = blockIdx.x % dims.heads;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(kThreads)
     DkvKernel(AttentionLaunchDims dims, AttentionOperand dout, AttentionOperand q,
               AttentionOperand k, AttentionOperand v, AttentionOperand lse, AttentionOperand dk,
               AttentionOperand dv, const float* delta) {
-  extern __shared__ float smem[];
+  ZS_DYNAMIC_SHARED(float, smem);
   const int64_t seq = dims.seq, D = dims.head_dim;
   const int64_t b = blockIdx.x / dims.heads, h = blockIdx.x % dims.heads;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -332,7 +332,7 @@ int LaunchAttentionForward(int dtype, const AttentionLaunchDims& dims, Attention
   return DispatchFloat(dtype, [&]<typename T>() {
     return DispatchLanes(dims.head_dim, [&]<int L>() {
       if (int err = AllowSharedBytes(ForwardKernel<T, L>, smem); err != 0) return err;
-      ForwardKernel<T, L><<<grid, kThreads, smem, AsStream(stream)>>>(dims, q, k, v, out, lse);
+      Launch(ForwardKernel<T, L>, grid, kThreads, smem, AsStream(stream), dims, q, k, v, out, lse);
       return Launched();
     });
   });
@@ -353,15 +353,15 @@ int LaunchAttentionBackward(int dtype, const AttentionLaunchDims& dims, Attentio
   const int64_t smem = AttentionBackwardSharedBytes(dims.head_dim);
   const cudaStream_t s = AsStream(stream);
   return DispatchFloat(dtype, [&]<typename T>() {
-    DeltaKernel<T><<<static_cast<unsigned>(delta_blocks), kThreads, 0, s>>>(dims, dout, out,
-                                                                            delta);
+    Launch(DeltaKernel<T>, static_cast<unsigned>(delta_blocks), kThreads, 0, s, dims, dout, out,
+           delta);
     if (int err = Launched(); err != 0) return err;
     return DispatchLanes(dims.head_dim, [&]<int L>() {
       if (int err = AllowSharedBytes(DqKernel<T, L>, smem); err != 0) return err;
       if (int err = AllowSharedBytes(DkvKernel<T, L>, smem); err != 0) return err;
-      DqKernel<T, L><<<grid, kThreads, smem, s>>>(dims, dout, q, k, v, lse, dq, delta);
+      Launch(DqKernel<T, L>, grid, kThreads, smem, s, dims, dout, q, k, v, lse, dq, delta);
       if (int err = Launched(); err != 0) return err;
-      DkvKernel<T, L><<<grid, kThreads, smem, s>>>(dims, dout, q, k, v, lse, dk, dv, delta);
+      Launch(DkvKernel<T, L>, grid, kThreads, smem, s, dims, dout, q, k, v, lse, dk, dv, delta);
       return Launched();
     });
   });

@@ -43,8 +43,8 @@ int LaunchCast(int in_dtype, int out_dtype, const void* x, void* y, int64_t n, v
   if (n == 0) return 0;
   return DispatchFloatPair(in_dtype, out_dtype, [&]<typename TIn, typename TOut>() {
     constexpr int kThreads = 256;
-    CastKernel<TIn, TOut><<<GridFor((n + 3) / 4, kThreads), kThreads, 0, AsStream(stream)>>>(
-        static_cast<const TIn*>(x), static_cast<TOut*>(y), n);
+    Launch(CastKernel<TIn, TOut>, GridFor((n + 3) / 4, kThreads), kThreads, 0, AsStream(stream),
+           static_cast<const TIn*>(x), static_cast<TOut*>(y), n);
     return Launched();
   });
 }
@@ -53,8 +53,8 @@ int LaunchFill(int dtype, void* y, int64_t n, float value, void* stream) {
   if (n == 0) return 0;
   return DispatchFloat(dtype, [&]<typename T>() {
     constexpr int kThreads = 256;
-    FillKernel<T><<<GridFor(n, kThreads), kThreads, 0, AsStream(stream)>>>(static_cast<T*>(y), n,
-                                                                          FromFloat<T>(value));
+    Launch(FillKernel<T>, GridFor(n, kThreads), kThreads, 0, AsStream(stream), static_cast<T*>(y),
+           n, FromFloat<T>(value));
     return Launched();
   });
 }

@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "kernels/math/softmax_ops.h"
+#include "runtime/cuda/launch.cuh"
 #include "runtime/half.h"
 
 namespace zeroshard::cuda {

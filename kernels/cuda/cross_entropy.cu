@@ -70,9 +70,9 @@ int LaunchCrossEntropyForward(int x_dtype, const void* logits, int64_t x_stride,
   if (rows > 0x7fffffff || cols == 0) return InvalidValue();
   return DispatchFloat(x_dtype, [&]<typename T>() {
     return DispatchIndex(t_dtype, [&]<typename I>() {
-      ForwardRows<T, I><<<static_cast<int>(rows), RowThreads(cols), 0, AsStream(stream)>>>(
-          static_cast<const T*>(logits), x_stride, static_cast<const I*>(targets), ignore_index,
-          losses, lse, cols);
+      Launch(ForwardRows<T, I>, static_cast<int>(rows), RowThreads(cols), 0, AsStream(stream),
+             static_cast<const T*>(logits), x_stride, static_cast<const I*>(targets), ignore_index,
+             losses, lse, cols);
       return Launched();
     });
   });
@@ -87,9 +87,10 @@ int LaunchCrossEntropyBackward(int x_dtype, int out_dtype, const void* logits, i
   if (rows > 0x7fffffff) return InvalidValue();
   return DispatchFloatPair(x_dtype, out_dtype, [&]<typename T, typename TOut>() {
     return DispatchIndex(t_dtype, [&]<typename I>() {
-      BackwardRows<T, TOut, I><<<static_cast<int>(rows), RowThreads(cols), 0, AsStream(stream)>>>(
-          static_cast<const T*>(logits), x_stride, static_cast<const I*>(targets), ignore_index,
-          lse, dloss, dloss_stride, static_cast<TOut*>(dlogits), out_stride, cols);
+      Launch(BackwardRows<T, TOut, I>, static_cast<int>(rows), RowThreads(cols), 0,
+             AsStream(stream), static_cast<const T*>(logits), x_stride,
+             static_cast<const I*>(targets), ignore_index, lse, dloss, dloss_stride,
+             static_cast<TOut*>(dlogits), out_stride, cols);
       return Launched();
     });
   });

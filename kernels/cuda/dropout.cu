@@ -48,11 +48,11 @@ int LaunchDropout(int dtype, const void* x, void* out, int64_t n, uint64_t seed,
     const T* xp = static_cast<const T*>(x);
     T* op = static_cast<T*>(out);
     if (mask_only) {
-      DropoutKernel<T, true><<<GridFor(blocks, kThreads), kThreads, 0, AsStream(stream)>>>(
-          xp, op, n, seed, offset, dp, blocks);
+      Launch(DropoutKernel<T, true>, GridFor(blocks, kThreads), kThreads, 0, AsStream(stream), xp,
+             op, n, seed, offset, dp, blocks);
     } else {
-      DropoutKernel<T, false><<<GridFor(blocks, kThreads), kThreads, 0, AsStream(stream)>>>(
-          xp, op, n, seed, offset, dp, blocks);
+      Launch(DropoutKernel<T, false>, GridFor(blocks, kThreads), kThreads, 0, AsStream(stream), xp,
+             op, n, seed, offset, dp, blocks);
     }
     return Launched();
   });

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/elementwise_launch.h"
 #include "kernels/math/elementwise_ops.h"
+#include "runtime/cuda/launch.cuh"
 #include "runtime/half.h"
 
 namespace zeroshard::cuda {
@@ -114,8 +115,8 @@ struct PowFn {
 template <typename Fn>
 int RunUnary(int in, int out, const void* x, void* y, int64_t n, void* stream, Fn fn) {
   return DispatchFloatPair(in, out, [&]<typename TIn, typename TOut>() {
-    MapUnaryKernel<<<Blocks(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const TIn*>(x), static_cast<TOut*>(y), n, fn);
+    Launch(MapUnaryKernel<TIn, TOut, Fn>, Blocks(n), 256, 0, static_cast<cudaStream_t>(stream),
+           static_cast<const TIn*>(x), static_cast<TOut*>(y), n, fn);
     return static_cast<int>(cudaGetLastError());
   });
 }
@@ -149,8 +150,9 @@ int LaunchBinary(int op, int in_dtype, int out_dtype, const void* a, const void*
   if (n == 0) return 0;
   auto run = [&](auto fn) {
     return DispatchFloatPair(in_dtype, out_dtype, [&]<typename TIn, typename TOut>() {
-      MapBinaryKernel<<<Blocks(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-          static_cast<const TIn*>(a), static_cast<const TIn*>(b), static_cast<TOut*>(y), n, fn);
+      Launch(MapBinaryKernel<TIn, TOut, decltype(fn)>, Blocks(n), 256, 0,
+             static_cast<cudaStream_t>(stream), static_cast<const TIn*>(a),
+             static_cast<const TIn*>(b), static_cast<TOut*>(y), n, fn);
       return static_cast<int>(cudaGetLastError());
     });
   };

@@ -39,9 +39,9 @@ int LaunchEmbeddingForward(int w_dtype, int out_dtype, const void* weight, int64
   while (threads < 256 && threads < cols) threads *= 2;
   return DispatchFloatPair(w_dtype, out_dtype, [&]<typename TW, typename TOut>() {
     return DispatchIndex(id_dtype, [&]<typename I>() {
-      Gather<TW, TOut, I><<<static_cast<int>(rows), threads, 0, AsStream(stream)>>>(
-          static_cast<const TW*>(weight), w_stride, static_cast<const I*>(ids),
-          static_cast<TOut*>(out), out_stride, cols);
+      Launch(Gather<TW, TOut, I>, static_cast<int>(rows), threads, 0, AsStream(stream),
+             static_cast<const TW*>(weight), w_stride, static_cast<const I*>(ids),
+             static_cast<TOut*>(out), out_stride, cols);
       return Launched();
     });
   });
@@ -57,9 +57,8 @@ int LaunchEmbeddingBackward(int d_dtype, int w_dtype, const void* dout, int64_t 
   if (groups > 0x7fffffff || chunks > 65535) return InvalidValue();
   const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(chunks));
   return DispatchFloatPair(d_dtype, w_dtype, [&]<typename TD, typename TW>() {
-    ScatterAdd<TD, TW><<<grid, kThreads, 0, AsStream(stream)>>>(
-        static_cast<const TD*>(dout), d_stride, group_id, group_start, order,
-        static_cast<TW*>(dweight), w_stride, cols);
+    Launch(ScatterAdd<TD, TW>, grid, kThreads, 0, AsStream(stream), static_cast<const TD*>(dout),
+           d_stride, group_id, group_start, order, static_cast<TW*>(dweight), w_stride, cols);
     return Launched();
   });
 }

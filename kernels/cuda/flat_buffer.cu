@@ -41,8 +41,8 @@ int LaunchFlatCopies(const FlatCopy* copies, int64_t count, int64_t max_bytes, v
   const int grid_x = GridFor(max_bytes, static_cast<int>(kChunk), 2048);
   for (int64_t first = 0; first < count; first += 65535) {
     const int64_t batch = count - first < 65535 ? count - first : 65535;
-    FlatCopies<<<dim3(grid_x, static_cast<unsigned>(batch)), kThreads, 0, AsStream(stream)>>>(
-        copies, first);
+    Launch(FlatCopies, dim3(grid_x, static_cast<unsigned>(batch)), kThreads, 0, AsStream(stream),
+           copies, first);
     if (const int rc = Launched(); rc != 0) return rc;
   }
   return 0;

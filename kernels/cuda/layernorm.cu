@@ -113,9 +113,9 @@ int LaunchLayerNormForward(int x_dtype, int out_dtype, const void* x, int64_t x_
   if (rows == 0 || cols == 0) return 0;
   if (rows > 0x7fffffff) return InvalidValue();
   return DispatchFloatPair(x_dtype, out_dtype, [&]<typename T, typename TOut>() {
-    ForwardRows<T, TOut><<<static_cast<int>(rows), RowThreads(cols), 0, AsStream(stream)>>>(
-        static_cast<const T*>(x), x_stride, weight, bias, eps, static_cast<TOut*>(out), out_stride,
-        mean, rstd, cols);
+    Launch(ForwardRows<T, TOut>, static_cast<int>(rows), RowThreads(cols), 0, AsStream(stream),
+           static_cast<const T*>(x), x_stride, weight, bias, eps, static_cast<TOut*>(out),
+           out_stride, mean, rstd, cols);
     return Launched();
   });
 }
@@ -127,13 +127,14 @@ int LaunchLayerNormBackward(int in_dtype, int dx_dtype, const void* dy, int64_t 
   if (rows == 0 || cols == 0) return 0;
   const int64_t per = LayerNormRowsPerBlock(rows);
   const int64_t blocks = LayerNormBackwardBlocks(rows);
-  return DispatchFloatPair(in_dtype, dx != nullptr ? dx_dtype : kF32,
-                           [&]<typename T, typename TOut>() {
-    BackwardRows<T, TOut><<<static_cast<int>(blocks), RowThreads(cols), 0, AsStream(stream)>>>(
-        static_cast<const T*>(dy), dy_stride, static_cast<const T*>(x), x_stride, mean, rstd,
-        weight, static_cast<TOut*>(dx), dx_stride, partials, rows, cols, per);
-    return Launched();
-  });
+  return DispatchFloatPair(
+      in_dtype, dx != nullptr ? dx_dtype : kF32, [&]<typename T, typename TOut>() {
+        Launch(BackwardRows<T, TOut>, static_cast<int>(blocks), RowThreads(cols), 0,
+               AsStream(stream), static_cast<const T*>(dy), dy_stride, static_cast<const T*>(x),
+               x_stride, mean, rstd, weight, static_cast<TOut*>(dx), dx_stride, partials, rows,
+               cols, per);
+        return Launched();
+      });
 }
 
 int LaunchLayerNormParamGrads(const float* partials, int64_t blocks, int64_t cols, int dw_dtype,
@@ -145,9 +146,8 @@ int LaunchLayerNormParamGrads(const float* partials, int64_t blocks, int64_t col
   auto launch = [&](int dtype, void* grad, int64_t stride, int64_t offset) {
     if (grad == nullptr) return 0;
     return DispatchFloat(dtype, [&]<typename G>() {
-      ParamGrad<G><<<grid, kThreads, 0, AsStream(stream)>>>(partials, blocks, cols, offset,
-                                                             static_cast<G*>(grad), stride,
-                                                             accumulate);
+      Launch(ParamGrad<G>, grid, kThreads, 0, AsStream(stream), partials, blocks, cols, offset,
+             static_cast<G*>(grad), stride, accumulate);
       return Launched();
     });
   };

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/pool2d_launch.h"
 #include "kernels/math/conv_geometry.h"
+#include "runtime/cuda/launch.cuh"
 
 namespace zeroshard::cuda {
 
@@ -109,27 +110,29 @@ int Launched() { return static_cast<int>(cudaGetLastError()); }
 
 int LaunchMaxPool2dForward(const PoolShape& s, const MaxPoolWindow& win, const float* x, float* y,
                            int64_t* indices, void* stream) {
-  MaxForward<<<Blocks(s.planes * s.oh * s.ow), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      s, win, x, y, indices);
+  Launch(MaxForward, Blocks(s.planes * s.oh * s.ow), kThreads, 0, static_cast<cudaStream_t>(stream),
+         s, win, x, y, indices);
   return Launched();
 }
 
 int LaunchMaxPool2dBackward(const PoolShape& s, const MaxPoolWindow& win, const float* dy,
                             const int64_t* indices, float* dx, void* stream) {
-  MaxBackward<<<Blocks(s.planes * s.h * s.w), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      s, win, dy, indices, dx);
+  Launch(MaxBackward, Blocks(s.planes * s.h * s.w), kThreads, 0, static_cast<cudaStream_t>(stream),
+         s, win, dy, indices, dx);
   return Launched();
 }
 
 int LaunchAvgPool2dForward(const PoolShape& s, const AvgPoolTables& t, const float* x, float* y,
                            void* stream) {
-  AvgForward<<<Blocks(s.planes * s.oh * s.ow), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(s, t, x, y);
+  Launch(AvgForward, Blocks(s.planes * s.oh * s.ow), kThreads, 0, static_cast<cudaStream_t>(stream),
+         s, t, x, y);
   return Launched();
 }
 
 int LaunchAvgPool2dBackward(const PoolShape& s, const AvgPoolTables& t, const float* dy, float* dx,
                             void* stream) {
-  AvgBackward<<<Blocks(s.planes * s.h * s.w), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(s, t, dy, dx);
+  Launch(AvgBackward, Blocks(s.planes * s.h * s.w), kThreads, 0, static_cast<cudaStream_t>(stream),
+         s, t, dy, dx);
   return Launched();
 }
 

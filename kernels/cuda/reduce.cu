@@ -92,11 +92,12 @@ int LaunchReduceAxis(int kind, int x_dtype, int out_dtype, const void* x, void* 
     if (inner == 1 && outer <= 0x7fffffff) {
       int threads = kWarp;
       while (threads < 512 && threads * 4 < r) threads *= 2;
-      ReduceRows<T, TOut><<<static_cast<int>(outer), threads, 0, AsStream(stream)>>>(kind, xp, op, r);
+      Launch(ReduceRows<T, TOut>, static_cast<int>(outer), threads, 0, AsStream(stream), kind, xp,
+             op, r);
     } else {
       constexpr int kThreads = 256;
-      ReduceColumns<T, TOut><<<GridFor(outer * inner, kThreads), kThreads, 0, AsStream(stream)>>>(
-          kind, xp, op, outer, r, inner);
+      Launch(ReduceColumns<T, TOut>, GridFor(outer * inner, kThreads), kThreads, 0,
+             AsStream(stream), kind, xp, op, outer, r, inner);
     }
     return Launched();
   });
@@ -109,14 +110,16 @@ int LaunchSumAll(int dtype, const void* x, int64_t n, bool square, float* partia
   const int rc = DispatchFloat(dtype, [&]<typename T>() {
     const T* xp = static_cast<const T*>(x);
     if (square) {
-      SlicePartials<T, true><<<static_cast<int>(blocks), kThreads, 0, AsStream(stream)>>>(xp, n, partials);
+      Launch(SlicePartials<T, true>, static_cast<int>(blocks), kThreads, 0, AsStream(stream), xp, n,
+             partials);
     } else {
-      SlicePartials<T, false><<<static_cast<int>(blocks), kThreads, 0, AsStream(stream)>>>(xp, n, partials);
+      Launch(SlicePartials<T, false>, static_cast<int>(blocks), kThreads, 0, AsStream(stream), xp,
+             n, partials);
     }
     return Launched();
   });
   if (rc != 0) return rc;
-  SumPartials<<<1, kThreads, 0, AsStream(stream)>>>(partials, blocks, out);
+  Launch(SumPartials, 1, kThreads, 0, AsStream(stream), partials, blocks, out);
   return Launched();
 }
 

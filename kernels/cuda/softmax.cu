@@ -79,11 +79,11 @@ int LaunchSoftmax(bool log, int x_dtype, int out_dtype, const void* x, int64_t x
     const T* xp = static_cast<const T*>(x);
     TOut* op = static_cast<TOut*>(out);
     if (log) {
-      SoftmaxRows<T, TOut, true><<<static_cast<int>(rows), threads, 0, AsStream(stream)>>>(
-          xp, x_stride, op, out_stride, cols);
+      Launch(SoftmaxRows<T, TOut, true>, static_cast<int>(rows), threads, 0, AsStream(stream), xp,
+             x_stride, op, out_stride, cols);
     } else {
-      SoftmaxRows<T, TOut, false><<<static_cast<int>(rows), threads, 0, AsStream(stream)>>>(
-          xp, x_stride, op, out_stride, cols);
+      Launch(SoftmaxRows<T, TOut, false>, static_cast<int>(rows), threads, 0, AsStream(stream), xp,
+             x_stride, op, out_stride, cols);
     }
     return Launched();
   });
@@ -100,11 +100,11 @@ int LaunchSoftmaxBackward(bool log, int in_dtype, int dx_dtype, const void* y, i
     const T* dp = static_cast<const T*>(dy);
     TOut* op = static_cast<TOut*>(dx);
     if (log) {
-      SoftmaxBackwardRows<T, TOut, true><<<static_cast<int>(rows), threads, 0, AsStream(stream)>>>(
-          yp, y_stride, dp, dy_stride, op, dx_stride, cols);
+      Launch(SoftmaxBackwardRows<T, TOut, true>, static_cast<int>(rows), threads, 0,
+             AsStream(stream), yp, y_stride, dp, dy_stride, op, dx_stride, cols);
     } else {
-      SoftmaxBackwardRows<T, TOut, false><<<static_cast<int>(rows), threads, 0, AsStream(stream)>>>(
-          yp, y_stride, dp, dy_stride, op, dx_stride, cols);
+      Launch(SoftmaxBackwardRows<T, TOut, false>, static_cast<int>(rows), threads, 0,
+             AsStream(stream), yp, y_stride, dp, dy_stride, op, dx_stride, cols);
     }
     return Launched();
   });

@@ -47,9 +47,9 @@ int LaunchAdamStep(bool decoupled, const AdamScalars& scalars, float* param, con
   return DispatchFloat(grad_dtype, [&]<typename G>() {
     return DispatchFloat(copy ? copy_dtype : 0, [&]<typename C>() {
       auto launch = [&]<bool kDecoupled, bool kCopy>() {
-        AdamStepKernel<G, C, kDecoupled, kCopy><<<grid, kThreads, 0, AsStream(stream)>>>(
-            scalars, param, static_cast<const G*>(grad), exp_avg, exp_avg_sq,
-            static_cast<C*>(param_copy), n);
+        ::zeroshard::cuda::Launch(AdamStepKernel<G, C, kDecoupled, kCopy>, grid, kThreads, 0,
+                                  AsStream(stream), scalars, param, static_cast<const G*>(grad),
+                                  exp_avg, exp_avg_sq, static_cast<C*>(param_copy), n);
         return Launched();
       };
       if (decoupled) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/strided_copy.h"
 #include "runtime/half.h"
 
@@ -44,7 +45,7 @@ int Launch(const StridedCopyArgs& a, cudaStream_t s) {
   constexpr int kThreads = 256;
   int64_t blocks = (a.numel + kThreads - 1) / kThreads;
   if (blocks > 65535 * 8) blocks = 65535 * 8;
-  StridedCopyKernel<D, S><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
+  Launch(StridedCopyKernel<D, S>, static_cast<unsigned>(blocks), kThreads, 0, s, a);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -5,6 +5,11 @@ independent object (`<name>_cu/<file>.pic.o`) that a `cc_library` links
 (`alwayslink`). Headers the `.cu` files include must be listed in `hdrs` (their
 own) or `textual_deps` (files of other packages, e.g. `//runtime:half.h`).
 When CUDA is disabled (see cuda_configure.bzl) the library is empty.
+
+Every `cuda_library` also makes `<name>_sim`: the same `.cu` files compiled by
+the host compiler against tools/cuda/sim (a CPU executor of the kernels, no
+CUDA toolkit needed), with `zeroshard` renamed `zeroshard_sim` so a test can
+link both. tests/kernels:cuda_sim_test runs them against the CPU kernels.
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_ARCHS", "CUDA_ENABLED", "NVCC")
@@ -15,7 +20,41 @@ def _gencode_flags():
         for a in CUDA_ARCHS
     ])
 
+# Every .cu launches through runtime/cuda/launch.cuh.
+_LAUNCH_HEADER = "//runtime/cuda:launch.cuh"
+
+def _cuda_sim_library(name, srcs, hdrs, textual_deps):
+    copies = []
+    for src in srcs:
+        stem = src[:-len(".cu")] if src.endswith(".cu") else src
+        out = "%s/%s.cc" % (name, stem)
+        native.genrule(
+            name = "%s_%s" % (name, stem.replace("/", "_")),
+            srcs = [src],
+            outs = [out],
+            cmd = "cp $< $@",
+        )
+        copies.append(out)
+    native.cc_library(
+        name = name,
+        srcs = copies,
+        hdrs = hdrs,
+        textual_hdrs = textual_deps,
+        copts = [
+            "-DZEROSHARD_CUDA_SIM",
+            "-Dzeroshard=zeroshard_sim",
+            "-O2",
+            "-ffp-contract=off",
+        ],
+        deps = ["//tools/cuda/sim:cuda_sim"],
+        alwayslink = 1,
+        # Tests anywhere may run the simulated kernels.
+        visibility = ["//visibility:public"],
+    )
+
 def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_flags = [], visibility = None):
+    textual_deps = textual_deps + [_LAUNCH_HEADER]
+    _cuda_sim_library(name + "_sim", srcs, hdrs, textual_deps)
     if not CUDA_ENABLED:
         native.cc_library(name = name, hdrs = hdrs, deps = deps, visibility = visibility)
         return

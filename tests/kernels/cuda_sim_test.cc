@@ -1,0 +1,577 @@
+// Every CUDA kernel of the project, executed by the CPU simulator
+// (tools/cuda/sim) through its real host launcher, against the CPU twin: the
+// same comparisons and tolerances as the GPU tests (tests/kernels/cuda_*_test.cc),
+// on machines without a GPU. Each launch runs twice, blocks and threads in
+// forward and in reverse order, and both runs must give the same bits: a kernel
+// whose result depends on the order of blocks or of unsynchronised threads
+// fails here. Launches with undefined behaviour (divergent barriers, shuffles
+// with absent lanes, launch shapes the device refuses) fail the launch.
+#include "tools/cuda/sim/cuda_sim.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/math/dropout_math.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+#include "optim/adamw_math.h"
+#include "tests/kernels/cuda_testing.h"
+#include "tests/kernels/sim_launch.h"  // first: see its comment
+
+namespace zeroshard {
+namespace {
+
+using ::zeroshard::testing::Describe;
+using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::GpuTol;
+using ::zeroshard::testing::kExact;
+using ::zeroshard::testing::RandomTensor;
+using ::zeroshard::testing::RandomValues;
+using ::zeroshard::testing::ToDoubles;
+using ::zeroshard::testing::Tol;
+namespace sim = ::zeroshard::testing::sim;
+namespace sim_optim = ::zeroshard::testing::sim_optim;
+
+int Code(DType d) { return static_cast<int>(d); }
+std::string Name(DType d) { return std::string(DTypeName(d)); }
+
+std::string Bytes(const Tensor& t) {
+  return std::string(static_cast<const char*>(t.raw_data()), static_cast<size_t>(t.nbytes()));
+}
+
+// Runs `launch` (which fills `outputs` from fresh copies of their initial
+// values) in forward and in reverse order: both must launch, give the same
+// bytes, and leave the outputs of the forward run in place.
+void RunBothOrders(const std::string& what, const std::vector<Tensor*>& outputs,
+                   const std::function<int()>& launch) {
+  std::vector<std::string> initial;
+  for (Tensor* t : outputs) initial.push_back(Bytes(*t));
+  std::vector<std::string> results[2];
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::memcpy(outputs[i]->raw_data(), initial[i].data(), initial[i].size());
+    }
+    zs_cuda_sim::SetOrder(pass == 0 ? zs_cuda_sim::Order::kReverse : zs_cuda_sim::Order::kForward);
+    const int err = launch();
+    zs_cuda_sim::SetOrder(zs_cuda_sim::Order::kForward);
+    ASSERT_EQ(err, 0) << what << ": " << zs_cuda_sim::LastError();
+    for (Tensor* t : outputs) results[pass].push_back(Bytes(*t));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    EXPECT_TRUE(results[0][i] == results[1][i])
+        << what << ": output " << i << " differs between block/thread orders";
+  }
+}
+
+Tensor Empty(std::vector<int64_t> shape, DType dtype) {
+  return Tensor::Zeros(shape, dtype).value();
+}
+
+const std::vector<std::pair<int64_t, int64_t>>& RowShapes() {
+  static const auto* shapes = new std::vector<std::pair<int64_t, int64_t>>{
+      {1, 1}, {3, 7}, {17, 33}, {5, 257}, {9, 1000}, {2, 4099}};
+  return *shapes;
+}
+
+// ------------------------------------------------------------ row kernels
+
+TEST(CudaSim, SoftmaxForwardAndBackwardMatchCpu) {
+  uint64_t seed = 1;
+  for (DType dtype : kFloatDTypes) {
+    for (auto [rows, cols] : RowShapes()) {
+      const Tensor x = RandomTensor({rows, cols}, dtype, -8, 8, ++seed);
+      const Tensor dy = RandomTensor({rows, cols}, dtype, -1, 1, ++seed);
+      for (bool log : {false, true}) {
+        const std::string what = Describe(log ? "LogSoftmax" : "Softmax", dtype, rows, cols);
+        Tensor y = Empty({rows, cols}, dtype);
+        RunBothOrders(what, {&y}, [&] {
+          return sim::LaunchSoftmax(log, Code(dtype), Code(dtype), x.raw_data(), cols, y.raw_data(),
+                                    cols, rows, cols, nullptr);
+        });
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor want, log ? LogSoftmax(x) : Softmax(x));
+        ExpectClose(y, want, GpuTol(dtype), what);
+        Tensor dx = Empty({rows, cols}, dtype);
+        RunBothOrders(what + " backward", {&dx}, [&] {
+          return sim::LaunchSoftmaxBackward(log, Code(dtype), Code(dtype), want.raw_data(), cols,
+                                            dy.raw_data(), cols, dx.raw_data(), cols, rows, cols,
+                                            nullptr);
+        });
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor dwant,
+                                log ? LogSoftmaxBackward(want, dy) : SoftmaxBackward(want, dy));
+        ExpectClose(dx, dwant, GpuTol(dtype), what + " backward");
+      }
+    }
+  }
+}
+
+TEST(CudaSim, SoftmaxOfMaskedRowsAndInPlace) {
+  const int64_t rows = 8, cols = 40;
+  std::vector<float> v = RandomValues(rows * cols, -3, 3, 5);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = r + 1; c < cols; ++c)
+      v[r * cols + c] = -std::numeric_limits<float>::infinity();
+  }
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor x, Tensor::FromVector(v, {rows, cols}));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Softmax(x));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor inout, Tensor::FromVector(v, {rows, cols}));
+  RunBothOrders("masked softmax in place", {&inout}, [&] {
+    return sim::LaunchSoftmax(false, 0, 0, inout.raw_data(), cols, inout.raw_data(), cols, rows,
+                              cols, nullptr);
+  });
+  ExpectClose(inout, want, GpuTol(DType::kF32), "masked softmax in place");
+}
+
+TEST(CudaSim, LayerNormForwardBackwardAndParamGradsMatchCpu) {
+  uint64_t seed = 100;
+  for (DType dtype : kFloatDTypes) {
+    for (auto [rows, cols] : RowShapes()) {
+      const std::string what = Describe("LayerNorm", dtype, rows, cols);
+      const Tensor x = RandomTensor({rows, cols}, dtype, -3, 3, ++seed);
+      const Tensor dy = RandomTensor({rows, cols}, dtype, -1, 1, ++seed);
+      const Tensor w = RandomTensor({cols}, DType::kF32, 0.5, 1.5, ++seed);
+      const Tensor b = RandomTensor({cols}, DType::kF32, -0.5, 0.5, ++seed);
+      Tensor y = Empty({rows, cols}, dtype), mean = Empty({rows}, DType::kF32),
+             rstd = Empty({rows}, DType::kF32);
+      RunBothOrders(what, {&y, &mean, &rstd}, [&] {
+        return sim::LaunchLayerNormForward(
+            Code(dtype), Code(dtype), x.raw_data(), cols, w.data<float>(), b.data<float>(), 1e-5f,
+            y.raw_data(), cols, mean.data<float>(), rstd.data<float>(), rows, cols, nullptr);
+      });
+      Tensor y_cpu = Empty({rows, cols}, dtype), mean_cpu = Empty({rows}, DType::kF32),
+             rstd_cpu = Empty({rows}, DType::kF32);
+      ZS_ASSERT_OK(LayerNormForward(x, w, b, 1e-5, y_cpu, mean_cpu, rstd_cpu));
+      ExpectClose(y, y_cpu, GpuTol(dtype), what);
+      ExpectClose(mean, mean_cpu, GpuTol(DType::kF32), what + " mean");
+      ExpectClose(rstd, rstd_cpu, GpuTol(DType::kF32), what + " rstd");
+
+      // Backward from the CPU's statistics on both sides.
+      const int64_t blocks = sim::LayerNormBackwardBlocks(rows);
+      Tensor dx = Empty({rows, cols}, dtype), partials = Empty({blocks * 2 * cols}, DType::kF32);
+      Tensor dw = Empty({cols}, DType::kF32), db = Empty({cols}, DType::kF32);
+      RunBothOrders(what + " backward", {&dx, &partials}, [&] {
+        return sim::LaunchLayerNormBackward(Code(dtype), Code(dtype), dy.raw_data(), cols,
+                                            x.raw_data(), cols, mean_cpu.data<float>(),
+                                            rstd_cpu.data<float>(), w.data<float>(), dx.raw_data(),
+                                            cols, partials.data<float>(), rows, cols, nullptr);
+      });
+      RunBothOrders(what + " param grads", {&dw, &db}, [&] {
+        return sim::LaunchLayerNormParamGrads(partials.data<float>(), blocks, cols, 0,
+                                              dw.raw_data(), 1, 0, db.raw_data(), 1, false,
+                                              nullptr);
+      });
+      Tensor dx_cpu = Empty({rows, cols}, dtype), dw_cpu = Empty({cols}, DType::kF32),
+             db_cpu = Empty({cols}, DType::kF32);
+      ZS_ASSERT_OK(LayerNormBackward(dy, x, mean_cpu, rstd_cpu, w, dx_cpu, dw_cpu, db_cpu,
+                                     GradMode::kOverwrite));
+      ExpectClose(dx, dx_cpu, GpuTol(dtype), what + " dx");
+      // Parameter gradients sum over rows: the tolerance grows with them.
+      const Tol sum_tol{1e-4 * static_cast<double>(rows), 1e-4};
+      ExpectClose(dw, dw_cpu, sum_tol, what + " dweight");
+      ExpectClose(db, db_cpu, sum_tol, what + " dbias");
+    }
+  }
+}
+
+TEST(CudaSim, CrossEntropyForwardAndBackwardMatchCpu) {
+  uint64_t seed = 200;
+  for (DType dtype : kFloatDTypes) {
+    for (auto [rows, cols] : RowShapes()) {
+      const std::string what = Describe("CrossEntropy", dtype, rows, cols);
+      const Tensor logits = RandomTensor({rows, cols}, dtype, -6, 6, ++seed);
+      std::vector<int64_t> t(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) t[r] = (r * 7919 + 3) % cols;
+      if (rows > 2) t[1] = -100;  // ignored
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor targets, Tensor::FromVector(t, {rows}, DType::kI64));
+      Tensor losses = Empty({rows}, DType::kF32), lse = Empty({rows}, DType::kF32);
+      RunBothOrders(what, {&losses, &lse}, [&] {
+        return sim::LaunchCrossEntropyForward(
+            Code(dtype), logits.raw_data(), cols, Code(DType::kI64), targets.raw_data(), -100,
+            losses.data<float>(), lse.data<float>(), rows, cols, nullptr);
+      });
+      Tensor losses_cpu = Empty({rows}, DType::kF32), lse_cpu = Empty({rows}, DType::kF32);
+      ZS_ASSERT_OK(CrossEntropyForward(logits, targets, losses_cpu, lse_cpu).status());
+      ExpectClose(losses, losses_cpu, GpuTol(DType::kF32), what + " losses");
+      ExpectClose(lse, lse_cpu, GpuTol(DType::kF32), what + " lse");
+
+      const Tensor dloss = RandomTensor({rows}, DType::kF32, 0.5, 1.5, ++seed);
+      Tensor dlogits = Empty({rows, cols}, dtype);
+      RunBothOrders(what + " backward", {&dlogits}, [&] {
+        return sim::LaunchCrossEntropyBackward(Code(dtype), Code(dtype), logits.raw_data(), cols,
+                                               Code(DType::kI64), targets.raw_data(), -100,
+                                               lse_cpu.data<float>(), dloss.data<float>(), 1,
+                                               dlogits.raw_data(), cols, rows, cols, nullptr);
+      });
+      Tensor dlogits_cpu = Empty({rows, cols}, dtype);
+      ZS_ASSERT_OK(CrossEntropyBackward(logits, targets, lse_cpu, dloss, dlogits_cpu));
+      ExpectClose(dlogits, dlogits_cpu, GpuTol(dtype), what + " dlogits");
+    }
+  }
+}
+
+// ------------------------------------------------------------ reductions
+
+TEST(CudaSim, SumAllAndSumOfSquaresMatchCpu) {
+  for (DType dtype : kFloatDTypes) {
+    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{70001}, int64_t{200003}}) {
+      const Tensor x = RandomTensor({n}, dtype, -1, 1, static_cast<uint64_t>(n));
+      for (bool square : {false, true}) {
+        Tensor partials = Empty({sim::SumAllPartials(n)}, DType::kF32);
+        double out = 0;
+        std::vector<double> results;
+        for (auto order : {zs_cuda_sim::Order::kForward, zs_cuda_sim::Order::kReverse}) {
+          zs_cuda_sim::SetOrder(order);
+          ASSERT_EQ(sim::LaunchSumAll(Code(dtype), x.raw_data(), n, square, partials.data<float>(),
+                                      &out, nullptr),
+                    0)
+              << zs_cuda_sim::LastError();
+          results.push_back(out);
+        }
+        zs_cuda_sim::SetOrder(zs_cuda_sim::Order::kForward);
+        EXPECT_EQ(results[0], results[1]) << "SumAll order dependence";
+        ZS_ASSERT_OK_AND_ASSIGN(double want, square ? SumOfSquares(x) : SumAll(x));
+        EXPECT_NEAR(out, want, 1e-5 * static_cast<double>(n) * 1e-2 + 1e-5)
+            << Name(dtype) << " n=" << n << " square=" << square;
+      }
+    }
+  }
+}
+
+TEST(CudaSim, ReduceAlongEachAxisMatchesCpu) {
+  uint64_t seed = 300;
+  const std::vector<int64_t> shape{5, 67, 33};
+  for (DType dtype : kFloatDTypes) {
+    const Tensor x = RandomTensor(shape, dtype, -4, 4, ++seed);
+    for (int64_t dim = 0; dim < 3; ++dim) {
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
+      for (int64_t d = dim + 1; d < 3; ++d) inner *= shape[d];
+      for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax}) {
+        const std::string what = std::string("Reduce ") + Name(dtype) + " kind " +
+                                 std::to_string(static_cast<int>(kind)) + " dim " +
+                                 std::to_string(dim);
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Reduce(kind, x, dim));
+        Tensor out = Empty(std::vector<int64_t>(want.shape().begin(), want.shape().end()), dtype);
+        RunBothOrders(what, {&out}, [&] {
+          return sim::LaunchReduceAxis(static_cast<int>(kind), Code(dtype), Code(dtype),
+                                       x.raw_data(), out.raw_data(), outer, shape[dim], inner,
+                                       nullptr);
+        });
+        ExpectClose(out, want, GpuTol(dtype), what);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------ attention
+
+struct AttentionCase {
+  int64_t batch, heads, seq, dim;
+  bool causal;
+};
+
+sim::AttentionOperand Operand(const Tensor& t) {
+  sim::AttentionOperand o;
+  o.data = t.raw_data();
+  for (int64_t d = 0; d < t.dim(); ++d) o.stride[d] = t.stride(d);
+  return o;
+}
+
+TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
+  const std::vector<AttentionCase> cases{{1, 1, 1, 16, true},   {2, 3, 17, 32, true},
+                                         {1, 2, 40, 64, false}, {1, 1, 33, 80, true},
+                                         {1, 1, 9, 256, true},  {2, 1, 70, 64, true}};
+  uint64_t seed = 400;
+  for (DType dtype : kFloatDTypes) {
+    for (const AttentionCase& c : cases) {
+      const std::string what = std::string("attention ") + Name(dtype) + " B" +
+                               std::to_string(c.batch) + " H" + std::to_string(c.heads) + " T" +
+                               std::to_string(c.seq) + " D" + std::to_string(c.dim) +
+                               (c.causal ? " causal" : "");
+      // q, k, v as views of one fused [B, T, 3, H, D] buffer, as the GPT's qkv
+      // projection lays them out.
+      const Tensor qkv = RandomTensor({c.batch, c.seq, 3, c.heads, c.dim}, dtype, -1, 1, ++seed);
+      auto part = [&](int64_t i) { return qkv.Select(2, i).value().Permute({0, 2, 1, 3}).value(); };
+      const Tensor q = part(0), k = part(1), v = part(2);
+      const Tensor dout = RandomTensor({c.batch, c.heads, c.seq, c.dim}, dtype, -1, 1, ++seed);
+      AttentionOptions options;
+      options.causal = c.causal;
+      ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs want, AttentionForward(q, k, v, options));
+
+      sim::AttentionLaunchDims dims;
+      dims.batch = c.batch;
+      dims.heads = c.heads;
+      dims.seq = c.seq;
+      dims.head_dim = c.dim;
+      dims.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+      dims.causal = c.causal;
+      Tensor out = Empty({c.batch, c.heads, c.seq, c.dim}, dtype);
+      Tensor lse = Empty({c.batch, c.heads, c.seq}, DType::kF32);
+      RunBothOrders(what, {&out, &lse}, [&] {
+        return sim::LaunchAttentionForward(Code(dtype), dims, Operand(q), Operand(k), Operand(v),
+                                           Operand(out), Operand(lse), nullptr);
+      });
+      ExpectClose(out, want.out, GpuTol(dtype), what + " out");
+      ExpectClose(lse, want.lse, GpuTol(DType::kF32), what + " lse");
+
+      ZS_ASSERT_OK_AND_ASSIGN(AttentionGrads grads,
+                              AttentionBackward(dout, q, k, v, want.out, want.lse, options));
+      // Gradients into one fused dqkv buffer, as the GPT's backward writes them.
+      Tensor dqkv = Empty({c.batch, c.seq, 3, c.heads, c.dim}, dtype);
+      auto dpart = [&](int64_t i) {
+        return dqkv.Select(2, i).value().Permute({0, 2, 1, 3}).value();
+      };
+      const Tensor dq = dpart(0), dk = dpart(1), dv = dpart(2);
+      Tensor delta = Empty({c.batch * c.heads * c.seq}, DType::kF32);
+      RunBothOrders(what + " backward", {&dqkv, &delta}, [&] {
+        return sim::LaunchAttentionBackward(
+            Code(dtype), dims, Operand(dout), Operand(q), Operand(k), Operand(v), Operand(want.out),
+            Operand(want.lse), Operand(dq), Operand(dk), Operand(dv), delta.data<float>(), nullptr);
+      });
+      const Tol tol = dtype == DType::kF32 ? Tol{1e-4, 1e-3} : GpuTol(dtype);
+      ExpectClose(dq.Contiguous().value(), grads.dq, tol, what + " dq");
+      ExpectClose(dk.Contiguous().value(), grads.dk, tol, what + " dk");
+      ExpectClose(dv.Contiguous().value(), grads.dv, tol, what + " dv");
+    }
+  }
+}
+
+// ------------------------------------------------------------ elementwise
+
+TEST(CudaSim, CastFillUnaryBinaryAffineAndPowMatchCpu) {
+  const int64_t n = 4099;
+  uint64_t seed = 500;
+  for (DType in : kFloatDTypes) {
+    const Tensor x = RandomTensor({n}, in, 0.25, 3, ++seed);
+    const Tensor y = RandomTensor({n}, in, 0.25, 3, ++seed);
+    for (DType out : kFloatDTypes) {
+      const std::string pair = Name(in) + "->" + Name(out);
+      Tensor got = Empty({n}, out);
+      RunBothOrders("cast " + pair, {&got}, [&] {
+        return sim::LaunchCast(Code(in), Code(out), x.raw_data(), got.raw_data(), n, nullptr);
+      });
+      Tensor want = Empty({n}, out);
+      ZS_ASSERT_OK(Cast(x, want));
+      ExpectClose(got, want, kExact, "cast " + pair);
+      if (in != out && in != DType::kF32) {
+        // The elementwise launchers take equal dtypes or f32 in, 16-bit out
+        // (elementwise.cu's DispatchFloatPair); the op entries cast first.
+        EXPECT_EQ(
+            sim::LaunchUnary(0, Code(in), Code(out), x.raw_data(), got.raw_data(), n, nullptr), 1)
+            << pair;
+        continue;
+      }
+
+      for (int op = 0; op <= static_cast<int>(UnaryOp::kSquare); ++op) {
+        const std::string what = "unary " + std::to_string(op) + " " + pair;
+        RunBothOrders(what, {&got}, [&] {
+          return sim::LaunchUnary(op, Code(in), Code(out), x.raw_data(), got.raw_data(), n,
+                                  nullptr);
+        });
+        ZS_ASSERT_OK(Unary(static_cast<UnaryOp>(op), x, want));
+        ExpectClose(got, want, kExact, what);
+      }
+      for (int op = 0; op <= static_cast<int>(BinaryOp::kDiv); ++op) {
+        const std::string what = "binary " + std::to_string(op) + " " + pair;
+        RunBothOrders(what, {&got}, [&] {
+          return sim::LaunchBinary(op, Code(in), Code(out), x.raw_data(), y.raw_data(),
+                                   got.raw_data(), n, nullptr);
+        });
+        ZS_ASSERT_OK(Binary(static_cast<BinaryOp>(op), x, y, want));
+        ExpectClose(got, want, kExact, what);
+      }
+      RunBothOrders("affine " + pair, {&got}, [&] {
+        return sim::LaunchAffine(Code(in), Code(out), x.raw_data(), got.raw_data(), 1.5f, -0.25f, n,
+                                 nullptr);
+      });
+      ZS_ASSERT_OK(Affine(x, 1.5, -0.25, want));
+      ExpectClose(got, want, kExact, "affine " + pair);
+      for (float p : {2.0f, 0.5f, -1.0f, 3.0f}) {
+        RunBothOrders("pow " + pair, {&got}, [&] {
+          return sim::LaunchPowScalar(Code(in), Code(out), x.raw_data(), got.raw_data(), p, n,
+                                      nullptr);
+        });
+        ZS_ASSERT_OK(PowScalar(x, p, want));
+        ExpectClose(got, want, kExact, "pow " + std::to_string(p) + " " + pair);
+      }
+    }
+    Tensor filled = Empty({n}, in);
+    RunBothOrders("fill", {&filled},
+                  [&] { return sim::LaunchFill(Code(in), filled.raw_data(), n, 0.1f, nullptr); });
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Tensor::Full({n}, 0.1f, in));
+    ExpectClose(filled, want, kExact, "fill");
+  }
+}
+
+TEST(CudaSim, DropoutMaskIsTheCpuMask) {
+  for (DType dtype : kFloatDTypes) {
+    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{1027}, int64_t{40001}}) {
+      for (uint64_t offset : {uint64_t{0}, uint64_t{3}, uint64_t{1} << 33}) {
+        const Tensor x = RandomTensor({n}, dtype, -2, 2, static_cast<uint64_t>(n) + offset);
+        const PhiloxStream stream{1234, offset};
+        const DropoutParams dp = MakeDropoutParams(0.1);
+        Tensor got = Empty({n}, dtype);
+        RunBothOrders("dropout", {&got}, [&] {
+          return sim::LaunchDropout(Code(dtype), x.raw_data(), got.raw_data(), n, stream.seed,
+                                    stream.offset, dp.keep_prob, dp.scale, false, nullptr);
+        });
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Dropout(x, 0.1, stream));
+        ExpectClose(got, want, kExact, std::string("dropout ") + Name(dtype));
+      }
+    }
+  }
+}
+
+TEST(CudaSim, EmbeddingForwardMatchesCpu) {
+  for (DType dtype : kFloatDTypes) {
+    const int64_t vocab = 301, cols = 77, rows = 45;
+    const Tensor w = RandomTensor({vocab, cols}, dtype, -1, 1, 7);
+    std::vector<int64_t> ids(rows);
+    for (int64_t i = 0; i < rows; ++i) ids[i] = (i * 131 + 11) % vocab;
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor idt, Tensor::FromVector(ids, {rows}, DType::kI64));
+    Tensor got = Empty({rows, cols}, dtype);
+    RunBothOrders("embedding", {&got}, [&] {
+      return sim::LaunchEmbeddingForward(Code(dtype), Code(dtype), w.raw_data(), cols,
+                                         Code(DType::kI64), idt.raw_data(), got.raw_data(), cols,
+                                         rows, cols, nullptr);
+    });
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Embedding(w, idt));
+    ExpectClose(got, want, kExact, std::string("embedding ") + Name(dtype));
+  }
+}
+
+// ------------------------------------------------------------ copies
+
+TEST(CudaSim, FlatCopiesAndStridedCopiesAreExact) {
+  // FSDP's pack: pieces of odd sizes and alignments into one flat buffer.
+  std::vector<std::vector<char>> pieces;
+  std::vector<char> flat(100000, 0);
+  std::vector<sim::FlatCopy> copies;
+  int64_t at = 0, max_bytes = 0;
+  for (int i = 0; i < 37; ++i) {
+    const int64_t bytes = 1 + (i * 997) % 3001;
+    pieces.emplace_back(static_cast<size_t>(bytes));
+    for (int64_t b = 0; b < bytes; ++b) pieces.back()[b] = static_cast<char>((b * 31 + i) & 0x7f);
+    copies.push_back({pieces.back().data(), flat.data() + at, bytes});
+    at += bytes + (i % 3);
+    max_bytes = std::max(max_bytes, bytes);
+  }
+  ASSERT_LT(at, static_cast<int64_t>(flat.size()));
+  ASSERT_EQ(
+      sim::LaunchFlatCopies(copies.data(), static_cast<int64_t>(copies.size()), max_bytes, nullptr),
+      0)
+      << zs_cuda_sim::LastError();
+  for (size_t i = 0; i < copies.size(); ++i) {
+    ASSERT_EQ(std::memcmp(copies[i].dst, pieces[i].data(), static_cast<size_t>(copies[i].bytes)), 0)
+        << "piece " << i;
+  }
+
+  // A transposed, narrowed view copied into a contiguous tensor of another dtype.
+  const Tensor src = RandomTensor({13, 9, 21}, DType::kF32, -3, 3, 9);
+  const Tensor view = src.Permute({2, 0, 1}).value().Narrow(0, 2, 15).value();
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor contiguous, view.Contiguous());
+  for (DType dst_dtype : kFloatDTypes) {
+    Tensor dst = Empty(std::vector<int64_t>(view.shape().begin(), view.shape().end()), dst_dtype);
+    sim::StridedCopyArgs a;
+    a.ndim = static_cast<int>(view.dim());
+    a.numel = view.numel();
+    for (int64_t d = 0; d < view.dim(); ++d) {
+      a.sizes[d] = view.size(d);
+      a.src_strides[d] = view.stride(d);
+      a.dst_strides[d] = dst.stride(d);
+    }
+    a.src_dtype = Code(DType::kF32);
+    a.dst_dtype = Code(dst_dtype);
+    a.src = view.raw_data();
+    a.dst = dst.raw_data();
+    sim::CollapseDims(a);
+    RunBothOrders("strided copy", {&dst}, [&] { return sim::LaunchStridedCopy(a, nullptr); });
+    Tensor want = Empty(std::vector<int64_t>(view.shape().begin(), view.shape().end()), dst_dtype);
+    ZS_ASSERT_OK(Cast(contiguous, want));
+    ExpectClose(dst, want, kExact, std::string("strided copy to ") + Name(dst_dtype));
+  }
+}
+
+TEST(CudaSim, CollectiveWidenAndNarrowAreExact) {
+  const int64_t n = 3001;
+  const Tensor x = RandomTensor({n}, DType::kF32, -100, 100, 11);
+  for (auto [type, dtype] : {std::pair{sim::ConvertType::kBF16, DType::kBF16},
+                             std::pair{sim::ConvertType::kF16, DType::kF16}}) {
+    Tensor narrow = Empty({n}, dtype), wide = Empty({n}, DType::kF32);
+    RunBothOrders("narrow", {&narrow}, [&] {
+      return sim::LaunchNarrow(type, x.data<float>(), narrow.raw_data(), n, nullptr);
+    });
+    Tensor want = Empty({n}, dtype);
+    ZS_ASSERT_OK(Cast(x, want));
+    ExpectClose(narrow, want, kExact, "narrow");
+    RunBothOrders("widen", {&wide}, [&] {
+      return sim::LaunchWiden(type, narrow.raw_data(), wide.data<float>(), n, nullptr);
+    });
+    ExpectClose(wide, want, kExact, "widen");
+  }
+}
+
+// ------------------------------------------------------------ optimizer
+
+TEST(CudaSim, FusedAdamWStepIsTheCpuStepBitForBit) {
+  const int64_t n = 5003;
+  const optim::AdamScalars s = optim::MakeAdamScalars(optim::AdamHyper{}, 3, 1e-3, 0.1, 0.5);
+  sim_optim::AdamScalars ss;
+  static_assert(sizeof(ss) == sizeof(s));
+  std::memcpy(&ss, &s, sizeof(s));
+  for (DType grad_dtype : kFloatDTypes) {
+    std::vector<float> p = RandomValues(n, -1, 1, 1), m = RandomValues(n, -0.1f, 0.1f, 2),
+                       v = RandomValues(n, 0, 0.01f, 3);
+    const Tensor g = RandomTensor({n}, grad_dtype, -1, 1, 4);
+    const std::vector<double> gd = ToDoubles(g);
+    std::vector<float> pw = p, mw = m, vw = v;
+    for (int64_t i = 0; i < n; ++i)
+      optim::AdamWUpdate(pw[i], static_cast<float>(gd[i]), mw[i], vw[i], s);
+    Tensor copy = Empty({n}, DType::kBF16);
+    ASSERT_EQ(sim_optim::cuda::LaunchAdamStep(true, ss, p.data(), g.raw_data(), Code(grad_dtype),
+                                              m.data(), v.data(), copy.raw_data(),
+                                              Code(DType::kBF16), n, nullptr),
+              0)
+        << zs_cuda_sim::LastError();
+    EXPECT_EQ(std::memcmp(p.data(), pw.data(), n * sizeof(float)), 0) << "param";
+    EXPECT_EQ(std::memcmp(m.data(), mw.data(), n * sizeof(float)), 0) << "exp_avg";
+    EXPECT_EQ(std::memcmp(v.data(), vw.data(), n * sizeof(float)), 0) << "exp_avg_sq";
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor pt, Tensor::FromVector(pw, {n}));
+    Tensor want = Empty({n}, DType::kBF16);
+    ZS_ASSERT_OK(Cast(pt, want));
+    ExpectClose(copy, want, kExact, "bf16 param copy");
+  }
+}
+
+// ------------------------------------------------------------ what ran
+
+TEST(CudaSim, LaunchesRunOnTheSimulator) {
+  // A softmax of 3 rows of 100: 3 blocks of one warp each (softmax.cu's
+  // RowThreads), with the barriers and shuffles of its block reduction.
+  const zs_cuda_sim::Stats before = zs_cuda_sim::GetStats();
+  const Tensor x = RandomTensor({3, 100}, DType::kF32, -1, 1, 1);
+  Tensor y = Empty({3, 100}, DType::kF32);
+  ASSERT_EQ(sim::LaunchSoftmax(false, 0, 0, x.raw_data(), 100, y.raw_data(), 100, 3, 100, nullptr),
+            0);
+  const zs_cuda_sim::Stats after = zs_cuda_sim::GetStats();
+  EXPECT_EQ(after.launches - before.launches, 1);
+  EXPECT_EQ(after.blocks - before.blocks, 3);
+  EXPECT_EQ(after.threads - before.threads, 3 * 32);
+  EXPECT_GT(after.barriers - before.barriers, 0);
+  EXPECT_GT(after.shuffles - before.shuffles, 0);
+}
+
+}  // namespace
+}  // namespace zeroshard
