@@ -19,6 +19,7 @@
 //   dS = (dO V^T - softmax_sum) * P * scale
 //   dK = dS^T Q;   dQ_accum = dS K;   dQ = identity(dQ_accum)
 #include "kernels/cuda/attention_cudnn.h"
+#include "kernels/cuda/attention_cudnn_graph.h"
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -96,7 +97,11 @@ absl::StatusOr<DeviceHandle*> HandleFor(int device) {
   return slot.get();
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------- graphs
+
+namespace {
 
 // S masked to `lowest` above the diagonal (row < col).
 absl::StatusOr<cudnnBackendDescriptor_t> CausalMask(CudnnGraph& g, cudnnBackendDescriptor_t s,
@@ -113,8 +118,11 @@ absl::StatusOr<cudnnBackendDescriptor_t> CausalMask(CudnnGraph& g, cudnnBackendD
   return masked;
 }
 
-absl::Status BuildForward(CudnnGraph& g, const AttentionLaunchDims& d, const Tensor& q,
-                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+}  // namespace
+
+absl::Status BuildCudnnAttentionForwardGraph(CudnnGraph& g, const AttentionLaunchDims& d,
+                                             const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& out, const Tensor& lse) {
   const cudnnDataType_t io = CudnnType(q.dtype());
   const CudnnDims scores{d.batch, d.heads, d.seq, d.seq};
   const CudnnDims rows{d.batch, d.heads, d.seq, 1};
@@ -151,10 +159,10 @@ absl::Status BuildForward(CudnnGraph& g, const AttentionLaunchDims& d, const Ten
   return g.Matmul(p, tv, to);
 }
 
-absl::Status BuildBackward(CudnnGraph& g, const AttentionLaunchDims& d, const Tensor& dout,
-                           const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                           const Tensor& lse, const Tensor& dq, const Tensor& dk,
-                           const Tensor& dv) {
+absl::Status BuildCudnnAttentionBackwardGraph(CudnnGraph& g, const AttentionLaunchDims& d,
+                                              const Tensor& dout, const Tensor& q, const Tensor& k,
+                                              const Tensor& v, const Tensor& out, const Tensor& lse,
+                                              const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   const cudnnDataType_t io = CudnnType(q.dtype());
   const int64_t B = d.batch, H = d.heads, T = d.seq, D = d.head_dim;
   const CudnnDims scores{B, H, T, T};
@@ -225,6 +233,8 @@ absl::Status BuildBackward(CudnnGraph& g, const AttentionLaunchDims& d, const Te
 }
 
 // ---------------------------------------------------------------- plan cache
+
+namespace {
 
 struct CachedGraph {
   std::unique_ptr<CudnnGraph> graph;  // null: refused
@@ -298,7 +308,7 @@ absl::Status CudnnAttentionForward(const AttentionLaunchDims& dims, const Tensor
   ZS_ASSIGN_OR_RETURN(CudnnGraph * g,
                       GraphFor(Key("fwd", device, dims, {&q, &k, &v, &out, &lse}), h->handle,
                                [&](CudnnGraph& graph) {
-                                 return BuildForward(graph, dims, q, k, v, out, lse);
+                                 return BuildCudnnAttentionForwardGraph(graph, dims, q, k, v, out, lse);
                                }));
   if (q.allocator() == nullptr) {
     return absl::FailedPreconditionError("cuDNN attention: q has no allocator for the workspace");
@@ -330,7 +340,8 @@ absl::Status CudnnAttentionBackward(const AttentionLaunchDims& dims, const Tenso
       CudnnGraph * g,
       GraphFor(Key("bwd", device, dims, {&q, &k, &v, &out, &dout, &lse, &dq, &dk, &dv}),
                h->handle, [&](CudnnGraph& graph) {
-                 return BuildBackward(graph, dims, dout, q, k, v, out, lse, dq, dk, dv);
+                 return BuildCudnnAttentionBackwardGraph(graph, dims, dout, q, k, v, out, lse, dq,
+                                                         dk, dv);
                }));
   if (q.allocator() == nullptr) {
     return absl::FailedPreconditionError("cuDNN attention: q has no allocator for the workspace");

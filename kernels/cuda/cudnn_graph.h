@@ -10,11 +10,13 @@
 //   ZS_RETURN_IF_ERROR(g.Matmul(a, bt, s));
 //   ...
 //   ZS_RETURN_IF_ERROR(g.Build(handle));       // Unimplemented when no engine takes the graph
+//   // (without a device: g.FinalizeGraph(nullptr) checks the graph, choosing no engine)
 //   ZS_RETURN_IF_ERROR(g.Execute(handle, {1, 2, ...}, {ptr1, ptr2, ...}, workspace));
 //
-// Every descriptor is finalized as soon as it is complete; all are destroyed
-// with the graph (the plan refers to them). Virtual tensors get unique ids
-// from kFirstVirtualUid up.
+// Every descriptor is finalized as soon as it is complete (a refusal is an
+// error naming the descriptor or operation, cuDNN's status and its last
+// error message); all are destroyed with the graph (the plan refers to them).
+// Virtual tensors get unique ids from kFirstVirtualUid up.
 #ifndef ZEROSHARD_KERNELS_CUDA_CUDNN_GRAPH_H_
 #define ZEROSHARD_KERNELS_CUDA_CUDNN_GRAPH_H_
 
@@ -23,11 +25,13 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace zeroshard::cuda {
 
@@ -64,14 +68,17 @@ class CudnnGraph {
   absl::Status Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
                       cudnnBackendDescriptor_t c);
   // y = mode(x [, b [, t]]); compute type `math`; `axis` for GEN_INDEX.
+  // InvalidArgument when an input does not broadcast to y (a dim neither y's nor 1).
   absl::Status Pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
                          cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
                          cudnnBackendDescriptor_t y, cudnnDataType_t math = CUDNN_DATA_FLOAT,
                          int64_t axis = -1);
   // y = reduce(x) over the dims where y has size 1, fp32 compute.
+  // InvalidArgument when a dim of y is neither x's nor 1.
   absl::Status Reduction(cudnnReduceTensorOp_t op, cudnnBackendDescriptor_t x,
                          cudnnBackendDescriptor_t y);
   // y = x seen with y's dims and strides (a transpose of the last two dims).
+  // InvalidArgument when x and y differ in element count.
   absl::Status Reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y);
 
   // A cross-correlation over `pre_padding.size()` spatial dims with f32
@@ -94,9 +101,20 @@ class CudnnGraph {
     excluded_notes_.assign(notes.begin(), notes.end());
   }
 
-  // The operation graph of every operation added, and the execution plan of
-  // the first engine config (heuristics mode A, then the fallback list) that
-  // finalizes. Unimplemented, listing what cuDNN said, when none does.
+  // The operation graph of every operation added, finalized (cuDNN checks
+  // the operations fit together) without choosing an engine. `handle` may be
+  // null: then CUDNN_ATTR_OPERATIONGRAPH_HANDLE is left unset, which lets a
+  // machine without a GPU (where cudnnCreate fails) check the graph
+  // (tests/kernels/cudnn_graph_finalize_test.cc). Unimplemented, with cuDNN's
+  // message, when cuDNN refuses the graph; idempotent for the same handle,
+  // FailedPrecondition for another (the graph keeps the handle it was given).
+  absl::Status FinalizeGraph(cudnnHandle_t handle);
+  bool graph_finalized() const { return graph_ != nullptr; }
+  int64_t num_operations() const { return static_cast<int64_t>(ops_.size()); }
+
+  // FinalizeGraph(handle), then the execution plan of the first engine
+  // config (heuristics mode A, then the fallback list) that finalizes.
+  // Unimplemented, listing what cuDNN said, when none does. Needs a device.
   absl::Status Build(cudnnHandle_t handle);
   int64_t workspace_bytes() const { return workspace_bytes_; }
   // "engine 5 of 12 (mode A)": which plan Build chose.
@@ -111,6 +129,13 @@ class CudnnGraph {
   absl::Status ConvOp(const ConvOpAttrs& a, cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t in0,
                       cudnnBackendDescriptor_t in1, cudnnBackendDescriptor_t out);
   absl::StatusOr<cudnnBackendDescriptor_t> Create(cudnnBackendDescriptorType_t type);
+  // The dims `t` was created with (null for a descriptor not made here).
+  const CudnnDims* DimsOf(cudnnBackendDescriptor_t t) const;
+  // InvalidArgument naming `what` unless every dim of `in` equals `out`'s or is 1.
+  absl::Status CheckBroadcast(cudnnBackendDescriptor_t in, cudnnBackendDescriptor_t out,
+                              absl::string_view what) const;
+  // "operation 3 (OPERATION_MATMUL)": the operation about to be added, for errors.
+  std::string OpLabel(absl::string_view prefix, absl::string_view kind = "") const;
   absl::Status TryConfigs(cudnnHandle_t handle, cudnnBackendHeurMode_t mode, const char* mode_name,
                           std::string* refusals);
   // Whether `config`'s engine carries one of excluded_notes_.
@@ -118,7 +143,13 @@ class CudnnGraph {
 
   std::vector<cudnnBackendDescriptor_t> owned_;
   std::vector<cudnnBackendDescriptor_t> ops_;
-  cudnnBackendDescriptor_t graph_ = nullptr;
+  // Every tensor's dims: cuDNN 9.19 finalizes pointwise and reduction
+  // operations (and their graph) whose shapes do not broadcast, leaving the
+  // refusal to the engines on a GPU, so Pointwise, Reduction and Reshape check
+  // shapes themselves.
+  std::map<cudnnBackendDescriptor_t, CudnnDims> dims_;
+  cudnnBackendDescriptor_t graph_ = nullptr;  // set once finalized
+  cudnnHandle_t graph_handle_ = nullptr;
   cudnnBackendDescriptor_t plan_ = nullptr;
   int64_t workspace_bytes_ = 0;
   int64_t next_virtual_uid_ = kFirstVirtualUid;

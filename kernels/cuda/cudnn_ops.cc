@@ -29,6 +29,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/cuda/conv_cudnn_graph.h"
 #include "kernels/cuda/conv_graph_desc.h"
 #include "kernels/cuda/cudnn_graph.h"
 #include "kernels/cuda/cudnn_ops.h"
@@ -181,6 +182,8 @@ enum ConvUid : int64_t { kConvX = 1, kConvW = 2, kConvY = 3 };
 // cuDNN tensors of the graph declare 16-byte alignment.
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+}  // namespace
+
 absl::Status BuildConvGraph(CudnnGraph& graph, ConvGraphPass pass, const Conv2dGeometry& g,
                             DType dtype) {
   ZS_ASSIGN_OR_RETURN(cudnnDataType_t t, ToCudnn(dtype));
@@ -202,6 +205,8 @@ absl::Status BuildConvGraph(CudnnGraph& graph, ConvGraphPass pass, const Conv2dG
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 struct CachedConvGraph {
   std::unique_ptr<CudnnGraph> graph;  // null: refused

@@ -1,5 +1,6 @@
 // CublasLtGemm over cuBLASLt (built only with the CUDA toolkit).
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/cublaslt_desc.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -20,31 +21,17 @@ namespace zeroshard::cuda {
 
 namespace {
 
-cudaDataType_t ToCuda(DType d) {
-  switch (d) {
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
-  }
-}
-
-// RAII owners of the cuBLASLt descriptors of one call.
-struct Descriptors {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t first = nullptr, second = nullptr, d = nullptr;
+// Owner of the preference of one heuristic query.
+struct Preference {
   cublasLtMatmulPreference_t pref = nullptr;
-  ~Descriptors() {
+  ~Preference() {
     if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
-    if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
-    if (second != nullptr) cublasLtMatrixLayoutDestroy(second);
-    if (first != nullptr) cublasLtMatrixLayoutDestroy(first);
-    if (op != nullptr) cublasLtMatmulDescDestroy(op);
   }
 };
 
 absl::Status MakeLayout(cublasLtMatrixLayout_t* layout, DType dtype, int64_t rows, int64_t cols,
                         int64_t ld, int64_t batch, int64_t stride) {
-  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(layout, ToCuda(dtype),
+  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(layout, CublasLtDataType(dtype),
                                                        static_cast<uint64_t>(rows),
                                                        static_cast<uint64_t>(cols), ld));
   if (batch > 1) {
@@ -53,28 +40,6 @@ absl::Status MakeLayout(cublasLtMatrixLayout_t* layout, DType dtype, int64_t row
         *layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
     ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
         *layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckCall(const GemmCall& c) {
-  if (const char* bad = CheckRowMajorGemm(c.shape); bad != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt GEMM: ", bad));
-  }
-  const bool half_in = c.ab_dtype == DType::kBF16 || c.ab_dtype == DType::kF16;
-  const bool ok_types = c.ab_dtype == DType::kF32 ? c.c_dtype == DType::kF32
-                                                  : half_in && (c.c_dtype == c.ab_dtype ||
-                                                                c.c_dtype == DType::kF32);
-  if (!ok_types) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuBLASLt GEMM: inputs ", DTypeName(c.ab_dtype), " with output ", DTypeName(c.c_dtype),
-        " is not supported (bf16/f16 inputs write their own dtype or f32; f32 inputs write f32)"));
-  }
-  if (c.allow_tf32 && c.ab_dtype != DType::kF32) {
-    return absl::InvalidArgumentError("cuBLASLt GEMM: allow_tf32 applies to f32 inputs only");
-  }
-  if (c.a == nullptr || c.b == nullptr || c.c == nullptr) {
-    return absl::InvalidArgumentError("cuBLASLt GEMM: null operand");
   }
   return absl::OkStatus();
 }
@@ -100,6 +65,76 @@ std::string CacheKey(const GemmCall& c) {
 }
 
 }  // namespace
+
+cudaDataType_t CublasLtDataType(DType d) {
+  switch (d) {
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+absl::Status CheckGemmCall(const GemmCall& c) {
+  if (const char* bad = CheckRowMajorGemm(c.shape); bad != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt GEMM: ", bad));
+  }
+  const bool half_in = c.ab_dtype == DType::kBF16 || c.ab_dtype == DType::kF16;
+  const bool ok_types = c.ab_dtype == DType::kF32 ? c.c_dtype == DType::kF32
+                                                  : half_in && (c.c_dtype == c.ab_dtype ||
+                                                                c.c_dtype == DType::kF32);
+  if (!ok_types) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuBLASLt GEMM: inputs ", DTypeName(c.ab_dtype), " with output ", DTypeName(c.c_dtype),
+        " is not supported (bf16/f16 inputs write their own dtype or f32; f32 inputs write f32)"));
+  }
+  if (c.allow_tf32 && c.ab_dtype != DType::kF32) {
+    return absl::InvalidArgumentError("cuBLASLt GEMM: allow_tf32 applies to f32 inputs only");
+  }
+  if (c.a == nullptr || c.b == nullptr || c.c == nullptr) {
+    return absl::InvalidArgumentError("cuBLASLt GEMM: null operand");
+  }
+  return absl::OkStatus();
+}
+
+CublasLtDescriptors::~CublasLtDescriptors() {
+  if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
+  if (second != nullptr) cublasLtMatrixLayoutDestroy(second);
+  if (first != nullptr) cublasLtMatrixLayoutDestroy(first);
+  if (op != nullptr) cublasLtMatmulDescDestroy(op);
+}
+
+absl::Status MakeCublasLtDescriptors(const GemmCall& call, CublasLtDescriptors& desc) {
+  ZS_RETURN_IF_ERROR(CheckGemmCall(call));
+  const ColumnMajorGemm cm = ToColumnMajor(call.shape);
+  const cublasComputeType_t compute =
+      call.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&desc.op, compute, CUDA_R_32F));
+  const cublasOperation_t op_first = cm.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = cm.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                           &op_first, sizeof(op_first)));
+  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                           &op_second, sizeof(op_second)));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (call.bias != nullptr) epilogue = call.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  else if (call.gelu) epilogue = CUBLASLT_EPILOGUE_GELU;
+  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                           &epilogue, sizeof(epilogue)));
+  if (call.bias != nullptr) {
+    ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias, sizeof(call.bias)));
+    const cudaDataType_t bias_type = CublasLtDataType(call.bias_dtype.value_or(call.c_dtype));
+    ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  ZS_RETURN_IF_ERROR(MakeLayout(&desc.first, call.ab_dtype, cm.first_rows, cm.first_cols,
+                                cm.ld_first, cm.batch, cm.stride_first));
+  ZS_RETURN_IF_ERROR(MakeLayout(&desc.second, call.ab_dtype, cm.second_rows, cm.second_cols,
+                                cm.ld_second, cm.batch, cm.stride_second));
+  ZS_RETURN_IF_ERROR(
+      MakeLayout(&desc.d, call.c_dtype, cm.d_rows, cm.d_cols, cm.ld_d, cm.batch, cm.stride_d));
+  return absl::OkStatus();
+}
 
 struct CublasLtGemm::Impl {
   int device = 0;
@@ -144,39 +179,13 @@ int64_t CublasLtGemm::heuristic_queries() const {
 }
 
 absl::Status CublasLtGemm::Run(const GemmCall& call, void* stream) {
-  ZS_RETURN_IF_ERROR(CheckCall(call));
+  ZS_RETURN_IF_ERROR(CheckGemmCall(call));
   const RowMajorGemm& g = call.shape;
   if (g.m == 0 || g.n == 0) return absl::OkStatus();
-  const ColumnMajorGemm cm = ToColumnMajor(g);
 
-  Descriptors desc;
-  const cublasComputeType_t compute =
-      call.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&desc.op, compute, CUDA_R_32F));
-  const cublasOperation_t op_first = cm.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_second = cm.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                           &op_first, sizeof(op_first)));
-  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                           &op_second, sizeof(op_second)));
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  if (call.bias != nullptr) epilogue = call.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  else if (call.gelu) epilogue = CUBLASLT_EPILOGUE_GELU;
-  ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                           &epilogue, sizeof(epilogue)));
-  if (call.bias != nullptr) {
-    ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias, sizeof(call.bias)));
-    const cudaDataType_t bias_type = ToCuda(call.bias_dtype.value_or(call.c_dtype));
-    ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-  }
-  ZS_RETURN_IF_ERROR(MakeLayout(&desc.first, call.ab_dtype, cm.first_rows, cm.first_cols,
-                                cm.ld_first, cm.batch, cm.stride_first));
-  ZS_RETURN_IF_ERROR(MakeLayout(&desc.second, call.ab_dtype, cm.second_rows, cm.second_cols,
-                                cm.ld_second, cm.batch, cm.stride_second));
-  ZS_RETURN_IF_ERROR(
-      MakeLayout(&desc.d, call.c_dtype, cm.d_rows, cm.d_cols, cm.ld_d, cm.batch, cm.stride_d));
+  CublasLtDescriptors desc;
+  ZS_RETURN_IF_ERROR(MakeCublasLtDescriptors(call, desc));
+  Preference pref;
 
   const std::string key = CacheKey(call);
   cublasLtMatmulAlgo_t algo;
@@ -190,10 +199,10 @@ absl::Status CublasLtGemm::Run(const GemmCall& call, void* stream) {
     }
   }
   if (!cached) {
-    ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&desc.pref));
+    ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref.pref));
     const uint64_t ws = impl_->workspace_bytes;
     ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
-        desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+        pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     // The heuristic assumes 256-byte aligned buffers unless told otherwise:
     // views and per-batch offsets are often less aligned. (cuBLASLt's A is our
     // B, its B our A: Note [Row-major GEMM on cuBLAS].)
@@ -205,14 +214,14 @@ absl::Status CublasLtGemm::Run(const GemmCall& call, void* stream) {
     for (const auto& [attribute, ptr] : aligned) {
       const uint32_t bytes = Alignment(ptr);
       ZS_CUBLAS_RETURN_IF_ERROR(
-          cublasLtMatmulPreferenceSetAttribute(desc.pref, attribute, &bytes, sizeof(bytes)));
+          cublasLtMatmulPreferenceSetAttribute(pref.pref, attribute, &bytes, sizeof(bytes)));
     }
     cublasLtMatmulHeuristicResult_t result;
     std::memset(&result, 0, sizeof(result));
     int found = 0;
     ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(impl_->handle, desc.op, desc.first,
                                                              desc.second, desc.d, desc.d,
-                                                             desc.pref, 1, &result, &found));
+                                                             pref.pref, 1, &result, &found));
     if (found == 0) {
       return absl::InternalError(absl::StrCat("cuBLASLt GEMM: no algorithm for ", key));
     }
