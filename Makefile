@@ -12,6 +12,10 @@
 #                 beside cuBLAS, attention ours beside cuDNN, GPT step tokens/s and
 #                 MFU, NCCL busbw beside raw NCCL); elsewhere a message, exit 0.
 #                 See docs/gpu.md.
+#   make sim-test the same GPU tests on any machine, the device being the CPU
+#                 simulator (--define=cuda_sim=1, tools/cuda/sim): our kernels run
+#                 through the op entries, allocator and copies; tests that need
+#                 cuBLAS(Lt), cuDNN or NCCL skip. `make test` runs it too.
 #   make deps     install missing Debian packages (idempotent)
 #   make bench-peers  build and run the peers (libtorch's GPT step) at their best;
 #                 only where libtorch is installed (WITH_PEERS=1 make deps); the library
@@ -26,7 +30,7 @@ ifeq ($(CUDA),0)
 BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train bench bench-peers fuzz plot clean gpu-test gpu-bench
+.PHONY: deps test train bench bench-peers fuzz plot clean gpu-test gpu-bench sim-test
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
 # bundled Shakespeare (bytes), as examples/configs/default.json says; the run
@@ -41,6 +45,21 @@ deps:
 test: deps
 	$(BAZEL) test $(BAZEL_FLAGS) --keep_going //... ; status=$$?; \
 	  $(BAZEL) query 'tests(//...)' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
+	  summary=$$?; \
+	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
+	$(MAKE) --no-print-directory sim-test
+
+# The GPU tests with the CPU simulator as the device (see tools/cuda/sim/cuda_sim.h).
+# Needs the CUDA toolkit's headers (the vendor libraries are linked, not run).
+sim-test: deps
+	@if [ "$(CUDA)" = "0" ] || [ ! -x "$${ZEROSHARD_CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]; then \
+	  echo "make sim-test: no CUDA toolkit (or CUDA=0): the simulated-device build needs its headers; skipped."; \
+	  exit 0; \
+	fi; \
+	$(BAZEL) test $(BAZEL_FLAGS) --define=cuda_sim=1 --test_tag_filters=gpu --keep_going //... ; \
+	  status=$$?; \
+	  echo "The GPU tests again, on the simulated device (--define=cuda_sim=1):"; \
+	  $(BAZEL) query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
 	  summary=$$?; \
 	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
 

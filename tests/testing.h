@@ -41,6 +41,11 @@ MATCHER_P2(StatusIs, code, message_matcher,
 // without a GPU): CUDA tests GTEST_SKIP() otherwise.
 bool HasCudaDevice();
 
+// True when the CUDA device is the CPU simulator (a build with
+// --define=cuda_sim=1, `make sim-test`; tools/cuda/sim): our kernels run, but
+// cuBLAS(Lt), cuDNN and NCCL, which need a real device, do not.
+bool OnCudaSimulator();
+
 }  // namespace zeroshard::testing
 
 #define ZS_ASSERT_OK(expr)                                            \
@@ -65,5 +70,13 @@ bool HasCudaDevice();
   auto var = (expr);                                             \
   ASSERT_TRUE(var.ok()) << var.status().ToString();              \
   lhs = std::move(var).value()
+
+// Skips a test that needs a vendor library on the simulated device.
+#define ZS_SKIP_ON_CUDA_SIM(library)                                               \
+  do {                                                                             \
+    if (::zeroshard::testing::OnCudaSimulator()) {                                 \
+      GTEST_SKIP() << "cuda_sim: " << (library) << " needs a real GPU";            \
+    }                                                                              \
+  } while (0)
 
 #endif  // ZEROSHARD_TESTS_TESTING_H_

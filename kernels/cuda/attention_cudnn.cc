@@ -81,6 +81,10 @@ CudnnDims StatsStrides(const Tensor& lse) { return {lse.stride(0), lse.stride(1)
 struct DeviceHandle {
   std::mutex mu;  // one stream binding + execution at a time
   cudnnHandle_t handle = nullptr;
+  // Not OK when cuDNN could not make a handle on this device (a driver or
+  // library mismatch; the CPU simulator): every call says so, as Unimplemented,
+  // so kAuto runs our kernel and kCudnn reports why.
+  absl::Status unavailable;
 };
 
 absl::StatusOr<DeviceHandle*> HandleFor(int device) {
@@ -91,9 +95,15 @@ absl::StatusOr<DeviceHandle*> HandleFor(int device) {
   if (slot == nullptr) {
     auto h = std::make_unique<DeviceHandle>();
     ZS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-    ZS_CUDNN_RETURN_IF_ERROR(cudnnCreate(&h->handle));
+    if (const cudnnStatus_t s = cudnnCreate(&h->handle); s != CUDNN_STATUS_SUCCESS) {
+      h->handle = nullptr;
+      h->unavailable = absl::UnimplementedError(absl::StrCat(
+          "cuDNN cannot create a handle on cuda:", device, ": ", cudnnGetErrorString(s),
+          " (cuDNN status ", static_cast<int>(s), ")"));
+    }
     slot = std::move(h);
   }
+  if (!slot->unavailable.ok()) return slot->unavailable;
   return slot.get();
 }
 

@@ -41,7 +41,7 @@ __global__ void StridedCopyKernel(StridedCopyArgs a) {
 }
 
 template <typename D, typename S>
-int Launch(const StridedCopyArgs& a, cudaStream_t s) {
+int LaunchTyped(const StridedCopyArgs& a, cudaStream_t s) {
   constexpr int kThreads = 256;
   int64_t blocks = (a.numel + kThreads - 1) / kThreads;
   if (blocks > 65535 * 8) blocks = 65535 * 8;
@@ -52,9 +52,9 @@ int Launch(const StridedCopyArgs& a, cudaStream_t s) {
 // Bit types of a same-dtype copy, by element size.
 int LaunchBits(int itemsize, const StridedCopyArgs& a, cudaStream_t s) {
   switch (itemsize) {
-    case 2: return Launch<uint16_t, uint16_t>(a, s);
-    case 4: return Launch<uint32_t, uint32_t>(a, s);
-    case 8: return Launch<uint64_t, uint64_t>(a, s);
+    case 2: return LaunchTyped<uint16_t, uint16_t>(a, s);
+    case 4: return LaunchTyped<uint32_t, uint32_t>(a, s);
+    case 8: return LaunchTyped<uint64_t, uint64_t>(a, s);
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
 }
@@ -93,7 +93,7 @@ int LaunchStridedCopy(const StridedCopyArgs& args, void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (a.dst_dtype == a.src_dtype) return LaunchBits(ItemSize(a.dst_dtype), a, s);
   return DispatchFloat(a.dst_dtype, [&]<typename D>() {
-    return DispatchFloat(a.src_dtype, [&]<typename S>() { return Launch<D, S>(a, s); });
+    return DispatchFloat(a.src_dtype, [&]<typename S>() { return LaunchTyped<D, S>(a, s); });
   });
 }
 

@@ -140,6 +140,7 @@ TEST(CudaAttention, OwnKernelMatchesCpu) {
 
 TEST(CudaAttention, CudnnMatchesCpuWhereItTakesTheCase) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
   CudaAllocator gpu(0);
   uint64_t seed = 500;
   int ran = 0, refused = 0;
@@ -238,6 +239,7 @@ TEST(CudaAttention, FusedAndTransposedViews) {
 
 TEST(CudaAttention, ForcedCudnnSaysWhyNot) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
   CudaAllocator gpu(0);
   const Tensor q = OnGpu(RandomTensor({1, 1, 8, 8}, DType::kF32, -1, 1, 3), &gpu);
   EXPECT_THAT(AttentionForward(q, q, q, {.impl = AttentionImpl::kCudnn}).status(),

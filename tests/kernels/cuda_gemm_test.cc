@@ -31,6 +31,7 @@ Tol GemmTol(DType in, DType out, int64_t k) {
 
 TEST(CudaGemm, MatMulMatchesCpu) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuBLASLt");
   CudaAllocator gpu(0);
   struct Shape3 {
     int64_t m, n, k;
@@ -60,6 +61,7 @@ TEST(CudaGemm, MatMulMatchesCpu) {
 
 TEST(CudaGemm, BatchedSharedStridedMixedAndBeta) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuBLASLt");
   CudaAllocator gpu(0);
   // [B, T, C] @ W^T with a shared 2-D W (folded into one GEMM), bf16 -> f32 out.
   const Tensor x = RandomTensor({4, 64, 96}, DType::kBF16, -1, 1, 1);
@@ -104,6 +106,7 @@ TEST(CudaGemm, BatchedSharedStridedMixedAndBeta) {
 
 TEST(CudaGemm, BiasAndGeluEpiloguesMatchCpu) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuBLASLt");
   CudaAllocator gpu(0);
   ZS_ASSERT_OK_AND_ASSIGN(std::unique_ptr<cuda::CublasLtGemm> gemm,
                           cuda::CublasLtGemm::Create(0, &gpu));
@@ -161,6 +164,7 @@ TEST(CudaGemm, BiasAndGeluEpiloguesMatchCpu) {
 // MatMulOptions::bias through cuBLASLt's bias epilogue (nn.Linear on CUDA).
 TEST(CudaGemm, MatMulBiasMatchesCpu) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuBLASLt");
   CudaAllocator gpu(0);
   for (DType dtype : kFloatDTypes) {
     const Tensor x = RandomTensor({3, 37, 65}, dtype, -1, 1, 40);

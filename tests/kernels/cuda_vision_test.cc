@@ -89,6 +89,7 @@ class ScopedConvPath {
 
 TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
   ScopedConvPath path(cuda::CudnnConvPath::kAuto);
   const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
   ExpectConvMatchesCpu(ConvCases(), {DType::kF32, DType::kBF16}, GradMode::kAccumulate, "auto");
@@ -102,6 +103,7 @@ TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
 // pass may reach the legacy calls.
 TEST(CudaConv2d, GraphPathMatchesCpu) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
   ScopedConvPath path(cuda::CudnnConvPath::kGraph);
   const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
   for (GradMode mode : {GradMode::kAccumulate, GradMode::kOverwrite}) {
@@ -116,6 +118,7 @@ TEST(CudaConv2d, GraphPathMatchesCpu) {
 // The legacy descriptor API forced (the fallback).
 TEST(CudaConv2d, LegacyPathMatchesCpu) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
   ScopedConvPath path(cuda::CudnnConvPath::kLegacy);
   const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
   for (GradMode mode : {GradMode::kAccumulate, GradMode::kOverwrite}) {
@@ -128,6 +131,7 @@ TEST(CudaConv2d, LegacyPathMatchesCpu) {
 
 TEST(CudaBatchNorm, TrainingAndEvalMatchCpu) {
   ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
   CudaAllocator gpu(0);
   const Shape shape = {8, 16, 9, 7};
   Tensor x = RandomTensor(shape, DType::kF32, -2, 3, 1), w = RandomTensor({16}, DType::kF32, 0.5, 1.5, 2);

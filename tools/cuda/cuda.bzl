@@ -23,38 +23,45 @@ def _gencode_flags():
 # Every .cu launches through runtime/cuda/launch.cuh.
 _LAUNCH_HEADER = "//runtime/cuda:launch.cuh"
 
-def _cuda_sim_library(name, srcs, hdrs, textual_deps):
+_SIM_COPTS = [
+    "-DZEROSHARD_CUDA_SIM",
+    "-isystem tools/cuda/sim/include",
+    "-O2",
+    "-ffp-contract=off",
+]
+
+def _cuda_sim_libraries(name, srcs, hdrs, textual_deps):
+    """`<name>_sim` (zeroshard renamed, for tests beside the real kernels) and
+    `<name>_simdev` (the kernels under their own names, linked instead of the
+    nvcc objects under --define=cuda_sim=1)."""
     copies = []
     for src in srcs:
         stem = src[:-len(".cu")] if src.endswith(".cu") else src
-        out = "%s/%s.cc" % (name, stem)
+        out = "%s_sim/%s.cc" % (name, stem)
         native.genrule(
-            name = "%s_%s" % (name, stem.replace("/", "_")),
+            name = "%s_sim_%s" % (name, stem.replace("/", "_")),
             srcs = [src],
             outs = [out],
             cmd = "cp $< $@",
         )
         copies.append(out)
-    native.cc_library(
-        name = name,
-        srcs = copies,
-        hdrs = hdrs,
-        textual_hdrs = textual_deps,
-        copts = [
-            "-DZEROSHARD_CUDA_SIM",
-            "-Dzeroshard=zeroshard_sim",
-            "-O2",
-            "-ffp-contract=off",
-        ],
-        deps = ["//tools/cuda/sim:cuda_sim"],
-        alwayslink = 1,
-        # Tests anywhere may run the simulated kernels.
-        visibility = ["//visibility:public"],
-    )
+    for suffix, extra, tags in [("_sim", ["-Dzeroshard=zeroshard_sim"], []), ("_simdev", [], ["manual"])]:
+        native.cc_library(
+            name = name + suffix,
+            srcs = copies,
+            hdrs = hdrs,
+            textual_hdrs = textual_deps,
+            copts = _SIM_COPTS + extra,
+            deps = ["//tools/cuda/sim:cuda_sim"],
+            alwayslink = 1,
+            tags = tags,
+            # Tests anywhere may run the simulated kernels.
+            visibility = ["//visibility:public"],
+        )
 
 def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_flags = [], visibility = None):
     textual_deps = textual_deps + [_LAUNCH_HEADER]
-    _cuda_sim_library(name + "_sim", srcs, hdrs, textual_deps)
+    _cuda_sim_libraries(name, srcs, hdrs, textual_deps)
     if not CUDA_ENABLED:
         native.cc_library(name = name, hdrs = hdrs, deps = deps, visibility = visibility)
         return
@@ -80,9 +87,15 @@ def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_
         objs.append(out)
     native.cc_library(
         name = name,
-        srcs = objs,
+        srcs = select({
+            "//tools/cuda:sim_device": [],
+            "//conditions:default": objs,
+        }),
         hdrs = hdrs,
-        deps = deps + ["@local_cuda//:cudart"],
+        deps = deps + ["@local_cuda//:cudart"] + select({
+            "//tools/cuda:sim_device": [":%s_simdev" % name],
+            "//conditions:default": [],
+        }),
         alwayslink = 1,
         visibility = visibility,
     )

@@ -46,7 +46,19 @@ cc_library(
     visibility = ["//visibility:public"],
 )
 """.format(glob = _HEADER_GLOB)
-        build += _lib("cudart", ["cudart"])
+        build += _lib("cudart_library", ["cudart"])
+        # --define=cuda_sim=1 (tools/cuda:sim_device): the simulator answers
+        # the runtime calls instead (tools/cuda/sim/fake_cudart.cc).
+        build += """
+cc_library(
+    name = "cudart",
+    deps = [":headers"] + select({
+        "@//tools/cuda:sim_device": ["@//tools/cuda/sim:fake_cudart"],
+        "//conditions:default": [":cudart_library"],
+    }),
+    visibility = ["//visibility:public"],
+)
+"""
         build += _lib("cublas", ["cublasLt", "cublas"])
         build += _lib("cudnn", ["cudnn"])
         build += _lib("nccl", ["nccl"])

@@ -1,11 +1,17 @@
 // The fiber scheduler behind cuda_sim.h. One launch at a time (a process-wide
-// mutex): blocks run one after another, the threads of a block as ucontext
-// fibers on the launching thread, switched at barriers and shuffles.
+// mutex): blocks run one after another, the threads of a block as fibers on
+// the launching thread, switched at barriers and shuffles. On x86-64 a fiber
+// switch is a few instructions (ZsSimSwitch below: callee-saved registers,
+// MXCSR and the x87 control word); elsewhere ucontext, whose swapcontext makes
+// a system call per switch.
 #include "tools/cuda/sim/cuda_sim.h"
 
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <map>
@@ -24,8 +30,78 @@ constexpr size_t kStaticSharedLimit = 48 * 1024;
 
 enum class State { kRunnable, kAtBlockBarrier, kAtShuffle, kDone };
 
+#if defined(__x86_64__)
+// Saves the callee-saved registers, MXCSR and the x87 control word on the
+// current stack, stores the stack pointer in *save and continues on `load`'s.
+extern "C" void ZsSimSwitch(void** save, void* load);
+asm(R"(
+  .text
+  .p2align 4
+  .globl ZsSimSwitch
+  .type ZsSimSwitch, @function
+ZsSimSwitch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $16, %rsp
+  stmxcsr 8(%rsp)
+  fnstcw (%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  fldcw (%rsp)
+  ldmxcsr 8(%rsp)
+  addq $16, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size ZsSimSwitch, .-ZsSimSwitch
+  .section .note.GNU-stack,"",@progbits
+  .text
+)");
+
+struct Context {
+  void* sp = nullptr;
+};
+
+// A stack whose first switch "returns" into entry() with the ABI's alignment.
+void MakeContext(Context* c, char* stack, size_t bytes, void (*entry)()) {
+  uintptr_t top = reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t{15};
+  auto* frame = reinterpret_cast<uint64_t*>(top - 80);  // 16 B control words, 6 registers, ret
+  std::memset(frame, 0, 80);
+  const uint32_t mxcsr = _mm_getcsr();
+  const uint16_t fpucw = 0x037F;
+  std::memcpy(reinterpret_cast<char*>(frame), &fpucw, sizeof(fpucw));
+  std::memcpy(reinterpret_cast<char*>(frame) + 8, &mxcsr, sizeof(mxcsr));
+  frame[8] = reinterpret_cast<uint64_t>(entry);  // after 16 B + 6 registers
+  c->sp = frame;
+}
+
+void SwitchTo(Context* from, Context* to) { ZsSimSwitch(&from->sp, to->sp); }
+#else
+struct Context {
+  ucontext_t uc;
+};
+
+void MakeContext(Context* c, char* stack, size_t bytes, void (*entry)()) {
+  getcontext(&c->uc);
+  c->uc.uc_stack.ss_sp = stack;
+  c->uc.uc_stack.ss_size = bytes;
+  c->uc.uc_link = nullptr;
+  makecontext(&c->uc, entry, 0);
+}
+
+void SwitchTo(Context* from, Context* to) { swapcontext(&from->uc, &to->uc); }
+#endif
+
 struct Fiber {
-  ucontext_t context;
+  Context context;
   ThreadVars vars;
   State state = State::kRunnable;
   int shuffle_count = 0;  // shuffles this thread has completed
@@ -80,7 +156,7 @@ Sim& Global() {
 struct BlockRun {
   std::vector<Fiber> fibers;
   std::vector<WarpSlots> warps;
-  ucontext_t scheduler;
+  Context scheduler;
   Fiber* current = nullptr;
   const std::function<void()>* body = nullptr;
   std::vector<char> dynamic_shared;
@@ -93,13 +169,13 @@ thread_local BlockRun* tl_run = nullptr;
   BlockRun* run = tl_run;
   (*run->body)();
   run->current->state = State::kDone;
-  swapcontext(&run->current->context, &run->scheduler);
+  SwitchTo(&run->current->context, &run->scheduler);
   __builtin_unreachable();
 }
 
 void Yield() {
   BlockRun* run = tl_run;
-  swapcontext(&run->current->context, &run->scheduler);
+  SwitchTo(&run->current->context, &run->scheduler);
 }
 
 std::string ThreadName(const Fiber& f) {
@@ -200,16 +276,12 @@ bool RunBlock(BlockRun& run, Sim& sim, Order order, Stats& stats) {
     Fiber& f = run.fibers[i];
     f.state = State::kRunnable;
     f.shuffle_count = 0;
-    getcontext(&f.context);
     char* stack = sim.stacks.Get(static_cast<size_t>(i));
     if (stack == nullptr) {
       run.error = "cannot map a fiber stack";
       return false;
     }
-    f.context.uc_stack.ss_sp = stack;
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = nullptr;
-    makecontext(&f.context, FiberMain, 0);
+    MakeContext(&f.context, stack, kStackBytes, FiberMain);
   }
   int remaining = n;
   while (remaining > 0) {
@@ -218,7 +290,7 @@ bool RunBlock(BlockRun& run, Sim& sim, Order order, Stats& stats) {
       Fiber& f = run.fibers[order == Order::kForward ? k : n - 1 - k];
       if (f.state != State::kRunnable) continue;
       run.current = &f;
-      swapcontext(&run.scheduler, &f.context);
+      SwitchTo(&run.scheduler, &f.context);
       run.current = nullptr;
       if (f.state == State::kDone) --remaining;
       ran = true;
@@ -315,6 +387,11 @@ int TakeLastLaunchError() {
   const int e = Global().pending_error;
   Global().pending_error = 0;
   return e;
+}
+
+int PeekLastLaunchError() {
+  std::lock_guard<std::mutex> lock(Global().mu);
+  return Global().pending_error;
 }
 
 int Run(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,

@@ -45,6 +45,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "tools/cuda/sim/sim_errors.h"
+
 // ------------------------------------------------------------ CUDA spellings
 
 #define __global__
@@ -133,14 +135,10 @@ struct Stats {
 };
 Stats GetStats();
 
-// The last launch's error message ("" after a good launch).
-std::string LastError();
-
 // Runs `body` on grid x block threads; returns 0 or a cudaError_t value.
 int Run(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
         const std::function<void()>& body);
 int SetFuncAttribute(const void* kernel, cudaFuncAttribute attr, int value);
-int TakeLastLaunchError();
 
 template <typename... Params, typename... Args>
 int Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, Args&&... args) {
