@@ -14,8 +14,8 @@
 #                 See docs/gpu.md.
 #   make sim-test the same GPU tests on any machine, the device being the CPU
 #                 simulator (--define=cuda_sim=1, tools/cuda/sim): our kernels run
-#                 through the op entries, allocator and copies; tests that need
-#                 cuBLAS(Lt), cuDNN or NCCL skip. `make test` runs it too.
+#                 through the op entries, allocator and copies, with stand-ins for
+#                 cudart, cuBLASLt and NCCL; cuDNN cases skip. `make test` runs it too.
 #   make deps     install missing Debian packages (idempotent)
 #   make bench-peers  build and run the peers (libtorch's GPT step) at their best;
 #                 only where libtorch is installed (WITH_PEERS=1 make deps); the library
@@ -56,7 +56,8 @@ sim-test: deps
 	  echo "make sim-test: no CUDA toolkit (or CUDA=0): the simulated-device build needs its headers; skipped."; \
 	  exit 0; \
 	fi; \
-	$(BAZEL) test $(BAZEL_FLAGS) --define=cuda_sim=1 --test_tag_filters=gpu --keep_going //... ; \
+	$(BAZEL) test $(BAZEL_FLAGS) --define=cuda_sim=1 --test_tag_filters=gpu --build_tests_only \
+	  --keep_going //... ; \
 	  status=$$?; \
 	  echo "The GPU tests again, on the simulated device (--define=cuda_sim=1):"; \
 	  $(BAZEL) query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \

@@ -315,8 +315,15 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
     }
   }
   MarkRunning(d);
+  // A collective that fails once it has started (the group is unhealthy, the
+  // ranks disagree, an argument check failed on some rank) fails through its
+  // Work, as on the host backends: an async caller sees the error at Wait,
+  // like every other rank, instead of at issue.
+  auto failed = [&](absl::Status status) -> absl::StatusOr<std::shared_ptr<Work>> {
+    return std::shared_ptr<Work>(HostWork::Done(MarkDone(d, std::move(status))));
+  };
   if (absl::Status h = health(); !h.ok()) {
-    return MarkDone(d, absl::AbortedError(absl::StrCat(prefix, h.message())));
+    return failed(absl::AbortedError(absl::StrCat(prefix, h.message())));
   }
   // Start after the work the caller enqueued on its stream so far.
   if (call.stream != nullptr && call.stream->device().is_cuda()) {
@@ -338,11 +345,11 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
     ZS_RETURN_IF_ERROR(fired->Record(im.stream));
     ZS_RETURN_IF_ERROR(NcclWork(im.shared, d, prefix, fired).Wait());
     if (absl::Status c = CheckSameCollective(all); !c.ok()) {
-      return MarkDone(d, absl::Status(c.code(), absl::StrCat(prefix, c.message())));
+      return failed(absl::Status(c.code(), absl::StrCat(prefix, c.message())));
     }
   }
   if (d.invalid_args) {
-    return MarkDone(d, absl::InvalidArgumentError(
+    return failed(absl::InvalidArgumentError(
                            absl::StrCat(prefix, "this rank failed the argument check")));
   }
 

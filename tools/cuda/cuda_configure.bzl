@@ -48,7 +48,7 @@ cc_library(
 """.format(glob = _HEADER_GLOB)
         build += _lib("cudart_library", ["cudart"])
         # --define=cuda_sim=1 (tools/cuda:sim_device): the simulator answers
-        # the runtime calls instead (tools/cuda/sim/fake_cudart.cc).
+        # the runtime, cuBLASLt and NCCL calls instead (tools/cuda/sim/fake_*.cc).
         build += """
 cc_library(
     name = "cudart",
@@ -59,9 +59,29 @@ cc_library(
     visibility = ["//visibility:public"],
 )
 """
-        build += _lib("cublas", ["cublasLt", "cublas"])
+        build += _lib("cublas_library", ["cublasLt", "cublas"])
+        build += """
+cc_library(
+    name = "cublas",
+    deps = [":headers"] + select({
+        "@//tools/cuda:sim_device": ["@//tools/cuda/sim:fake_cublaslt"],
+        "//conditions:default": [":cublas_library"],
+    }),
+    visibility = ["//visibility:public"],
+)
+"""
         build += _lib("cudnn", ["cudnn"])
-        build += _lib("nccl", ["nccl"])
+        build += _lib("nccl_library", ["nccl"])
+        build += """
+cc_library(
+    name = "nccl",
+    deps = [":headers"] + select({
+        "@//tools/cuda:sim_device": ["@//tools/cuda/sim:fake_nccl"],
+        "//conditions:default": [":nccl_library"],
+    }),
+    visibility = ["//visibility:public"],
+)
+"""
         build = build.replace("{root}", root)
     else:
         for name in ["headers", "cudart", "cublas", "cudnn", "nccl"]:

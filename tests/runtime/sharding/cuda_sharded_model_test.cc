@@ -97,7 +97,6 @@ void ExpectMatchesCpu(const Result& got, const Result& want, double loss_rtol, d
 
 TEST(CudaShardedModel, Fp32StepsMatchTheUnshardedCpuRun) {
   if (!::zeroshard::testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
-  ZS_SKIP_ON_CUDA_SIM("NCCL");
   const Result want = testing::TrainUnsharded(kSteps, kGlobalBatch);
   std::vector<int> worlds = {1};
   if (VisibleGpus() >= 2) worlds.push_back(2);
@@ -131,7 +130,6 @@ TEST(CudaShardedModel, Fp32StepsMatchTheUnshardedCpuRun) {
 
 TEST(CudaShardedModel, OffloadThroughTheCopyStream) {
   if (!::zeroshard::testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
-  ZS_SKIP_ON_CUDA_SIM("NCCL");
   const Result want = testing::TrainUnsharded(kSteps, kGlobalBatch);
   ShardedRun run;
   run.options = BlockOptions(ShardingStrategy::kFullShard);
@@ -144,7 +142,6 @@ TEST(CudaShardedModel, OffloadThroughTheCopyStream) {
 
 TEST(CudaShardedModel, Bf16GathersMatchTheSameRunOnTheCpu) {
   if (!::zeroshard::testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
-  ZS_SKIP_ON_CUDA_SIM("NCCL");
   ShardedRun run;
   run.options = BlockOptions(ShardingStrategy::kFullShard, BackwardPrefetch::kBackwardPre, true);
   run.options.mixed_precision.param_dtype = DType::kBF16;

@@ -1,5 +1,5 @@
-// The CUDA runtime calls of this project, answered by the simulator: the one
-// "device" is host memory and the CPU (tools/cuda/sim/cuda_sim.h), so a build
+// The CUDA runtime calls of this project, answered by the simulator: the
+// "devices" are host memory and the CPU (tools/cuda/sim/cuda_sim.h), so a build
 // with --define=cuda_sim=1 (`make sim-test`) runs the GPU tests unchanged on a
 // machine without a GPU. Linked instead of libcudart in that build only; it is
 // compiled against the toolkit's own headers so the signatures are theirs.
@@ -9,8 +9,10 @@
 // no-op and every event has completed); kernels run to completion at launch;
 // an event's time is the host clock when it was recorded. The device reports
 // itself as "cuda_sim" with compute capability 9.0 and an H100's shared memory
-// limits. cuBLAS(Lt), cuDNN and NCCL are not simulated: their handles cannot be
-// created without a real device, and the tests that need them skip.
+// limits; every device is the same host memory. cuBLASLt and NCCL have
+// stand-ins of their own (fake_cublaslt.cc, fake_nccl.cc); cuDNN has none: its
+// handle cannot be created without a real device, and the tests that need it
+// skip.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -24,7 +26,16 @@
 
 namespace {
 
-constexpr int kDevices = 1;
+// Simulated devices (ZEROSHARD_CUDA_SIM_DEVICES, default 4): enough for the
+// 2- and 4-GPU cases of the NCCL suite and the sharded model.
+int Devices() {
+  static const int n = [] {
+    const char* env = std::getenv("ZEROSHARD_CUDA_SIM_DEVICES");
+    const int v = env == nullptr ? 4 : std::atoi(env);
+    return v < 0 ? 0 : v;
+  }();
+  return n;
+}
 constexpr size_t kAlignment = 256;  // cudaMalloc's alignment
 constexpr size_t kTotalMemory = size_t{16} << 30;
 
@@ -78,12 +89,12 @@ extern "C" {
 
 cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
   if (count == nullptr) return cudaErrorInvalidValue;
-  *count = kDevices;
+  *count = Devices();
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaSetDevice(int device) {
-  if (device < 0 || device >= kDevices) return cudaErrorInvalidDevice;
+  if (device < 0 || device >= Devices()) return cudaErrorInvalidDevice;
   tl_device = device;
   return cudaSuccess;
 }
@@ -95,7 +106,7 @@ cudaError_t CUDARTAPI cudaGetDevice(int* device) {
 }
 
 cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
-  if (prop == nullptr || device < 0 || device >= kDevices) return cudaErrorInvalidValue;
+  if (prop == nullptr || device < 0 || device >= Devices()) return cudaErrorInvalidValue;
   std::memset(prop, 0, sizeof(*prop));
   std::strncpy(prop->name, "cuda_sim (zeroshard's CPU simulator)", sizeof(prop->name) - 1);
   prop->totalGlobalMem = kTotalMemory;
@@ -115,7 +126,7 @@ cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp* prop, int d
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
-  if (value == nullptr || device < 0 || device >= kDevices) return cudaErrorInvalidValue;
+  if (value == nullptr || device < 0 || device >= Devices()) return cudaErrorInvalidValue;
   switch (attr) {
     case cudaDevAttrComputeCapabilityMajor:
       *value = 9;

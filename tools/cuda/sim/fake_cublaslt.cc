@@ -1,0 +1,308 @@
+// The cuBLASLt calls of kernels/cuda/gemm_cublaslt.cc answered on the CPU, for
+// the simulated device (--define=cuda_sim=1; see fake_cudart.cc): linked
+// instead of libcublasLt / libcublas there. A reference GEMM, not a fast one:
+// D = epilogue(alpha op(A) op(B) + beta C [+ bias]) in cuBLAS's column-major
+// terms, fp32 accumulation in k order, the GELU of the epilogues the CPU's
+// tanh form (kernels/math/fast_math.h), results rounded to D's type once. What
+// it takes is what this project asks of cuBLASLt: f32 / bf16 / f16 operands,
+// 32F or 32F_FAST_TF32 compute (TF32 is computed as fp32), the DEFAULT, BIAS,
+// GELU and GELU_BIAS epilogues, strided batches (a zero stride shares an
+// operand), column-major layouts; anything else is CUBLAS_STATUS_NOT_SUPPORTED.
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <cstring>
+#include <new>
+
+#include "kernels/math/fast_math.h"
+#include "runtime/half.h"
+
+namespace {
+
+using ::zeroshard::BFloat16;
+using ::zeroshard::Float16;
+
+struct Desc {
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = CUDA_R_32F;
+  cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  cudaDataType_t bias_type = CUDA_R_32F;
+  bool bias_type_set = false;
+};
+static_assert(sizeof(Desc) <= sizeof(cublasLtMatmulDescOpaque_t));
+
+struct Layout {
+  cudaDataType_t type = CUDA_R_32F;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+  int32_t batch = 1;
+  int64_t batch_stride = 0;
+  int32_t order = CUBLASLT_ORDER_COL;
+};
+static_assert(sizeof(Layout) <= sizeof(cublasLtMatrixLayoutOpaque_t));
+
+Desc* D(cublasLtMatmulDesc_t d) { return reinterpret_cast<Desc*>(d->data); }
+Layout* L(cublasLtMatrixLayout_t l) { return reinterpret_cast<Layout*>(l->data); }
+
+bool Supported(cudaDataType_t t) { return t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF; }
+
+size_t Size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+
+float Load(const void* base, cudaDataType_t t, int64_t i) {
+  switch (t) {
+    case CUDA_R_16F:
+      return static_cast<float>(static_cast<const Float16*>(base)[i]);
+    case CUDA_R_16BF:
+      return static_cast<float>(static_cast<const BFloat16*>(base)[i]);
+    default:
+      return static_cast<const float*>(base)[i];
+  }
+}
+
+void Store(void* base, cudaDataType_t t, int64_t i, float v) {
+  switch (t) {
+    case CUDA_R_16F:
+      static_cast<Float16*>(base)[i] = Float16(v);
+      break;
+    case CUDA_R_16BF:
+      static_cast<BFloat16*>(base)[i] = BFloat16(v);
+      break;
+    default:
+      static_cast<float*>(base)[i] = v;
+      break;
+  }
+}
+
+template <typename Opaque, typename State>
+cublasStatus_t SetField(Opaque* o, const void* buf, size_t bytes, State* field) {
+  (void)o;
+  if (buf == nullptr || bytes != sizeof(State)) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(field, buf, sizeof(State));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* CUBLASWINAPI cublasGetStatusName(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    default:
+      return "CUBLAS_STATUS (cuda_sim)";
+  }
+}
+
+const char* CUBLASWINAPI cublasGetStatusString(cublasStatus_t status) {
+  return cublasGetStatusName(status);
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t* handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *handle = reinterpret_cast<cublasLtHandle_t>(new char(0));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtDestroy(cublasLtHandle_t handle) {
+  delete reinterpret_cast<char*>(handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc,
+                                                     cublasComputeType_t compute,
+                                                     cudaDataType_t scale) {
+  if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) ||
+      scale != CUDA_R_32F) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  *desc = new cublasLtMatmulDescOpaque_t{};
+  Desc* d = new ((*desc)->data) Desc();
+  d->compute = compute;
+  d->scale = scale;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+  delete desc;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
+                                                           cublasLtMatmulDescAttributes_t attr,
+                                                           const void* buf, size_t bytes) {
+  if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  Desc* d = D(desc);
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: {
+      int32_t v = 0;
+      if (cublasStatus_t s = SetField(desc, buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
+      d->transa = static_cast<cublasOperation_t>(v);
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_TRANSB: {
+      int32_t v = 0;
+      if (cublasStatus_t s = SetField(desc, buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
+      d->transb = static_cast<cublasOperation_t>(v);
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+      uint32_t v = 0;
+      if (cublasStatus_t s = SetField(desc, buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
+      d->epilogue = static_cast<cublasLtEpilogue_t>(v);
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+      return SetField(desc, buf, bytes, &d->bias);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: {
+      int32_t v = 0;
+      if (cublasStatus_t s = SetField(desc, buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
+      d->bias_type = static_cast<cudaDataType_t>(v);
+      d->bias_type_set = true;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout,
+                                                       cudaDataType type, uint64_t rows,
+                                                       uint64_t cols, int64_t ld) {
+  if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!Supported(type)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  *layout = new cublasLtMatrixLayoutOpaque_t{};
+  Layout* l = new ((*layout)->data) Layout();
+  l->type = type;
+  l->rows = rows;
+  l->cols = cols;
+  l->ld = ld;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+  delete layout;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
+                                                             cublasLtMatrixLayoutAttribute_t attr,
+                                                             const void* buf, size_t bytes) {
+  if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  Layout* l = L(layout);
+  switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+      return SetField(layout, buf, bytes, &l->batch);
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+      return SetField(layout, buf, bytes, &l->batch_stride);
+    case CUBLASLT_MATRIX_LAYOUT_ORDER:
+      return SetField(layout, buf, bytes, &l->order);
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
+  if (pref == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *pref = new cublasLtMatmulPreferenceOpaque_t{};
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  delete pref;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
+    cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t, const void* buf,
+    size_t) {
+  // Workspace and alignment preferences: the reference GEMM needs neither.
+  return pref == nullptr || buf == nullptr ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+    cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+    cublasLtMatmulPreference_t, int requested, cublasLtMatmulHeuristicResult_t results[],
+    int* returned) {
+  if (handle == nullptr || desc == nullptr || a == nullptr || b == nullptr || c == nullptr ||
+      d == nullptr || returned == nullptr || (requested > 0 && results == nullptr)) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  *returned = 0;
+  if (requested < 1) return CUBLAS_STATUS_SUCCESS;
+  std::memset(&results[0], 0, sizeof(results[0]));
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *returned = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmul(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha_ptr, const void* a,
+    cublasLtMatrixLayout_t a_desc, const void* b, cublasLtMatrixLayout_t b_desc,
+    const void* beta_ptr, const void* c, cublasLtMatrixLayout_t c_desc, void* d,
+    cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+  if (handle == nullptr || desc == nullptr || a_desc == nullptr || b_desc == nullptr ||
+      c_desc == nullptr || d_desc == nullptr || alpha_ptr == nullptr || beta_ptr == nullptr) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  const Desc& op = *D(desc);
+  const Layout &la = *L(a_desc), &lb = *L(b_desc), &lc = *L(c_desc), &ld = *L(d_desc);
+  for (const Layout* l : {&la, &lb, &lc, &ld}) {
+    if (l->order != CUBLASLT_ORDER_COL) return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  const bool ta = op.transa == CUBLAS_OP_T, tb = op.transb == CUBLAS_OP_T;
+  const int64_t m = static_cast<int64_t>(ld.rows), n = static_cast<int64_t>(ld.cols);
+  const int64_t k = static_cast<int64_t>(ta ? la.rows : la.cols);
+  if (static_cast<int64_t>(ta ? la.cols : la.rows) != m ||
+      static_cast<int64_t>(tb ? lb.rows : lb.cols) != n ||
+      static_cast<int64_t>(tb ? lb.cols : lb.rows) != k || lc.rows != ld.rows ||
+      lc.cols != ld.cols) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  const bool bias =
+      op.epilogue == CUBLASLT_EPILOGUE_BIAS || op.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
+  const bool gelu =
+      op.epilogue == CUBLASLT_EPILOGUE_GELU || op.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
+  if (!bias && !gelu && op.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (bias && op.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  const cudaDataType_t bias_type = op.bias_type_set ? op.bias_type : ld.type;
+  const float alpha = *static_cast<const float*>(alpha_ptr);
+  const float beta = *static_cast<const float*>(beta_ptr);
+  const int64_t batches = ld.batch;
+  for (int64_t p = 0; p < batches; ++p) {
+    const char* ap = static_cast<const char*>(a) + p * la.batch_stride * Size(la.type);
+    const char* bp = static_cast<const char*>(b) + p * lb.batch_stride * Size(lb.type);
+    const char* cp = static_cast<const char*>(c) + p * lc.batch_stride * Size(lc.type);
+    char* dp = static_cast<char*>(d) + p * ld.batch_stride * Size(ld.type);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < m; ++i) {
+        float acc = 0.0f;
+        for (int64_t q = 0; q < k; ++q) {
+          const float av = Load(ap, la.type, ta ? q + i * la.ld : i + q * la.ld);
+          const float bv = Load(bp, lb.type, tb ? j + q * lb.ld : q + j * lb.ld);
+          acc += av * bv;
+        }
+        float v = alpha * acc;
+        if (beta != 0.0f) v += beta * Load(cp, lc.type, i + j * lc.ld);
+        if (bias) v += Load(op.bias, bias_type, i);
+        if (gelu) v = ::zeroshard::GeluTanh(v);
+        Store(dp, ld.type, i + j * ld.ld, v);
+      }
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // extern "C"
