@@ -66,25 +66,39 @@ def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_
         native.cc_library(name = name, hdrs = hdrs, deps = deps, visibility = visibility)
         return
     objs = []
+    reports = []
     for src in srcs:
         stem = src[:-len(".cu")] if src.endswith(".cu") else src
         out = "%s_cu/%s.pic.o" % (name, stem)
+        # ptxas's registers, spills and stack per kernel and architecture,
+        # checked by <name>_resources_test (tools/cuda/check_resources.sh).
+        report = "%s_cu/%s.resources.txt" % (name, stem)
         native.genrule(
             name = "%s_cu_%s" % (name, stem.replace("/", "_")),
             srcs = [src] + hdrs + textual_deps,
-            outs = [out],
+            outs = [out, report],
             cmd = " ".join([
                 NVCC,
                 "-c -O3 -std=c++20 -Xcompiler -fPIC",
                 "--expt-relaxed-constexpr",
+                "--resource-usage",
                 _gencode_flags(),
                 "-I. -I$(GENDIR)",
                 " ".join(nvcc_flags),
-                "-o $@ $(location %s)" % src,
+                "-o $(location %s) $(location %s)" % (out, src),
+                "> $(location %s) 2>&1 || { cat $(location %s) >&2; exit 1; }" % (report, report),
             ]),
             message = "nvcc %s" % src,
         )
         objs.append(out)
+        reports.append(report)
+    native.sh_test(
+        name = name + "_resources_test",
+        size = "small",
+        srcs = ["//tools/cuda:check_resources.sh"],
+        args = ["$(location %s)" % r for r in reports],
+        data = reports,
+    )
     native.cc_library(
         name = name,
         srcs = select({
