@@ -1329,7 +1329,7 @@ absl::StatusOr<RunConfig> Parse(Json root, const std::vector<std::string>& overr
   {
     Section d = top.Child("distributed");
     d.Int("world_size", &c.world_size, 1, 4096);
-    d.Choice("backend", &c.backend, {"local", "mpi"});
+    d.Choice("backend", &c.backend, {"local", "mpi", "nccl"});
     d.Finish();
   }
   Section model = top.Child("model");

@@ -18,7 +18,7 @@
 //   work_dir "work_dirs"       runs go to work_dir/experiment_name/<YYYYmmdd_HHMMSS>/ ("": nowhere),
 //                              checkpoints to work_dir/experiment_name/step-<n>/ (as MMEngine: beside
 //                              the timestamped folders, so resume "auto" finds the last run's)
-//   distributed {world_size 4 (in-process ranks; mpirun decides under mpi), backend "local"|"mpi"}
+//   distributed {world_size 4 (in-process ranks; mpirun decides under mpi), backend "local"|"mpi"|"nccl"}
 //   model {type "gpt"|"resnet" (the vision job: see "model.type resnet" below),
 //          vocab_size 256, block_size 64, n_layer 4, n_head 4, n_embd 128, dropout 0.0, bias true}
 //   data {path "data/tinyshakespeare.txt", val_fraction 0.1}
@@ -113,7 +113,7 @@ struct RunConfig {
   TrainOptions train;  // what RunTraining reads (log_file / metrics_csv are set by the run folder;
                        // work_dir, where checkpoints go, is work_dir/experiment_name)
   int world_size = 4;
-  std::string backend = "local";  // "local" or "mpi"
+  std::string backend = "local";  // "local", "mpi" or "nccl" (one in-process rank per GPU)
   std::string work_dir = "work_dirs";
   std::string experiment_name = "default";
   std::string loss_scale_mode = "auto";  // loss_scaler.mode (train.loss_scaling is its effect)

@@ -54,11 +54,13 @@
 #include "absl/strings/str_cat.h"
 #include "collectives/local_communicator.h"
 #include "collectives/mpi_communicator.h"
+#include "collectives/nccl_communicator.h"
 #include "examples/config.h"
 #include "examples/progress.h"
 #include "examples/resnet_job.h"
 #include "examples/run_dir.h"
 #include "examples/trainer.h"
+#include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
 ABSL_FLAG(std::string, config, "", "JSON config (examples/configs/); flags and --set override it");
@@ -86,7 +88,9 @@ ABSL_FLAG(double, beta2, 0.95, "Adam beta2");
 ABSL_FLAG(double, grad_clip, 1.0, "max global gradient norm (0: off)");
 ABSL_FLAG(uint64_t, seed, 1337, "initialisation, dropout and sampling seed");
 ABSL_FLAG(int, world_size, 4, "in-process ranks (--backend=local)");
-ABSL_FLAG(std::string, backend, "local", "local (threads) or mpi (one rank per process under mpirun)");
+ABSL_FLAG(std::string, backend, "local",
+          "local (threads), mpi (one rank per process under mpirun) or nccl (one thread per GPU, "
+          "cuda:0 .. cuda:world_size-1)");
 ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD",
           "FULL_SHARD, SHARD_GRAD_OP, SHARD_OPTIMIZER, NO_SHARD or HYBRID_SHARD");
 ABSL_FLAG(int, zero_stage, 3,
@@ -257,20 +261,40 @@ int main(int argc, char** argv) {
   if (absl::Status s = options.sharding.Validate(world); !s.ok()) return Fail(s);
   if (absl::StatusOr<std::string> opened = open_run_dir(); !opened.ok()) return Fail(opened.status());
   if (config->model_type == "resnet") {
+    if (config->backend == "nccl") {
+      return Fail(absl::UnimplementedError(
+          "backend nccl trains the GPT; the vision job runs on local or mpi ranks"));
+    }
     absl::StatusOr<ResNetTrainResult> result = RunResNetConfig(*config);
     return result.ok() ? 0 : Fail(result.status());
   }
+  const bool gpus = config->backend == "nccl";
+  if (gpus) {
+    absl::StatusOr<int> n = cuda::CudaDeviceCount();
+    const int have = n.ok() ? *n : 0;
+    if (have < world) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          "backend nccl: expected ", world, " GPUs (distributed.world_size, one rank each), found ",
+          have, cuda::BuiltWithCuda() ? "" : " (built without CUDA)")));
+    }
+  }
   // On a terminal: a progress bar (plain lines stay in the log and in pipes).
   options.progress_bar = isatty(fileno(stdout)) != 0;
-  if (options.progress_bar) {
+  if (options.progress_bar && !gpus) {  // the measured peak is the CPU's
     const PeakFlops peak = MeasurePeakFlops();
     options.peak_flops = peak.flops_per_s;
     std::printf("MFU against the measured peak: %s\n", peak.how.c_str());
   }
   TraceRecorder trace;  // one recorder for every in-process rank
   if (!options.trace.empty()) options.shared_trace = &trace;
-  std::vector<absl::Status> statuses =
-      RunRanks(world, [&](Communicator& comm) { return RunTraining(options, comm); });
+  // nccl: each in-process rank drives one GPU through NCCL, bootstrapped by
+  // (and keeping its host numbers on) the in-process communicator.
+  std::vector<absl::Status> statuses = RunRanks(world, [&](Communicator& comm) -> absl::Status {
+    if (!gpus) return RunTraining(options, comm);
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
+                        NcclCommunicator::Create(comm, Device::Cuda(comm.rank())));
+    return RunTraining(options, *nccl, nullptr, &comm);
+  });
   int rc = 0;
   for (size_t r = 0; r < statuses.size(); ++r) {
     if (!statuses[r].ok()) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "autograd/engine.h"
@@ -22,6 +23,7 @@
 #include "examples/progress.h"
 #include "examples/token_data.h"
 #include "optim/optim_wrapper.h"
+#include "runtime/cuda/cuda_allocator.h"
 #include "runtime/sharding/sharded_model.h"
 #include "runtime/status.h"
 
@@ -52,8 +54,16 @@ absl::StatusOr<double> MeanOverRanks(Communicator& comm, double v) {
   return t.Item();
 }
 
+// A batch's ids copied to `device` when it is a GPU (a no-op on the CPU).
+absl::Status OnDevice(Batch& b, Allocator* device) {
+  if (!device->device().is_cuda()) return absl::OkStatus();
+  ZS_ASSIGN_OR_RETURN(b.inputs, b.inputs.To(device));
+  ZS_ASSIGN_OR_RETURN(b.targets, b.targets.To(device));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<double> EvalLoss(nn::Gpt& gpt, const TokenData& val, const TrainOptions& o,
-                                Communicator& comm) {
+                                Communicator& comm, Communicator& host, Allocator* device) {
   autograd::NoGradGuard no_grad;
   gpt.Eval();
   double sum = 0;
@@ -61,18 +71,20 @@ absl::StatusOr<double> EvalLoss(nn::Gpt& gpt, const TokenData& val, const TrainO
     ZS_ASSIGN_OR_RETURN(Batch b, val.GetBatch({.step = i, .rank = comm.rank(), .world_size = comm.size(),
                                                .batch_size = o.batch_size,
                                                .block_size = o.model.block_size}));
+    ZS_RETURN_IF_ERROR(OnDevice(b, device));
     ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt.Forward(b.inputs, b.targets));
     ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
     sum += l;
   }
   gpt.Train();
-  return MeanOverRanks(comm, sum / std::max<int64_t>(o.eval_iters, 1));
+  return MeanOverRanks(host, sum / std::max<int64_t>(o.eval_iters, 1));
 }
 
 // Samples `n` tokens after `prompt` (every rank runs the same forwards; the
 // random draws are the same everywhere).
 absl::StatusOr<std::vector<int64_t>> Generate(nn::Gpt& gpt, std::vector<int64_t> tokens, int64_t n,
-                                              double temperature, int64_t top_k, uint64_t seed) {
+                                              double temperature, int64_t top_k, uint64_t seed,
+                                              Allocator* device) {
   autograd::NoGradGuard no_grad;
   gpt.Eval();
   std::mt19937_64 rng(seed);
@@ -81,8 +93,14 @@ absl::StatusOr<std::vector<int64_t>> Generate(nn::Gpt& gpt, std::vector<int64_t>
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - block);
     std::vector<int64_t> ctx(tokens.begin() + start, tokens.end());
     ZS_ASSIGN_OR_RETURN(Tensor ids, Tensor::FromVector(ctx, {1, static_cast<int64_t>(ctx.size())}));
+    if (device->device().is_cuda()) {
+      ZS_ASSIGN_OR_RETURN(ids, ids.To(device));
+    }
     ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt.Forward(ids));
     ZS_ASSIGN_OR_RETURN(Tensor last, out.logits.value().Select(1, -1));
+    if (!last.device().is_cpu()) {
+      ZS_ASSIGN_OR_RETURN(last, last.To(DefaultCpuAllocator()));
+    }
     ZS_ASSIGN_OR_RETURN(std::vector<float> logits, last.ToVector<float>());
     std::vector<double> p(logits.size());
     std::vector<float> sorted = logits;
@@ -119,8 +137,29 @@ absl::StatusOr<std::vector<int64_t>> GatherPerRank(Communicator& comm, int64_t b
 
 }  // namespace
 
-absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary* summary) {
+absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary* summary,
+                         Communicator* host_comm) {
   const bool lead = comm.rank() == 0;
+  const bool on_gpu = comm.device().is_cuda();
+  // Host-side numbers go through a communicator of host tensors.
+  if (on_gpu && host_comm == nullptr) {
+    return absl::InvalidArgumentError(
+        "RunTraining on GPUs: expected a host communicator for the run's numbers, found none");
+  }
+  Communicator& host = host_comm != nullptr ? *host_comm : comm;
+  if (on_gpu) {
+    std::vector<std::string> unsupported;
+    if (o.save_every > 0) unsupported.push_back("checkpoint.save_every");
+    if (!o.resume.empty()) unsupported.push_back("checkpoint.resume");
+    if (!o.init_from.empty()) unsupported.push_back("init_from");
+    if (!o.save.empty()) unsupported.push_back("save");
+    if (o.sharding.offload.nvme()) unsupported.push_back("strategy.nvme_offload");
+    if (!unsupported.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "training on GPUs (backend nccl) does not yet support ", absl::StrJoin(unsupported, ", "),
+          ": expected them unset, found them set"));
+    }
+  }
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> log(nullptr, &std::fclose);
   if (lead && !o.log_file.empty()) {
     log.reset(std::fopen(o.log_file.c_str(), "a"));
@@ -149,8 +188,14 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   say(absl::StrFormat("zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
                       comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
 
-  CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank()),
-                                            .capacity_bytes = o.device_memory_limit});
+  std::unique_ptr<Allocator> device_allocator;
+  if (on_gpu) {
+    device_allocator = std::make_unique<CudaAllocator>(comm.device().index);
+  } else {
+    device_allocator = std::make_unique<CpuAllocator>(CpuAllocator::Options{
+        .name = absl::StrCat("rank", comm.rank()), .capacity_bytes = o.device_memory_limit});
+  }
+  Allocator& device = *device_allocator;
   auto gpt = std::make_shared<nn::Gpt>(o.model, o.seed + 1000003ull * comm.rank());
   if (!o.init_from.empty()) {
     ZS_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(o.init_from));
@@ -230,7 +275,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     ZS_ASSIGN_OR_RETURN(Tensor mine, Tensor::FromVector(
         std::vector<int64_t>{static_cast<int64_t>(gpt->dropout_generator().offset)}, {1}));
     ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({comm.size()}, DType::kI64));
-    ZS_RETURN_IF_ERROR(comm.AllGather(mine, all));
+    ZS_RETURN_IF_ERROR(host.AllGather(mine, all));
     ZS_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, all.ToVector<int64_t>());
     state.rng_offsets.assign(offsets.begin(), offsets.end());
     state.config = o.ToString();
@@ -304,6 +349,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                                                    .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
                                                    .world_size = comm.size(), .batch_size = o.batch_size,
                                                    .block_size = o.model.block_size}));
+      ZS_RETURN_IF_ERROR(OnDevice(b, &device));
       ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
       ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
       loss_sum += l;
@@ -313,14 +359,14 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (update.skipped) {
       say(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step, scaler.ToString()));
     }
-    ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(comm, loss_sum / o.grad_accum_steps));
+    ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(host, loss_sum / o.grad_accum_steps));
     s.losses.push_back(loss);
     if (!o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar) {
       const double ms = (Now() - step_start) * 1000.0;
       const int64_t step_peak = device.stats().peak_bytes_in_use;
       run_peak = std::max(run_peak, step_peak);
       device.ResetPeak();
-      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> peaks, GatherPerRank(comm, step_peak));
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> peaks, GatherPerRank(host, step_peak));
       row = StepMetrics{.step = step, .loss = loss, .lr = lr, .tokens_per_s = tokens_per_step / (ms / 1000.0),
                         .ms_per_step = ms, .peak_bytes = std::move(peaks)};
     }
@@ -336,7 +382,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       ZS_RETURN_IF_ERROR(save(step + 1));
     }
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
-      ZS_ASSIGN_OR_RETURN(double vl, EvalLoss(*gpt, val, o, comm));
+      ZS_ASSIGN_OR_RETURN(double vl, EvalLoss(*gpt, val, o, comm, host, &device));
       say(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
       row.val_loss = vl;
       window_start = Now();
@@ -357,7 +403,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   sharded->set_trace(nullptr);
   if (!o.trace.empty()) {
     if (o.shared_trace != nullptr) {
-      ZS_RETURN_IF_ERROR(comm.Barrier());  // every rank's spans are in before rank 0 writes
+      ZS_RETURN_IF_ERROR(host.Barrier());  // every rank's spans are in before rank 0 writes
       if (lead) {
         ZS_RETURN_IF_ERROR(o.shared_trace->WriteJson(o.trace));
       }
@@ -377,7 +423,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   if (scaling) say(absl::StrCat("loss scaling: ", scaler.ToString(), "\n"));
   s.seconds = Now() - start;
   s.tokens = tokens_per_step * (o.steps - start_step);
-  ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm));
+  ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm, host, &device));
   s.peak_bytes = std::max(run_peak, device.stats().peak_bytes_in_use);
   if (writes_rows && o.steps > start_step) {
     row.val_loss = s.final_val_loss;
@@ -387,7 +433,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   if (o.sample_tokens > 0 && all.vocab_size() <= 256) {
     std::vector<int64_t> prompt = {'\n'};
     ZS_ASSIGN_OR_RETURN(std::vector<int64_t> text,
-                        Generate(*gpt, prompt, o.sample_tokens, o.temperature, o.top_k, o.seed));
+                        Generate(*gpt, prompt, o.sample_tokens, o.temperature, o.top_k, o.seed, &device));
     std::string str;
     for (size_t i = 1; i < text.size(); ++i) str.push_back(static_cast<char>(text[i]));
     say(absl::StrCat("sample (temperature ", o.temperature, ", top-k ", o.top_k, "):\n", str, "\n"));
@@ -405,7 +451,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (space != nullptr) say(absl::StrCat("NVMe ", space->ToString(), ": ", space->stats().ToString(), "\n"));
   }
   ZS_ASSIGN_OR_RETURN(Tensor peak, Tensor::Full({1}, static_cast<double>(s.peak_bytes), DType::kF32));
-  ZS_RETURN_IF_ERROR(comm.AllReduce(peak, ReduceOp::kMax));
+  ZS_RETURN_IF_ERROR(host.AllReduce(peak, ReduceOp::kMax));
   say(absl::StrFormat("done: %d steps, %d tokens in %.1f s (%.0f tokens/s), final train loss %.6f, "
                       "peak memory per rank %s (max over ranks %s)\n",
                       o.steps - start_step, s.tokens, s.seconds, s.tokens / s.seconds,

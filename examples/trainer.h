@@ -98,8 +98,15 @@ struct TrainSummary {
 };
 
 // Runs on every rank; rank 0 prints. `summary` (optional) receives rank 0's figures.
+//
+// On GPUs (`comm` an NcclCommunicator, one rank per device): parameters,
+// activations and gradients live in a CudaAllocator of comm.device(), batches
+// are copied there, and `host` (e.g. the in-process communicator that
+// bootstrapped NCCL) carries the run's host-side numbers: mean losses, peak
+// memory, barriers. Checkpoints, --init_from and NVMe offload are not yet
+// supported on GPUs: refused with an error naming the option.
 absl::Status RunTraining(const TrainOptions& options, Communicator& comm,
-                         TrainSummary* summary = nullptr);
+                         TrainSummary* summary = nullptr, Communicator* host = nullptr);
 
 }  // namespace zeroshard
 
