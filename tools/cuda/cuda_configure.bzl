@@ -7,7 +7,9 @@ CUDA is enabled when `$ZEROSHARD_CUDA_PATH` (default `/usr/local/cuda`) holds
 
 The generated repository `@local_cuda` holds:
   defs.bzl   CUDA_ENABLED, NVCC, CUDA_ARCHS and `if_cuda(yes, no)`
-  BUILD      cc_library targets cudart, cublas, cudnn, nccl (empty when disabled)
+  BUILD      cc_library targets cudart, cublas, cudnn, nccl (empty when disabled;
+             cudart, cublas and nccl are the simulator's stand-ins under
+             --define=cuda_sim=1, see tools/cuda/sim)
 """
 
 _HEADER_GLOB = """glob([
@@ -28,6 +30,20 @@ cc_library(
 )
 """.format(name = name, libs = repr(["-l" + l for l in libs]))
 
+# `name` links the toolkit's `libs`, or under --define=cuda_sim=1
+# (tools/cuda:sim_device) the simulator's stand-in tools/cuda/sim:<fake>.
+def _lib_or_sim(name, libs, fake):
+    return _lib(name + "_library", libs) + """
+cc_library(
+    name = "{name}",
+    deps = [":headers"] + select({{
+        "@//tools/cuda:sim_device": ["@//tools/cuda/sim:{fake}"],
+        "//conditions:default": [":{name}_library"],
+    }}),
+    visibility = ["//visibility:public"],
+)
+""".format(name = name, fake = fake)
+
 def _cuda_configure_impl(rctx):
     root = rctx.os.environ.get("ZEROSHARD_CUDA_PATH", "/usr/local/cuda")
     switch = rctx.os.environ.get("ZEROSHARD_CUDA", "1").lower()
@@ -46,42 +62,10 @@ cc_library(
     visibility = ["//visibility:public"],
 )
 """.format(glob = _HEADER_GLOB)
-        build += _lib("cudart_library", ["cudart"])
-        # --define=cuda_sim=1 (tools/cuda:sim_device): the simulator answers
-        # the runtime, cuBLASLt and NCCL calls instead (tools/cuda/sim/fake_*.cc).
-        build += """
-cc_library(
-    name = "cudart",
-    deps = [":headers"] + select({
-        "@//tools/cuda:sim_device": ["@//tools/cuda/sim:fake_cudart"],
-        "//conditions:default": [":cudart_library"],
-    }),
-    visibility = ["//visibility:public"],
-)
-"""
-        build += _lib("cublas_library", ["cublasLt", "cublas"])
-        build += """
-cc_library(
-    name = "cublas",
-    deps = [":headers"] + select({
-        "@//tools/cuda:sim_device": ["@//tools/cuda/sim:fake_cublaslt"],
-        "//conditions:default": [":cublas_library"],
-    }),
-    visibility = ["//visibility:public"],
-)
-"""
+        build += _lib_or_sim("cudart", ["cudart"], "fake_cudart")
+        build += _lib_or_sim("cublas", ["cublasLt", "cublas"], "fake_cublaslt")
         build += _lib("cudnn", ["cudnn"])
-        build += _lib("nccl_library", ["nccl"])
-        build += """
-cc_library(
-    name = "nccl",
-    deps = [":headers"] + select({
-        "@//tools/cuda:sim_device": ["@//tools/cuda/sim:fake_nccl"],
-        "//conditions:default": [":nccl_library"],
-    }),
-    visibility = ["//visibility:public"],
-)
-"""
+        build += _lib_or_sim("nccl", ["nccl"], "fake_nccl")
         build = build.replace("{root}", root)
     else:
         for name in ["headers", "cudart", "cublas", "cudnn", "nccl"]:
