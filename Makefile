@@ -26,8 +26,11 @@ BAZEL       ?= bazel
 # A disk cache in the home directory lets a fresh clone reuse earlier compiles.
 DISK_CACHE  ?= $(HOME)/.cache/zeroshard/bazel-disk
 BAZEL_FLAGS := --disk_cache=$(DISK_CACHE)
+# Flags `bazel query` shares with the builds, so it lists the same targets.
+QUERY_FLAGS :=
 ifeq ($(CUDA),0)
 BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
+QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
 .PHONY: deps test train bench bench-peers fuzz plot clean gpu-test gpu-bench sim-test
@@ -44,7 +47,7 @@ deps:
 
 test: deps
 	$(BAZEL) test $(BAZEL_FLAGS) --keep_going //... ; status=$$?; \
-	  $(BAZEL) query 'tests(//...)' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
+	  $(BAZEL) query $(QUERY_FLAGS) 'tests(//...)' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
 	  summary=$$?; \
 	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
 	$(MAKE) --no-print-directory sim-test
