@@ -433,7 +433,9 @@ int Run(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
   run.body = &body;
   run.fibers.resize(threads);
   run.warps.resize((threads + kWarpSize - 1) / kWarpSize);
-  run.dynamic_shared.assign(std::max<size_t>(shared_bytes, 16), 0);
+  // Dynamic shared memory starts as all-ones bytes (a NaN in every float, -1 in
+  // every integer), not zeros: a kernel reading what no thread wrote shows it.
+  run.dynamic_shared.assign(std::max<size_t>(shared_bytes, 16), static_cast<char>(0xFF));
   Stats stats;
   ++stats.launches;
   BlockRun* outer = tl_run;

@@ -19,6 +19,8 @@
 //     y/z above 65535, dynamic shared memory above 48 KiB without
 //     cudaFuncAttributeMaxDynamicSharedMemorySize, or above the device's
 //     227 KiB opt-in maximum (H100; see SetMaxSharedBytesOptin for A100's).
+// Dynamic shared memory starts filled with 0xFF bytes (NaN floats), so reading
+// what no thread wrote shows up in the results.
 // Blocks and the threads of a block can be run in reverse order
 // (SetOrder(kReverse)): a kernel whose result depends on the order of its
 // blocks or of unsynchronised threads gives different bits in the two orders.
