@@ -75,11 +75,20 @@ void Store(void* base, cudaDataType_t t, int64_t i, float v) {
   }
 }
 
-template <typename Opaque, typename State>
-cublasStatus_t SetField(Opaque* o, const void* buf, size_t bytes, State* field) {
-  (void)o;
+// An attribute's value, which must be exactly a State.
+template <typename State>
+cublasStatus_t SetField(const void* buf, size_t bytes, State* field) {
   if (buf == nullptr || bytes != sizeof(State)) return CUBLAS_STATUS_INVALID_VALUE;
   std::memcpy(field, buf, sizeof(State));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// An enum attribute passed as the integer type `Wire` (cublasLt.h says which).
+template <typename Wire, typename Enum>
+cublasStatus_t SetEnum(const void* buf, size_t bytes, Enum* field) {
+  Wire v = 0;
+  if (cublasStatus_t s = SetField(buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
+  *field = static_cast<Enum>(v);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -143,32 +152,18 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t 
   if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   Desc* d = D(desc);
   switch (attr) {
-    case CUBLASLT_MATMUL_DESC_TRANSA: {
-      int32_t v = 0;
-      if (cublasStatus_t s = SetField(desc, buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
-      d->transa = static_cast<cublasOperation_t>(v);
-      return CUBLAS_STATUS_SUCCESS;
-    }
-    case CUBLASLT_MATMUL_DESC_TRANSB: {
-      int32_t v = 0;
-      if (cublasStatus_t s = SetField(desc, buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
-      d->transb = static_cast<cublasOperation_t>(v);
-      return CUBLAS_STATUS_SUCCESS;
-    }
-    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
-      uint32_t v = 0;
-      if (cublasStatus_t s = SetField(desc, buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
-      d->epilogue = static_cast<cublasLtEpilogue_t>(v);
-      return CUBLAS_STATUS_SUCCESS;
-    }
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+      return SetEnum<int32_t>(buf, bytes, &d->transa);
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      return SetEnum<int32_t>(buf, bytes, &d->transb);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      return SetEnum<uint32_t>(buf, bytes, &d->epilogue);
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
-      return SetField(desc, buf, bytes, &d->bias);
+      return SetField(buf, bytes, &d->bias);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: {
-      int32_t v = 0;
-      if (cublasStatus_t s = SetField(desc, buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
-      d->bias_type = static_cast<cudaDataType_t>(v);
-      d->bias_type_set = true;
-      return CUBLAS_STATUS_SUCCESS;
+      const cublasStatus_t s = SetEnum<int32_t>(buf, bytes, &d->bias_type);
+      if (s == CUBLAS_STATUS_SUCCESS) d->bias_type_set = true;
+      return s;
     }
     default:
       return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -201,11 +196,11 @@ cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayou
   Layout* l = L(layout);
   switch (attr) {
     case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
-      return SetField(layout, buf, bytes, &l->batch);
+      return SetField(buf, bytes, &l->batch);
     case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
-      return SetField(layout, buf, bytes, &l->batch_stride);
+      return SetField(buf, bytes, &l->batch_stride);
     case CUBLASLT_MATRIX_LAYOUT_ORDER:
-      return SetField(layout, buf, bytes, &l->order);
+      return SetField(buf, bytes, &l->order);
     default:
       return CUBLAS_STATUS_NOT_SUPPORTED;
   }
