@@ -34,6 +34,7 @@
 #include "optim/adamw.h"
 #include "optim/sharded_optimizer.h"
 #include "runtime/sharding/sharded_model.h"
+#include "tests/runtime/sharding/parity.h"
 #include "tests/testing.h"
 
 namespace zeroshard {
@@ -410,13 +411,18 @@ Outcome TrainLora(const LoraRun& run, int begin, int end) {
   return out;
 }
 
-void ExpectMatchesReference(const Result& got, const Result& want, const std::string& what) {
+// The loss is a mean of kGlobalBatch x kOut squared errors.
+constexpr int64_t kLossTerms = kGlobalBatch * kOut;
+
+// Against the unsharded reference with tests/runtime/sharding/parity.h's
+// Note [Parity bounds] (this model has no zero-gradient elements); frozen
+// parameters bitwise at their initial values. `steps`: AdamW steps taken from
+// the reference's initial values.
+void ExpectMatchesReference(const Result& got, const Result& want, const std::string& what, int steps) {
   SCOPED_TRACE(what);
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  for (size_t i = 0; i < want.losses.size(); ++i) {
-    EXPECT_NEAR(got.losses[i], want.losses[i], 1e-5 * std::fabs(want.losses[i])) << "step " << i;
-  }
+  testing::ExpectLossesMatch(got.losses, want.losses, kLossTerms, what);
   ASSERT_EQ(got.params.size(), want.params.size());
+  testing::ParamValues got_trained, want_trained;
   for (const auto& [name, w] : want.params) {
     const std::vector<float>& g = got.params.at(name);
     ASSERT_EQ(g.size(), w.size()) << name;
@@ -427,10 +433,10 @@ void ExpectMatchesReference(const Result& got, const Result& want, const std::st
       continue;
     }
     EXPECT_NE(g, want.initial.at(name)) << name << " did not train";
-    for (size_t i = 0; i < w.size(); ++i) {
-      ASSERT_NEAR(g[i], w[i], 5e-5 + 1e-5 * std::fabs(w[i])) << name << "[" << i << "]";
-    }
+    got_trained[name] = g;
+    want_trained[name] = w;
   }
+  testing::ExpectParamsMatch(got_trained, want_trained, {.lr = kLr, .steps = steps}, nullptr, nullptr, what);
 }
 
 // Reduce-scatter bytes per rank per step: 4 bytes (f32) per trainable
@@ -461,7 +467,7 @@ TEST(FrozenParameters, LoraMatchesUnshardedWithTrainableOnlyGradientsAndState) {
     run.options.hybrid_shard_size = 2;
     const Outcome got = TrainLora(run, 0, kSteps);
     ASSERT_TRUE(got.status.ok()) << what << ": " << got.status;
-    ExpectMatchesReference(got.result, want, what);
+    ExpectMatchesReference(got.result, want, what, kSteps);
     for (int r = 0; r < c.world; ++r) {
       if (c.strategy == ShardingStrategy::kShardOptimizer) {
         // ZeRO-1 all-reduces the same trainable-only flat gradient instead.
@@ -601,15 +607,11 @@ TEST(FrozenParameters, CheckpointsResumeBitwiseAndReshard) {
       const Outcome b = TrainLora(into, 3, 6);
       ASSERT_TRUE(b.status.ok()) << what << ": " << b.status;
       EXPECT_EQ(b.loaded, a.result.params) << what;
-      Result want = tail.result;
-      want.initial = a.result.params;
-      for (size_t i = 0; i < want.losses.size(); ++i) {
-        EXPECT_NEAR(b.result.losses[i], want.losses[i], 1e-5 * std::fabs(want.losses[i])) << what;
-      }
-      for (const auto& [name, w] : want.params) {
-        const std::vector<float>& g = b.result.params.at(name);
-        for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(g[i], w[i], 5e-5 + 1e-5 * std::fabs(w[i])) << what << name;
-      }
+      // Steps 4..6 at another world size: Note [Parity bounds], with the
+      // envelope of steps 1..6 (it bounds that of 4..6).
+      testing::ExpectLossesMatch(b.result.losses, tail.result.losses, kLossTerms, what);
+      testing::ExpectParamsMatch(b.result.params, tail.result.params, {.lr = kLr, .steps = 6}, nullptr, nullptr,
+                                 what);
     }
   }
   // Into a model that trains every parameter: the formerly frozen ones load
