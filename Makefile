@@ -2,7 +2,10 @@
 # fresh Debian 12 machine each is one command.
 #
 #   make train    build and run the main job
-#   make test     build and run every test, then print how many ran and passed
+#   make test     build and run every test, then print how many ran and passed;
+#                 then make isa-test and make sim-test
+#   make isa-test the numerics tests (kernels, autograd, optim, sharded parity,
+#                 checkpoints, the GPT job) again with ZEROSHARD_CPU_ISA=baseline
 #   make bench    build with -c opt and run the benchmark suites
 #   make gpu-test on a GPU machine: every test tagged "gpu" (CUDA kernels and
 #                 attention against their CPU twins, allocator, AdamW, a GPT on CUDA,
@@ -33,7 +36,7 @@ BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train bench bench-peers fuzz plot clean gpu-test gpu-bench sim-test
+.PHONY: deps test train bench bench-peers fuzz plot clean gpu-test gpu-bench sim-test isa-test
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
 # bundled Shakespeare (bytes), as examples/configs/default.json says; the run
@@ -50,7 +53,25 @@ test: deps
 	  $(BAZEL) query $(QUERY_FLAGS) 'tests(//...)' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
 	  summary=$$?; \
 	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
+	$(MAKE) --no-print-directory isa-test
 	$(MAKE) --no-print-directory sim-test
+
+# The numerics tests again on the portable code path (ZEROSHARD_CPU_ISA=baseline:
+# plain x86-64 loops and Eigen's SSE2 GEMM), whatever this processor has, so
+# every machine checks the path an older or different one would take. The
+# tests of "bitwise the same on every instruction set" inside them loop over
+# every level the processor runs (kernels/cpu/isa.h SupportedCpuIsas).
+ISA_TESTS := //tests/kernels/... //tests/autograd/... //tests/optim/... //tests/runtime/sharding/... \
+             //tests/checkpoint:checkpoint_test //tests/examples:train_gpt_test
+isa-test: deps
+	@echo "CPU: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); the numerics tests on ZEROSHARD_CPU_ISA=baseline:"
+	$(BAZEL) test $(BAZEL_FLAGS) --keep_going --test_tag_filters=-gpu --test_env=ZEROSHARD_CPU_ISA=baseline \
+	  $(ISA_TESTS) ; status=$$?; \
+	  $(BAZEL) query $(QUERY_FLAGS) 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null > /tmp/zs_gpu_tests.$$$$; \
+	  $(BAZEL) query $(QUERY_FLAGS) "tests($$(echo $(ISA_TESTS) | sed 's/ / + /g'))" 2>/dev/null | \
+	    grep -vxF -f /tmp/zs_gpu_tests.$$$$ | ./tools/test_summary.sh bazel-testlogs; \
+	  summary=$$?; rm -f /tmp/zs_gpu_tests.$$$$; \
+	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
 
 # The GPU tests with the CPU simulator as the device (see tools/cuda/sim/cuda_sim.h).
 # Needs the CUDA toolkit's headers (the vendor libraries are linked, not run).

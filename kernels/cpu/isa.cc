@@ -31,11 +31,24 @@ CpuIsa FromEnvironment(CpuIsa detected) {
 }
 
 std::atomic<int>& Active() {
-  static std::atomic<int> active{static_cast<int>(FromEnvironment(Detect()))};
+  static std::atomic<int> active{static_cast<int>(RequestedCpuIsa())};
   return active;
 }
 
 }  // namespace
+
+CpuIsa RequestedCpuIsa() {
+  static const CpuIsa requested = FromEnvironment(DetectedCpuIsa());
+  return requested;
+}
+
+std::vector<CpuIsa> SupportedCpuIsas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (isa <= DetectedCpuIsa()) out.push_back(isa);
+  }
+  return out;
+}
 
 CpuIsa DetectedCpuIsa() {
   static const CpuIsa detected = Detect();

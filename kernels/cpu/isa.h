@@ -19,6 +19,8 @@
 #ifndef ZEROSHARD_KERNELS_CPU_ISA_H_
 #define ZEROSHARD_KERNELS_CPU_ISA_H_
 
+#include <vector>
+
 #include "absl/strings/string_view.h"
 
 namespace zeroshard::cpu {
@@ -30,6 +32,11 @@ CpuIsa ActiveCpuIsa();
 // The best level this CPU supports, ignoring the environment.
 CpuIsa DetectedCpuIsa();
 absl::string_view CpuIsaName(CpuIsa isa);
+// The level the process started with: DetectedCpuIsa() lowered by
+// ZEROSHARD_CPU_ISA, whatever SetActiveCpuIsa did since (tests restore it).
+CpuIsa RequestedCpuIsa();
+// Every level this CPU runs, lowest first (tests of "bitwise on every ISA").
+std::vector<CpuIsa> SupportedCpuIsas();
 // Overrides the active level for the rest of the process (tests); clamps to DetectedCpuIsa().
 void SetActiveCpuIsa(CpuIsa isa);
 

@@ -351,8 +351,7 @@ TEST(Attention, EveryInstructionSetMatchesReference) {
   // Each instruction set's GEMMs and row loops (results may differ in the last
   // bits between instruction sets, as Eigen's kernels do; each is checked).
   uint64_t seed = 1200;
-  for (cpu::CpuIsa isa : {cpu::CpuIsa::kBaseline, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
-    if (isa > cpu::DetectedCpuIsa()) continue;
+  for (cpu::CpuIsa isa : cpu::SupportedCpuIsas()) {
     cpu::SetActiveCpuIsa(isa);
     for (bool causal : {true, false}) {
       const Dims d{1, 3, 70, 33, causal};
@@ -361,7 +360,7 @@ TEST(Attention, EveryInstructionSetMatchesReference) {
       seed += 4;
     }
   }
-  cpu::SetActiveCpuIsa(cpu::DetectedCpuIsa());
+  cpu::SetActiveCpuIsa(cpu::RequestedCpuIsa());
 }
 
 TEST(Attention, EmptyBatchOrSequenceIsANoOp) {

@@ -315,11 +315,11 @@ TEST(LayerNorm, BitwiseIndependentOfThreadsAndInstructionSet) {
     EXPECT_EQ(run(), reference) << n << " threads";
   }
   omp_set_num_threads(threads);
-  for (cpu::CpuIsa isa : {cpu::CpuIsa::kBaseline, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+  for (cpu::CpuIsa isa : cpu::SupportedCpuIsas()) {
     cpu::SetActiveCpuIsa(isa);
     EXPECT_EQ(run(), reference) << cpu::CpuIsaName(cpu::ActiveCpuIsa());
   }
-  cpu::SetActiveCpuIsa(cpu::DetectedCpuIsa());
+  cpu::SetActiveCpuIsa(cpu::RequestedCpuIsa());
 }
 
 // ---------------------------------------------------------------- errors

@@ -148,11 +148,11 @@ TEST(AdamWStepTest, BitwiseEqualAcrossInstructionSets) {
           SCOPED_TRACE(::testing::Message() << "n " << n << " grad " << DTypeName(grad_dtype)
                                             << " copy " << DTypeName(copy_dtype));
           std::vector<Trajectory> runs;
-          for (cpu::CpuIsa isa : {cpu::CpuIsa::kBaseline, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+          for (cpu::CpuIsa isa : cpu::SupportedCpuIsas()) {
             cpu::SetActiveCpuIsa(isa);
             runs.push_back(RunSteps(n, grad_dtype, copy_dtype, decoupled, 0.5, 4));
           }
-          cpu::SetActiveCpuIsa(cpu::DetectedCpuIsa());
+          cpu::SetActiveCpuIsa(cpu::RequestedCpuIsa());
           for (size_t k = 1; k < runs.size(); ++k) {
             EXPECT_EQ(std::memcmp(runs[0].param.raw_data(), runs[k].param.raw_data(), n * 4), 0);
             EXPECT_EQ(std::memcmp(runs[0].state.exp_avg.raw_data(), runs[k].state.exp_avg.raw_data(), n * 4), 0);

@@ -130,11 +130,11 @@ TEST(SgdStepTest, BitwiseEqualAcrossInstructionSets) {
         SCOPED_TRACE(::testing::Message() << options.ToString() << " n " << n << " grad "
                                           << DTypeName(grad_dtype));
         std::vector<Trajectory> runs;
-        for (cpu::CpuIsa isa : {cpu::CpuIsa::kBaseline, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+        for (cpu::CpuIsa isa : cpu::SupportedCpuIsas()) {
           cpu::SetActiveCpuIsa(isa);
           runs.push_back(RunSteps(options, n, grad_dtype, DType::kF16, 0.5, 3));
         }
-        cpu::SetActiveCpuIsa(cpu::DetectedCpuIsa());
+        cpu::SetActiveCpuIsa(cpu::RequestedCpuIsa());
         for (size_t k = 1; k < runs.size(); ++k) {
           EXPECT_EQ(std::memcmp(runs[0].param.raw_data(), runs[k].param.raw_data(), n * 4), 0);
           EXPECT_EQ(std::memcmp(runs[0].copy.raw_data(), runs[k].copy.raw_data(), n * 2), 0);

@@ -52,8 +52,8 @@ struct Result {
 //    change steps by O(1). The bound is E / 1024 (a thousandth of the largest
 //    move Adam allows) plus 2 u |w| per step for rounding the update itself
 //    (u = 2^-24). Measured on an AMD EPYC (Zen 5) under ZEROSHARD_CPU_ISA
-//    baseline, avx2 and avx512, the largest difference is 1.3e-4 E: ten
-//    times inside.
+//    baseline, avx2 and avx512, the largest difference is 0.95e-4 E: ten
+//    times inside (docs/benchmarks.md, "Processors the test suite has run on").
 //  - Losses: the mean over N tokens of per-token cross-entropies carries a
 //    relative rounding error of at most gamma_N = N u; the two runs may err
 //    in opposite directions, so |dL| <= 2 N u |L| (N = 96: 1.1e-5 relative).
