@@ -217,6 +217,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
   say(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
                       sharded->Plan().ToString()));
+  // Where each tied parameter lives under the wrap policy (Note [Tied parameters]).
+  for (const TiedPlacement& t : sharded->ties()) say(absl::StrCat("  ", t.ToString(), "\n"));
   const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
   ZS_ASSIGN_OR_RETURN(optim::OptimWrapper ow,
                       optim::OptimWrapper::Create(*sharded, {.optimizer = o.optimizer,
