@@ -152,6 +152,38 @@ class StreamWriter {
   size_t next_ = 0;
 };
 
+// ================================================================ tied parameters in files
+
+}  // namespace
+
+std::map<std::string, std::string> TiedAliases(nn::Module& module) {
+  std::map<std::string, std::string> out;
+  std::map<const autograd::VariableImpl*, std::string> first;
+  for (auto& [name, slot] : module.NamedParameterSlots()) {
+    auto [it, fresh] = first.emplace(slot->var.impl().get(), name);
+    if (!fresh) out[name] = it->second;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ModelFileMetadata(const std::map<std::string, std::string>& tied) {
+  std::map<std::string, std::string> m = {{"format", "pt"}};
+  if (!tied.empty()) m[std::string(kTiedParametersKey)] = json(tied).dump();
+  return m;
+}
+
+SafetensorsTensors ModelFileTensors(const nn::NamedTensors& state, const std::map<std::string, std::string>& tied,
+                                    bool write_tied_once) {
+  SafetensorsTensors out;
+  for (const auto& [name, t] : state) {
+    if (write_tied_once && tied.count(name)) continue;
+    out.emplace_back(name, t);
+  }
+  return out;
+}
+
+namespace {
+
 // ================================================================ what a checkpoint holds
 
 // Names of the optimizer state tensors for `opt` ("exp_avg", ...).
@@ -372,6 +404,8 @@ SafetensorsTensors Buffers(ShardedModel& model) {
 // with each named tensor, in the order of Entries().
 struct FullPlan {
   std::vector<StreamWriter::Entry> model_entries, optimizer_entries;
+  std::map<std::string, std::string> tied;  // alias -> name (Note [Tied parameters in files])
+  std::map<std::string, std::string> ModelMetadata() const { return ModelFileMetadata(tied); }
 };
 
 FullPlan PlanFull(ShardedModel& model, optim::ShardedOptimizer* opt, const SaveOptions& o) {
@@ -381,7 +415,10 @@ FullPlan PlanFull(ShardedModel& model, optim::ShardedOptimizer* opt, const SaveO
     for (const FlatParamSlot& p : u->flat.params()) {
       if (!Included(p, o)) continue;
       plan.model_entries.emplace_back(p.name, DType::kF32, p.shape);
-      for (const std::string& alias : p.aliases) plan.model_entries.emplace_back(alias, DType::kF32, p.shape);
+      for (const std::string& alias : p.aliases) {
+        if (!o.write_tied_once) plan.model_entries.emplace_back(alias, DType::kF32, p.shape);
+        plan.tied[alias] = p.name;
+      }
       if (!p.requires_grad) continue;  // no optimizer state (Note [Frozen parameters])
       for (const std::string& slot : slots) plan.optimizer_entries.emplace_back(p.name + "." + slot, DType::kF32, p.shape);
     }
@@ -423,7 +460,7 @@ absl::Status GatherFull(ShardedModel& model, optim::ShardedOptimizer* opt, const
       ZS_ASSIGN_OR_RETURN(Tensor value, flat.View(p.shape));
       ZS_RETURN_IF_ERROR(sink(true, p.name, value));
       for (const std::string& alias : p.aliases) {
-        ZS_RETURN_IF_ERROR(sink(true, alias, value));
+        if (!o.write_tied_once) ZS_RETURN_IF_ERROR(sink(true, alias, value));
       }
       if (!p.requires_grad) continue;  // as PlanFull
       for (size_t k = 0; k < slots.size(); ++k) {
@@ -498,7 +535,7 @@ absl::Status SaveCheckpoint(const std::string& dir, ShardedModel& model, optim::
     const FullPlan plan = PlanFull(model, optimizer, o);
     std::unique_ptr<StreamWriter> model_w, opt_w;
     if (lead) {
-      auto mw = StreamWriter::Open(d.tmp_dir + "/" + kModelFile, plan.model_entries, {{"format", "pt"}}, o.file);
+      auto mw = StreamWriter::Open(d.tmp_dir + "/" + kModelFile, plan.model_entries, plan.ModelMetadata(), o.file);
       mine = mw.status();
       if (mine.ok()) model_w = *std::move(mw);
       if (mine.ok() && !plan.optimizer_entries.empty()) {
@@ -547,7 +584,8 @@ std::string Revise(const std::string& name, const std::vector<std::pair<std::str
 
 // Where a parameter's elements are in a checkpoint.
 struct SourceParam {
-  std::string stored_name;  // the name in the files
+  std::string stored_name;  // the name of its values in the files
+  std::string state_name;   // full: the name its optimizer state is under (the layout's first name)
   Shape shape;
   int unit = -1;            // sharded: unit index in the layout
   int64_t offset = 0;       // sharded: first element in the unit's flat buffer
@@ -580,12 +618,30 @@ class CheckpointReader {
       for (const ManifestParam& p : r.manifest_.layout[u].params) {
         SourceParam sp;
         sp.stored_name = p.name;
+        sp.state_name = p.name;
         sp.shape = p.shape;
         sp.unit = static_cast<int>(u);
         sp.offset = p.offset;
         sp.requires_grad = p.requires_grad;
-        r.params_[Revise(sp.stored_name, o.revise_keys)] = sp;
-        for (const std::string& alias : p.aliases) r.params_[Revise(alias, o.revise_keys)] = sp;
+        std::vector<std::string> names = {p.name};
+        names.insert(names.end(), p.aliases.begin(), p.aliases.end());
+        // A full model file may hold a tied parameter under each of its names
+        // (the default), or once (SaveOptions::write_tied_once): each name
+        // reads its own entry when there is one, else the first one present.
+        std::vector<std::string> present;
+        if (r.type_ == StateDictType::kFull && names.size() > 1) {
+          ZS_ASSIGN_OR_RETURN(SafetensorsFile * model_file, r.File(kModelFile));
+          for (const std::string& n : names) {
+            if (model_file->Contains(n)) present.push_back(n);
+          }
+        }
+        for (const std::string& n : names) {
+          SourceParam named = sp;
+          if (!present.empty()) {
+            named.stored_name = std::find(present.begin(), present.end(), n) != present.end() ? n : present[0];
+          }
+          r.params_[Revise(n, o.revise_keys)] = named;
+        }
       }
     }
     return r;
@@ -607,7 +663,7 @@ class CheckpointReader {
     if (type_ == StateDictType::kFull) {
       const bool model_file = slot == "param";
       ZS_ASSIGN_OR_RETURN(SafetensorsFile * f, File(model_file ? kModelFile : kOptimizerFile));
-      return f->ReadRange(model_file ? src.stored_name : src.stored_name + "." + slot, offset, count, out);
+      return f->ReadRange(model_file ? src.stored_name : src.state_name + "." + slot, offset, count, out);
     }
     const ManifestUnit& unit = manifest_.layout[src.unit];
     const int64_t shard_numel = unit.shard_numel;
@@ -713,19 +769,41 @@ absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& 
                     [&](const Tensor& shard, const std::vector<Tensor>& states) -> absl::Status {
       for (const FlatParameter::Piece& piece : u->flat.PiecesOfShard(u->flat.shard_rank())) {
         const FlatParamSlot& p = u->flat.params()[piece.param];
-        auto it = reader.params().find(p.name);
-        for (size_t a = 0; it == reader.params().end() && a < p.aliases.size(); ++a) it = reader.params().find(p.aliases[a]);
-        if (it == reader.params().end()) continue;  // missing (not strict): keeps its init
-        if (it->second.shape != p.shape) {
-          return absl::InvalidArgumentError(absl::StrCat("LoadCheckpoint(", Quoted(dir), "): ", p.name, " has shape ",
-                                                         ShapeToString(it->second.shape), " in the checkpoint, expected ",
-                                                         ShapeToString(p.shape)));
+        // A tied parameter is found under any of its names (Note [Tied
+        // parameters]); where they are stored apart, they must agree.
+        std::vector<std::pair<std::string, const SourceParam*>> sources;
+        std::vector<std::string> names = {p.name};
+        names.insert(names.end(), p.aliases.begin(), p.aliases.end());
+        for (const std::string& n : names) {
+          auto it = reader.params().find(n);
+          if (it == reader.params().end()) continue;
+          const SourceParam& sp = it->second;
+          const bool seen = std::any_of(sources.begin(), sources.end(), [&](const auto& s) {
+            return s.second->stored_name == sp.stored_name && s.second->unit == sp.unit && s.second->offset == sp.offset;
+          });
+          if (seen) continue;
+          if (sp.shape != p.shape) {
+            return absl::InvalidArgumentError(absl::StrCat("LoadCheckpoint(", Quoted(dir), "): ", n, " has shape ",
+                                                           ShapeToString(sp.shape), " in the checkpoint, expected ",
+                                                           ShapeToString(p.shape)));
+          }
+          sources.emplace_back(n, &sp);
         }
+        if (sources.empty()) continue;  // missing (not strict): keeps its init
+        const SourceParam& src = *sources[0].second;
         std::vector<std::pair<std::string, Tensor>> targets = {{"param", shard}};
         for (size_t k = 0; k < states.size(); ++k) targets.emplace_back(slots[k], states[k]);
         for (auto& [slot, buffer] : targets) {
           ZS_ASSIGN_OR_RETURN(Tensor dst, buffer.Narrow(0, piece.shard_offset, piece.count));
-          ZS_RETURN_IF_ERROR(reader.ReadRange(it->second, slot, piece.param_offset, piece.count, dst));
+          ZS_RETURN_IF_ERROR(reader.ReadRange(src, slot, piece.param_offset, piece.count, dst));
+        }
+        for (size_t k = 1; k < sources.size(); ++k) {
+          ZS_ASSIGN_OR_RETURN(Tensor other, Tensor::Empty({piece.count}, DType::kF32));
+          ZS_RETURN_IF_ERROR(reader.ReadRange(*sources[k].second, "param", piece.param_offset, piece.count, other));
+          ZS_ASSIGN_OR_RETURN(Tensor mine, shard.Narrow(0, piece.shard_offset, piece.count));
+          ZS_RETURN_IF_ERROR(nn::CheckTiedValuesEqual(
+              absl::StrCat("LoadCheckpoint(", Quoted(dir), "), elements counted from ", piece.param_offset),
+              sources[0].first, mine, sources[k].first, other));
         }
       }
       return absl::OkStatus();
@@ -850,7 +928,7 @@ absl::Status AsyncCheckpointer::Start(const std::string& dir, ShardedModel& mode
         }
       }
     } else if (lead) {
-      auto mw = StreamWriter::Open(d.tmp_dir + "/" + kModelFile, full_plan.model_entries, {{"format", "pt"}}, file);
+      auto mw = StreamWriter::Open(d.tmp_dir + "/" + kModelFile, full_plan.model_entries, full_plan.ModelMetadata(), file);
       s = mw.status();
       std::unique_ptr<StreamWriter> ow;
       if (s.ok() && !full_plan.optimizer_entries.empty()) {
@@ -936,6 +1014,7 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
   }
   std::vector<StreamWriter::Entry> model_entries, opt_entries;
   std::vector<std::pair<std::string, SourceParam>> order;
+  std::map<std::string, std::string> tied;  // alias -> name
   for (const ManifestUnit& unit : m.layout) {
     for (const ManifestParam& p : unit.params) {
       const SourceParam& sp = reader.params().at(p.name);
@@ -944,6 +1023,7 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
       for (const std::string& alias : p.aliases) {
         model_entries.emplace_back(alias, DType::kF32, sp.shape);
         order.emplace_back(alias, sp);
+        tied[alias] = p.name;
       }
       if (!p.requires_grad) continue;  // no optimizer state
       for (const std::string& slot : slots) opt_entries.emplace_back(p.name + "." + slot, DType::kF32, sp.shape);
@@ -957,7 +1037,7 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
   const DirNames d(full_dir);
   ZS_RETURN_IF_ERROR(PrepareTmpDir(d));
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<StreamWriter> mw,
-                      StreamWriter::Open(d.tmp_dir + "/" + kModelFile, model_entries, {{"format", "pt"}}, file));
+                      StreamWriter::Open(d.tmp_dir + "/" + kModelFile, model_entries, ModelFileMetadata(tied), file));
   for (const auto& [name, sp] : order) {  // one parameter in memory at a time
     ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty({NumElements(sp.shape)}, DType::kF32));
     ZS_RETURN_IF_ERROR(reader.ReadRange(sp, "param", 0, t.numel(), t));

@@ -30,6 +30,19 @@
 // unsharded) and written by rank 0; in a sharded one each rank writes only its
 // own bytes, in parallel.
 //
+// Note [Tied parameters in files] (GPT's lm_head.weight is transformer.wte.weight):
+// a full model file holds a tied parameter under every name by default, and
+// under its first name only with SaveOptions::write_tied_once (Hugging Face's
+// layout; safetensors tools refuse shared storage). Either way its
+// `__metadata__` has "tied_parameters": a JSON object, alias -> the name the
+// values are under, e.g. {"lm_head.weight": "transformer.wte.weight"}; PyTorch
+// code restores the alias from it before load_state_dict(strict=True)
+// (tools/golden/gpt_golden.py). The converter's full files carry it too.
+// Loading (LoadCheckpoint, Module::LoadStateDict for --init_from, the
+// converter) finds a tied parameter under any of its names; an alias missing
+// because another name is present is not a missing key; names present
+// together must hold equal values, else InvalidArgument naming both.
+//
 // Loading re-shards: every rank reads, for each piece of its new shards, only
 // the byte ranges that hold it (safetensors ReadRange), from whichever format
 // and whatever world size, strategy and wrap policy saved it. Parameters are
@@ -55,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/manifest.h"
+#include "checkpoint/safetensors.h"
 #include "optim/sharded_optimizer.h"
 #include "runtime/sharding/sharded_model.h"
 
@@ -65,6 +79,11 @@ struct SaveOptions {
   bool save_optimizer = true;
   bool save_param_scheduler = true;  // the LR schedule and loss scaler state
   bool exclude_frozen_parameters = false;
+  // Full checkpoints: a tied parameter once, under its first name
+  // ("transformer.wte.weight", no "lm_head.weight"), as Hugging Face's
+  // save_pretrained writes it; default every name (nanoGPT's state dict).
+  // Either way the tie is in the model file's metadata (Note [Tied parameters in files]).
+  bool write_tied_once = false;
   AtomicFileOptions file;            // fsync; fail_after_bytes injects a failure (tests)
 };
 
@@ -84,6 +103,17 @@ struct LoadResult {
   std::vector<std::string> missing_keys;     // model parameters the checkpoint lacks
   std::vector<std::string> unexpected_keys;  // checkpoint parameters the model lacks
 };
+
+// The metadata key of Note [Tied parameters in files].
+inline constexpr absl::string_view kTiedParametersKey = "tied_parameters";
+// alias -> first name for every tied parameter of `module` (NamedParameterSlots order).
+std::map<std::string, std::string> TiedAliases(nn::Module& module);
+// A model file's `__metadata__`: {"format": "pt"} and, when `tied` is not
+// empty, "tied_parameters" as JSON text.
+std::map<std::string, std::string> ModelFileMetadata(const std::map<std::string, std::string>& tied);
+// `state` for a model file: without the aliases in `tied` when write_tied_once.
+SafetensorsTensors ModelFileTensors(const nn::NamedTensors& state, const std::map<std::string, std::string>& tied,
+                                    bool write_tied_once);
 
 // Collective over the model's world: every rank calls it. Returns when the
 // checkpoint is complete on disk. `optimizer` may be null (model only).

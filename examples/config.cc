@@ -387,7 +387,8 @@ const std::vector<std::string> kGptTrainKeys = {"grad_accum_steps", "accumulate"
                                                 "device_memory_limit"};
 const std::vector<std::string> kResNetTrainKeys = {"eval_batch", "average_bn_stats", "threads_per_rank"};
 const std::vector<std::string> kGptStrategyKeys = {"activation_checkpointing", "state_dict_type", "skip_init_weights"};
-const std::vector<std::string> kGptCheckpointKeys = {"init_from", "save_every", "resume", "async_save", "keep_last"};
+const std::vector<std::string> kGptCheckpointKeys = {"init_from", "save_every", "resume", "async_save", "keep_last",
+                                                     "write_tied_once"};
 const std::vector<std::string> kGptSections = {"loss_scaler", "sample", "trace", "deepspeed"};
 
 // ============================================================ the sections
@@ -821,6 +822,7 @@ void ReadCheckpoint(Section s, RunConfig* c) {
   s.String("resume", &c->train.resume);
   s.Bool("async_save", &c->train.async_save);
   s.Int("keep_last", &c->train.keep_last, 0, 1 << 20);
+  s.Bool("write_tied_once", &c->train.write_tied_once);
   s.Finish();
 }
 
@@ -1568,7 +1570,8 @@ OrderedJson ToJson(const RunConfig& c) {
                      {"save_every", o.save_every},
                      {"resume", o.resume},
                      {"async_save", o.async_save},
-                     {"keep_last", o.keep_last}};
+                     {"keep_last", o.keep_last},
+                     {"write_tied_once", o.write_tied_once}};
   j["sample"] = {{"tokens", o.sample_tokens}, {"temperature", o.temperature}, {"top_k", o.top_k}};
   j["trace"] = {{"path", o.trace}, {"from_step", o.trace_from}, {"steps", o.trace_steps}};
   if (c.model_type == "resnet") ToResNetJson(c, &j);
@@ -1713,6 +1716,7 @@ absl::StatusOr<std::vector<std::string>> OverridesFromFlags(
       {"resume", "checkpoint.resume"},
       {"async_save", "checkpoint.async_save"},
       {"keep_last", "checkpoint.keep_last"},
+      {"write_tied_once", "checkpoint.write_tied_once"},
       {"state_dict_type", "strategy.state_dict_type"},
       {"sample_tokens", "sample.tokens"},
       {"temperature", "sample.temperature"},

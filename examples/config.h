@@ -61,7 +61,8 @@
 //   checkpoint {init_from "" (.safetensors, nanoGPT names), save_weights "" (the same, at the end),
 //               save_every 0 (steps; 0: never), resume "" ("auto": the newest complete
 //               checkpoint of the experiment, or a checkpoint folder), async_save false,
-//               keep_last 0 (0: keep all)}
+//               keep_last 0 (0: keep all), write_tied_once false (full checkpoints and
+//               save_weights hold the tied wte/lm_head matrix once, as transformer.wte.weight)}
 //   sample {tokens 200, temperature 0.8, top_k 40}
 //   trace {path "", from_step 2, steps 2}
 //   deepspeed {...}: a DeepSpeed config block, an alternative to the strategy keys (see

@@ -37,7 +37,7 @@
 // --min_loss_scale; I/O --init_from --save --log_every --eval_every
 // --eval_iters --tensorboard --sample_tokens --temperature --top_k --trace --trace_from
 // --trace_steps; checkpoints --work_dir --save_every --state_dict_type
-// --async_save --keep_last --resume (into work_dir/experiment_name/step-<n>).
+// --async_save --keep_last --resume (into work_dir/experiment_name/step-<n>) --write_tied_once.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -133,6 +133,8 @@ ABSL_FLAG(int64_t, save_every, 0, "save a checkpoint every n steps (0: never)");
 ABSL_FLAG(std::string, state_dict_type, "sharded", "checkpoint format: sharded (each rank its own file) or full (PyTorch-loadable)");
 ABSL_FLAG(bool, async_save, false, "write checkpoints in the background (training blocks only for a snapshot)");
 ABSL_FLAG(int, keep_last, 0, "keep only the newest n checkpoints (0: all)");
+ABSL_FLAG(bool, write_tied_once, false,
+          "full checkpoints and --save: the tied wte/lm_head matrix once, as transformer.wte.weight (Hugging Face's layout)");
 ABSL_FLAG(std::string, resume, "", "auto (newest complete checkpoint under --work_dir) or a checkpoint directory");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace (Perfetto) of a few steps to this file");
 ABSL_FLAG(int64_t, trace_from, 2, "first traced step");

@@ -217,6 +217,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
   say(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
                       sharded->Plan().ToString()));
+  // Where each tied parameter lives under the wrap policy (Note [Tied parameters]).
+  for (const TiedPlacement& t : sharded->ties()) say(absl::StrCat("  ", t.ToString(), "\n"));
   const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
   ZS_ASSIGN_OR_RETURN(optim::OptimWrapper ow,
                       optim::OptimWrapper::Create(*sharded, {.optimizer = o.optimizer,
@@ -280,7 +282,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     state.rng_offsets.assign(offsets.begin(), offsets.end());
     state.config = o.ToString();
     const std::string dir = CheckpointDir(o.work_dir, steps_done);
-    const SaveOptions so{.type = sd_type};
+    const SaveOptions so{.type = sd_type, .write_tied_once = o.write_tied_once};
     const double t0 = Now();
     if (o.async_save) {
       ZS_RETURN_IF_ERROR(async_saver.Start(dir, *sharded, &opt, state, so));
@@ -441,9 +443,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   if (!o.save.empty()) {
     ZS_RETURN_IF_ERROR(sharded->SummonFullParams([&]() -> absl::Status {
       if (!lead) return absl::OkStatus();
-      SafetensorsTensors tensors;
-      for (auto& [name, t] : gpt->StateDict()) tensors.emplace_back(name, t);
-      return WriteSafetensors(o.save, tensors, {{"format", "pt"}});
+      const std::map<std::string, std::string> tied = TiedAliases(*gpt);  // Note [Tied parameters in files]
+      return WriteSafetensors(o.save, ModelFileTensors(gpt->StateDict(), tied, o.write_tied_once),
+                              ModelFileMetadata(tied));
     }, /*writeback=*/false, /*rank0_only=*/true));
     say(absl::StrCat("saved ", o.save, "\n"));
   }

@@ -60,6 +60,9 @@ struct TrainOptions {
   std::string state_dict_type = "sharded";  // or "full"
   bool async_save = false;
   int keep_last = 0;
+  // Full checkpoints and `save`: the tied matrix once, as transformer.wte.weight
+  // (SaveOptions::write_tied_once, Note [Tied parameters in files]).
+  bool write_tied_once = false;
   std::string resume;          // "", "auto" (newest complete under work_dir) or a checkpoint directory
   std::string trace;           // Chrome trace of steps [trace_from, trace_from + trace_steps)
   int64_t trace_from = 2;

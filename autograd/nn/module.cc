@@ -1,6 +1,7 @@
 #include "autograd/nn/module.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -116,34 +117,69 @@ NamedTensors Module::StateDict(const std::string& prefix) {
   return out;
 }
 
+absl::Status CheckTiedValuesEqual(const std::string& where, const std::string& name_a, const Tensor& a,
+                                  const std::string& name_b, const Tensor& b) {
+  if (a.shape() != b.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": tied parameter names \"", name_a, "\" and \"", name_b, "\" are both present with different shapes, ",
+        ShapeToString(a.shape()), " and ", ShapeToString(b.shape()), "; expected one tensor under both names"));
+  }
+  ZS_ASSIGN_OR_RETURN(std::vector<double> va, a.ToVector<double>());
+  ZS_ASSIGN_OR_RETURN(std::vector<double> vb, b.ToVector<double>());
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i]))) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": tied parameter names \"", name_a, "\" and \"", name_b, "\" are both present with different values (",
+        "element ", i, ": ", va[i], " vs ", vb[i], "); expected one tensor under both names (or only one of them)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LoadStateDictResult> Module::LoadStateDict(const NamedTensors& state, bool strict) {
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) given[name] = &t;
   LoadStateDictResult result;
   std::set<std::string> used;
   std::vector<std::string> shape_errors;
-  // Targets: parameter slots and buffers by full name.
+  // Targets: parameters (a tied one once, with all its names) and buffers.
   struct Target {
-    std::string name;
+    std::vector<std::string> names;
     ParameterSlot* slot = nullptr;
     Tensor* buffer = nullptr;
+    const Tensor* source = nullptr;  // the first of its names present in `state`
   };
   std::vector<Target> targets;
+  std::map<const autograd::VariableImpl*, size_t> target_of;
   for (auto& [mname, m] : NamedModules()) {
-    for (ParameterSlot& p : m->params_) targets.push_back({JoinName(mname, p.name), &p, nullptr});
-    for (auto& [bname, t] : m->buffers_) targets.push_back({JoinName(mname, bname), nullptr, &t});
-  }
-  for (const Target& t : targets) {
-    auto it = given.find(t.name);
-    if (it == given.end()) {
-      result.missing_keys.push_back(t.name);
-      continue;
+    for (ParameterSlot& p : m->params_) {
+      auto [it, fresh] = target_of.emplace(p.var.impl().get(), targets.size());
+      if (fresh) targets.push_back({{}, &p, nullptr});
+      targets[it->second].names.push_back(JoinName(mname, p.name));
     }
-    used.insert(t.name);
-    const Shape& want = t.slot ? t.slot->shape : t.buffer->shape();
-    if (it->second->shape() != want) {
-      shape_errors.push_back(absl::StrCat(t.name, ": expected ", ShapeToString(want), ", found ",
-                                          ShapeToString(it->second->shape())));
+    for (auto& [bname, t] : m->buffers_) targets.push_back({{JoinName(mname, bname)}, nullptr, &t});
+  }
+  // A tied parameter is found under any of its names; names given together must agree.
+  for (Target& t : targets) {
+    std::string source_name;
+    for (const std::string& name : t.names) {
+      auto it = given.find(name);
+      if (it == given.end()) continue;
+      used.insert(name);
+      const Shape& want = t.slot ? t.slot->shape : t.buffer->shape();
+      if (it->second->shape() != want) {
+        shape_errors.push_back(absl::StrCat(name, ": expected ", ShapeToString(want), ", found ",
+                                            ShapeToString(it->second->shape())));
+        continue;
+      }
+      if (t.source == nullptr) {
+        t.source = it->second;
+        source_name = name;
+        continue;
+      }
+      ZS_RETURN_IF_ERROR(CheckTiedValuesEqual("LoadStateDict", source_name, *t.source, name, *it->second));
+    }
+    if (t.source == nullptr) {
+      result.missing_keys.insert(result.missing_keys.end(), t.names.begin(), t.names.end());
     }
   }
   for (const auto& [name, t] : state) {
@@ -159,16 +195,15 @@ absl::StatusOr<LoadStateDictResult> Module::LoadStateDict(const NamedTensors& st
         "], unexpected keys [", absl::StrJoin(result.unexpected_keys, ", "), "]"));
   }
   for (const Target& t : targets) {
-    auto it = given.find(t.name);
-    if (it == given.end()) continue;
+    if (t.source == nullptr) continue;
     if (t.slot != nullptr) {
       if (!t.slot->var.defined()) {
         ZS_ASSIGN_OR_RETURN(Tensor value, Tensor::Empty(t.slot->shape, t.slot->dtype));
         ZS_RETURN_IF_ERROR(t.slot->var.set_value(std::move(value)));
       }
-      ZS_RETURN_IF_ERROR(t.slot->var.value().CopyFrom(*it->second));
+      ZS_RETURN_IF_ERROR(t.slot->var.value().CopyFrom(*t.source));
     } else {
-      ZS_RETURN_IF_ERROR(t.buffer->CopyFrom(*it->second));
+      ZS_RETURN_IF_ERROR(t.buffer->CopyFrom(*t.source));
     }
   }
   return result;

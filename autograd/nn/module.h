@@ -111,6 +111,10 @@ class Module {
   NamedTensors StateDict(const std::string& prefix = "");
   // Copies values by name (converting dtype). A shape mismatch is always an
   // error; with `strict`, so are missing and unexpected keys (all listed).
+  // A tied parameter is found under any of its names (a file written the
+  // Hugging Face way holds only "transformer.wte.weight"); its other names are
+  // then not missing; names present together must hold equal values
+  // (CheckTiedValuesEqual).
   // Unmaterialised parameters are allocated to hold the loaded values.
   absl::StatusOr<LoadStateDictResult> LoadStateDict(const NamedTensors& state, bool strict = true);
 
@@ -167,6 +171,12 @@ class UnaryModule : public Module {
   absl::StatusOr<Variable> operator()(const Variable& x);
   virtual absl::StatusOr<Variable> Forward(const Variable& x) = 0;
 };
+
+// The rule for a tied parameter found under two names: same shape and equal
+// values (NaN equals NaN), else an InvalidArgument naming both and the first
+// element that differs. `where` starts the message.
+absl::Status CheckTiedValuesEqual(const std::string& where, const std::string& name_a, const Tensor& a,
+                                  const std::string& name_b, const Tensor& b);
 
 // "a.b" from prefix "a" and name "b"; just "b" when the prefix is empty.
 std::string JoinName(const std::string& prefix, const std::string& name);

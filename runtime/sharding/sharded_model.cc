@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "kernels/elementwise.h"
@@ -90,7 +91,11 @@ struct WrapPlanner {
     switch (policy.kind) {
       case WrapPolicy::Kind::kNone: break;
       case WrapPolicy::Kind::kByType: wrap = policy.types.count(m.type_name()) > 0; break;
-      case WrapPolicy::Kind::kBySize: wrap = unwrapped >= policy.min_num_params; break;
+      // Containers have no forward of their own, so no hooks would ever gather
+      // them (PyTorch's size policy excludes ModuleList and ModuleDict alike).
+      case WrapPolicy::Kind::kBySize:
+        wrap = unwrapped >= policy.min_num_params && m.type_name() != "ModuleList" && m.type_name() != "ModuleDict";
+        break;
       case WrapPolicy::Kind::kCustom: wrap = policy.custom(m, name, unwrapped); break;
     }
     if (wrap) {
@@ -100,6 +105,89 @@ struct WrapPlanner {
     return unwrapped;
   }
 };
+
+// Note [Tied parameters]: one Variable under several names, held by modules
+// the wrap policy may put in different units.
+struct TieDraft {
+  const autograd::VariableImpl* impl = nullptr;
+  TiedPlacement placement;
+  size_t unit = 0;  // index into the unit list: where it lives
+};
+
+// "a.b" and "a.c.d" -> "a"; "" is the root.
+std::string CommonAncestor(const std::string& a, const std::string& b) {
+  const std::vector<std::string> pa = absl::StrSplit(a, '.', absl::SkipEmpty());
+  const std::vector<std::string> pb = absl::StrSplit(b, '.', absl::SkipEmpty());
+  std::vector<std::string> common;
+  for (size_t i = 0; i < pa.size() && i < pb.size() && pa[i] == pb[i]; ++i) common.push_back(pa[i]);
+  return absl::StrJoin(common, ".");
+}
+
+// Every parameter with more than one name, and the unit it lives in: the unit
+// of its modules when they share one, else the unit of their lowest common
+// ancestor (the unit whose forward encloses all of their forwards, so it is
+// gathered whenever any of them runs, forward and backward). Also lists the
+// wrapped modules that would be left with no parameter at all.
+std::vector<TieDraft> PlaceTies(nn::Module& root, const std::vector<std::pair<std::string, nn::Module*>>& unit_modules,
+                                const std::map<const nn::Module*, size_t>& unit_of_module, size_t root_marker) {
+  const size_t root_index = unit_modules.size() - 1;
+  auto unit_of = [&](const nn::Module* m) {
+    const size_t u = unit_of_module.at(m);
+    return u == root_marker ? root_index : u;
+  };
+  std::map<std::string, nn::Module*> by_name;
+  std::vector<TieDraft> drafts;
+  std::unordered_map<const autograd::VariableImpl*, size_t> draft_of;
+  std::unordered_map<const autograd::VariableImpl*, int> uses;
+  // Parameters (by identity) the modules of each unit hold.
+  std::vector<std::set<const autograd::VariableImpl*>> held(unit_modules.size());
+  for (auto& [mname, m] : root.NamedModules()) {
+    if (!unit_of_module.count(m)) continue;  // inside an ignored module
+    by_name[mname] = m;
+    for (nn::ParameterSlot& p : m->parameter_slots()) {
+      const autograd::VariableImpl* impl = p.var.impl().get();
+      held[unit_of(m)].insert(impl);
+      ++uses[impl];
+    }
+  }
+  for (auto& [mname, m] : root.NamedModules()) {
+    if (!unit_of_module.count(m)) continue;
+    for (nn::ParameterSlot& p : m->parameter_slots()) {
+      const autograd::VariableImpl* impl = p.var.impl().get();
+      if (uses[impl] < 2) continue;
+      auto [it, fresh] = draft_of.emplace(impl, drafts.size());
+      if (fresh) {
+        drafts.emplace_back();
+        drafts.back().impl = impl;
+        drafts.back().placement.ancestor = mname;
+      }
+      TiedPlacement& t = drafts[it->second].placement;
+      t.names.push_back(nn::JoinName(mname, p.name));
+      t.modules.push_back(mname);
+      const std::string& unit_name = unit_modules[unit_of(m)].first;
+      if (std::find(t.units.begin(), t.units.end(), unit_name) == t.units.end()) t.units.push_back(unit_name);
+      t.ancestor = CommonAncestor(t.ancestor, mname);
+    }
+  }
+  for (TieDraft& d : drafts) {
+    TiedPlacement& t = d.placement;
+    d.unit = unit_of(by_name.at(t.modules[0]));
+    if (t.units.size() > 1) d.unit = unit_of(by_name.at(t.ancestor));
+    t.holder = unit_modules[d.unit].first;
+  }
+  // A unit whose every parameter went to another unit's tie would be empty.
+  for (size_t u = 0; u + 1 < unit_modules.size(); ++u) {
+    if (held[u].empty()) continue;
+    bool all_moved = true;
+    for (const autograd::VariableImpl* impl : held[u]) {
+      auto it = draft_of.find(impl);
+      all_moved = all_moved && it != draft_of.end() && drafts[it->second].unit != u;
+    }
+    if (!all_moved) continue;
+    for (const autograd::VariableImpl* impl : held[u]) drafts[draft_of.at(impl)].placement.emptied.push_back(unit_modules[u].first);
+  }
+  return drafts;
+}
 
 }  // namespace
 
@@ -133,46 +221,72 @@ absl::Status ShardedModel::Build() {
   // Owner unit of every module: the deepest wrapped ancestor, or the root.
   std::vector<std::pair<std::string, nn::Module*>> unit_modules;  // pre-order, root last
   std::map<const nn::Module*, size_t> unit_of_module;
-  std::function<void(nn::Module&, const std::string&, size_t)> assign =
-      [&](nn::Module& m, const std::string& name, size_t owner) {
-        size_t mine = owner;
-        if (planner.wrapped.count(&m)) {
-          mine = unit_modules.size();
-          unit_modules.emplace_back(name, &m);
-        }
-        unit_of_module[&m] = mine;
-        for (auto& [child_name, child] : m.NamedChildren()) {
-          const std::string full = nn::JoinName(name, child_name);
-          if (ignored.count(full)) continue;
-          assign(*child, full, mine);
-        }
-      };
   const size_t kRootMarker = static_cast<size_t>(-1);
-  assign(*root_, "", kRootMarker);
-  unit_modules.emplace_back("<root>", root_.get());
+  auto assign_units = [&]() {
+    unit_modules.clear();
+    unit_of_module.clear();
+    std::function<void(nn::Module&, const std::string&, size_t)> assign =
+        [&](nn::Module& m, const std::string& name, size_t owner) {
+          size_t mine = owner;
+          if (planner.wrapped.count(&m)) {
+            mine = unit_modules.size();
+            unit_modules.emplace_back(name, &m);
+          }
+          unit_of_module[&m] = mine;
+          for (auto& [child_name, child] : m.NamedChildren()) {
+            const std::string full = nn::JoinName(name, child_name);
+            if (ignored.count(full)) continue;
+            assign(*child, full, mine);
+          }
+        };
+    assign(*root_, "", kRootMarker);
+    unit_modules.emplace_back("<root>", root_.get());
+  };
+  assign_units();
+
+  // Note [Tied parameters]: a parameter used by modules of different units
+  // lives in the unit of their lowest common ancestor. A wrapped module whose
+  // only parameters were so moved is no unit at all (it would be empty).
+  std::vector<TieDraft> ties = PlaceTies(*root_, unit_modules, unit_of_module, kRootMarker);
+  bool dropped = false;
+  for (const TieDraft& tie : ties) {
+    for (const std::string& name : tie.placement.emptied) {
+      for (auto& [n, m] : unit_modules) {
+        if (n == name && planner.wrapped.erase(m) > 0) dropped = true;
+      }
+    }
+  }
+  if (dropped) {  // the same placements, with unit indices of the units that remain
+    assign_units();
+    std::vector<TieDraft> again = PlaceTies(*root_, unit_modules, unit_of_module, kRootMarker);
+    for (size_t t = 0; t < again.size(); ++t) {
+      again[t].placement.units = ties[t].placement.units;
+      again[t].placement.emptied = ties[t].placement.emptied;
+    }
+    ties = std::move(again);
+  }
   const size_t root_index = unit_modules.size() - 1;
 
-  // Parameters of each unit, deduplicated by identity (tied ones once).
+  // Parameters of each unit, deduplicated by identity (tied ones once, in the
+  // unit PlaceTies chose).
+  std::unordered_map<const autograd::VariableImpl*, size_t> tied_unit;  // -> unit (index into unit_modules)
+  for (const TieDraft& tie : ties) tied_unit[tie.impl] = tie.unit;
   std::vector<std::vector<FlatParamSlot>> slots(unit_modules.size());
   std::unordered_map<const autograd::VariableImpl*, std::pair<size_t, size_t>> seen;  // -> (unit, slot)
   for (auto& [mname, m] : root_->NamedModules()) {
     auto it = unit_of_module.find(m);
     if (it == unit_of_module.end()) continue;  // inside an ignored module
-    const size_t unit = it->second == kRootMarker ? root_index : it->second;
+    const size_t module_unit = it->second == kRootMarker ? root_index : it->second;
     for (nn::ParameterSlot& p : m->parameter_slots()) {
       const std::string name = nn::JoinName(mname, p.name);
       const autograd::VariableImpl* impl = p.var.impl().get();
       auto s_it = seen.find(impl);
       if (s_it != seen.end()) {
-        if (s_it->second.first != unit) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "ShardedModel: tied parameter \"", name, "\" is used by units \"",
-              unit_modules[s_it->second.first].first, "\" and \"", unit_modules[unit].first,
-              "\"; a tied parameter must live in one unit: wrap the modules that share it together"));
-        }
-        slots[unit][s_it->second.second].aliases.push_back(name);
+        slots[s_it->second.first][s_it->second.second].aliases.push_back(name);
         continue;
       }
+      auto t_it = tied_unit.find(impl);
+      const size_t unit = t_it != tied_unit.end() ? t_it->second : module_unit;
       seen[impl] = {unit, slots[unit].size()};
       FlatParamSlot slot;
       slot.name = name;
@@ -213,6 +327,32 @@ absl::Status ShardedModel::Build() {
     frozen_part->owner = owner;
   }
   root_unit_ = units_.back().get();
+  // Where each tie went (printed by ToString), and which units use a tied
+  // parameter another unit holds (checked gathered when they run).
+  for (TieDraft& tie : ties) {
+    ShardedUnit* holder = nullptr;
+    for (auto& u : units_) {
+      for (const FlatParamSlot& p : u->flat.params()) {
+        if (p.var.impl().get() == tie.impl) holder = u.get();
+      }
+    }
+    ZS_CHECK(holder != nullptr, "a tied parameter is in no unit");
+    tie.placement.holder = holder->name;
+    const ShardedUnit* holder_owner = holder->owner != nullptr ? holder->owner : holder;
+    for (size_t k = 0; k < tie.placement.modules.size(); ++k) {
+      const nn::Module* m = nullptr;
+      for (auto& [n, mod] : root_->NamedModules()) {
+        if (n == tie.placement.modules[k]) m = mod;
+      }
+      const size_t mu = unit_of_module.at(m);
+      const std::string& user_name = unit_modules[mu == kRootMarker ? root_index : mu].first;
+      for (auto& u : units_) {
+        if (u->owner != nullptr || u->name != user_name || u.get() == holder_owner) continue;
+        u->tied_holders.emplace_back(tie.placement.names[k], holder);
+      }
+    }
+    ties_.push_back(std::move(tie.placement));
+  }
   ZS_RETURN_IF_ERROR(CreateParamSwap());
   for (auto& unit : units_) {
     ZS_RETURN_IF_ERROR(InitShards(*unit));
@@ -530,9 +670,23 @@ absl::Status ShardedModel::OnPreForward(ShardedUnit& unit) {
   }
   if (trace_ != nullptr) unit.forward_start_us = trace_->NowUs();
   ZS_RETURN_IF_ERROR(Gather(unit));
+  ZS_RETURN_IF_ERROR(CheckTiedHolders(unit, "forward"));
   PrefetchShard(NextInForwardOrder(unit));  // NVMe: the next unit's shard is read meanwhile
   if (options_.forward_prefetch && !unit.is_root) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInForwardOrder(unit)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedModel::CheckTiedHolders(const ShardedUnit& unit, const char* when) const {
+  for (const auto& [name, holder] : unit.tied_holders) {
+    if (holder->state == ShardedUnit::State::kGathered) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ShardedModel: unit \"", unit.name, "\" runs its ", when, " with tied parameter \"", name,
+        "\", which lives in unit \"", holder->name, "\" (Note [Tied parameters]); expected that unit gathered, found it ",
+        holder->state == ShardedUnit::State::kSharded ? "sharded" : "still gathering",
+        ": the module of unit \"", holder->name, "\" must run the module of unit \"", unit.name,
+        "\" inside its own forward"));
   }
   return absl::OkStatus();
 }
@@ -572,6 +726,14 @@ absl::Status ShardedModel::OnPreBackward(ShardedUnit& unit) {
     ZS_RETURN_IF_ERROR(autograd::QueueCallback([this] { return FinishBackward(); }));
   }
   ZS_RETURN_IF_ERROR(Gather(unit));
+  // Note [Tied parameters]: the holder's backward starts first. Its hook may
+  // not have fired yet: a unit's output can be its last child's output, whose
+  // gradient hooks run the child's first.
+  for (const auto& [name, holder] : unit.tied_holders) {
+    ShardedUnit& h = holder->owner != nullptr ? *holder->owner : *holder;
+    if (!h.backward_started) ZS_RETURN_IF_ERROR(OnPreBackward(h));
+  }
+  ZS_RETURN_IF_ERROR(CheckTiedHolders(unit, "backward"));
   PrefetchShard(NextInBackwardOrder(unit));
   if (options_.backward_prefetch == BackwardPrefetch::kBackwardPre) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
@@ -885,6 +1047,23 @@ MemoryPlan ShardedModel::Plan() const {
   return plan;
 }
 
+std::string TiedPlacement::ToString() const {
+  const auto module_name = [](const std::string& m) { return m.empty() ? std::string("<root>") : m; };
+  std::vector<std::string> where;
+  for (const std::string& m : modules) where.push_back(module_name(m));
+  std::string out = absl::StrCat("tied ", absl::StrJoin(names, " = "), " (modules ", absl::StrJoin(where, ", "), "): ");
+  if (units.size() == 1) {
+    absl::StrAppend(&out, "in unit \"", holder, "\", with every module that uses it");
+  } else {
+    absl::StrAppend(&out, "the policy put its modules in units ", absl::StrJoin(units, ", "), "; it lives in unit \"",
+                    holder, "\", of their lowest common ancestor ", module_name(ancestor));
+  }
+  if (!emptied.empty()) {
+    absl::StrAppend(&out, "; ", absl::StrJoin(emptied, ", "), " (left without parameters) not wrapped");
+  }
+  return out;
+}
+
 std::string ShardedModel::ToString() const {
   std::string out = absl::StrFormat(
       "ShardedModel: %s, world %d, shard group %d (rank %d), replica group %d, %d units, "
@@ -906,6 +1085,7 @@ std::string ShardedModel::ToString() const {
                                           u->module->type_name(), role, DTypeName(u->param_dtype),
                                           u->flat.ToString()));
   }
+  for (const TiedPlacement& t : ties_) absl::StrAppend(&out, "  ", t.ToString(), "\n");
   absl::StrAppend(&out, "  memory plan per rank: ", Plan().ToString(), "\n");
   if (param_swap_ != nullptr) {
     absl::StrAppend(&out, "  NVMe ", param_swap_->ToString(), "\n");

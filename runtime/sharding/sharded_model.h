@@ -136,6 +136,36 @@
 
 namespace zeroshard {
 
+// Note [Tied parameters] (GPT's lm_head.weight is transformer.wte.weight):
+// one Variable held by several modules lives once, in one unit. When the wrap
+// policy puts those modules in different units, the parameter goes to the
+// unit of their lowest common ancestor module (PyTorch FSDP's rule for shared
+// parameters), whatever the policy (by type, by size, a callable); a wrapped
+// module left with no parameter of its own is then no unit. The ancestor's
+// forward encloses the forwards of the modules that use the parameter, so its
+// unit is gathered whenever they run: in forward (its pre-forward hook ran
+// first, its post-forward frees it after them) and in backward (its
+// pre-backward re-gathers it when its outputs' gradients arrive, and a user's
+// pre-backward runs it first when it has not run yet: the two can share an
+// output, the last child's output being the ancestor's, and that variable's
+// hooks run the child's first; it is freed only when every one of its
+// gradients, the tied one summed over all uses, has landed, so after the
+// users' backward). The root is never freed before
+// the end of backward. Prefetch, activation checkpointing (a recompute runs
+// inside the ancestor's backward) and every strategy follow. A unit that uses
+// a tied parameter another unit holds (tied_holders) checks that unit is
+// gathered when it runs, so a module tree that breaks the rule (an ancestor
+// whose forward does not call the user's) gives an error, not wrong values.
+struct TiedPlacement {
+  std::vector<std::string> names;    // every name; the first is the FlatParamSlot's name
+  std::vector<std::string> modules;  // the module holding each name ("" is the root)
+  std::vector<std::string> units;    // the units the wrap policy put those modules in
+  std::string ancestor;              // their lowest common ancestor module ("" is the root)
+  std::string holder;                // the unit it lives in
+  std::vector<std::string> emptied;  // wrapped modules left without parameters: not units
+  std::string ToString() const;
+};
+
 // One FSDP unit: a module, its flat parameter, and this rank's buffers.
 struct ShardedUnit {
   enum class State { kSharded, kGathering, kGathered };
@@ -151,6 +181,9 @@ struct ShardedUnit {
   // freed together.
   ShardedUnit* frozen_part = nullptr;  // this unit's frozen parameters (nullptr: none)
   ShardedUnit* owner = nullptr;        // set on a frozen part: the unit it belongs to
+  // Note [Tied parameters]: (name, holding unit) of each tied parameter this
+  // unit's modules use but another (ancestor's) unit holds.
+  std::vector<std::pair<std::string, ShardedUnit*>> tied_holders;
   // No parameter requires a gradient: no gradient buffers, no reduce-scatter,
   // no optimizer state (grad_shard and full_grad stay undefined).
   bool frozen() const { return num_grad_params == 0; }
@@ -301,6 +334,9 @@ class ShardedModel {
   // (from issuing a collective to observing its completion).
   void set_trace(TraceRecorder* trace);
 
+  // Where each tied parameter lives (Note [Tied parameters]).
+  const std::vector<TiedPlacement>& ties() const { return ties_; }
+
   MemoryPlan Plan() const;
   // Units, flat sizes, padding, dtype, device, where each parameter lives.
   std::string ToString() const;
@@ -336,6 +372,8 @@ class ShardedModel {
   absl::Status OnPreForward(ShardedUnit& unit);
   absl::Status OnPostForward(ShardedUnit& unit, std::vector<autograd::Variable>& outputs);
   absl::Status OnPreBackward(ShardedUnit& unit);
+  // Note [Tied parameters]: the units holding the tied parameters `unit` uses are gathered.
+  absl::Status CheckTiedHolders(const ShardedUnit& unit, const char* when) const;
   absl::Status OnGradLanded(ShardedUnit& unit);
   absl::Status ReduceUnit(ShardedUnit& unit);
   // Note [Frozen parameters]: hooks on the gradients of the unit's forward
@@ -358,6 +396,7 @@ class ShardedModel {
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // root last
   std::unique_ptr<SwapSpace> param_swap_;            // nvme_params
   ShardedUnit* root_unit_ = nullptr;
+  std::vector<TiedPlacement> ties_;
   std::vector<std::pair<nn::Module*, int>> module_hooks_;
   std::vector<std::pair<autograd::Variable, int>> param_hooks_;
 

@@ -59,7 +59,11 @@ absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(absl::string_view name);
 
 // Which modules become units (FSDP's auto_wrap_policy). A module that matches
 // becomes a unit holding its parameters not held by a unit below it; the root
-// unit holds the rest. The root itself never matches.
+// unit holds the rest. The root itself never matches. By size, containers
+// (ModuleList, ModuleDict: no forward of their own) never match either.
+// Every policy may split a tied parameter's modules (GPT's wte and lm_head):
+// the parameter then lives in their lowest common ancestor's unit (Note [Tied
+// parameters] in sharded_model.h).
 struct WrapPolicy {
   enum class Kind { kNone, kByType, kBySize, kCustom };
   Kind kind = Kind::kNone;
