@@ -2,7 +2,8 @@
 # fresh Debian 12 machine each is one command.
 #
 #   make train    build and run the main job
-#   make test     build and run every test, then print how many ran and passed;
+#   make test     check that no include points up a layer (tools/check_layers.sh),
+#                 build and run every test, then print how many ran and passed;
 #                 then make isa-test and make sim-test
 #   make isa-test the numerics tests (kernels, autograd, optim, sharded parity,
 #                 checkpoints, the GPT job) again with ZEROSHARD_CPU_ISA=baseline
@@ -49,6 +50,7 @@ deps:
 	@./tools/install_deps.sh
 
 test: deps
+	./tools/check_layers.sh
 	$(BAZEL) test $(BAZEL_FLAGS) --keep_going //... ; status=$$?; \
 	  $(BAZEL) query $(QUERY_FLAGS) 'tests(//...)' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
 	  summary=$$?; \
@@ -61,8 +63,8 @@ test: deps
 # every machine checks the path an older or different one would take. The
 # tests of "bitwise the same on every instruction set" inside them loop over
 # every level the processor runs (kernels/cpu/isa.h SupportedCpuIsas).
-ISA_TESTS := //tests/kernels/... //tests/autograd/... //tests/optim/... //tests/runtime/sharding/... \
-             //tests/checkpoint:checkpoint_test //tests/examples:train_gpt_test
+ISA_TESTS := //tests/kernels/... //tests/autograd/... //tests/optim/... //tests/sharding/... \
+             //tests/checkpoint:checkpoint_test //tests/train:train_gpt_test
 isa-test: deps
 	@echo "CPU: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); the numerics tests on ZEROSHARD_CPU_ISA=baseline:"
 	$(BAZEL) test $(BAZEL_FLAGS) --keep_going --test_tag_filters=-gpu --test_env=ZEROSHARD_CPU_ISA=baseline \

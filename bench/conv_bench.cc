@@ -36,7 +36,7 @@
 #include "autograd/nn/resnet.h"
 #include "autograd/ops.h"
 #include "bench/eigen_baseline.h"
-#include "examples/shapes_data.h"
+#include "data/shapes_data.h"
 #include "kernels/conv2d.h"
 #include "kernels/cpu/gemm.h"
 #include "optim/sgd.h"

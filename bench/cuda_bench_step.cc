@@ -24,7 +24,7 @@
 #include "optim/sharded_optimizer.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/device_api.h"
-#include "runtime/sharding/sharded_model.h"
+#include "sharding/sharded_model.h"
 
 namespace zeroshard::bench {
 

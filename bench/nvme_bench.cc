@@ -55,10 +55,10 @@
 #include "autograd/engine.h"
 #include "autograd/nn/gpt.h"
 #include "collectives/local_communicator.h"
-#include "examples/token_data.h"
+#include "data/token_data.h"
 #include "optim/sharded_optimizer.h"
 #include "runtime/nvme/swap_space.h"
-#include "runtime/sharding/sharded_model.h"
+#include "sharding/sharded_model.h"
 #include "runtime/status.h"
 
 ABSL_FLAG(std::string, dir, "/tmp", "directory on the drive to measure (an NVMe mount)");

@@ -40,10 +40,10 @@
 #include "bench/load_average.h"
 #include "autograd/nn/gpt.h"
 #include "collectives/local_communicator.h"
-#include "examples/token_data.h"
+#include "data/token_data.h"
 #include "optim/adamw.h"
 #include "optim/sharded_optimizer.h"
-#include "runtime/sharding/sharded_model.h"
+#include "sharding/sharded_model.h"
 #include "runtime/status.h"
 #include "runtime/trace.h"
 

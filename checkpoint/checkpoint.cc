@@ -656,7 +656,7 @@ class CheckpointReader {
   absl::Status ReadRange(const SourceParam& src, const std::string& slot, int64_t offset, int64_t count,
                          const Tensor& out) {
     // A frozen parameter's optimizer state is zero and not stored (Note
-    // [Frozen parameters] in runtime/sharding/sharded_model.h); older
+    // [Frozen parameters] in sharding/sharded_model.h); older
     // checkpoints stored the zeros. Loading it into a trainable parameter
     // starts its moments at zero.
     if (slot != "param" && !src.requires_grad) return out.Fill(0.0);

@@ -19,7 +19,7 @@
 //   sharded  <dir>/rank_<s>.safetensors   shard s of every unit: "<unit>.param" and the
 //                                         optimizer state of the shard (one file per shard
 //                                         group rank; replicas write nothing)
-// Frozen parameters (Note [Frozen parameters] in runtime/sharding/sharded_model.h)
+// Frozen parameters (Note [Frozen parameters] in sharding/sharded_model.h)
 // have no optimizer state and none is written (neither "<param>.exp_avg" nor a
 // frozen unit's "<unit>.exp_avg"); a load into a parameter that trains reads
 // zeros for it, as it would have been.
@@ -70,7 +70,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "optim/sharded_optimizer.h"
-#include "runtime/sharding/sharded_model.h"
+#include "sharding/sharded_model.h"
 
 namespace zeroshard {
 

@@ -8,7 +8,7 @@
 //   mpirun -np 2 bazel-bin/examples/train_gpt --config=... --backend=mpi
 //   bazel-bin/examples/train_gpt --config=examples/configs/resnet.json   # the vision job (model.type "resnet")
 //
-// The run is described by one JSON config (examples/config.h has the schema;
+// The run is described by one JSON config (train/config.h has the schema;
 // examples/configs/ holds ready ones). Precedence, lowest first: the built-in
 // defaults, the --config file, the flags below given on the command line
 // (each is a shorthand for a config key), then every --set key.path=value in
@@ -18,13 +18,13 @@
 // tensorboard/events.out.tfevents.*}.
 //
 // A config with model.type "resnet" runs the vision job instead
-// (RunResNetTraining on the generated ShapesData set, examples/resnet_job.h)
+// (RunResNetTraining on the generated ShapesData set, train/resnet_job.h)
 // over the same ranks and backends, into a run folder of config.json, the log
 // and metrics.csv (step,loss,lr,images_per_s,ms_per_step,val_loss,val_accuracy).
 //
 // Prints one line per logged step: "step <n> loss <loss> lr <lr> <ms> ms/step
 // <n> tokens/s", validation losses beside the corpus's unigram entropy, a
-// generated sample and a summary. Flags (defaults in examples/config.h):
+// generated sample and a summary. Flags (defaults in train/config.h):
 // model --n_layer --n_head --n_embd --block_size --vocab_size --dropout;
 // data --data --batch_size (per rank) --grad_accum_steps --accumulate;
 // optimisation --steps --optimizer --lr --min_lr --warmup_steps --lr_schedule
@@ -55,11 +55,11 @@
 #include "collectives/local_communicator.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/nccl_communicator.h"
-#include "examples/config.h"
-#include "examples/progress.h"
-#include "examples/resnet_job.h"
-#include "examples/run_dir.h"
-#include "examples/trainer.h"
+#include "train/config.h"
+#include "train/progress.h"
+#include "train/resnet_job.h"
+#include "train/run_dir.h"
+#include "train/trainer.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 

@@ -1,5 +1,5 @@
 // The vision job: trains a torchvision-named ResNet on the generated 10-class
-// ShapesData set (examples/shapes_data.h) with sharded data parallelism over
+// ShapesData set (data/shapes_data.h) with sharded data parallelism over
 // in-process ranks or MPI processes, printing loss, images/s and validation
 // accuracy (chance is 10%).
 //
@@ -11,7 +11,7 @@
 //   bazel-bin/examples/train_resnet --save=resnet.safetensors          # loads into torchvision code
 //   mpirun -np 2 bazel-bin/examples/train_resnet --backend=mpi
 //
-// The same job from a JSON config (model.type "resnet", examples/config.h),
+// The same job from a JSON config (model.type "resnet", train/config.h),
 // into a run folder: bazel-bin/examples/train_gpt --config=examples/configs/resnet.json
 //
 // BatchNorm under sharding: buffers are not sharded; each rank keeps its own
@@ -33,7 +33,7 @@
 #include "absl/strings/str_split.h"
 #include "collectives/local_communicator.h"
 #include "collectives/mpi_communicator.h"
-#include "examples/resnet_trainer.h"
+#include "train/resnet_trainer.h"
 #include "runtime/status.h"
 
 ABSL_FLAG(std::string, widths, "16,32,64,128", "channels of layer1, layer2, ... (ResNet-18: 64,128,256,512)");

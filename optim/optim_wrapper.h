@@ -47,7 +47,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/sharded_optimizer.h"
-#include "runtime/sharding/sharded_model.h"
+#include "sharding/sharded_model.h"
 
 namespace zeroshard::optim {
 

@@ -20,7 +20,7 @@
 // [momentum_buffer], each 4096-aligned), and Step swaps it through
 // buffer_count host buffers: unit i + 1's state (and, with nvme_params, its
 // master shard) is read while unit i steps, unit i - 1's is written back
-// meanwhile (Note [NVMe offload] in runtime/sharding/sharded_model.h). The
+// meanwhile (Note [NVMe offload] in sharding/sharded_model.h). The
 // state tensors of adam_states()/sgd_states() are then undefined between
 // steps; WithUnitState gives them for one unit at a time.
 #ifndef ZEROSHARD_OPTIM_SHARDED_OPTIMIZER_H_
@@ -36,7 +36,7 @@
 #include "optim/param_group.h"
 #include "optim/sgd.h"
 #include "runtime/nvme/swap_space.h"
-#include "runtime/sharding/sharded_model.h"
+#include "sharding/sharded_model.h"
 
 namespace zeroshard::optim {
 

@@ -129,7 +129,7 @@ class Module {
   // post-forward hooks, then cleared (no graph is kept alive); nullptr outside
   // that window and for modules whose forward does not record them. The
   // sharding runtime watches their gradients to free frozen parameters early
-  // (Note [Frozen parameters] in runtime/sharding/sharded_model.h).
+  // (Note [Frozen parameters] in sharding/sharded_model.h).
   const std::vector<Variable>* forward_inputs() const { return recording_inputs_ ? &forward_inputs_ : nullptr; }
 
   // ---------------------------------------------------------------- registration

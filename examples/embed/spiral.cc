@@ -13,7 +13,7 @@
 #include "collectives/objects.h"
 #include "kernels/reduce.h"
 #include "optim/optim_wrapper.h"
-#include "runtime/sharding/sharded_model.h"
+#include "sharding/sharded_model.h"
 #include "runtime/status.h"
 
 namespace zeroshard::example {

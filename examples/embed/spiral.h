@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "collectives/communicator.h"
-#include "runtime/sharding/sharding_options.h"
+#include "sharding/sharding_options.h"
 
 namespace zeroshard::example {
 

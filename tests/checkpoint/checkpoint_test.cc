@@ -22,7 +22,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "collectives/local_communicator.h"
-#include "tests/runtime/sharding/parity.h"
+#include "tests/sharding/parity.h"
 #include "tests/testing.h"
 
 namespace zeroshard {
@@ -195,7 +195,7 @@ TEST(Checkpoint, SgdMomentumStateResumesExactly) {
 // at world 3 against one at world 4: those differ by float rounding (another
 // batch split, another reduction order, and Eigen's GEMM rounds differently on
 // AVX2 and AVX-512), which is the sharded-parity tests' subject
-// (tests/runtime/sharding/parity.h, bounds derived there).
+// (tests/sharding/parity.h, bounds derived there).
 
 // Every tensor of a full checkpoint's model and optimizer files, by "file:name",
 // as dtype, shape and raw bytes.

@@ -19,7 +19,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "collectives/local_communicator.h"
-#include "tests/runtime/sharding/parity.h"
+#include "tests/sharding/parity.h"
 #include "tests/testing.h"
 
 namespace zeroshard {

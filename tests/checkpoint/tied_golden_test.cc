@@ -34,7 +34,7 @@ nn::GptConfig GoldenConfig() {
   return nn::GptConfig{.vocab_size = 32, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16};
 }
 
-// As examples/trainer.cc's --init_from: every model name the file holds.
+// As train/trainer.cc's --init_from: every model name the file holds.
 std::shared_ptr<nn::Gpt> LoadLikeInitFrom(const SafetensorsFile& file) {
   auto gpt = std::make_shared<nn::Gpt>(GoldenConfig());
   nn::NamedTensors state;

@@ -1,0 +1,102 @@
+// The main job's loop on GPUs (backend nccl: one in-process rank per device,
+// NCCL for the model, the in-process communicator for the run's numbers)
+// against the same run on CPU ranks: per-step losses, the final validation
+// loss and the text sample. Skips without a CUDA device; on the simulated
+// device (`make sim-test`) it runs on the CPU simulator.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/local_communicator.h"
+#include "collectives/nccl_communicator.h"
+#include "train/trainer.h"
+#include "runtime/cuda/device_api.h"
+#include "tests/testing.h"
+
+namespace zeroshard {
+namespace {
+
+TrainOptions Small() {
+  TrainOptions o;
+  o.model = nn::GptConfig{.vocab_size = 256, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32};
+  o.data = "data/tinyshakespeare.txt";
+  o.batch_size = 2;
+  o.steps = 6;
+  o.lr.lr = 3e-3;
+  o.lr.warmup_steps = 2;
+  o.lr.decay_steps = 6;
+  o.log_every = 3;
+  o.eval_every = 3;
+  o.eval_iters = 2;
+  o.sample_tokens = 8;
+  o.sharding.wrap = WrapPolicy::ByType({"Block"});
+  return o;
+}
+
+int Gpus() {
+  absl::StatusOr<int> n = cuda::CudaDeviceCount();
+  return n.ok() ? *n : 0;
+}
+
+TrainSummary TrainOnCpu(const TrainOptions& o, int world) {
+  TrainSummary s;
+  std::vector<absl::Status> st =
+      RunRanks(world, [&](Communicator& comm) { return RunTraining(o, comm, &s); });
+  for (const absl::Status& x : st) EXPECT_TRUE(x.ok()) << x;
+  return s;
+}
+
+TrainSummary TrainOnGpus(const TrainOptions& o, int world) {
+  TrainSummary s;
+  std::vector<absl::Status> st = RunRanks(world, [&](Communicator& local) -> absl::Status {
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
+                        NcclCommunicator::Create(local, Device::Cuda(local.rank())));
+    return RunTraining(o, *nccl, &s, &local);
+  });
+  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  return s;
+}
+
+TEST(TrainGptOnGpus, LossesMatchTheCpuRun) {
+  if (!testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  std::vector<int> worlds = {1};
+  if (Gpus() >= 2) worlds.push_back(2);
+  for (int world : worlds) {
+    for (ShardingStrategy strategy : {ShardingStrategy::kFullShard, ShardingStrategy::kShardGradOp}) {
+      SCOPED_TRACE(::testing::Message() << world << " GPU(s), " << ShardingStrategyName(strategy));
+      TrainOptions o = Small();
+      o.sharding.strategy = strategy;
+      const TrainSummary want = TrainOnCpu(o, world);
+      const TrainSummary got = TrainOnGpus(o, world);
+      ASSERT_EQ(got.losses.size(), want.losses.size());
+      for (size_t i = 0; i < want.losses.size(); ++i) {
+        // fp32 sums in another order (cuBLASLt, the kernels' reductions).
+        EXPECT_NEAR(got.losses[i], want.losses[i], 1e-4 * std::fabs(want.losses[i])) << "step " << i;
+      }
+      EXPECT_NEAR(got.final_val_loss, want.final_val_loss, 1e-4 * std::fabs(want.final_val_loss));
+      EXPECT_LT(got.losses.back(), got.losses.front());
+      EXPECT_GT(got.peak_bytes, 0);
+    }
+  }
+}
+
+TEST(TrainGptOnGpus, UnsupportedOptionsAreNamed) {
+  if (!testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  TrainOptions o = Small();
+  o.save_every = 2;
+  o.init_from = "/nonexistent.safetensors";
+  std::vector<absl::Status> st = RunRanks(1, [&](Communicator& local) -> absl::Status {
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
+                        NcclCommunicator::Create(local, Device::Cuda(0)));
+    return RunTraining(o, *nccl, nullptr, &local);
+  });
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].code(), absl::StatusCode::kUnimplemented) << st[0];
+  EXPECT_NE(st[0].message().find("checkpoint.save_every, init_from"), std::string::npos) << st[0];
+}
+
+}  // namespace
+}  // namespace zeroshard

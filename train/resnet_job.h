@@ -1,0 +1,26 @@
+// The vision job of a model.type "resnet" config (train/config.h), as the
+// main program (train_gpt --config=examples/configs/resnet.json) runs it on
+// in-process ranks:
+//
+//   ZS_ASSIGN_OR_RETURN(RunConfig c, LoadConfig("examples/configs/resnet.json", {}));
+//   ZS_ASSIGN_OR_RETURN(RunDir dir, StartRun(&c, header));   // optional: config.json, log, metrics.csv
+//   ZS_ASSIGN_OR_RETURN(ResNetTrainResult r, RunResNetConfig(c));
+//
+// Under MPI the program calls RunResNetTraining(c.resnet, comm) on each process.
+#ifndef ZEROSHARD_TRAIN_RESNET_JOB_H_
+#define ZEROSHARD_TRAIN_RESNET_JOB_H_
+
+#include "absl/status/statusor.h"
+#include "train/config.h"
+#include "train/resnet_trainer.h"
+
+namespace zeroshard {
+
+// RunResNetTraining(config.resnet) on config.world_size in-process ranks
+// (threads_per_rank 0: the hardware threads shared among them, as
+// train_resnet does). Returns rank 0's result, or the first rank's error.
+absl::StatusOr<ResNetTrainResult> RunResNetConfig(const RunConfig& config);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_TRAIN_RESNET_JOB_H_

@@ -1,0 +1,246 @@
+#include "train/resnet_trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "checkpoint/safetensors.h"
+#include "train/tensorboard.h"
+#include "kernels/reduce.h"
+#include "sharding/sharded_model.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+using autograd::Variable;
+
+std::string ResNetTrainOptions::ToString() const {
+  return absl::StrCat(model.ToString(), "; ", data.ToString(), "; batch ", batch_size, " per rank, ",
+                      steps, " steps, ", optim::OptimizerKindName(optimizer.kind), " lr ", lr.lr,
+                      " (", optim::LrScheduleKindName(lr.kind), ", warmup ", lr.warmup_steps,
+                      ", min ", lr.min_lr, "), weight decay ", optimizer.weight_decay,
+                      ", seed ", seed, average_bn_stats ? ", BN statistics averaged before eval/save" : "",
+                      "; ", sharding.ToString());
+}
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Sum of a value over the world.
+absl::StatusOr<double> WorldSum(Communicator& comm, double v) {
+  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, v, DType::kF32));
+  ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kSum));
+  return t.Item();
+}
+
+struct Eval {
+  double loss = 0, accuracy = 0;
+};
+
+// Eval mode over the validation set: forward number i on rank r takes samples
+// [(i R + r) E, + E); every rank runs the same number of forwards (the
+// gathers are collectives), rows past the end wrap around and are not counted.
+absl::StatusOr<Eval> Evaluate(nn::ResNet& net, ShardedModel& sharded, const ShapesData& data,
+                              const ResNetTrainOptions& o, Communicator& comm) {
+  const int64_t v = data.size(ShapesSplit::kVal);
+  if (v == 0) return Eval{};
+  if (o.average_bn_stats) ZS_RETURN_IF_ERROR(sharded.AverageBuffers());
+  net.Eval();
+  autograd::NoGradGuard no_grad;
+  const int64_t e = o.eval_batch, r = comm.rank(), world = comm.size();
+  const int64_t rounds = (v + e * world - 1) / (e * world);
+  double correct = 0, loss_sum = 0;
+  for (int64_t i = 0; i < rounds; ++i) {
+    const int64_t start = (i * world + r) * e;
+    std::vector<int64_t> idx(e);
+    for (int64_t k = 0; k < e; ++k) idx[k] = (start + k) % v;
+    ZS_ASSIGN_OR_RETURN(ImageBatch b, data.Samples(ShapesSplit::kVal, idx));
+    ZS_ASSIGN_OR_RETURN(Variable logits, net(Variable(b.images)));
+    const int64_t valid = std::max<int64_t>(0, std::min(e, v - start));
+    if (valid == 0) continue;
+    ZS_ASSIGN_OR_RETURN(Tensor lv, logits.value().Narrow(0, 0, valid));
+    ZS_ASSIGN_OR_RETURN(Tensor labels, b.labels.Narrow(0, 0, valid));
+    ZS_ASSIGN_OR_RETURN(Tensor pred, ArgMax(lv, -1));
+    const std::vector<int64_t> p = pred.ToVector<int64_t>().value(), l = labels.ToVector<int64_t>().value();
+    for (int64_t k = 0; k < valid; ++k) correct += p[k] == l[k];
+    ZS_ASSIGN_OR_RETURN(Variable loss, ops::CrossEntropy(Variable(lv), labels));
+    ZS_ASSIGN_OR_RETURN(double lval, loss.value().Item());
+    loss_sum += lval * valid;
+  }
+  net.Train();
+  ZS_ASSIGN_OR_RETURN(const double total_correct, WorldSum(comm, correct));
+  ZS_ASSIGN_OR_RETURN(const double total_loss, WorldSum(comm, loss_sum));
+  return Eval{total_loss / v, total_correct / v};
+}
+
+absl::Status Save(nn::ResNet& net, ShardedModel& sharded, const ResNetTrainOptions& o, Communicator& comm,
+                  int64_t step) {
+  if (o.average_bn_stats) ZS_RETURN_IF_ERROR(sharded.AverageBuffers());
+  return sharded.SummonFullParams(
+      [&]() -> absl::Status {
+        if (comm.rank() != 0) return absl::OkStatus();
+        SafetensorsTensors tensors;
+        for (auto& [name, t] : net.StateDict()) tensors.emplace_back(name, t);
+        return WriteSafetensors(o.save, tensors,
+                                {{"format", "torchvision-resnet"}, {"config", o.model.ToString()},
+                                 {"step", absl::StrCat(step)}});
+      },
+      /*writeback=*/false, /*rank0_only=*/true);
+}
+
+// Rank 0's output: stdout (unless quiet), the log file and the metrics CSV.
+class Output {
+ public:
+  ~Output() {
+    if (log_ != nullptr) std::fclose(log_);
+    if (csv_ != nullptr) std::fclose(csv_);
+  }
+  // One step's scalars (the values of its metrics.csv row) as TensorBoard events.
+  absl::Status Scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+    if (!tb_.has_value()) return absl::OkStatus();
+    const double now = WallTimeNow();
+    for (const auto& [tag, v] : values) ZS_RETURN_IF_ERROR(tb_->AddScalar(tag, step, static_cast<float>(v), now));
+    return tb_->Flush();
+  }
+  absl::Status Open(const ResNetTrainOptions& o, bool rank0) {
+    print_ = rank0 && !o.quiet;
+    if (!rank0) return absl::OkStatus();
+    if (!o.log_file.empty() && (log_ = std::fopen(o.log_file.c_str(), "a")) == nullptr) {
+      return absl::NotFoundError(absl::StrCat("cannot append to the log ", o.log_file));
+    }
+    if (!o.metrics_csv.empty()) {
+      if ((csv_ = std::fopen(o.metrics_csv.c_str(), "w")) == nullptr) {
+        return absl::NotFoundError(absl::StrCat("cannot write the metrics ", o.metrics_csv));
+      }
+      std::fputs("step,loss,lr,images_per_s,ms_per_step,val_loss,val_accuracy\n", csv_);
+      std::fflush(csv_);
+    }
+    if (!o.tensorboard_dir.empty()) {
+      ZS_ASSIGN_OR_RETURN(TensorBoardWriter w, TensorBoardWriter::Open(o.tensorboard_dir));
+      tb_.emplace(std::move(w));
+    }
+    return absl::OkStatus();
+  }
+  bool active() const { return print_ || log_ != nullptr; }
+  void Line(const std::string& line) {
+    if (print_) {
+      std::fputs(line.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (log_ != nullptr) {
+      std::fputs(line.c_str(), log_);
+      std::fflush(log_);
+    }
+  }
+  void Row(const std::string& row) {
+    if (csv_ == nullptr) return;
+    std::fputs(row.c_str(), csv_);
+    std::fflush(csv_);
+  }
+
+ private:
+  bool print_ = false;
+  std::FILE* log_ = nullptr;
+  std::FILE* csv_ = nullptr;
+  std::optional<TensorBoardWriter> tb_;
+};
+
+}  // namespace
+
+absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o, Communicator& comm) {
+  ZS_RETURN_IF_ERROR(o.model.Validate());
+  if (o.threads_per_rank > 0) omp_set_num_threads(o.threads_per_rank);
+  Output out;
+  ZS_RETURN_IF_ERROR(out.Open(o, comm.rank() == 0));
+  const bool print = out.active();
+  ZS_ASSIGN_OR_RETURN(ShapesData data, ShapesData::Create(o.data));
+  auto net = std::make_shared<nn::ResNet>(o.model);  // shapes only: each rank fills its shard
+  ShardingOptions sharding = o.sharding;
+  sharding.init_seed = o.seed;
+  if (sharding.wrap.kind == WrapPolicy::Kind::kNone) sharding.wrap = WrapPolicy::ByType({"BasicBlock"});
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardedModel> sharded, ShardedModel::Create(net, comm, sharding));
+  ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, o.optimizer));
+  if (print) {
+    out.Line(absl::StrFormat("train_resnet: %s\n%d ranks, %lld parameters, %zu units, %.1f MFLOP per image (forward)\n",
+                             o.ToString(), comm.size(), static_cast<long long>(net->NumParameters()),
+                             sharded->units().size(),
+                             2e-6 * nn::ResNetForwardMacs(o.model, o.data.image_size, o.data.image_size)));
+  }
+  ResNetTrainResult result;
+  net->Train();
+  double timed_s = 0;
+  int64_t timed_steps = 0;
+  const int64_t global_batch = o.batch_size * comm.size();
+  for (int64_t step = 0; step < o.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ZS_ASSIGN_OR_RETURN(ImageBatch b, data.TrainBatch({.step = step, .rank = comm.rank(),
+                                                       .world_size = comm.size(), .batch_size = o.batch_size}));
+    ZS_ASSIGN_OR_RETURN(Variable logits, (*net)(Variable(b.images)));
+    ZS_ASSIGN_OR_RETURN(Variable loss, ops::CrossEntropy(logits, b.labels));
+    ZS_RETURN_IF_ERROR(autograd::Backward(loss));
+    const double lr = optim::LrAt(o.lr, step);
+    ZS_RETURN_IF_ERROR(opt.Step(lr));
+    ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+    ZS_ASSIGN_OR_RETURN(double local_loss, loss.value().Item());
+    ZS_ASSIGN_OR_RETURN(double loss_sum, WorldSum(comm, local_loss));
+    const double mean_loss = loss_sum / comm.size();
+    result.losses.push_back(mean_loss);
+    const double dt = Seconds(t0, std::chrono::steady_clock::now());
+    if (step > 0) {
+      timed_s += dt;
+      ++timed_steps;
+    }
+    if (print && (step % o.log_every == 0 || step + 1 == o.steps)) {
+      out.Line(absl::StrFormat("step %4lld loss %.4f lr %.4f %7.1f ms/step %7.1f images/s\n",
+                               static_cast<long long>(step), mean_loss, lr, 1e3 * dt, global_batch / dt));
+    }
+    std::string row = absl::StrCat(step, ",", mean_loss, ",", lr, ",", global_batch / dt, ",", 1e3 * dt, ",");
+    std::vector<std::pair<std::string, double>> scalars = {
+        {"train/loss", mean_loss}, {"train/lr", lr}, {"train/images_per_s", global_batch / dt},
+        {"train/ms_per_step", 1e3 * dt}};
+    const bool last = step + 1 == o.steps;
+    if (last || (o.eval_every > 0 && (step + 1) % o.eval_every == 0)) {
+      ZS_ASSIGN_OR_RETURN(Eval ev, Evaluate(*net, *sharded, data, o, comm));
+      result.val_loss = ev.loss;
+      result.val_accuracy = ev.accuracy;
+      absl::StrAppend(&row, ev.loss, ",", ev.accuracy);
+      scalars.push_back({"val/loss", ev.loss});
+      scalars.push_back({"val/accuracy", ev.accuracy});
+      if (print) {
+        out.Line(absl::StrFormat("eval step %4lld val loss %.4f val accuracy %.2f%% (chance %.0f%%, %lld images)\n",
+                                 static_cast<long long>(step + 1), ev.loss, 100 * ev.accuracy,
+                                 100.0 / ShapesData::kNumClasses, static_cast<long long>(data.size(ShapesSplit::kVal))));
+      }
+    } else {
+      row += ",";
+    }
+    out.Row(row + "\n");
+    ZS_RETURN_IF_ERROR(out.Scalars(step, scalars));
+  }
+  result.images_per_s = timed_steps > 0 ? global_batch * timed_steps / timed_s : 0;
+  if (!o.save.empty()) {
+    ZS_RETURN_IF_ERROR(Save(*net, *sharded, o, comm, o.steps));
+    if (print) out.Line(absl::StrCat("saved ", o.save, " (torchvision names, parameters and BatchNorm buffers)\n"));
+  }
+  if (print) {
+    out.Line(absl::StrFormat("done: final loss %.4f, val accuracy %.2f%%, %.1f images/s\n",
+                             result.losses.empty() ? 0.0 : result.losses.back(), 100 * result.val_accuracy,
+                             result.images_per_s));
+  }
+  return result;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,466 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "train/metrics.h"
+#include "train/tensorboard.h"
+#include "train/progress.h"
+#include "data/token_data.h"
+#include "optim/optim_wrapper.h"
+#include "runtime/cuda/cuda_allocator.h"
+#include "sharding/sharded_model.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+using autograd::Variable;
+
+std::string TrainOptions::ToString() const {
+  return absl::StrCat(
+      model.ToString(), "\n  data ", data, " (validation: last ", val_fraction * 100, "%)",
+      "\n  batch ", batch_size, " rows/rank x ", model.block_size, " tokens, grad_accum_steps ",
+      grad_accum_steps, no_sync ? " (no_sync)" : "", ", steps ", steps,
+      "\n  optimizer ", optim::OptimizerKindName(optimizer.kind), " weight_decay ", optimizer.weight_decay,
+      ", lr ", lr.ToString(), ", grad_clip ", grad_clip, ", seed ", seed,
+      "\n  sharding ", sharding.ToString());
+}
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The global mean of a per-rank value.
+absl::StatusOr<double> MeanOverRanks(Communicator& comm, double v) {
+  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, v, DType::kF32));
+  ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kAvg));
+  return t.Item();
+}
+
+// A batch's ids copied to `device` when it is a GPU (a no-op on the CPU).
+absl::Status OnDevice(Batch& b, Allocator* device) {
+  if (!device->device().is_cuda()) return absl::OkStatus();
+  ZS_ASSIGN_OR_RETURN(b.inputs, b.inputs.To(device));
+  ZS_ASSIGN_OR_RETURN(b.targets, b.targets.To(device));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> EvalLoss(nn::Gpt& gpt, const TokenData& val, const TrainOptions& o,
+                                Communicator& comm, Communicator& host, Allocator* device) {
+  autograd::NoGradGuard no_grad;
+  gpt.Eval();
+  double sum = 0;
+  for (int64_t i = 0; i < o.eval_iters; ++i) {
+    ZS_ASSIGN_OR_RETURN(Batch b, val.GetBatch({.step = i, .rank = comm.rank(), .world_size = comm.size(),
+                                               .batch_size = o.batch_size,
+                                               .block_size = o.model.block_size}));
+    ZS_RETURN_IF_ERROR(OnDevice(b, device));
+    ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt.Forward(b.inputs, b.targets));
+    ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
+    sum += l;
+  }
+  gpt.Train();
+  return MeanOverRanks(host, sum / std::max<int64_t>(o.eval_iters, 1));
+}
+
+// Samples `n` tokens after `prompt` (every rank runs the same forwards; the
+// random draws are the same everywhere).
+absl::StatusOr<std::vector<int64_t>> Generate(nn::Gpt& gpt, std::vector<int64_t> tokens, int64_t n,
+                                              double temperature, int64_t top_k, uint64_t seed,
+                                              Allocator* device) {
+  autograd::NoGradGuard no_grad;
+  gpt.Eval();
+  std::mt19937_64 rng(seed);
+  const int64_t block = gpt.config().block_size;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - block);
+    std::vector<int64_t> ctx(tokens.begin() + start, tokens.end());
+    ZS_ASSIGN_OR_RETURN(Tensor ids, Tensor::FromVector(ctx, {1, static_cast<int64_t>(ctx.size())}));
+    if (device->device().is_cuda()) {
+      ZS_ASSIGN_OR_RETURN(ids, ids.To(device));
+    }
+    ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt.Forward(ids));
+    ZS_ASSIGN_OR_RETURN(Tensor last, out.logits.value().Select(1, -1));
+    if (!last.device().is_cpu()) {
+      ZS_ASSIGN_OR_RETURN(last, last.To(DefaultCpuAllocator()));
+    }
+    ZS_ASSIGN_OR_RETURN(std::vector<float> logits, last.ToVector<float>());
+    std::vector<double> p(logits.size());
+    std::vector<float> sorted = logits;
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const float kth = sorted[std::min<size_t>(std::max<int64_t>(top_k, 1), sorted.size()) - 1];
+    double m = -INFINITY, z = 0;
+    for (float l : logits) m = std::max<double>(m, l);
+    for (size_t v = 0; v < logits.size(); ++v) {
+      p[v] = logits[v] < kth ? 0.0 : std::exp((logits[v] - m) / temperature);
+      z += p[v];
+    }
+    double u = std::uniform_real_distribution<double>(0.0, z)(rng);
+    int64_t pick = static_cast<int64_t>(p.size()) - 1;
+    for (size_t v = 0; v < p.size(); ++v) {
+      if (u < p[v]) {
+        pick = static_cast<int64_t>(v);
+        break;
+      }
+      u -= p[v];
+    }
+    tokens.push_back(pick);
+  }
+  gpt.Train();
+  return tokens;
+}
+
+// Every rank's `bytes`, in rank order.
+absl::StatusOr<std::vector<int64_t>> GatherPerRank(Communicator& comm, int64_t bytes) {
+  ZS_ASSIGN_OR_RETURN(Tensor mine, Tensor::FromVector(std::vector<int64_t>{bytes}, {1}));
+  ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Zeros({comm.size()}, DType::kI64));
+  ZS_RETURN_IF_ERROR(comm.AllGather(mine, all));
+  return all.ToVector<int64_t>();
+}
+
+}  // namespace
+
+absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary* summary,
+                         Communicator* host_comm) {
+  const bool lead = comm.rank() == 0;
+  const bool on_gpu = comm.device().is_cuda();
+  // Host-side numbers go through a communicator of host tensors.
+  if (on_gpu && host_comm == nullptr) {
+    return absl::InvalidArgumentError(
+        "RunTraining on GPUs: expected a host communicator for the run's numbers, found none");
+  }
+  Communicator& host = host_comm != nullptr ? *host_comm : comm;
+  if (on_gpu) {
+    std::vector<std::string> unsupported;
+    if (o.save_every > 0) unsupported.push_back("checkpoint.save_every");
+    if (!o.resume.empty()) unsupported.push_back("checkpoint.resume");
+    if (!o.init_from.empty()) unsupported.push_back("init_from");
+    if (!o.save.empty()) unsupported.push_back("save");
+    if (o.sharding.offload.nvme()) unsupported.push_back("strategy.nvme_offload");
+    if (!unsupported.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "training on GPUs (backend nccl) does not yet support ", absl::StrJoin(unsupported, ", "),
+          ": expected them unset, found them set"));
+    }
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> log(nullptr, &std::fclose);
+  if (lead && !o.log_file.empty()) {
+    log.reset(std::fopen(o.log_file.c_str(), "a"));
+    if (log == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot append to the log ", o.log_file));
+  }
+  auto say = [&](const std::string& s) {
+    if (lead) {
+      if (o.progress_bar) std::fputs("\r\33[2K", stdout);  // over the bar; it is redrawn after the step
+      std::fputs(s.c_str(), stdout);
+      std::fflush(stdout);
+      if (log != nullptr) {
+        std::fputs(s.c_str(), log.get());
+        std::fflush(log.get());
+      }
+    }
+  };
+  ZS_RETURN_IF_ERROR(o.lr.Validate());
+  ZS_ASSIGN_OR_RETURN(TokenData all, TokenData::Load(o.data));
+  if (all.vocab_size() > o.model.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("the data holds token ids up to ", all.vocab_size() - 1,
+                                                   " but the model's vocab_size is ", o.model.vocab_size));
+  }
+  ZS_ASSIGN_OR_RETURN(TokenData train, all.Split(0.0, 1.0 - o.val_fraction));
+  ZS_ASSIGN_OR_RETURN(TokenData val, all.Split(1.0 - o.val_fraction, 1.0));
+  const double unigram = train.UnigramEntropy();
+  say(absl::StrFormat("zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
+                      comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
+
+  std::unique_ptr<Allocator> device_allocator;
+  if (on_gpu) {
+    device_allocator = std::make_unique<CudaAllocator>(comm.device().index);
+  } else {
+    device_allocator = std::make_unique<CpuAllocator>(CpuAllocator::Options{
+        .name = absl::StrCat("rank", comm.rank()), .capacity_bytes = o.device_memory_limit});
+  }
+  Allocator& device = *device_allocator;
+  auto gpt = std::make_shared<nn::Gpt>(o.model, o.seed + 1000003ull * comm.rank());
+  if (!o.init_from.empty()) {
+    ZS_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(o.init_from));
+    nn::NamedTensors state;
+    for (const auto& [name, slot] : gpt->NamedParameterSlots()) {
+      if (!file.Contains(name)) continue;
+      ZS_ASSIGN_OR_RETURN(Tensor t, file.Read(name));
+      state.emplace_back(name, t);
+    }
+    ZS_ASSIGN_OR_RETURN(nn::LoadStateDictResult r, gpt->LoadStateDict(state, /*strict=*/false));
+    if (!r.missing_keys.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--init_from ", o.init_from, " lacks ",
+                                                     r.missing_keys.size(), " parameters, e.g. ",
+                                                     r.missing_keys[0]));
+    }
+  }
+  ShardingOptions sharding = o.sharding;
+  sharding.init_seed = o.seed;
+  ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
+  say(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
+                      sharded->Plan().ToString()));
+  // Where each tied parameter lives under the wrap policy (Note [Tied parameters]).
+  for (const TiedPlacement& t : sharded->ties()) say(absl::StrCat("  ", t.ToString(), "\n"));
+  const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
+  ZS_ASSIGN_OR_RETURN(optim::OptimWrapper ow,
+                      optim::OptimWrapper::Create(*sharded, {.optimizer = o.optimizer,
+                                                             .lr = o.lr,
+                                                             .accumulative_counts = static_cast<int>(o.grad_accum_steps),
+                                                             .no_sync = o.no_sync,
+                                                             .clip_grad_max_norm = o.grad_clip,
+                                                             .loss_scaling = scaling,
+                                                             .loss_scaler = o.loss_scaler,
+                                                             .inject_inf_at_step = o.inject_inf_at_step}));
+  optim::ShardedOptimizer& opt = ow.optimizer();
+  optim::LrScheduler& scheduler = ow.scheduler();
+  optim::DynamicLossScaler& scaler = ow.loss_scaler();
+  if (sharding.offload.nvme()) {
+    say(absl::StrCat("  rank 0's swap files (NVMe offload):\n    ",
+                     absl::StrReplaceAll(absl::StripSuffix(opt.NvmeSummary(), "\n"), {{"\n", "\n    "}}), "\n"));
+  }
+  if (scaling) say(absl::StrCat("  fp16 dynamic loss scaling: ", o.loss_scaler.ToString(), "\n"));
+
+  TrainSummary s;
+  s.unigram_entropy = unigram;
+  // Resume: model shards, optimizer state, schedule, loss scale, dropout stream.
+  int64_t start_step = 0;
+  if (!o.resume.empty()) {
+    std::string dir = o.resume;
+    if (o.resume == "auto") {
+      absl::StatusOr<std::string> latest = LatestCheckpoint(o.work_dir);
+      dir = latest.ok() ? *latest : "";
+      if (!latest.ok()) say(absl::StrCat("  resume=auto: no checkpoint under ", o.work_dir, ", starting fresh\n"));
+    }
+    if (!dir.empty()) {
+      ZS_ASSIGN_OR_RETURN(LoadResult r, LoadCheckpoint(dir, *sharded, &opt));
+      start_step = r.state.step;
+      ow.set_step(start_step);
+      if (!r.state.lr_scheduler.empty()) {
+        ZS_ASSIGN_OR_RETURN(scheduler, optim::LrScheduler::FromStateDict(r.state.lr_scheduler));
+      }
+      if (!r.state.loss_scaler.empty()) {
+        ZS_RETURN_IF_ERROR(scaler.LoadStateDict(r.state.loss_scaler));
+      }
+      if (static_cast<int>(r.state.rng_offsets.size()) == comm.size()) {
+        gpt->dropout_generator().offset = r.state.rng_offsets[comm.rank()];
+      }
+      say(absl::StrFormat("  resumed from %s (%s, saved by %d ranks, %s) at step %d\n", dir,
+                          StateDictTypeName(r.type), r.saved_world_size, r.saved_strategy, start_step));
+    }
+  }
+  s.start_step = start_step;
+  AsyncCheckpointer async_saver;
+  ZS_ASSIGN_OR_RETURN(const StateDictType sd_type, ParseStateDictType(o.state_dict_type));
+  auto save = [&](int64_t steps_done) -> absl::Status {
+    TrainingState state;
+    state.step = steps_done;
+    state.lr_scheduler = scheduler.StateDict();
+    if (scaling) state.loss_scaler = scaler.StateDict();
+    ZS_ASSIGN_OR_RETURN(Tensor mine, Tensor::FromVector(
+        std::vector<int64_t>{static_cast<int64_t>(gpt->dropout_generator().offset)}, {1}));
+    ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({comm.size()}, DType::kI64));
+    ZS_RETURN_IF_ERROR(host.AllGather(mine, all));
+    ZS_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, all.ToVector<int64_t>());
+    state.rng_offsets.assign(offsets.begin(), offsets.end());
+    state.config = o.ToString();
+    const std::string dir = CheckpointDir(o.work_dir, steps_done);
+    const SaveOptions so{.type = sd_type, .write_tied_once = o.write_tied_once};
+    const double t0 = Now();
+    if (o.async_save) {
+      ZS_RETURN_IF_ERROR(async_saver.Start(dir, *sharded, &opt, state, so));
+    } else {
+      ZS_RETURN_IF_ERROR(SaveCheckpoint(dir, *sharded, &opt, state, so));
+      if (lead && o.keep_last > 0) {
+        ZS_RETURN_IF_ERROR(KeepLastCheckpoints(o.work_dir, o.keep_last));
+      }
+    }
+    const double blocked = Now() - t0;
+    s.save_blocked_seconds += blocked;
+    s.last_checkpoint = dir;
+    say(absl::StrFormat("saved %s (%s%s, training blocked %.1f ms)\n", dir, StateDictTypeName(sd_type),
+                        o.async_save ? ", writing in the background" : "", blocked * 1e3));
+    return absl::OkStatus();
+  };
+  const int64_t tokens_per_step = o.batch_size * o.model.block_size * comm.size() * o.grad_accum_steps;
+  const double start = Now();
+  double window_start = start;
+  // Tracing: in-process ranks record into the caller's shared recorder (rank
+  // 0 writes the file); an MPI rank records and writes its own.
+  std::unique_ptr<TraceRecorder> own_trace;
+  TraceRecorder* trace = o.shared_trace;
+  if (!o.trace.empty() && trace == nullptr) {
+    own_trace = std::make_unique<TraceRecorder>();
+    trace = own_trace.get();
+  }
+  // metrics.csv: per-step time and every rank's per-step peak memory.
+  std::optional<MetricsWriter> metrics;
+  if (lead && !o.metrics_csv.empty()) {
+    ZS_ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(o.metrics_csv, comm.size()));
+  }
+  // TensorBoard: a step's row as scalars (train/*, val/loss when evaluated,
+  // memory/peak_bytes_rank<r>), flushed at once.
+  std::optional<TensorBoardWriter> tensorboard;
+  if (lead && !o.tensorboard_dir.empty()) {
+    ZS_ASSIGN_OR_RETURN(tensorboard, TensorBoardWriter::Open(o.tensorboard_dir));
+  }
+  auto write_row = [&](const StepMetrics& r) -> absl::Status {
+    if (metrics) ZS_RETURN_IF_ERROR(metrics->Write(r));
+    if (!tensorboard) return absl::OkStatus();
+    const double t = WallTimeNow();
+    const auto add = [&](const std::string& tag, double v) { return tensorboard->AddScalar(tag, r.step, v, t); };
+    ZS_RETURN_IF_ERROR(add("train/loss", r.loss));
+    ZS_RETURN_IF_ERROR(add("train/lr", r.lr));
+    ZS_RETURN_IF_ERROR(add("train/tokens_per_s", r.tokens_per_s));
+    ZS_RETURN_IF_ERROR(add("train/ms_per_step", r.ms_per_step));
+    if (r.val_loss) ZS_RETURN_IF_ERROR(add("val/loss", *r.val_loss));
+    for (size_t i = 0; i < r.peak_bytes.size(); ++i) {
+      ZS_RETURN_IF_ERROR(add(absl::StrCat("memory/peak_bytes_rank", i), static_cast<double>(r.peak_bytes[i])));
+    }
+    return tensorboard->Flush();
+  };
+  const bool writes_rows = metrics.has_value() || tensorboard.has_value();
+  int64_t run_peak = 0;
+  StepMetrics row;
+  for (int64_t step = start_step; step < o.steps; ++step) {
+    const double step_start = Now();
+    const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
+    sharded->set_trace(tracing ? trace : nullptr);
+    ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
+    double loss_sum = 0;
+    optim::OptimWrapper::Update update;
+    for (int64_t m = 0; m < o.grad_accum_steps; ++m) {
+      ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
+                                                   .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
+                                                   .world_size = comm.size(), .batch_size = o.batch_size,
+                                                   .block_size = o.model.block_size}));
+      ZS_RETURN_IF_ERROR(OnDevice(b, &device));
+      ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
+      ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
+      loss_sum += l;
+      ZS_ASSIGN_OR_RETURN(update, ow.UpdateParams(out.loss));
+    }
+    const double lr = update.lr;
+    if (update.skipped) {
+      say(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step, scaler.ToString()));
+    }
+    ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(host, loss_sum / o.grad_accum_steps));
+    s.losses.push_back(loss);
+    if (!o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar) {
+      const double ms = (Now() - step_start) * 1000.0;
+      const int64_t step_peak = device.stats().peak_bytes_in_use;
+      run_peak = std::max(run_peak, step_peak);
+      device.ResetPeak();
+      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> peaks, GatherPerRank(host, step_peak));
+      row = StepMetrics{.step = step, .loss = loss, .lr = lr, .tokens_per_s = tokens_per_step / (ms / 1000.0),
+                        .ms_per_step = ms, .peak_bytes = std::move(peaks)};
+    }
+    if ((step + 1) % o.log_every == 0 || step == 0 || step + 1 == o.steps) {
+      const double now = Now();
+      const int64_t steps_in_window = step == 0 ? 1 : ((step + 1) % o.log_every == 0 ? o.log_every : (step + 1) % o.log_every);
+      const double ms = (now - window_start) * 1000.0 / steps_in_window;
+      window_start = now;
+      say(absl::StrFormat("step %d loss %.9g lr %.3e %.1f ms/step %.0f tokens/s\n", step, loss, lr, ms,
+                          tokens_per_step / (ms / 1000.0)));
+    }
+    if (o.save_every > 0 && !o.work_dir.empty() && (step + 1) % o.save_every == 0) {
+      ZS_RETURN_IF_ERROR(save(step + 1));
+    }
+    if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
+      ZS_ASSIGN_OR_RETURN(double vl, EvalLoss(*gpt, val, o, comm, host, &device));
+      say(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
+      row.val_loss = vl;
+      window_start = Now();
+    }
+    if (lead && o.progress_bar) {
+      const double flops = GptTrainFlopsPerToken(o.model, gpt->NumParameters()) * row.tokens_per_s;
+      std::fputs(ProgressLine({.step = step, .steps = o.steps, .loss = loss, .lr = lr,
+                               .tokens_per_s = row.tokens_per_s, .ms_per_step = row.ms_per_step,
+                               .mfu = o.peak_flops > 0 ? flops / o.peak_flops : -1.0,
+                               .peak_bytes = row.peak_bytes}).c_str(),
+                 stdout);
+      std::fflush(stdout);
+    }
+    if (writes_rows && step + 1 < o.steps) {  // the last row waits for the final validation loss
+      ZS_RETURN_IF_ERROR(write_row(row));
+    }
+  }
+  sharded->set_trace(nullptr);
+  if (!o.trace.empty()) {
+    if (o.shared_trace != nullptr) {
+      ZS_RETURN_IF_ERROR(host.Barrier());  // every rank's spans are in before rank 0 writes
+      if (lead) {
+        ZS_RETURN_IF_ERROR(o.shared_trace->WriteJson(o.trace));
+      }
+      say(absl::StrCat("trace: ", o.trace, " (", o.shared_trace->size(), " spans)\n"));
+    } else {
+      const std::string path = comm.size() > 1 ? absl::StrCat(o.trace, ".rank", comm.rank()) : o.trace;
+      ZS_RETURN_IF_ERROR(own_trace->WriteJson(path));
+      say(absl::StrCat("trace: ", path, " (one file per rank)\n"));
+    }
+  }
+  ZS_RETURN_IF_ERROR(async_saver.Wait());
+  if (o.async_save && lead && o.keep_last > 0) {
+    ZS_RETURN_IF_ERROR(KeepLastCheckpoints(o.work_dir, o.keep_last));
+  }
+  s.skipped_steps = scaler.skipped_steps();
+  s.final_loss_scale = scaling ? scaler.scale() : 0;
+  if (scaling) say(absl::StrCat("loss scaling: ", scaler.ToString(), "\n"));
+  s.seconds = Now() - start;
+  s.tokens = tokens_per_step * (o.steps - start_step);
+  ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm, host, &device));
+  s.peak_bytes = std::max(run_peak, device.stats().peak_bytes_in_use);
+  if (writes_rows && o.steps > start_step) {
+    row.val_loss = s.final_val_loss;
+    ZS_RETURN_IF_ERROR(write_row(row));
+  }
+  say(absl::StrFormat("final val loss %.6f vs unigram entropy %.4f nats\n", s.final_val_loss, unigram));
+  if (o.sample_tokens > 0 && all.vocab_size() <= 256) {
+    std::vector<int64_t> prompt = {'\n'};
+    ZS_ASSIGN_OR_RETURN(std::vector<int64_t> text,
+                        Generate(*gpt, prompt, o.sample_tokens, o.temperature, o.top_k, o.seed, &device));
+    std::string str;
+    for (size_t i = 1; i < text.size(); ++i) str.push_back(static_cast<char>(text[i]));
+    say(absl::StrCat("sample (temperature ", o.temperature, ", top-k ", o.top_k, "):\n", str, "\n"));
+  }
+  if (!o.save.empty()) {
+    ZS_RETURN_IF_ERROR(sharded->SummonFullParams([&]() -> absl::Status {
+      if (!lead) return absl::OkStatus();
+      const std::map<std::string, std::string> tied = TiedAliases(*gpt);  // Note [Tied parameters in files]
+      return WriteSafetensors(o.save, ModelFileTensors(gpt->StateDict(), tied, o.write_tied_once),
+                              ModelFileMetadata(tied));
+    }, /*writeback=*/false, /*rank0_only=*/true));
+    say(absl::StrCat("saved ", o.save, "\n"));
+  }
+  for (SwapSpace* space : {sharded->param_swap(), opt.swap()}) {
+    if (space != nullptr) say(absl::StrCat("NVMe ", space->ToString(), ": ", space->stats().ToString(), "\n"));
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor peak, Tensor::Full({1}, static_cast<double>(s.peak_bytes), DType::kF32));
+  ZS_RETURN_IF_ERROR(host.AllReduce(peak, ReduceOp::kMax));
+  say(absl::StrFormat("done: %d steps, %d tokens in %.1f s (%.0f tokens/s), final train loss %.6f, "
+                      "peak memory per rank %s (max over ranks %s)\n",
+                      o.steps - start_step, s.tokens, s.seconds, s.tokens / s.seconds,
+                      s.losses.empty() ? 0.0 : s.losses.back(),
+                      FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value()))));
+  if (summary != nullptr && lead) *summary = s;
+  return absl::OkStatus();
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,116 @@
+// The training loop of the main job: a GPT trained on a token file with a
+// ShardedModel over any Communicator, printing progress. The command-line
+// program (examples/train_gpt.cc) fills TrainOptions from flags and runs
+// RunTraining on every rank.
+//
+//   TrainOptions o;                         // defaults: the tiny GPT of `make train`
+//   o.data = "data/tinyshakespeare.txt";
+//   std::vector<absl::Status> s = RunRanks(4, [&](Communicator& comm) {
+//     return RunTraining(o, comm);
+//   });
+#ifndef ZEROSHARD_TRAIN_TRAINER_H_
+#define ZEROSHARD_TRAIN_TRAINER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "autograd/nn/gpt.h"
+#include "collectives/communicator.h"
+#include "optim/loss_scaler.h"
+#include "optim/lr_schedule.h"
+#include "optim/sharded_optimizer.h"
+#include "sharding/sharding_options.h"
+#include "runtime/trace.h"
+
+namespace zeroshard {
+
+struct TrainOptions {
+  nn::GptConfig model{.vocab_size = 256, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128};
+  std::string data = "data/tinyshakespeare.txt";
+  double val_fraction = 0.1;   // the last 10% of the tokens
+  int64_t batch_size = 8;      // rows per rank per micro-step
+  int64_t grad_accum_steps = 1;
+  bool no_sync = false;        // accumulate unsharded gradients (FSDP no_sync) instead of sharded
+  int64_t steps = 200;
+  optim::LrSchedule lr{.kind = optim::LrScheduleKind::kCosine, .lr = 1e-3, .min_lr = 1e-4,
+                       .warmup_steps = 20, .decay_steps = 200};
+  optim::OptimizerOptions optimizer{.kind = optim::OptimizerKind::kAdamW, .lr = 1e-3, .weight_decay = 0.1};
+  double grad_clip = 1.0;      // 0: off
+  uint64_t seed = 1337;
+  std::string init_from;       // a .safetensors with nanoGPT names (optional)
+  std::string save;            // write the trained weights here (optional)
+  int64_t log_every = 10;
+  int64_t eval_every = 100;    // 0: only at the end
+  int64_t eval_iters = 10;
+  int64_t sample_tokens = 200; // generated at the end (byte vocabularies only)
+  double temperature = 0.8;
+  int64_t top_k = 40;
+  ShardingOptions sharding;      // includes mixed_precision {param, reduce, buffer dtypes}
+  // fp16 dynamic loss scaling (on by default when param_dtype is f16).
+  bool loss_scaling = false;
+  optim::LossScalerOptions loss_scaler;
+  int64_t inject_inf_at_step = -1;  // fault injection for tests: rank 0's loss becomes Inf at this step
+  int64_t device_memory_limit = 0;  // bytes per rank of the "device" allocator; 0: unlimited
+  // Checkpoints (checkpoint/checkpoint.h): every `save_every` steps into
+  // work_dir/step-<n>, keeping the newest `keep_last` (0: all).
+  std::string work_dir;
+  int64_t save_every = 0;
+  std::string state_dict_type = "sharded";  // or "full"
+  bool async_save = false;
+  int keep_last = 0;
+  // Full checkpoints and `save`: the tied matrix once, as transformer.wte.weight
+  // (SaveOptions::write_tied_once, Note [Tied parameters in files]).
+  bool write_tied_once = false;
+  std::string resume;          // "", "auto" (newest complete under work_dir) or a checkpoint directory
+  std::string trace;           // Chrome trace of steps [trace_from, trace_from + trace_steps)
+  int64_t trace_from = 2;
+  int64_t trace_steps = 2;
+  TraceRecorder* shared_trace = nullptr;  // in-process ranks share one recorder (set by the caller)
+  // Run folder outputs (train/run_dir.h), written by rank 0: every printed
+  // line is appended to log_file, one row per step to metrics_csv
+  // (train/metrics.h), the same figures as TensorBoard scalars to an event
+  // file in tensorboard_dir (train/tensorboard.h). Give every rank the same
+  // values: the per-rank peak memory of the metrics is gathered from all of them.
+  std::string log_file;
+  std::string metrics_csv;
+  std::string tensorboard_dir;
+  bool tensorboard = true;  // train.tensorboard: whether the run folder gets tensorboard_dir
+  // Rank 0 redraws a one-line progress bar every step (train/progress.h);
+  // for terminals, and the same on every rank (it gathers per-rank memory).
+  bool progress_bar = false;
+  double peak_flops = 0;  // the MFU's denominator, FLOP/s of all ranks together; 0: no MFU
+
+  std::string ToString() const;
+};
+
+// What a finished run reports (rank 0's view; losses are global means).
+struct TrainSummary {
+  std::vector<double> losses;  // per step
+  int64_t skipped_steps = 0;   // overflowed fp16 steps
+  double final_loss_scale = 0;
+  double final_val_loss = 0;
+  double unigram_entropy = 0;
+  double seconds = 0;
+  int64_t tokens = 0;
+  int64_t peak_bytes = 0;      // this rank's device allocator
+  int64_t start_step = 0;      // > 0 when resumed
+  std::string last_checkpoint;
+  double save_blocked_seconds = 0;  // training time spent inside saves (async: the snapshots)
+};
+
+// Runs on every rank; rank 0 prints. `summary` (optional) receives rank 0's figures.
+//
+// On GPUs (`comm` an NcclCommunicator, one rank per device): parameters,
+// activations and gradients live in a CudaAllocator of comm.device(), batches
+// are copied there, and `host` (e.g. the in-process communicator that
+// bootstrapped NCCL) carries the run's host-side numbers: mean losses, peak
+// memory, barriers. Checkpoints, --init_from and NVMe offload are not yet
+// supported on GPUs: refused with an error naming the option.
+absl::Status RunTraining(const TrainOptions& options, Communicator& comm,
+                         TrainSummary* summary = nullptr, Communicator* host = nullptr);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_TRAIN_TRAINER_H_
