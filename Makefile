@@ -37,7 +37,7 @@ BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train bench bench-peers fuzz plot clean gpu-test gpu-bench sim-test isa-test
+.PHONY: deps test train config-doc bench bench-peers fuzz plot clean gpu-test gpu-bench sim-test isa-test
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
 # bundled Shakespeare (bytes), as examples/configs/default.json says; the run
@@ -93,6 +93,12 @@ sim-test: deps
 train: deps
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //examples:train_gpt
 	OMP_WAIT_POLICY=PASSIVE ./bazel-bin/examples/train_gpt $(TRAIN_ARGS) $(ARGS)
+
+# docs/config.md, the config reference, from the field table of
+# train/config_schema.cc (//tests/train:config_doc_test fails until it is current).
+config-doc: deps
+	$(BAZEL) build $(BAZEL_FLAGS) //tools:config_doc
+	./bazel-bin/tools/config_doc > docs/config.md
 
 bench: deps
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all

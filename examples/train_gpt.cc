@@ -24,20 +24,10 @@
 //
 // Prints one line per logged step: "step <n> loss <loss> lr <lr> <ms> ms/step
 // <n> tokens/s", validation losses beside the corpus's unigram entropy, a
-// generated sample and a summary. Flags (defaults in train/config.h):
-// model --n_layer --n_head --n_embd --block_size --vocab_size --dropout;
-// data --data --batch_size (per rank) --grad_accum_steps --accumulate;
-// optimisation --steps --optimizer --lr --min_lr --warmup_steps --lr_schedule
-// --weight_decay --beta1 --beta2 --grad_clip --seed; sharding --world_size
-// --backend --sharding_strategy --zero_stage (1|2|3) --hybrid_shard_size --auto_wrap
-// --forward_prefetch --backward_prefetch --limit_all_gathers
-// --activation_checkpointing --offload --nvme_path --param_dtype --reduce_dtype
-// --keep_layernorm_fp32 --keep_low_precision_grads; fp16
-// --loss_scale --initial_scale_power --loss_scale_window --hysteresis
-// --min_loss_scale; I/O --init_from --save --log_every --eval_every
-// --eval_iters --tensorboard --sample_tokens --temperature --top_k --trace --trace_from
-// --trace_steps; checkpoints --work_dir --save_every --state_dict_type
-// --async_save --keep_last --resume (into work_dir/experiment_name/step-<n>) --write_tied_once.
+// generated sample and a summary. Flags: every config key that has one
+// (--steps, --lr, --sharding_strategy, --offload, ...: the field table of
+// train/config_schema.cc, parsed by train/config_flags.h); `--help` lists them
+// with their defaults and docs/config.md has the whole reference.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -56,6 +46,7 @@
 #include "collectives/mpi_communicator.h"
 #include "collectives/nccl_communicator.h"
 #include "train/config.h"
+#include "train/config_flags.h"
 #include "train/progress.h"
 #include "train/resnet_job.h"
 #include "train/run_dir.h"
@@ -66,79 +57,8 @@
 ABSL_FLAG(std::string, config, "", "JSON config (examples/configs/); flags and --set override it");
 ABSL_FLAG(std::string, set, "", "key.path=value: override one config key (repeat the flag for more)");
 ABSL_FLAG(bool, print_config, false, "print the resolved config and exit");
-ABSL_FLAG(int64_t, n_layer, 4, "transformer blocks");
-ABSL_FLAG(int64_t, n_head, 4, "attention heads");
-ABSL_FLAG(int64_t, n_embd, 128, "model width");
-ABSL_FLAG(int64_t, block_size, 64, "context length T");
-ABSL_FLAG(int64_t, vocab_size, 256, "vocabulary (256 for byte-level text)");
-ABSL_FLAG(double, dropout, 0.0, "embedding and residual dropout");
-ABSL_FLAG(std::string, data, "data/tinyshakespeare.txt", "text file (bytes) or .bin of uint16 tokens");
-ABSL_FLAG(int64_t, batch_size, 8, "rows per rank per micro-step");
-ABSL_FLAG(int64_t, grad_accum_steps, 1, "micro-steps per optimizer step");
-ABSL_FLAG(std::string, accumulate, "sharded", "gradient accumulation: sharded (reduce-scatter every micro-step) or no_sync");
-ABSL_FLAG(int64_t, steps, 200, "optimizer steps");
-ABSL_FLAG(std::string, optimizer, "adamw", "adamw, adam or sgd");
-ABSL_FLAG(double, lr, 1e-3, "peak learning rate");
-ABSL_FLAG(double, min_lr, 1e-4, "learning rate at the end of decay");
-ABSL_FLAG(int64_t, warmup_steps, 20, "linear warmup steps");
-ABSL_FLAG(std::string, lr_schedule, "cosine", "constant, cosine or linear");
-ABSL_FLAG(double, weight_decay, 0.1, "decoupled weight decay on 2-D weights");
-ABSL_FLAG(double, beta1, 0.9, "Adam beta1 (SGD momentum)");
-ABSL_FLAG(double, beta2, 0.95, "Adam beta2");
-ABSL_FLAG(double, grad_clip, 1.0, "max global gradient norm (0: off)");
-ABSL_FLAG(uint64_t, seed, 1337, "initialisation, dropout and sampling seed");
-ABSL_FLAG(int, world_size, 4, "in-process ranks (--backend=local)");
-ABSL_FLAG(std::string, backend, "local",
-          "local (threads), mpi (one rank per process under mpirun) or nccl (one thread per GPU, "
-          "cuda:0 .. cuda:world_size-1)");
-ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD",
-          "FULL_SHARD, SHARD_GRAD_OP, SHARD_OPTIMIZER, NO_SHARD or HYBRID_SHARD");
-ABSL_FLAG(int, zero_stage, 3,
-          "ZeRO stage: 1 (SHARD_OPTIMIZER), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD); an error beside a different "
-          "--sharding_strategy");
-ABSL_FLAG(int, hybrid_shard_size, 0, "ranks per shard group for HYBRID_SHARD");
-ABSL_FLAG(std::string, auto_wrap, "block", "block, size:<min_num_params> or none");
-ABSL_FLAG(bool, forward_prefetch, false, "prefetch the next unit's all-gather in forward");
-ABSL_FLAG(std::string, backward_prefetch, "pre", "pre, post or none");
-ABSL_FLAG(int, limit_all_gathers, 2, "gathered units in flight (0: unlimited)");
-ABSL_FLAG(bool, activation_checkpointing, false, "recompute each block in backward");
-ABSL_FLAG(std::string, init_from, "", "start from these weights (.safetensors, nanoGPT names)");
-ABSL_FLAG(std::string, save, "", "write the trained weights (.safetensors, nanoGPT names)");
-ABSL_FLAG(int64_t, log_every, 10, "print every n steps");
-ABSL_FLAG(int64_t, eval_every, 100, "validation loss every n steps (0: only at the end)");
-ABSL_FLAG(int64_t, eval_iters, 10, "validation batches per evaluation");
-ABSL_FLAG(bool, tensorboard, true, "TensorBoard event file in the run folder's tensorboard/ (--notensorboard: none)");
-ABSL_FLAG(int64_t, sample_tokens, 200, "tokens to generate at the end");
-ABSL_FLAG(double, temperature, 0.8, "sampling temperature");
-ABSL_FLAG(int64_t, top_k, 40, "sample among the k most likely tokens");
-ABSL_FLAG(int64_t, device_memory_limit, 0, "bytes per rank (0: unlimited)");
-ABSL_FLAG(std::string, offload, "none",
-          "none; host offload: optimizer (state, master weights, gradients) or params_and_optimizer; NVMe offload "
-          "(ZeRO-Infinity, files under --nvme_path): nvme_optimizer (optimizer state) or nvme_params_and_optimizer "
-          "(and the master weight shards)");
-ABSL_FLAG(std::string, nvme_path, "", "directory for the NVMe swap files (a local NVMe mount) of --offload=nvme_*");
-ABSL_FLAG(std::string, param_dtype, "f32", "dtype of gathered parameters and compute: f32, bf16 or f16");
-ABSL_FLAG(bool, keep_layernorm_fp32, false,
-          "under mixed precision keep every LayerNorm in fp32 (units of their own, gathered and reduced in f32)");
-ABSL_FLAG(bool, keep_low_precision_grads, false,
-          "keep gradient shards in --reduce_dtype (half the bytes) instead of upcasting them to f32");
-ABSL_FLAG(std::string, reduce_dtype, "f32", "dtype of gradient reduction: f32, bf16 or f16");
-ABSL_FLAG(std::string, loss_scale, "auto", "fp16 loss scaling: dynamic, none, or auto (dynamic when param_dtype is f16)");
-ABSL_FLAG(int, initial_scale_power, 16, "initial loss scale 2^n");
-ABSL_FLAG(int64_t, loss_scale_window, 1000, "clean steps before the scale grows");
-ABSL_FLAG(int, hysteresis, 2, "overflows tolerated before the scale drops");
-ABSL_FLAG(double, min_loss_scale, 1.0, "the scale never drops below this");
-ABSL_FLAG(std::string, work_dir, "", "where checkpoints go (work_dir/step-<n>)");
-ABSL_FLAG(int64_t, save_every, 0, "save a checkpoint every n steps (0: never)");
-ABSL_FLAG(std::string, state_dict_type, "sharded", "checkpoint format: sharded (each rank its own file) or full (PyTorch-loadable)");
-ABSL_FLAG(bool, async_save, false, "write checkpoints in the background (training blocks only for a snapshot)");
-ABSL_FLAG(int, keep_last, 0, "keep only the newest n checkpoints (0: all)");
-ABSL_FLAG(bool, write_tied_once, false,
-          "full checkpoints and --save: the tied wte/lm_head matrix once, as transformer.wte.weight (Hugging Face's layout)");
-ABSL_FLAG(std::string, resume, "", "auto (newest complete checkpoint under --work_dir) or a checkpoint directory");
-ABSL_FLAG(std::string, trace, "", "write a Chrome trace (Perfetto) of a few steps to this file");
-ABSL_FLAG(int64_t, trace_from, 2, "first traced step");
-ABSL_FLAG(int64_t, trace_steps, 2, "traced steps");
+// The config keys' flags are not ABSL_FLAGs: TakeConfigFlags (train/config_flags.h)
+// takes them from the field table before Abseil parses the rest.
 
 namespace zeroshard {
 namespace {
@@ -168,24 +88,24 @@ std::vector<std::string> TakeSetArgs(int* argc, char** argv) {
   return sets;
 }
 
-// The flags of this file given on the command line, as (name, value) in order.
-std::vector<std::pair<std::string, std::string>> GivenFlags(int argc, char** argv) {
-  std::vector<std::pair<std::string, std::string>> given;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") break;
-    if (a.size() < 2 || a[0] != '-') continue;
-    std::string name = a.substr(a[1] == '-' ? 2 : 1);
-    name = name.substr(0, name.find('='));
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr && absl::StartsWith(name, "no")) flag = absl::FindCommandLineFlag(name.substr(2));
-    if (flag == nullptr || !absl::EndsWith(flag->Filename(), "train_gpt.cc")) continue;
-    const std::string n(flag->Name());
-    if (n == "config" || n == "set" || n == "print_config") continue;
-    std::erase_if(given, [&](const auto& g) { return g.first == n; });
-    given.emplace_back(n, flag->CurrentValue());
+// --help (and --helpfull, -help): this program's own flags and the config
+// flags of the field table, with their defaults.
+bool PrintHelpIfAsked(int argc, char** argv) {
+  bool asked = false;
+  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
+    const std::string a = argv[i];
+    asked = asked || a == "--help" || a == "-help" || a == "--helpfull" || a == "-helpfull";
   }
-  return given;
+  if (!asked) return false;
+  std::printf("train_gpt: trains a GPT (or, with model.type \"resnet\", a ResNet) from a JSON config.\n"
+              "Precedence: defaults < --config < flags < --set (docs/config.md).\n\nFlags:\n");
+  for (const char* name : {"config", "set", "print_config"}) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    std::printf("    --%s  %s\n      default %s\n", name, std::string(flag->Help()).c_str(),
+                flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue().c_str());
+  }
+  std::printf("\nConfig flags (each sets one config key, as --set does):\n%s", ConfigFlagsHelp().c_str());
+  return true;
 }
 
 int Fail(const absl::Status& s) {
@@ -198,9 +118,12 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace zeroshard;
+  if (PrintHelpIfAsked(argc, argv)) return 0;
   const std::vector<std::string> sets = TakeSetArgs(&argc, argv);
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> given = TakeConfigFlags(&argc, argv);
+  if (!given.ok()) return Fail(given.status());
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<std::vector<std::string>> overrides = OverridesFromFlags(GivenFlags(argc, argv));
+  absl::StatusOr<std::vector<std::string>> overrides = OverridesFromFlags(*given);
   if (!overrides.ok()) return Fail(overrides.status());
   overrides->insert(overrides->end(), sets.begin(), sets.end());
   const std::string config_path = absl::GetFlag(FLAGS_config);

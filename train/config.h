@@ -11,89 +11,14 @@
 // default.json (relative to this file) and merges this one over it, objects
 // key by key (MMEngine's inheritance). JSON comments (// and /* */) are allowed.
 //
-// The schema, with the defaults (those of train_gpt's flags; `make train` runs
-// examples/configs/default.json):
-//   description ""             printed at the start
-//   experiment_name "default"  (the config file's stem when loaded from a file)
-//   work_dir "work_dirs"       runs go to work_dir/experiment_name/<YYYYmmdd_HHMMSS>/ ("": nowhere),
-//                              checkpoints to work_dir/experiment_name/step-<n>/ (as MMEngine: beside
-//                              the timestamped folders, so resume "auto" finds the last run's)
-//   distributed {world_size 4 (in-process ranks; mpirun decides under mpi), backend "local"|"mpi"|"nccl"}
-//   model {type "gpt"|"resnet" (the vision job: see "model.type resnet" below),
-//          vocab_size 256, block_size 64, n_layer 4, n_head 4, n_embd 128, dropout 0.0, bias true}
-//   data {path "data/tinyshakespeare.txt", val_fraction 0.1}
-//   train {steps 200, batch_size 8 (rows per rank per micro-step), grad_accum_steps 1,
-//          accumulate "sharded"|"no_sync", grad_clip 1.0 (0: off), seed 1337, log_every 10,
-//          eval_every 100 (0: only at the end), eval_iters 10, device_memory_limit 0 (bytes, 0: none),
-//          tensorboard true (the run folder's tensorboard/ event file beside metrics.csv)}
-//   optimizer {type "adamw"|"adam"|"sgd", lr 1e-3, weight_decay 0.1, betas [0.9, 0.95], eps 1e-8,
-//              momentum 0.9, dampening 0.0, nesterov false}          (momentum..nesterov: sgd)
-//   lr_schedule {type "cosine"|"linear"|"constant", min_lr 1e-4, warmup_steps 20,
-//                decay_steps null (= max(train.steps, warmup_steps))}
-//   loss_scaler {mode "auto"|"dynamic"|"none" (auto: dynamic when param_dtype is f16),
-//                initial_scale_power 16, loss_scale_window 1000, hysteresis 2,
-//                consecutive_hysteresis false, min_loss_scale 1.0, scale_factor 2.0}
-//   strategy (PyTorch FSDP's / Lightning's FSDPStrategy's names) {
-//     sharding_strategy "FULL_SHARD"|"SHARD_GRAD_OP"|"SHARD_OPTIMIZER"|"NO_SHARD"|"HYBRID_SHARD"
-//                       (ZeRO-3, ZeRO-2, ZeRO-1 = DeepSpeed's stages 3, 2, 1),
-//     zero_stage null (1|2|3: SHARD_OPTIMIZER|SHARD_GRAD_OP|FULL_SHARD; beside a sharding_strategy,
-//                 a _base_ file's included, they must agree unless only one comes from the command
-//                 line, which wins),
-//     hybrid_shard_size 0 (HYBRID_SHARD: ranks per shard group; divides the world),
-//     auto_wrap_policy ["Block"]      (module types; {"min_num_params": n}: by size; null: none),
-//     backward_prefetch "BACKWARD_PRE"|"BACKWARD_POST"|null, forward_prefetch false,
-//     limit_all_gathers 2 (units gathered at once; true = 2, false/0 = unlimited),
-//     cpu_offload false (true: FSDP's CPUOffload(offload_params=True) = params, grads and
-//                 optimizer on the host; or {"params", "grads", "optimizer"} booleans),
-//     nvme_offload (ZeRO-Infinity: state in swap files on a local NVMe drive; null/false: off) {
-//       nvme_path "" (an existing directory), optimizer {enabled false, nvme_path null (= the one above),
-//       buffer_count 4, pin_memory false, read_ahead true, write_behind true}, params {enabled false,
-//       nvme_path null, buffer_count 5, pin_memory false, max_in_cpu 0 (elements kept in host memory),
-//       read_ahead true, write_behind true}, verify_checksums true,
-//       aio {block_size 1048576, queue_depth 8, thread_count 1, single_submit false, overlap_events true}},
-//     mixed_precision {param_dtype "f32", reduce_dtype "f32", buffer_dtype "f32" (f32|bf16|f16),
-//                      fp32_module_types ["BatchNorm2d"] (module types kept fp32, in units of their own,
-//                      when a dtype is not f32; add "LayerNorm" for the GPT's LayerNorms),
-//                      keep_low_precision_grads false (gradient shards kept in reduce_dtype, not f32)},
-//     activation_checkpointing [] (module types recomputed in backward: [] or ["Block"]),
-//     state_dict_type "SHARDED_STATE_DICT"|"FULL_STATE_DICT" (also "sharded"|"full"),
-//     sync_module_states false, skip_init_weights false, ignored_modules []}
-//   checkpoint {init_from "" (.safetensors, nanoGPT names), save_weights "" (the same, at the end),
-//               save_every 0 (steps; 0: never), resume "" ("auto": the newest complete
-//               checkpoint of the experiment, or a checkpoint folder), async_save false,
-//               keep_last 0 (0: keep all), write_tied_once false (full checkpoints and
-//               save_weights hold the tied wte/lm_head matrix once, as transformer.wte.weight)}
-//   sample {tokens 200, temperature 0.8, top_k 40}
-//   trace {path "", from_step 2, steps 2}
-//   deepspeed {...}: a DeepSpeed config block, an alternative to the strategy keys (see
-//     Note [DeepSpeed mapping] in config.cc): zero_optimization {stage 0..3,
-//     offload_optimizer {device "none"|"cpu"|"nvme", nvme_path, buffer_count, pin_memory,
-//     pipeline_read, pipeline_write},
-//     offload_param {device, nvme_path, buffer_count, pin_memory, max_in_cpu (default 1e9)},
-//     overlap_comm, ...}, aio {block_size, queue_depth, thread_count, single_submit,
-//     overlap_events}, bf16 {enabled},
-//     fp16 {enabled, loss_scale, initial_scale_power, loss_scale_window, hysteresis,
-//     consecutive_hysteresis, min_loss_scale}, communication_data_type, gradient_clipping,
-//     gradient_accumulation_steps, train_micro_batch_size_per_gpu, train_batch_size,
-//     steps_per_print, optimizer {type, params}.
-//
-// model.type "resnet" (the vision job of train/resnet_trainer.h on the
-// generated ShapesData set; defaults those of train_resnet's flags) reads:
-//   model {type, widths [16, 32, 64, 128], depths [1, 1, 1, 1], num_classes 10,
-//          stem "cifar"|"imagenet", zero_init_residual false}
-//   data {image_size 32, train_size 20000, val_size 2000, seed 0, noise 0.1}
-//   train {steps 300, batch_size 32 (images per rank), seed 1337, log_every 25,
-//          eval_every 100 (0: only at the end), eval_batch 100, average_bn_stats true,
-//          threads_per_rank 0 (0: hardware threads / in-process ranks), tensorboard true}
-//   optimizer (as above; default sgd, lr 0.05, weight_decay 5e-4, momentum 0.9, nesterov true),
-//   lr_schedule (as above; default cosine, min_lr 5e-4, warmup_steps 20),
-//   distributed, work_dir, experiment_name, description (as above),
-//   strategy (as above, auto_wrap_policy default ["BasicBlock"]; without
-//     activation_checkpointing, state_dict_type, skip_init_weights),
-//   checkpoint {save_weights "" (.safetensors, torchvision names with BatchNorm buffers)}.
-// A key of the other model type (model.n_layer, data.path, train.grad_clip,
-// sample, trace, loss_scaler, deepspeed, ... under "resnet"; model.widths,
-// data.image_size, ... under "gpt") is an error.
+// Every key, with its type, default, allowed values, the PyTorch FSDP /
+// DeepSpeed key it answers to, its train_gpt flag and help, is one row of the
+// field table in train/config_schema.cc; docs/config.md is generated from it
+// (make config-doc). A "deepspeed" block (or a DeepSpeed config file on its
+// own) maps onto the same options: train/deepspeed_config.cc, Note [DeepSpeed
+// mapping]. model.type "resnet" runs the vision job (train/resnet_trainer.h)
+// with its own model, data and train keys; a key of the other model type is
+// an error.
 #ifndef ZEROSHARD_TRAIN_CONFIG_H_
 #define ZEROSHARD_TRAIN_CONFIG_H_
 

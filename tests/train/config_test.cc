@@ -754,12 +754,90 @@ TEST(ConfigProblems, NvmeOffloadMistakes) {
               HasSubstr("strategy.nvme_offload: also set by deepspeed.zero_optimization.offload_optimizer"));
 }
 
-TEST(ConfigProblems, StaticLossScaleAndSchedulerAreNotSupported) {
+TEST(ConfigProblems, StaticLossScaleIsNotSupported) {
   EXPECT_THAT(Problems(R"({"deepspeed": {"fp16": {"enabled": true, "loss_scale": 128}}})"),
               HasSubstr("deepspeed.fp16.loss_scale: expected 0 (dynamic loss scaling; a static loss scale is not "
                         "supported), found 128"));
-  EXPECT_THAT(Problems(R"({"deepspeed": {"scheduler": {"type": "WarmupLR"}}})"),
-              HasSubstr("deepspeed.scheduler: not supported: expected the schedule in lr_schedule"));
+}
+
+// DeepSpeed's scheduler block: its three warmup schedules map onto
+// lr_schedule (Note [DeepSpeed mapping]); a log warmup is refused.
+TEST(Config, DeepSpeedSchedulerMapsToLrSchedule) {
+  struct Case {
+    std::string scheduler;
+    optim::LrSchedule want;  // lr is the optimizer's lr
+  };
+  const std::vector<Case> cases = {
+      {R"({"type": "WarmupLR", "params": {"warmup_max_lr": 0.002, "warmup_num_steps": 7, "warmup_type": "linear"}})",
+       {.kind = optim::LrScheduleKind::kConstant, .lr = 0.002, .min_lr = 1e-4, .warmup_steps = 7, .decay_steps = 200}},
+      {R"({"type": "WarmupDecayLR", "params": {"warmup_min_lr": 1e-5, "warmup_max_lr": 0.003, "warmup_num_steps": 10,
+                                               "total_num_steps": 150, "warmup_type": "linear"}})",
+       {.kind = optim::LrScheduleKind::kLinear, .lr = 0.003, .min_lr = 1e-5, .warmup_steps = 10, .decay_steps = 150}},
+      {R"({"type": "WarmupCosineLR", "params": {"total_num_steps": 120, "warmup_num_steps": 5, "cos_min_ratio": 0.1,
+                                                "warmup_type": "linear"}})",
+       {.kind = optim::LrScheduleKind::kCosine, .lr = 1e-3, .min_lr = 1e-4, .warmup_steps = 5, .decay_steps = 120}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.scheduler);
+    const RunConfig c = MustParse(absl::StrCat(R"({"deepspeed": {"scheduler": )", k.scheduler, "}}"));
+    const optim::LrSchedule& lr = c.train.lr;
+    EXPECT_EQ(lr.kind, k.want.kind);
+    EXPECT_DOUBLE_EQ(lr.lr, k.want.lr);
+    EXPECT_DOUBLE_EQ(c.train.optimizer.lr, k.want.lr);
+    EXPECT_DOUBLE_EQ(lr.min_lr, k.want.min_lr);
+    EXPECT_EQ(lr.warmup_steps, k.want.warmup_steps);
+    EXPECT_EQ(lr.decay_steps, k.want.decay_steps);
+    bool noted = false;
+    for (const std::string& n : c.notes) noted = noted || absl::StrContains(n, "deepspeed.scheduler");
+    EXPECT_TRUE(noted);
+    // The resolved form holds the schedule and reads back to it.
+    const std::string resolved = ResolvedConfigJson(c);
+    EXPECT_EQ(MustParse(resolved).train.lr.ToString(), lr.ToString());
+  }
+  // DeepSpeed's default warmup is logarithmic: refused, naming the value.
+  EXPECT_THAT(Problems(R"({"deepspeed": {"scheduler": {"type": "WarmupLR", "params": {}}}})"),
+              HasSubstr("deepspeed.scheduler.params.warmup_type: expected \"linear\" (the warmup here is linear: "
+                        "lr * (it + 1) / (warmup_steps + 1)), found none (DeepSpeed's default is \"log\")"));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "log"}}}})"),
+              HasSubstr("warmup_type: expected \"linear\""));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_type": "linear"}}}})"),
+              HasSubstr("deepspeed.scheduler.params.total_num_steps: expected an integer >= 1 (WarmupDecayLR decays "
+                        "until then), found none"));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"scheduler": {"type": "OneCycle"}}})"),
+              HasSubstr("deepspeed.scheduler.type: expected one of \"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\""));
+  EXPECT_THAT(Problems(R"({"deepspeed": {"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "linear",
+                                                                                    "total_num_steps": 5}}}})"),
+              HasSubstr("deepspeed.scheduler.params.total_num_steps: unknown key"));
+  // Given both ways: a contradiction, as every other key.
+  EXPECT_THAT(Problems(R"({"lr_schedule": {"type": "cosine"}, "deepspeed": {"scheduler": {"type": "WarmupLR",
+                           "params": {"warmup_type": "linear"}}}})"),
+              HasSubstr("lr_schedule.type: also set by deepspeed.scheduler.type: keep one of them"));
+}
+
+// A DeepSpeed config file on its own is the "deepspeed" block of a default config.
+TEST(Config, DeepSpeedConfigAtTheTopLevel) {
+  const std::string ds = R"({"train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 2,
+                              "zero_optimization": {"stage": 2}, "bf16": {"enabled": true},
+                              "optimizer": {"type": "AdamW", "params": {"lr": 0.002}}})";
+  const RunConfig top = MustParse(ds);
+  const RunConfig nested = MustParse(absl::StrCat(R"({"deepspeed": )", ds, "}"));
+  EXPECT_EQ(ResolvedConfigJson(top), ResolvedConfigJson(nested));
+  EXPECT_EQ(top.train.batch_size, 3);
+  EXPECT_EQ(top.train.sharding.strategy, ShardingStrategy::kShardGradOp);
+  EXPECT_EQ(top.train.sharding.mixed_precision.param_dtype, DType::kBF16);
+  EXPECT_EQ(top.train.optimizer.lr, 0.002);
+  // A file as a _base_, with this job's keys over it.
+  const std::string dir = TempDir() + "/ds_top";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/ds_config.json") << ds;
+  std::ofstream(dir + "/run.json") << R"({"_base_": "ds_config.json", "train": {"steps": 9}})";
+  absl::StatusOr<RunConfig> run = LoadConfig(dir + "/run.json", {});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->train.steps, 9);
+  EXPECT_EQ(run->train.batch_size, 3);
+  // This job's keys beside them: not a DeepSpeed file, so the DeepSpeed keys are unknown.
+  EXPECT_THAT(Problems(R"({"train": {"steps": 2}, "zero_optimization": {"stage": 2}})"),
+              HasSubstr("zero_optimization: unknown key"));
 }
 
 TEST(ConfigProblems, Fp16WithoutLossScaling) {
