@@ -16,6 +16,7 @@
 #include "autograd/ops.h"
 #include "checkpoint/safetensors.h"
 #include "train/tensorboard.h"
+#include "train/train_step.h"
 #include "kernels/reduce.h"
 #include "sharding/sharded_model.h"
 #include "runtime/status.h"
@@ -172,7 +173,8 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
   sharding.init_seed = o.seed;
   if (sharding.wrap.kind == WrapPolicy::Kind::kNone) sharding.wrap = WrapPolicy::ByType({"BasicBlock"});
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardedModel> sharded, ShardedModel::Create(net, comm, sharding));
-  ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, o.optimizer));
+  // Plain SGD/AdamW steps: one micro-batch, no clipping, no loss scaling.
+  ZS_ASSIGN_OR_RETURN(TrainStep train_step, TrainStep::Create(*sharded, {.optimizer = o.optimizer, .lr = o.lr}));
   if (print) {
     out.Line(absl::StrFormat("train_resnet: %s\n%d ranks, %lld parameters, %zu units, %.1f MFLOP per image (forward)\n",
                              o.ToString(), comm.size(), static_cast<long long>(net->NumParameters()),
@@ -186,17 +188,14 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
   const int64_t global_batch = o.batch_size * comm.size();
   for (int64_t step = 0; step < o.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    ZS_ASSIGN_OR_RETURN(ImageBatch b, data.TrainBatch({.step = step, .rank = comm.rank(),
-                                                       .world_size = comm.size(), .batch_size = o.batch_size}));
-    ZS_ASSIGN_OR_RETURN(Variable logits, (*net)(Variable(b.images)));
-    ZS_ASSIGN_OR_RETURN(Variable loss, ops::CrossEntropy(logits, b.labels));
-    ZS_RETURN_IF_ERROR(autograd::Backward(loss));
-    const double lr = optim::LrAt(o.lr, step);
-    ZS_RETURN_IF_ERROR(opt.Step(lr));
-    ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
-    ZS_ASSIGN_OR_RETURN(double local_loss, loss.value().Item());
-    ZS_ASSIGN_OR_RETURN(double loss_sum, WorldSum(comm, local_loss));
-    const double mean_loss = loss_sum / comm.size();
+    ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t) -> absl::StatusOr<Variable> {
+      ZS_ASSIGN_OR_RETURN(ImageBatch b, data.TrainBatch({.step = step, .rank = comm.rank(),
+                                                         .world_size = comm.size(), .batch_size = o.batch_size}));
+      ZS_ASSIGN_OR_RETURN(Variable logits, (*net)(Variable(b.images)));
+      return ops::CrossEntropy(logits, b.labels);
+    }));
+    const double lr = r.lr;
+    const double mean_loss = r.loss;
     result.losses.push_back(mean_loss);
     const double dt = Seconds(t0, std::chrono::steady_clock::now());
     if (step > 0) {

@@ -21,8 +21,8 @@
 #include "train/metrics.h"
 #include "train/tensorboard.h"
 #include "train/progress.h"
+#include "train/train_step.h"
 #include "data/token_data.h"
-#include "optim/optim_wrapper.h"
 #include "runtime/cuda/cuda_allocator.h"
 #include "sharding/sharded_model.h"
 #include "runtime/status.h"
@@ -220,18 +220,19 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   // Where each tied parameter lives under the wrap policy (Note [Tied parameters]).
   for (const TiedPlacement& t : sharded->ties()) say(absl::StrCat("  ", t.ToString(), "\n"));
   const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
-  ZS_ASSIGN_OR_RETURN(optim::OptimWrapper ow,
-                      optim::OptimWrapper::Create(*sharded, {.optimizer = o.optimizer,
-                                                             .lr = o.lr,
-                                                             .accumulative_counts = static_cast<int>(o.grad_accum_steps),
-                                                             .no_sync = o.no_sync,
-                                                             .clip_grad_max_norm = o.grad_clip,
-                                                             .loss_scaling = scaling,
-                                                             .loss_scaler = o.loss_scaler,
-                                                             .inject_inf_at_step = o.inject_inf_at_step}));
-  optim::ShardedOptimizer& opt = ow.optimizer();
-  optim::LrScheduler& scheduler = ow.scheduler();
-  optim::DynamicLossScaler& scaler = ow.loss_scaler();
+  ZS_ASSIGN_OR_RETURN(TrainStep train_step,
+                      TrainStep::Create(*sharded, {.optimizer = o.optimizer,
+                                                   .lr = o.lr,
+                                                   .accumulative_counts = static_cast<int>(o.grad_accum_steps),
+                                                   .no_sync = o.no_sync,
+                                                   .clip_grad_max_norm = o.grad_clip,
+                                                   .loss_scaling = scaling,
+                                                   .loss_scaler = o.loss_scaler,
+                                                   .inject_inf_at_step = o.inject_inf_at_step},
+                                        &host));
+  optim::ShardedOptimizer& opt = train_step.optim().optimizer();
+  optim::LrScheduler& scheduler = train_step.optim().scheduler();
+  optim::DynamicLossScaler& scaler = train_step.optim().loss_scaler();
   if (sharding.offload.nvme()) {
     say(absl::StrCat("  rank 0's swap files (NVMe offload):\n    ",
                      absl::StrReplaceAll(absl::StripSuffix(opt.NvmeSummary(), "\n"), {{"\n", "\n    "}}), "\n"));
@@ -252,7 +253,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (!dir.empty()) {
       ZS_ASSIGN_OR_RETURN(LoadResult r, LoadCheckpoint(dir, *sharded, &opt));
       start_step = r.state.step;
-      ow.set_step(start_step);
+      train_step.set_step(start_step);
       if (!r.state.lr_scheduler.empty()) {
         ZS_ASSIGN_OR_RETURN(scheduler, optim::LrScheduler::FromStateDict(r.state.lr_scheduler));
       }
@@ -344,24 +345,20 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nullptr);
     ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
-    double loss_sum = 0;
-    optim::OptimWrapper::Update update;
-    for (int64_t m = 0; m < o.grad_accum_steps; ++m) {
+    ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t m) -> absl::StatusOr<Variable> {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
                                                    .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
                                                    .world_size = comm.size(), .batch_size = o.batch_size,
                                                    .block_size = o.model.block_size}));
       ZS_RETURN_IF_ERROR(OnDevice(b, &device));
       ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
-      ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
-      loss_sum += l;
-      ZS_ASSIGN_OR_RETURN(update, ow.UpdateParams(out.loss));
-    }
-    const double lr = update.lr;
-    if (update.skipped) {
+      return out.loss;
+    }));
+    const double lr = r.lr;
+    const double loss = r.loss;
+    if (r.skipped) {
       say(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step, scaler.ToString()));
     }
-    ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(host, loss_sum / o.grad_accum_steps));
     s.losses.push_back(loss);
     if (!o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar) {
       const double ms = (Now() - step_start) * 1000.0;
