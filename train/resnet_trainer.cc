@@ -11,10 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "checkpoint/safetensors.h"
+#include "train/log_sink.h"
 #include "train/tensorboard.h"
 #include "train/train_step.h"
 #include "kernels/reduce.h"
@@ -102,26 +102,16 @@ absl::Status Save(nn::ResNet& net, ShardedModel& sharded, const ResNetTrainOptio
       /*writeback=*/false, /*rank0_only=*/true);
 }
 
-// Rank 0's output: stdout (unless quiet), the log file and the metrics CSV.
-class Output {
+// Rank 0's per-step figures: the metrics CSV (its own columns, not
+// train/metrics.h's: images/s, and the validation accuracy) and the same as
+// TensorBoard scalars.
+class StepRows {
  public:
-  ~Output() {
-    if (log_ != nullptr) std::fclose(log_);
+  ~StepRows() {
     if (csv_ != nullptr) std::fclose(csv_);
   }
-  // One step's scalars (the values of its metrics.csv row) as TensorBoard events.
-  absl::Status Scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
-    if (!tb_.has_value()) return absl::OkStatus();
-    const double now = WallTimeNow();
-    for (const auto& [tag, v] : values) ZS_RETURN_IF_ERROR(tb_->AddScalar(tag, step, static_cast<float>(v), now));
-    return tb_->Flush();
-  }
   absl::Status Open(const ResNetTrainOptions& o, bool rank0) {
-    print_ = rank0 && !o.quiet;
     if (!rank0) return absl::OkStatus();
-    if (!o.log_file.empty() && (log_ = std::fopen(o.log_file.c_str(), "a")) == nullptr) {
-      return absl::NotFoundError(absl::StrCat("cannot append to the log ", o.log_file));
-    }
     if (!o.metrics_csv.empty()) {
       if ((csv_ = std::fopen(o.metrics_csv.c_str(), "w")) == nullptr) {
         return absl::NotFoundError(absl::StrCat("cannot write the metrics ", o.metrics_csv));
@@ -135,26 +125,17 @@ class Output {
     }
     return absl::OkStatus();
   }
-  bool active() const { return print_ || log_ != nullptr; }
-  void Line(const std::string& line) {
-    if (print_) {
-      std::fputs(line.c_str(), stdout);
-      std::fflush(stdout);
+  // One step: its metrics.csv row and its scalars (the same values).
+  absl::Status Write(int64_t step, const std::string& row,
+                     const std::vector<std::pair<std::string, double>>& scalars) {
+    if (csv_ != nullptr) {
+      std::fputs(row.c_str(), csv_);
+      std::fflush(csv_);
     }
-    if (log_ != nullptr) {
-      std::fputs(line.c_str(), log_);
-      std::fflush(log_);
-    }
-  }
-  void Row(const std::string& row) {
-    if (csv_ == nullptr) return;
-    std::fputs(row.c_str(), csv_);
-    std::fflush(csv_);
+    return tb_.has_value() ? tb_->AddScalars(step, scalars) : absl::OkStatus();
   }
 
  private:
-  bool print_ = false;
-  std::FILE* log_ = nullptr;
   std::FILE* csv_ = nullptr;
   std::optional<TensorBoardWriter> tb_;
 };
@@ -164,9 +145,11 @@ class Output {
 absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o, Communicator& comm) {
   ZS_RETURN_IF_ERROR(o.model.Validate());
   if (o.threads_per_rank > 0) omp_set_num_threads(o.threads_per_rank);
-  Output out;
-  ZS_RETURN_IF_ERROR(out.Open(o, comm.rank() == 0));
+  ZS_ASSIGN_OR_RETURN(const LogSink out,
+                      LogSink::Open({.lead = comm.rank() == 0, .log_file = o.log_file, .to_stdout = !o.quiet}));
   const bool print = out.active();
+  StepRows rows;
+  ZS_RETURN_IF_ERROR(rows.Open(o, comm.rank() == 0));
   ZS_ASSIGN_OR_RETURN(ShapesData data, ShapesData::Create(o.data));
   auto net = std::make_shared<nn::ResNet>(o.model);  // shapes only: each rank fills its shard
   ShardingOptions sharding = o.sharding;
@@ -226,8 +209,7 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
     } else {
       row += ",";
     }
-    out.Row(row + "\n");
-    ZS_RETURN_IF_ERROR(out.Scalars(step, scalars));
+    ZS_RETURN_IF_ERROR(rows.Write(step, row + "\n", scalars));
   }
   result.images_per_s = timed_steps > 0 ? global_batch * timed_steps / timed_s : 0;
   if (!o.save.empty()) {
