@@ -17,8 +17,8 @@
 //   }
 //
 // What a Run does, in order (the order of the floating-point operations is
-// the contract: the jobs' losses are bitwise those of their hand-written
-// loops before this class):
+// part of the contract: a job's losses are compared bit for bit with
+// recorded runs):
 //   for each micro-batch m = 0 .. A-1:
 //     1. loss_m = forward(m); its value is read (Item) and added, in double,
 //        to this rank's sum;

@@ -172,8 +172,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(TokenData train, all.Split(0.0, 1.0 - o.val_fraction));
   ZS_ASSIGN_OR_RETURN(TokenData val, all.Split(1.0 - o.val_fraction, 1.0));
   const double unigram = train.UnigramEntropy();
-  log.Line(absl::StrFormat("zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
-                      comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
+  log.Line(absl::StrFormat(
+      "zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
+      comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
 
   std::unique_ptr<Allocator> device_allocator;
   if (on_gpu) {
@@ -203,7 +204,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   sharding.init_seed = o.seed;
   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
   log.Line(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
-                      sharded->Plan().ToString()));
+                           sharded->Plan().ToString()));
   // Where each tied parameter lives under the wrap policy (Note [Tied parameters]).
   for (const TiedPlacement& t : sharded->ties()) log.Line(absl::StrCat("  ", t.ToString(), "\n"));
   const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
@@ -222,7 +223,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   optim::DynamicLossScaler& scaler = train_step.optim().loss_scaler();
   if (sharding.offload.nvme()) {
     log.Line(absl::StrCat("  rank 0's swap files (NVMe offload):\n    ",
-                     absl::StrReplaceAll(absl::StripSuffix(opt.NvmeSummary(), "\n"), {{"\n", "\n    "}}), "\n"));
+                          absl::StrReplaceAll(absl::StripSuffix(opt.NvmeSummary(), "\n"), {{"\n", "\n    "}}), "\n"));
   }
   if (scaling) log.Line(absl::StrCat("  fp16 dynamic loss scaling: ", o.loss_scaler.ToString(), "\n"));
 
@@ -251,7 +252,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
         gpt->dropout_generator().offset = r.state.rng_offsets[comm.rank()];
       }
       log.Line(absl::StrFormat("  resumed from %s (%s, saved by %d ranks, %s) at step %d\n", dir,
-                          StateDictTypeName(r.type), r.saved_world_size, r.saved_strategy, start_step));
+                               StateDictTypeName(r.type), r.saved_world_size, r.saved_strategy, start_step));
     }
   }
   s.start_step = start_step;
@@ -284,7 +285,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     s.save_blocked_seconds += blocked;
     s.last_checkpoint = dir;
     log.Line(absl::StrFormat("saved %s (%s%s, training blocked %.1f ms)\n", dir, StateDictTypeName(sd_type),
-                        o.async_save ? ", writing in the background" : "", blocked * 1e3));
+                             o.async_save ? ", writing in the background" : "", blocked * 1e3));
     return absl::OkStatus();
   };
   const int64_t tokens_per_step = o.batch_size * o.model.block_size * comm.size() * o.grad_accum_steps;
@@ -359,7 +360,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       const double ms = (now - window_start) * 1000.0 / steps_in_window;
       window_start = now;
       log.Line(absl::StrFormat("step %d loss %.9g lr %.3e %.1f ms/step %.0f tokens/s\n", step, loss, lr, ms,
-                          tokens_per_step / (ms / 1000.0)));
+                               tokens_per_step / (ms / 1000.0)));
     }
     if (o.save_every > 0 && !o.work_dir.empty() && (step + 1) % o.save_every == 0) {
       ZS_RETURN_IF_ERROR(save(step + 1));
@@ -434,10 +435,10 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(Tensor peak, Tensor::Full({1}, static_cast<double>(s.peak_bytes), DType::kF32));
   ZS_RETURN_IF_ERROR(host.AllReduce(peak, ReduceOp::kMax));
   log.Line(absl::StrFormat("done: %d steps, %d tokens in %.1f s (%.0f tokens/s), final train loss %.6f, "
-                      "peak memory per rank %s (max over ranks %s)\n",
-                      o.steps - start_step, s.tokens, s.seconds, s.tokens / s.seconds,
-                      s.losses.empty() ? 0.0 : s.losses.back(),
-                      FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value()))));
+                           "peak memory per rank %s (max over ranks %s)\n",
+                           o.steps - start_step, s.tokens, s.seconds, s.tokens / s.seconds,
+                           s.losses.empty() ? 0.0 : s.losses.back(),
+                           FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value()))));
   if (summary != nullptr && lead) *summary = s;
   return absl::OkStatus();
 }
