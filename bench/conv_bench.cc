@@ -272,7 +272,7 @@ absl::Status Main() {
       std::printf("ResNet training steps (forward, backward, SGD; one rank, fp32; ShapesData images made beforehand):\n");
       nn::ResNetConfig small{.widths = {16, 32, 64, 128}, .depths = {1, 1, 1, 1}, .num_classes = 10,
                              .stem = nn::ResNetStem::kCifar};
-      ZS_RETURN_IF_ERROR(StepRow("train_resnet default (16-128 wide, 32x32)", small, 32, 32, 2 * min_time));
+      ZS_RETURN_IF_ERROR(StepRow("resnet.json default (16-128 wide, 32x32)", small, 32, 32, 2 * min_time));
       nn::ResNetConfig r18{.num_classes = 10, .stem = nn::ResNetStem::kCifar};
       ZS_RETURN_IF_ERROR(StepRow("ResNet-18 layout, CIFAR stem, 32x32", r18, 32, 16, 2 * min_time));
     }

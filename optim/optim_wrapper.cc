@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
-#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 
 namespace zeroshard::optim {
@@ -114,68 +113,6 @@ absl::StatusOr<LogVars> MeanOverRanks(Communicator& comm, LogVars values) {
   ZS_ASSIGN_OR_RETURN(std::vector<double> mean, t.ToVector<double>());
   for (size_t i = 0; i < values.size(); ++i) values[i].second = mean[i];
   return values;
-}
-
-namespace {
-
-// The 0-d entries of `outputs` as (name, value).
-absl::StatusOr<LogVars> Scalars(const Losses& outputs) {
-  LogVars logs;
-  for (const auto& [name, v] : outputs) {
-    if (v.defined() && v.numel() == 1) {
-      ZS_ASSIGN_OR_RETURN(double x, v.value().Item());
-      logs.emplace_back(name, x);
-    }
-  }
-  return logs;
-}
-
-absl::StatusOr<Losses> EvalForward(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
-                                   LogVars* logs) {
-  nn::Module& m = model.module();
-  const bool was_training = m.is_training();
-  m.Eval();
-  absl::StatusOr<Losses> out;
-  {
-    autograd::NoGradGuard no_grad;
-    out = forward();
-  }
-  m.Train(was_training);
-  if (!out.ok()) return out.status();
-  if (logs != nullptr) {
-    ZS_ASSIGN_OR_RETURN(LogVars local, Scalars(*out));
-    ZS_ASSIGN_OR_RETURN(*logs, MeanOverRanks(model.world(), std::move(local)));
-  }
-  return out;
-}
-
-}  // namespace
-
-absl::StatusOr<LogVars> TrainStep(ShardedModel& model, OptimWrapper& optim,
-                                  const std::function<absl::StatusOr<Losses>()>& forward) {
-  ZS_ASSIGN_OR_RETURN(Losses losses, forward());
-  ZS_ASSIGN_OR_RETURN(Variable loss, SumLosses(losses));
-  ZS_ASSIGN_OR_RETURN(LogVars logs, Scalars(losses));
-  ZS_ASSIGN_OR_RETURN(double total, loss.value().Item());
-  if (losses.size() != 1 || losses[0].first != "loss") logs.emplace_back("loss", total);
-  ZS_ASSIGN_OR_RETURN(OptimWrapper::Update u, optim.UpdateParams(loss));
-  ZS_ASSIGN_OR_RETURN(logs, MeanOverRanks(model.world(), std::move(logs)));
-  logs.emplace_back("lr", u.lr);
-  if (u.stepped) {
-    if (optim.options().clip_grad_max_norm > 0 && !u.skipped) logs.emplace_back("grad_norm", u.grad_norm);
-    if (optim.loss_scaling()) logs.emplace_back("skipped", u.skipped ? 1.0 : 0.0);
-  }
-  return logs;
-}
-
-absl::StatusOr<Losses> ValStep(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
-                               LogVars* logs) {
-  return EvalForward(model, forward, logs);
-}
-
-absl::StatusOr<Losses> TestStep(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
-                                LogVars* logs) {
-  return EvalForward(model, forward, logs);
 }
 
 }  // namespace zeroshard::optim

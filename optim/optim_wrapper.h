@@ -1,43 +1,32 @@
-// OptimWrapper and the TrainStep / ValStep / TestStep trio: a user's own
-// Module trained with sharding in a few lines, without the config system.
-// The names are MMEngine's (OptimWrapper.update_params, model.train_step,
-// val_step, test_step, parse_losses); the semantics are spelled out here.
+// OptimWrapper: MMEngine's OptimWrapper.update_params for a ShardedModel:
+// one micro-batch's loss in, the optimizer step out every
+// `accumulative_counts` calls, with accumulation, no_sync, clipping, fp16
+// loss scaling and the LR schedule. The one training step of every job,
+// TrainStep (train/train_step.h), runs the user's forward on each micro-batch
+// and calls UpdateParams; use it rather than this class directly.
 //
-//   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(model, comm, sharding));
 //   ZS_ASSIGN_OR_RETURN(OptimWrapper ow, OptimWrapper::Create(*sharded, {
 //       .optimizer = {.kind = OptimizerKind::kAdamW, .weight_decay = 0.1},
 //       .lr = {.kind = LrScheduleKind::kCosine, .lr = 1e-3, .warmup_steps = 10, .decay_steps = 200},
 //       .accumulative_counts = 2, .clip_grad_max_norm = 1.0}));
-//   for (...) {
-//     ZS_ASSIGN_OR_RETURN(LogVars logs, TrainStep(*sharded, ow, [&]() -> absl::StatusOr<Losses> {
-//       ZS_ASSIGN_OR_RETURN(Variable loss, model->Loss(batch));   // the user's forward
-//       return Losses{{"loss", loss}};
-//     }));
-//   }
+//   ZS_ASSIGN_OR_RETURN(OptimWrapper::Update u, ow.UpdateParams(loss));   // per micro-batch
 //
-// One TrainStep is one micro-batch: with accumulative_counts = A the
-// optimizer steps on every A-th call (the last micro-batch of a step), as
-// MMEngine's update_params does. What a call does, in order:
-//   1. the user's forward returns named losses; their sum over names that
-//      contain "loss" is the loss (parse_losses);
-//   2. backward of loss / A, times the loss scale when fp16 loss scaling is on;
+// With accumulative_counts = A the optimizer steps on every A-th call (the
+// last micro-batch of a step), as MMEngine's update_params does. What a call
+// does, in order:
+//   1. backward of loss / A, times the loss scale when fp16 loss scaling is on;
 //      inside ShardedModel::NoSync() for all but the last micro-batch when
 //      `no_sync` is set (otherwise gradient shards accumulate after each
 //      micro-batch's reduce-scatter);
-//   3. on the last micro-batch: one all-reduced overflow flag (loss scaling),
+//   2. on the last micro-batch: one all-reduced overflow flag (loss scaling),
 //      skip the step on every rank if any rank overflowed, else unscale, clip
 //      to `clip_grad_max_norm`, optimizer step at the scheduled lr, schedule
-//      step; then zero the gradients either way;
-//   4. returns every named value (and "loss") averaged over ranks, plus "lr"
-//      and, after an optimizer step, "grad_norm" (before clipping) and
-//      "skipped" (1 when loss scaling skipped the step).
-// ValStep and TestStep run the user's forward under no-grad with the model in
-// eval mode (restored after) and return its outputs; their scalar entries are
-// averaged over ranks.
+//      step; then zero the gradients either way.
+// SumLosses (MMEngine's parse_losses) and MeanOverRanks are the helpers of a
+// forward that returns named losses.
 #ifndef ZEROSHARD_OPTIM_OPTIM_WRAPPER_H_
 #define ZEROSHARD_OPTIM_OPTIM_WRAPPER_H_
 
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,7 +62,7 @@ class OptimWrapper {
  public:
   static absl::StatusOr<OptimWrapper> Create(ShardedModel& model, const OptimWrapperOptions& options);
 
-  // Steps 2 and 3 above for one micro-batch's loss. `grad_norm` and
+  // Steps 1 and 2 above for one micro-batch's loss. `grad_norm` and
   // `skipped` are set when this was the last micro-batch of a step.
   struct Update {
     bool stepped = false;  // this call ended a step (optimizer stepped or skipped)
@@ -117,17 +106,6 @@ absl::StatusOr<autograd::Variable> SumLosses(const Losses& losses);
 
 // Averages scalar values over the ranks of `comm` with one all-reduce.
 absl::StatusOr<LogVars> MeanOverRanks(Communicator& comm, LogVars values);
-
-// One micro-batch of training (see the top of this file).
-absl::StatusOr<LogVars> TrainStep(ShardedModel& model, OptimWrapper& optim,
-                                  const std::function<absl::StatusOr<Losses>()>& forward);
-// The user's forward under no-grad in eval mode; returns its outputs as they
-// are (per rank) and fills `logs` (when not null) with the 0-d ones averaged
-// over ranks.
-absl::StatusOr<Losses> ValStep(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
-                               LogVars* logs = nullptr);
-absl::StatusOr<Losses> TestStep(ShardedModel& model, const std::function<absl::StatusOr<Losses>()>& forward,
-                                LogVars* logs = nullptr);
 
 }  // namespace zeroshard::optim
 

@@ -17,8 +17,7 @@
 namespace zeroshard {
 
 // RunResNetTraining(config.resnet) on config.world_size in-process ranks
-// (threads_per_rank 0: the hardware threads shared among them, as
-// train_resnet does). Returns rank 0's result, or the first rank's error.
+// (threads_per_rank 0: the hardware threads shared among them). Returns rank 0's result, or the first rank's error.
 absl::StatusOr<ResNetTrainResult> RunResNetConfig(const RunConfig& config);
 
 }  // namespace zeroshard

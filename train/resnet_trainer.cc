@@ -11,11 +11,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "checkpoint/safetensors.h"
+#include "train/log_sink.h"
 #include "train/tensorboard.h"
+#include "train/train_step.h"
 #include "kernels/reduce.h"
 #include "sharding/sharded_model.h"
 #include "runtime/status.h"
@@ -101,26 +102,16 @@ absl::Status Save(nn::ResNet& net, ShardedModel& sharded, const ResNetTrainOptio
       /*writeback=*/false, /*rank0_only=*/true);
 }
 
-// Rank 0's output: stdout (unless quiet), the log file and the metrics CSV.
-class Output {
+// Rank 0's per-step figures: the metrics CSV (its own columns, not
+// train/metrics.h's: images/s, and the validation accuracy) and the same as
+// TensorBoard scalars.
+class StepRows {
  public:
-  ~Output() {
-    if (log_ != nullptr) std::fclose(log_);
+  ~StepRows() {
     if (csv_ != nullptr) std::fclose(csv_);
   }
-  // One step's scalars (the values of its metrics.csv row) as TensorBoard events.
-  absl::Status Scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
-    if (!tb_.has_value()) return absl::OkStatus();
-    const double now = WallTimeNow();
-    for (const auto& [tag, v] : values) ZS_RETURN_IF_ERROR(tb_->AddScalar(tag, step, static_cast<float>(v), now));
-    return tb_->Flush();
-  }
   absl::Status Open(const ResNetTrainOptions& o, bool rank0) {
-    print_ = rank0 && !o.quiet;
     if (!rank0) return absl::OkStatus();
-    if (!o.log_file.empty() && (log_ = std::fopen(o.log_file.c_str(), "a")) == nullptr) {
-      return absl::NotFoundError(absl::StrCat("cannot append to the log ", o.log_file));
-    }
     if (!o.metrics_csv.empty()) {
       if ((csv_ = std::fopen(o.metrics_csv.c_str(), "w")) == nullptr) {
         return absl::NotFoundError(absl::StrCat("cannot write the metrics ", o.metrics_csv));
@@ -134,26 +125,17 @@ class Output {
     }
     return absl::OkStatus();
   }
-  bool active() const { return print_ || log_ != nullptr; }
-  void Line(const std::string& line) {
-    if (print_) {
-      std::fputs(line.c_str(), stdout);
-      std::fflush(stdout);
+  // One step: its metrics.csv row and its scalars (the same values).
+  absl::Status Write(int64_t step, const std::string& row,
+                     const std::vector<std::pair<std::string, double>>& scalars) {
+    if (csv_ != nullptr) {
+      std::fputs(row.c_str(), csv_);
+      std::fflush(csv_);
     }
-    if (log_ != nullptr) {
-      std::fputs(line.c_str(), log_);
-      std::fflush(log_);
-    }
-  }
-  void Row(const std::string& row) {
-    if (csv_ == nullptr) return;
-    std::fputs(row.c_str(), csv_);
-    std::fflush(csv_);
+    return tb_.has_value() ? tb_->AddScalars(step, scalars) : absl::OkStatus();
   }
 
  private:
-  bool print_ = false;
-  std::FILE* log_ = nullptr;
   std::FILE* csv_ = nullptr;
   std::optional<TensorBoardWriter> tb_;
 };
@@ -163,16 +145,19 @@ class Output {
 absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o, Communicator& comm) {
   ZS_RETURN_IF_ERROR(o.model.Validate());
   if (o.threads_per_rank > 0) omp_set_num_threads(o.threads_per_rank);
-  Output out;
-  ZS_RETURN_IF_ERROR(out.Open(o, comm.rank() == 0));
+  ZS_ASSIGN_OR_RETURN(const LogSink out,
+                      LogSink::Open({.lead = comm.rank() == 0, .log_file = o.log_file, .to_stdout = !o.quiet}));
   const bool print = out.active();
+  StepRows rows;
+  ZS_RETURN_IF_ERROR(rows.Open(o, comm.rank() == 0));
   ZS_ASSIGN_OR_RETURN(ShapesData data, ShapesData::Create(o.data));
   auto net = std::make_shared<nn::ResNet>(o.model);  // shapes only: each rank fills its shard
   ShardingOptions sharding = o.sharding;
   sharding.init_seed = o.seed;
   if (sharding.wrap.kind == WrapPolicy::Kind::kNone) sharding.wrap = WrapPolicy::ByType({"BasicBlock"});
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardedModel> sharded, ShardedModel::Create(net, comm, sharding));
-  ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, o.optimizer));
+  // Plain SGD/AdamW steps: one micro-batch, no clipping, no loss scaling.
+  ZS_ASSIGN_OR_RETURN(TrainStep train_step, TrainStep::Create(*sharded, {.optimizer = o.optimizer, .lr = o.lr}));
   if (print) {
     out.Line(absl::StrFormat("train_resnet: %s\n%d ranks, %lld parameters, %zu units, %.1f MFLOP per image (forward)\n",
                              o.ToString(), comm.size(), static_cast<long long>(net->NumParameters()),
@@ -186,17 +171,14 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
   const int64_t global_batch = o.batch_size * comm.size();
   for (int64_t step = 0; step < o.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    ZS_ASSIGN_OR_RETURN(ImageBatch b, data.TrainBatch({.step = step, .rank = comm.rank(),
-                                                       .world_size = comm.size(), .batch_size = o.batch_size}));
-    ZS_ASSIGN_OR_RETURN(Variable logits, (*net)(Variable(b.images)));
-    ZS_ASSIGN_OR_RETURN(Variable loss, ops::CrossEntropy(logits, b.labels));
-    ZS_RETURN_IF_ERROR(autograd::Backward(loss));
-    const double lr = optim::LrAt(o.lr, step);
-    ZS_RETURN_IF_ERROR(opt.Step(lr));
-    ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
-    ZS_ASSIGN_OR_RETURN(double local_loss, loss.value().Item());
-    ZS_ASSIGN_OR_RETURN(double loss_sum, WorldSum(comm, local_loss));
-    const double mean_loss = loss_sum / comm.size();
+    ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t) -> absl::StatusOr<Variable> {
+      ZS_ASSIGN_OR_RETURN(ImageBatch b, data.TrainBatch({.step = step, .rank = comm.rank(),
+                                                         .world_size = comm.size(), .batch_size = o.batch_size}));
+      ZS_ASSIGN_OR_RETURN(Variable logits, (*net)(Variable(b.images)));
+      return ops::CrossEntropy(logits, b.labels);
+    }));
+    const double lr = r.lr;
+    const double mean_loss = r.loss;
     result.losses.push_back(mean_loss);
     const double dt = Seconds(t0, std::chrono::steady_clock::now());
     if (step > 0) {
@@ -227,8 +209,7 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
     } else {
       row += ",";
     }
-    out.Row(row + "\n");
-    ZS_RETURN_IF_ERROR(out.Scalars(step, scalars));
+    ZS_RETURN_IF_ERROR(rows.Write(step, row + "\n", scalars));
   }
   result.images_per_s = timed_steps > 0 ? global_batch * timed_steps / timed_s : 0;
   if (!o.save.empty()) {

@@ -1,7 +1,10 @@
 // The vision training loop: a torchvision-named ResNet trained on the
 // generated ShapesData set (data/shapes_data.h) with a ShardedModel over
-// any Communicator, printing loss, images/s and validation accuracy.
-// examples/train_resnet.cc fills the options from flags.
+// any Communicator, printing loss, images/s and validation accuracy. Each
+// step is one TrainStep (train/train_step.h: plain optimizer steps, no
+// accumulation, clipping or loss scaling). A model.type "resnet" config
+// (train/config.h) fills the options; the main program runs it
+// (examples/train_gpt.cc, train/resnet_job.h).
 //
 //   ResNetTrainOptions o;                           // a small ResNet, 300 steps of SGD
 //   o.sharding.strategy = ShardingStrategy::kFullShard;
@@ -51,7 +54,7 @@ struct ResNetTrainOptions {
   bool average_bn_stats = true;  // AverageBuffers() before evaluating and saving
   std::string save;             // a .safetensors with torchvision names (parameters and buffers)
   int threads_per_rank = 0;     // OpenMP threads of each rank's kernels; 0: leave as is
-  bool quiet = false;           // no printing (tests)
+  bool quiet = false;           // no printing to stdout (tests)
   std::string log_file;         // rank 0 appends what it prints here too ("": nowhere; written even when quiet)
   std::string metrics_csv;      // rank 0 writes one row per step here ("": none): step,loss,lr,images_per_s,
                                 // ms_per_step,val_loss,val_accuracy (the last two on evaluated steps)

@@ -152,6 +152,14 @@ absl::Status TensorBoardWriter::AddScalar(std::string_view tag, int64_t step, fl
   return WriteRecord(tensorboard::ScalarEvent(tag, step, value, wall_time));
 }
 
+absl::Status TensorBoardWriter::AddScalars(int64_t step, const std::vector<std::pair<std::string, double>>& values,
+                                           double wall_time) {
+  for (const auto& [tag, v] : values) {
+    if (absl::Status s = AddScalar(tag, step, static_cast<float>(v), wall_time); !s.ok()) return s;
+  }
+  return Flush();
+}
+
 absl::Status TensorBoardWriter::Flush() {
   if (std::fflush(file_.get()) != 0) {
     return absl::DataLossError(absl::StrCat("tensorboard: cannot write ", path_, ": ", std::strerror(errno)));

@@ -41,6 +41,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,6 +63,9 @@ class TensorBoardWriter {
   // Buffered until Flush.
   absl::Status AddScalar(std::string_view tag, int64_t step, float value, double wall_time);
   absl::Status Flush();
+  // One step's scalars (tag, value), stamped `wall_time`, then Flush.
+  absl::Status AddScalars(int64_t step, const std::vector<std::pair<std::string, double>>& values,
+                          double wall_time = WallTimeNow());
 
   const std::string& path() const { return path_; }
 

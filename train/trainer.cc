@@ -18,11 +18,12 @@
 #include "autograd/ops.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "train/log_sink.h"
 #include "train/metrics.h"
 #include "train/tensorboard.h"
 #include "train/progress.h"
+#include "train/train_step.h"
 #include "data/token_data.h"
-#include "optim/optim_wrapper.h"
 #include "runtime/cuda/cuda_allocator.h"
 #include "sharding/sharded_model.h"
 #include "runtime/status.h"
@@ -160,22 +161,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
           ": expected them unset, found them set"));
     }
   }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> log(nullptr, &std::fclose);
-  if (lead && !o.log_file.empty()) {
-    log.reset(std::fopen(o.log_file.c_str(), "a"));
-    if (log == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot append to the log ", o.log_file));
-  }
-  auto say = [&](const std::string& s) {
-    if (lead) {
-      if (o.progress_bar) std::fputs("\r\33[2K", stdout);  // over the bar; it is redrawn after the step
-      std::fputs(s.c_str(), stdout);
-      std::fflush(stdout);
-      if (log != nullptr) {
-        std::fputs(s.c_str(), log.get());
-        std::fflush(log.get());
-      }
-    }
-  };
+  ZS_ASSIGN_OR_RETURN(const LogSink log,
+                      LogSink::Open({.lead = lead, .log_file = o.log_file, .progress_bar = o.progress_bar}));
   ZS_RETURN_IF_ERROR(o.lr.Validate());
   ZS_ASSIGN_OR_RETURN(TokenData all, TokenData::Load(o.data));
   if (all.vocab_size() > o.model.vocab_size) {
@@ -185,8 +172,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(TokenData train, all.Split(0.0, 1.0 - o.val_fraction));
   ZS_ASSIGN_OR_RETURN(TokenData val, all.Split(1.0 - o.val_fraction, 1.0));
   const double unigram = train.UnigramEntropy();
-  say(absl::StrFormat("zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
-                      comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
+  log.Line(absl::StrFormat(
+      "zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
+      comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
 
   std::unique_ptr<Allocator> device_allocator;
   if (on_gpu) {
@@ -215,28 +203,29 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ShardingOptions sharding = o.sharding;
   sharding.init_seed = o.seed;
   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
-  say(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
-                      sharded->Plan().ToString()));
+  log.Line(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
+                           sharded->Plan().ToString()));
   // Where each tied parameter lives under the wrap policy (Note [Tied parameters]).
-  for (const TiedPlacement& t : sharded->ties()) say(absl::StrCat("  ", t.ToString(), "\n"));
+  for (const TiedPlacement& t : sharded->ties()) log.Line(absl::StrCat("  ", t.ToString(), "\n"));
   const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
-  ZS_ASSIGN_OR_RETURN(optim::OptimWrapper ow,
-                      optim::OptimWrapper::Create(*sharded, {.optimizer = o.optimizer,
-                                                             .lr = o.lr,
-                                                             .accumulative_counts = static_cast<int>(o.grad_accum_steps),
-                                                             .no_sync = o.no_sync,
-                                                             .clip_grad_max_norm = o.grad_clip,
-                                                             .loss_scaling = scaling,
-                                                             .loss_scaler = o.loss_scaler,
-                                                             .inject_inf_at_step = o.inject_inf_at_step}));
-  optim::ShardedOptimizer& opt = ow.optimizer();
-  optim::LrScheduler& scheduler = ow.scheduler();
-  optim::DynamicLossScaler& scaler = ow.loss_scaler();
+  ZS_ASSIGN_OR_RETURN(TrainStep train_step,
+                      TrainStep::Create(*sharded, {.optimizer = o.optimizer,
+                                                   .lr = o.lr,
+                                                   .accumulative_counts = static_cast<int>(o.grad_accum_steps),
+                                                   .no_sync = o.no_sync,
+                                                   .clip_grad_max_norm = o.grad_clip,
+                                                   .loss_scaling = scaling,
+                                                   .loss_scaler = o.loss_scaler,
+                                                   .inject_inf_at_step = o.inject_inf_at_step},
+                                        &host));
+  optim::ShardedOptimizer& opt = train_step.optim().optimizer();
+  optim::LrScheduler& scheduler = train_step.optim().scheduler();
+  optim::DynamicLossScaler& scaler = train_step.optim().loss_scaler();
   if (sharding.offload.nvme()) {
-    say(absl::StrCat("  rank 0's swap files (NVMe offload):\n    ",
-                     absl::StrReplaceAll(absl::StripSuffix(opt.NvmeSummary(), "\n"), {{"\n", "\n    "}}), "\n"));
+    log.Line(absl::StrCat("  rank 0's swap files (NVMe offload):\n    ",
+                          absl::StrReplaceAll(absl::StripSuffix(opt.NvmeSummary(), "\n"), {{"\n", "\n    "}}), "\n"));
   }
-  if (scaling) say(absl::StrCat("  fp16 dynamic loss scaling: ", o.loss_scaler.ToString(), "\n"));
+  if (scaling) log.Line(absl::StrCat("  fp16 dynamic loss scaling: ", o.loss_scaler.ToString(), "\n"));
 
   TrainSummary s;
   s.unigram_entropy = unigram;
@@ -247,12 +236,12 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (o.resume == "auto") {
       absl::StatusOr<std::string> latest = LatestCheckpoint(o.work_dir);
       dir = latest.ok() ? *latest : "";
-      if (!latest.ok()) say(absl::StrCat("  resume=auto: no checkpoint under ", o.work_dir, ", starting fresh\n"));
+      if (!latest.ok()) log.Line(absl::StrCat("  resume=auto: no checkpoint under ", o.work_dir, ", starting fresh\n"));
     }
     if (!dir.empty()) {
       ZS_ASSIGN_OR_RETURN(LoadResult r, LoadCheckpoint(dir, *sharded, &opt));
       start_step = r.state.step;
-      ow.set_step(start_step);
+      train_step.set_step(start_step);
       if (!r.state.lr_scheduler.empty()) {
         ZS_ASSIGN_OR_RETURN(scheduler, optim::LrScheduler::FromStateDict(r.state.lr_scheduler));
       }
@@ -262,8 +251,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       if (static_cast<int>(r.state.rng_offsets.size()) == comm.size()) {
         gpt->dropout_generator().offset = r.state.rng_offsets[comm.rank()];
       }
-      say(absl::StrFormat("  resumed from %s (%s, saved by %d ranks, %s) at step %d\n", dir,
-                          StateDictTypeName(r.type), r.saved_world_size, r.saved_strategy, start_step));
+      log.Line(absl::StrFormat("  resumed from %s (%s, saved by %d ranks, %s) at step %d\n", dir,
+                               StateDictTypeName(r.type), r.saved_world_size, r.saved_strategy, start_step));
     }
   }
   s.start_step = start_step;
@@ -295,8 +284,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     const double blocked = Now() - t0;
     s.save_blocked_seconds += blocked;
     s.last_checkpoint = dir;
-    say(absl::StrFormat("saved %s (%s%s, training blocked %.1f ms)\n", dir, StateDictTypeName(sd_type),
-                        o.async_save ? ", writing in the background" : "", blocked * 1e3));
+    log.Line(absl::StrFormat("saved %s (%s%s, training blocked %.1f ms)\n", dir, StateDictTypeName(sd_type),
+                             o.async_save ? ", writing in the background" : "", blocked * 1e3));
     return absl::OkStatus();
   };
   const int64_t tokens_per_step = o.batch_size * o.model.block_size * comm.size() * o.grad_accum_steps;
@@ -324,17 +313,14 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   auto write_row = [&](const StepMetrics& r) -> absl::Status {
     if (metrics) ZS_RETURN_IF_ERROR(metrics->Write(r));
     if (!tensorboard) return absl::OkStatus();
-    const double t = WallTimeNow();
-    const auto add = [&](const std::string& tag, double v) { return tensorboard->AddScalar(tag, r.step, v, t); };
-    ZS_RETURN_IF_ERROR(add("train/loss", r.loss));
-    ZS_RETURN_IF_ERROR(add("train/lr", r.lr));
-    ZS_RETURN_IF_ERROR(add("train/tokens_per_s", r.tokens_per_s));
-    ZS_RETURN_IF_ERROR(add("train/ms_per_step", r.ms_per_step));
-    if (r.val_loss) ZS_RETURN_IF_ERROR(add("val/loss", *r.val_loss));
+    std::vector<std::pair<std::string, double>> scalars = {
+        {"train/loss", r.loss}, {"train/lr", r.lr}, {"train/tokens_per_s", r.tokens_per_s},
+        {"train/ms_per_step", r.ms_per_step}};
+    if (r.val_loss) scalars.emplace_back("val/loss", *r.val_loss);
     for (size_t i = 0; i < r.peak_bytes.size(); ++i) {
-      ZS_RETURN_IF_ERROR(add(absl::StrCat("memory/peak_bytes_rank", i), static_cast<double>(r.peak_bytes[i])));
+      scalars.emplace_back(absl::StrCat("memory/peak_bytes_rank", i), static_cast<double>(r.peak_bytes[i]));
     }
-    return tensorboard->Flush();
+    return tensorboard->AddScalars(r.step, scalars);
   };
   const bool writes_rows = metrics.has_value() || tensorboard.has_value();
   int64_t run_peak = 0;
@@ -344,24 +330,20 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nullptr);
     ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
-    double loss_sum = 0;
-    optim::OptimWrapper::Update update;
-    for (int64_t m = 0; m < o.grad_accum_steps; ++m) {
+    ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t m) -> absl::StatusOr<Variable> {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
                                                    .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
                                                    .world_size = comm.size(), .batch_size = o.batch_size,
                                                    .block_size = o.model.block_size}));
       ZS_RETURN_IF_ERROR(OnDevice(b, &device));
       ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
-      ZS_ASSIGN_OR_RETURN(double l, out.loss.value().Item());
-      loss_sum += l;
-      ZS_ASSIGN_OR_RETURN(update, ow.UpdateParams(out.loss));
+      return out.loss;
+    }));
+    const double lr = r.lr;
+    const double loss = r.loss;
+    if (r.skipped) {
+      log.Line(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step, scaler.ToString()));
     }
-    const double lr = update.lr;
-    if (update.skipped) {
-      say(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step, scaler.ToString()));
-    }
-    ZS_ASSIGN_OR_RETURN(double loss, MeanOverRanks(host, loss_sum / o.grad_accum_steps));
     s.losses.push_back(loss);
     if (!o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar) {
       const double ms = (Now() - step_start) * 1000.0;
@@ -377,26 +359,24 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       const int64_t steps_in_window = step == 0 ? 1 : ((step + 1) % o.log_every == 0 ? o.log_every : (step + 1) % o.log_every);
       const double ms = (now - window_start) * 1000.0 / steps_in_window;
       window_start = now;
-      say(absl::StrFormat("step %d loss %.9g lr %.3e %.1f ms/step %.0f tokens/s\n", step, loss, lr, ms,
-                          tokens_per_step / (ms / 1000.0)));
+      log.Line(absl::StrFormat("step %d loss %.9g lr %.3e %.1f ms/step %.0f tokens/s\n", step, loss, lr, ms,
+                               tokens_per_step / (ms / 1000.0)));
     }
     if (o.save_every > 0 && !o.work_dir.empty() && (step + 1) % o.save_every == 0) {
       ZS_RETURN_IF_ERROR(save(step + 1));
     }
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
       ZS_ASSIGN_OR_RETURN(double vl, EvalLoss(*gpt, val, o, comm, host, &device));
-      say(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
+      log.Line(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
       row.val_loss = vl;
       window_start = Now();
     }
     if (lead && o.progress_bar) {
       const double flops = GptTrainFlopsPerToken(o.model, gpt->NumParameters()) * row.tokens_per_s;
-      std::fputs(ProgressLine({.step = step, .steps = o.steps, .loss = loss, .lr = lr,
-                               .tokens_per_s = row.tokens_per_s, .ms_per_step = row.ms_per_step,
-                               .mfu = o.peak_flops > 0 ? flops / o.peak_flops : -1.0,
-                               .peak_bytes = row.peak_bytes}).c_str(),
-                 stdout);
-      std::fflush(stdout);
+      log.Bar(ProgressLine({.step = step, .steps = o.steps, .loss = loss, .lr = lr,
+                            .tokens_per_s = row.tokens_per_s, .ms_per_step = row.ms_per_step,
+                            .mfu = o.peak_flops > 0 ? flops / o.peak_flops : -1.0,
+                            .peak_bytes = row.peak_bytes}));
     }
     if (writes_rows && step + 1 < o.steps) {  // the last row waits for the final validation loss
       ZS_RETURN_IF_ERROR(write_row(row));
@@ -409,11 +389,11 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       if (lead) {
         ZS_RETURN_IF_ERROR(o.shared_trace->WriteJson(o.trace));
       }
-      say(absl::StrCat("trace: ", o.trace, " (", o.shared_trace->size(), " spans)\n"));
+      log.Line(absl::StrCat("trace: ", o.trace, " (", o.shared_trace->size(), " spans)\n"));
     } else {
       const std::string path = comm.size() > 1 ? absl::StrCat(o.trace, ".rank", comm.rank()) : o.trace;
       ZS_RETURN_IF_ERROR(own_trace->WriteJson(path));
-      say(absl::StrCat("trace: ", path, " (one file per rank)\n"));
+      log.Line(absl::StrCat("trace: ", path, " (one file per rank)\n"));
     }
   }
   ZS_RETURN_IF_ERROR(async_saver.Wait());
@@ -422,7 +402,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   }
   s.skipped_steps = scaler.skipped_steps();
   s.final_loss_scale = scaling ? scaler.scale() : 0;
-  if (scaling) say(absl::StrCat("loss scaling: ", scaler.ToString(), "\n"));
+  if (scaling) log.Line(absl::StrCat("loss scaling: ", scaler.ToString(), "\n"));
   s.seconds = Now() - start;
   s.tokens = tokens_per_step * (o.steps - start_step);
   ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm, host, &device));
@@ -431,14 +411,14 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     row.val_loss = s.final_val_loss;
     ZS_RETURN_IF_ERROR(write_row(row));
   }
-  say(absl::StrFormat("final val loss %.6f vs unigram entropy %.4f nats\n", s.final_val_loss, unigram));
+  log.Line(absl::StrFormat("final val loss %.6f vs unigram entropy %.4f nats\n", s.final_val_loss, unigram));
   if (o.sample_tokens > 0 && all.vocab_size() <= 256) {
     std::vector<int64_t> prompt = {'\n'};
     ZS_ASSIGN_OR_RETURN(std::vector<int64_t> text,
                         Generate(*gpt, prompt, o.sample_tokens, o.temperature, o.top_k, o.seed, &device));
     std::string str;
     for (size_t i = 1; i < text.size(); ++i) str.push_back(static_cast<char>(text[i]));
-    say(absl::StrCat("sample (temperature ", o.temperature, ", top-k ", o.top_k, "):\n", str, "\n"));
+    log.Line(absl::StrCat("sample (temperature ", o.temperature, ", top-k ", o.top_k, "):\n", str, "\n"));
   }
   if (!o.save.empty()) {
     ZS_RETURN_IF_ERROR(sharded->SummonFullParams([&]() -> absl::Status {
@@ -447,18 +427,18 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       return WriteSafetensors(o.save, ModelFileTensors(gpt->StateDict(), tied, o.write_tied_once),
                               ModelFileMetadata(tied));
     }, /*writeback=*/false, /*rank0_only=*/true));
-    say(absl::StrCat("saved ", o.save, "\n"));
+    log.Line(absl::StrCat("saved ", o.save, "\n"));
   }
   for (SwapSpace* space : {sharded->param_swap(), opt.swap()}) {
-    if (space != nullptr) say(absl::StrCat("NVMe ", space->ToString(), ": ", space->stats().ToString(), "\n"));
+    if (space != nullptr) log.Line(absl::StrCat("NVMe ", space->ToString(), ": ", space->stats().ToString(), "\n"));
   }
   ZS_ASSIGN_OR_RETURN(Tensor peak, Tensor::Full({1}, static_cast<double>(s.peak_bytes), DType::kF32));
   ZS_RETURN_IF_ERROR(host.AllReduce(peak, ReduceOp::kMax));
-  say(absl::StrFormat("done: %d steps, %d tokens in %.1f s (%.0f tokens/s), final train loss %.6f, "
-                      "peak memory per rank %s (max over ranks %s)\n",
-                      o.steps - start_step, s.tokens, s.seconds, s.tokens / s.seconds,
-                      s.losses.empty() ? 0.0 : s.losses.back(),
-                      FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value()))));
+  log.Line(absl::StrFormat("done: %d steps, %d tokens in %.1f s (%.0f tokens/s), final train loss %.6f, "
+                           "peak memory per rank %s (max over ranks %s)\n",
+                           o.steps - start_step, s.tokens, s.seconds, s.tokens / s.seconds,
+                           s.losses.empty() ? 0.0 : s.losses.back(),
+                           FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value()))));
   if (summary != nullptr && lead) *summary = s;
   return absl::OkStatus();
 }

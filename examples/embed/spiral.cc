@@ -12,8 +12,8 @@
 #include "autograd/ops.h"
 #include "collectives/objects.h"
 #include "kernels/reduce.h"
-#include "optim/optim_wrapper.h"
 #include "sharding/sharded_model.h"
+#include "train/train_step.h"
 #include "runtime/status.h"
 
 namespace zeroshard::example {
@@ -106,8 +106,8 @@ absl::StatusOr<SpiralResult> RunSpiral(const SpiralOptions& o, Communicator& com
   ShardingOptions sharding = o.sharding;
   if (sharding.wrap.kind == WrapPolicy::Kind::kNone) sharding.wrap = WrapPolicy::ByType({"ResBlock"});
   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(model, comm, sharding));
-  // 2. Optimizer, schedule, accumulation and clipping in one wrapper.
-  ZS_ASSIGN_OR_RETURN(optim::OptimWrapper ow, optim::OptimWrapper::Create(*sharded, {
+  // 2. The training step: optimizer, schedule, accumulation and clipping.
+  ZS_ASSIGN_OR_RETURN(TrainStep train_step, TrainStep::Create(*sharded, {
       .optimizer = {.kind = optim::OptimizerKind::kAdamW, .weight_decay = 0.01},
       .lr = {.kind = optim::LrScheduleKind::kCosine, .lr = o.lr, .min_lr = o.lr / 10,
              .warmup_steps = o.steps / 10, .decay_steps = o.steps},
@@ -121,21 +121,18 @@ absl::StatusOr<SpiralResult> RunSpiral(const SpiralOptions& o, Communicator& com
   SpiralResult result;
   const int64_t rows_per_step = o.batch_size * comm.size() * o.accumulation;
   for (int64_t step = 0; step < o.steps; ++step) {
-    double loss = 0;
-    for (int64_t m = 0; m < o.accumulation; ++m) {
+    // 4. One step: the user's forward and loss on each micro-batch; TrainStep does the rest.
+    ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t m) -> absl::StatusOr<Variable> {
       const int64_t first = step * rows_per_step + (m * comm.size() + comm.rank()) * o.batch_size;
       ZS_ASSIGN_OR_RETURN(auto batch, Rows(train, first, o.batch_size));
-      // 4. One micro-batch: the user's forward and loss; the wrapper does the rest.
-      ZS_ASSIGN_OR_RETURN(optim::LogVars logs, optim::TrainStep(*sharded, ow, [&]() -> absl::StatusOr<optim::Losses> {
-        ZS_ASSIGN_OR_RETURN(Variable logits, (*model)(Variable(batch.first)));
-        ZS_ASSIGN_OR_RETURN(Variable ce, ops::CrossEntropy(logits, batch.second));
-        return optim::Losses{{"loss", ce}};
-      }));
-      loss += logs[0].second / o.accumulation;  // "loss", already averaged over ranks
-    }
+      ZS_ASSIGN_OR_RETURN(Variable logits, (*model)(Variable(batch.first)));
+      return ops::CrossEntropy(logits, batch.second);
+    }));
+    const double loss = r.loss;  // the mean over micro-batches and ranks
     result.losses.push_back(loss);
     if (o.log_every > 0 && comm.rank() == 0 && ((step + 1) % o.log_every == 0 || step == 0)) {
-      std::printf("%s step %ld loss %.6f lr %.2e\n", run.c_str(), static_cast<long>(step), loss, ow.lr());
+      std::printf("%s step %ld loss %.6f lr %.2e\n", run.c_str(), static_cast<long>(step), loss,
+                  train_step.optim().lr());
     }
   }
   // 5. Validation: each rank scores a strided part of the set; exact counts are summed.
@@ -144,7 +141,7 @@ absl::StatusOr<SpiralResult> RunSpiral(const SpiralOptions& o, Communicator& com
   double correct = 0, loss_sum = 0;
   for (int64_t i = 0; i < mine; ++i) {
     ZS_ASSIGN_OR_RETURN(auto row, Rows(val, comm.rank() + i * comm.size(), 1));
-    ZS_ASSIGN_OR_RETURN(optim::Losses out, optim::ValStep(*sharded, [&]() -> absl::StatusOr<optim::Losses> {
+    ZS_ASSIGN_OR_RETURN(optim::Losses out, ValStep(*sharded, [&]() -> absl::StatusOr<optim::Losses> {
       ZS_ASSIGN_OR_RETURN(Variable logits, (*model)(Variable(row.first)));
       ZS_ASSIGN_OR_RETURN(Variable ce, ops::CrossEntropy(logits, row.second));
       return optim::Losses{{"logits", logits}, {"loss", ce}};

@@ -1,6 +1,7 @@
 // OptimWrapper's contract pieces that training runs do not reach: parse_losses
 // (SumLosses), MeanOverRanks, and the option errors. Accumulation, clipping,
-// loss scaling and skipped steps are exercised end to end by
+// loss scaling and skipped steps are exercised through TrainStep by
+// //tests/train:train_step_test (closed forms) and end to end by
 // //tests/examples:embed_test and //tests/train:train_gpt_test.
 #include "optim/optim_wrapper.h"
 

@@ -7,7 +7,7 @@ Prints, per ResNet-18 convolution shape at batch N and 224x224 (conv_bench's tab
 forward, input-gradient and weight-gradient GFLOP/s (FLOPs counted as conv_bench
 counts them: 2 N O OH OW C KH KW each), then the images/s of the two ResNet training
 steps conv_bench times (forward, cross-entropy, backward, SGD momentum 0.9; fp32;
-CIFAR stem at 32x32: the train_resnet default widths 16-128 depths 1 at batch 32, and
+CIFAR stem at 32x32: the examples/configs/resnet.json default widths 16-128 depths 1 at batch 32, and
 the ResNet-18 layout at batch 16).
 
 Settings, for torch at its best: each row runs with torch.set_num_threads(t) for every
@@ -80,7 +80,7 @@ def conv_table(n, image, min_time):
 
 
 class CifarResNet(nn.Module):
-    """torchvision's ResNet with a 3x3 stride-1 conv1 and no max-pool (train_resnet's cifar stem)."""
+    """torchvision's ResNet with a 3x3 stride-1 conv1 and no max-pool (the vision job's cifar stem)."""
 
     def __init__(self, widths, depths, classes=10):
         super().__init__()
@@ -143,7 +143,7 @@ def main():
               f"load average {' '.join(load)}")
         conv_table(a.batch, a.image, a.min_time)
         print("ResNet training steps (forward, backward, SGD; fp32; CIFAR stem, 32x32):")
-        step_row("train_resnet default (16-128 wide, 32x32)", [16, 32, 64, 128], [1, 1, 1, 1], 32, 2 * a.min_time)
+        step_row("resnet.json default (16-128 wide, 32x32)", [16, 32, 64, 128], [1, 1, 1, 1], 32, 2 * a.min_time)
         step_row("ResNet-18 layout, CIFAR stem, 32x32", [64, 128, 256, 512], [2, 2, 2, 2], 16, 2 * a.min_time)
 
 

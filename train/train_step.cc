@@ -1,0 +1,89 @@
+#include "train/train_step.h"
+
+#include <utility>
+
+#include "autograd/grad_mode.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+using autograd::Variable;
+
+absl::StatusOr<TrainStep> TrainStep::Create(ShardedModel& model, const optim::OptimWrapperOptions& options,
+                                            Communicator* host) {
+  ZS_ASSIGN_OR_RETURN(optim::OptimWrapper ow, optim::OptimWrapper::Create(model, options));
+  return TrainStep(std::move(ow), host != nullptr ? *host : model.world());
+}
+
+absl::StatusOr<StepResult> TrainStep::Run(const Forward& forward) {
+  StepResult r;
+  r.step = optim_.step();
+  const int a = optim_.options().accumulative_counts;
+  double loss_sum = 0;
+  optim::OptimWrapper::Update update;
+  for (int64_t m = 0; m < a; ++m) {
+    ZS_ASSIGN_OR_RETURN(Variable loss, forward(m));
+    ZS_ASSIGN_OR_RETURN(double l, loss.value().Item());
+    loss_sum += l;
+    ZS_ASSIGN_OR_RETURN(update, optim_.UpdateParams(loss));
+  }
+  r.lr = update.lr;
+  r.skipped = update.skipped;
+  r.grad_norm = update.skipped ? 0 : update.grad_norm;
+  r.loss_scale = optim_.loss_scaling() ? optim_.loss_scaler().scale() : 0;
+  // The global mean: one f32 all-reduce of each rank's mean over its micro-batches.
+  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, loss_sum / a, DType::kF32));
+  ZS_RETURN_IF_ERROR(host_->AllReduce(t, ReduceOp::kAvg));
+  ZS_ASSIGN_OR_RETURN(r.loss, t.Item());
+  return r;
+}
+
+namespace {
+
+// The 0-d entries of `outputs` as (name, value).
+absl::StatusOr<optim::LogVars> Scalars(const optim::Losses& outputs) {
+  optim::LogVars logs;
+  for (const auto& [name, v] : outputs) {
+    if (v.defined() && v.numel() == 1) {
+      ZS_ASSIGN_OR_RETURN(double x, v.value().Item());
+      logs.emplace_back(name, x);
+    }
+  }
+  return logs;
+}
+
+absl::StatusOr<optim::Losses> EvalForward(ShardedModel& model,
+                                          const std::function<absl::StatusOr<optim::Losses>()>& forward,
+                                          optim::LogVars* logs) {
+  nn::Module& m = model.module();
+  const bool was_training = m.is_training();
+  m.Eval();
+  absl::StatusOr<optim::Losses> out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = forward();
+  }
+  m.Train(was_training);
+  if (!out.ok()) return out.status();
+  if (logs != nullptr) {
+    ZS_ASSIGN_OR_RETURN(optim::LogVars local, Scalars(*out));
+    ZS_ASSIGN_OR_RETURN(*logs, optim::MeanOverRanks(model.world(), std::move(local)));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<optim::Losses> ValStep(ShardedModel& model,
+                                      const std::function<absl::StatusOr<optim::Losses>()>& forward,
+                                      optim::LogVars* logs) {
+  return EvalForward(model, forward, logs);
+}
+
+absl::StatusOr<optim::Losses> TestStep(ShardedModel& model,
+                                       const std::function<absl::StatusOr<optim::Losses>()>& forward,
+                                       optim::LogVars* logs) {
+  return EvalForward(model, forward, logs);
+}
+
+}  // namespace zeroshard
