@@ -48,6 +48,9 @@
 // and whatever world size, strategy and wrap policy saved it. Parameters are
 // found by name (after `revise_keys`), never by position.
 //
+// The code: save.cc, load.cc, state_dict.cc and checkpoint_dir.cc, one question
+// each (checkpoint_internal.h lists them).
+//
 // Integrity: files are written under a temporary directory and the directory
 // is renamed into place only when complete (checkpoint.json is written last),
 // so a crash mid-save never damages an earlier checkpoint. Every file's

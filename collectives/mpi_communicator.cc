@@ -1,3 +1,6 @@
+// The MPI backend of Communicator (mpi_communicator.h). Kept in one file (issue 19):
+// the Exchange (point-to-point transfers, handshakes, chunking) and the collective
+// algorithms built on it share its private thresholds and are read together.
 #include "collectives/mpi_communicator.h"
 
 #include <sched.h>

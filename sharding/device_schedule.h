@@ -1,7 +1,7 @@
 // DeviceSchedule: how a ShardedModel orders its work on a GPU - the compute
 // stream, collectives ordered by events, the limit_all_gathers rate limiter,
 // and offload copies on a copy stream - kept in one place apart from the
-// unit bookkeeping of sharded_model.cc. On the CPU every call is the plain
+// unit bookkeeping of sharded_model.h (hooks.cc). On the CPU every call is the plain
 // blocking form (a host communicator's Work waited on, a synchronous copy), so
 // the sharded model runs the same code on both.
 //

@@ -48,6 +48,15 @@
 // during backward, where its pre-forward hook finds (or makes) the gather the
 // backward needs anyway; no second all-gather.
 //
+// Where the code is: ShardedModel's member functions live in one file per question.
+//   sharded_model.cc    the class: Create, its lifetime, SummonFullParams, AverageBuffers, ToString
+//   unit_builder.cc     module tree + wrap policy -> units: Build, tie placement, frozen split, InitShards
+//   hooks.cc            the schedule: forward and backward hooks, gather, reshard, prefetch
+//   frozen.cc           when a unit's frozen bytes may go (Note [Frozen parameters])
+//   gradients.cc        gradient shards: reduction, no_sync, ZeroGrad, overflow, scaling, clipping
+//   memory_plan.{h,cc}  MemoryPlan and Plan()
+//   offload.cc          where master shards rest: the NVMe swap file, WithShard, shard prefetch
+//
 // Note [NVMe offload] (ZeRO-Infinity; OffloadPolicy's nvme_* fields): each
 // rank keeps a swap file per kind of state under the NVMe path, one region
 // per unit (runtime/nvme/swap_space.h), and a few host buffers to swap them
@@ -131,6 +140,7 @@
 #include "runtime/nvme/swap_space.h"
 #include "sharding/device_schedule.h"
 #include "sharding/flat_parameter.h"
+#include "sharding/memory_plan.h"
 #include "sharding/sharding_options.h"
 #include "runtime/trace.h"
 
@@ -219,21 +229,6 @@ struct ShardedUnit {
   int64_t reduce_scatter_numel = 0;  // flat-gradient elements this rank reduced (reduce-scatter; all-reduce under SHARD_OPTIMIZER); for tests
   // Trace timestamps (microseconds of the TraceRecorder).
   double forward_start_us = 0, backward_start_us = 0, gather_issue_us = 0, reduce_issue_us = 0;
-};
-
-// Bytes a rank holds, planned from the layout and measured from its allocator.
-struct MemoryPlan {
-  int64_t sharded_params = 0;   // f32 master shards (device bytes: none when offloaded)
-  int64_t sharded_grads = 0;    // gradient shards (f32, or reduce_dtype with keep_low_precision_grads)
-  int64_t optimizer_state = 0;  // what the optimizer will add (AdamW: 2 x f32 shard)
-  int64_t gathered_peak = 0;    // gathered parameters + flat gradients at the worst moment
-  // SHARD_OPTIMIZER: the whole gradient every rank keeps (grad shards are
-  // views of it, so sharded_grads is 0); Note [Replicated gradients].
-  int64_t replicated_grads = 0;
-  int64_t total() const {
-    return sharded_params + sharded_grads + optimizer_state + gathered_peak + replicated_grads;
-  }
-  std::string ToString() const;
 };
 
 class ShardedModel {
@@ -344,12 +339,21 @@ class ShardedModel {
  private:
   ShardedModel(std::shared_ptr<nn::Module> root, Communicator& world, ShardingOptions options,
                Allocator* allocator, Allocator* host_allocator);
+  // True when the gathered buffer can be the shard itself (nothing to gather or cast).
+  static bool Aliased(const ShardedUnit& u, const ShardingOptions& o);
+  // Where small collective operands (flags, norms) live: the communicator's device.
+  Allocator* CommAllocator() { return world_.device().is_cpu() ? DefaultCpuAllocator() : allocator_; }
+
+  // unit_builder.cc
   absl::Status Build();
+  absl::Status InitShards(ShardedUnit& unit);
+
+  // offload.cc
   // The parameter swap file for the units beyond max_in_cpu (nvme_params).
   absl::Status CreateParamSwap();
-  absl::Status InitShards(ShardedUnit& unit);
-  absl::Status InstallHooks(ShardedUnit& unit);
 
+  // hooks.cc
+  absl::Status InstallHooks(ShardedUnit& unit);
   // Starts the unit's all-gather (and its frozen part's) unless it is gathered or gathering.
   absl::Status StartGather(ShardedUnit& unit);
   absl::Status StartGatherOne(ShardedUnit& unit);
@@ -364,22 +368,23 @@ class ShardedModel {
   // Starts prefetching `unit` if the in-flight limit allows.
   absl::Status Prefetch(ShardedUnit* unit);
   int GatheredCount() const;
-  // Where small collective operands (flags, norms) live: the communicator's device.
-  Allocator* CommAllocator() { return world_.device().is_cpu() ? DefaultCpuAllocator() : allocator_; }
   ShardedUnit* NextInForwardOrder(const ShardedUnit& unit);
   ShardedUnit* NextInBackwardOrder(const ShardedUnit& unit);
-
   absl::Status OnPreForward(ShardedUnit& unit);
   absl::Status OnPostForward(ShardedUnit& unit, std::vector<autograd::Variable>& outputs);
   absl::Status OnPreBackward(ShardedUnit& unit);
   // Note [Tied parameters]: the units holding the tied parameters `unit` uses are gathered.
   absl::Status CheckTiedHolders(const ShardedUnit& unit, const char* when) const;
   absl::Status OnGradLanded(ShardedUnit& unit);
-  absl::Status ReduceUnit(ShardedUnit& unit);
+
+  // frozen.cc
   // Note [Frozen parameters]: hooks on the gradients of the unit's forward
   // inputs, and the frozen bytes freed once nothing in backward can read them.
   void WatchInputs(ShardedUnit& unit);
   absl::Status MaybeFreeFrozen(ShardedUnit& unit);
+
+  // gradients.cc
+  absl::Status ReduceUnit(ShardedUnit& unit);
   // Allocates the unit's gradient shard (a slice of replicated_grad under SHARD_OPTIMIZER).
   absl::Status InitGradShard(ShardedUnit& unit, Allocator* grad_home);
   // What ZeroGrad and scaling act on: replicated_grad when defined, else grad_shard.

@@ -14,7 +14,7 @@ OUT=build/fuzz
 mkdir -p "$OUT"
 ABSL_LIBS=$(grep -o '"-labsl_[a-z_]*"' third_party/system/BUILD.absl | tr -d '"' | tr '\n' ' ')
 FLAGS=(-std=c++20 -g -O1 -fopenmp -fsanitize=fuzzer,address,undefined -I. -DZS_FUZZING)
-RUNTIME=(runtime/tensor.cc runtime/dtype.cc runtime/storage.cc runtime/allocator.cc runtime/device.cc)
+RUNTIME=(runtime/tensor.cc runtime/tensor_copy.cc runtime/dtype.cc runtime/storage.cc runtime/allocator.cc runtime/device.cc)
 
 build() {  # name sources...
   local name="$1"; shift

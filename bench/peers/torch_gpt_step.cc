@@ -12,6 +12,8 @@
 //
 // Built only where libtorch is installed (`make bench-peers`); zeroshard never links it.
 // Run at its best: see docs/peers.md (OpenBLAS with OPENBLAS_CORETYPE=SkylakeX, threads).
+// Kept in one file (issue 19): a peer is one self-contained program, built only against
+// libtorch, whose model, optimizers and timing are read side by side.
 //
 //   torch_gpt_step --n_layer=4 --n_head=4 --n_embd=256 --block_size=128 --vocab_size=256
 //                  --batch_size=8 --steps=20 --warmup=3 --threads=1

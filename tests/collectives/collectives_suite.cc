@@ -1,3 +1,5 @@
+// The backend-independent collectives suite (collectives_suite.h). Kept in one file
+// (issue 19): it is the one list of cases every backend instantiates and must pass.
 #include "tests/collectives/collectives_suite.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // The caching allocator's bookkeeping on CPU, over a fake backing: host memory
 // with an optional device size, and events that complete only when the test
 // finishes their stream (or the allocator waits on them).
+// Kept in one file (issue 19): one library's cases, most of them over the FakeBacking below.
 #include "runtime/cuda/caching_allocator.h"
 
 #include <gtest/gtest.h>

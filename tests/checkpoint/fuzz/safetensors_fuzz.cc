@@ -4,7 +4,7 @@
 //   - under Bazel (GCC) into //tests/checkpoint:safetensors_fuzz_test, a gtest that
 //     runs this target over seed inputs, so it always compiles and runs in CI;
 //   - by hand with clang's libFuzzer (issue 7 adds `make fuzz`): compile this file,
-//     checkpoint/safetensors.cc and runtime/{tensor,dtype,storage,allocator,device}.cc
+//     checkpoint/safetensors.cc and runtime/{tensor,tensor_copy,dtype,storage,allocator,device}.cc
 //     with `clang++ -std=c++20 -g -O1 -fopenmp -fsanitize=fuzzer,address,undefined -I.`,
 //     link the -labsl_* libraries of third_party/system/BUILD.absl, and run it as
 //     `st_fuzz -max_total_time=60 -max_len=4096 CORPUS_DIR` (seeds: tests/checkpoint/testdata).

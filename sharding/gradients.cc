@@ -1,0 +1,186 @@
+// Part of ShardedModel (sharded_model.h): gradient shards. Where they live
+// (InitGradShard, GradStorage; Note [Replicated gradients]), how a unit's
+// flat gradient is reduced into them (ReduceUnit, FinishBackward, and no_sync:
+// NoSync() keeps the flat gradients instead), and what a step does to them
+// (ZeroGrad, GradientsOverflowed, ScaleGradients, ClipGradNorm).
+#include "sharding/sharded_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+#include "runtime/status.h"
+
+namespace zeroshard {
+
+// ================================================================ where gradient shards live
+
+absl::Status ShardedModel::InitGradShard(ShardedUnit& unit, Allocator* grad_home) {
+  const FlatParameter& flat = unit.flat;
+  unit.grad_dtype = options_.mixed_precision.keep_low_precision_grads ? unit.reduce_dtype : DType::kF32;
+  if (!options_.ReplicatesGradients()) {
+    ZS_ASSIGN_OR_RETURN(unit.grad_shard, Tensor::Zeros({flat.shard_numel()}, unit.grad_dtype, grad_home));
+    return absl::OkStatus();
+  }
+  // Note [Replicated gradients]: the whole gradient, the shard a view of it.
+  ZS_ASSIGN_OR_RETURN(unit.replicated_grad, Tensor::Zeros({flat.padded_numel()}, unit.grad_dtype, grad_home));
+  ZS_ASSIGN_OR_RETURN(unit.grad_shard, unit.replicated_grad.Narrow(0, flat.shard_offset(), flat.shard_numel()));
+  return absl::OkStatus();
+}
+
+const Tensor& ShardedModel::GradStorage(const ShardedUnit& unit) {
+  return unit.replicated_grad.defined() ? unit.replicated_grad : unit.grad_shard;
+}
+
+// ================================================================ reduction
+
+absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
+  if (unit.reduced) return absl::OkStatus();
+  unit.reduced = true;
+  if (trace_ != nullptr) {
+    unit.reduce_issue_us = trace_->NowUs();
+    trace_->AddSpan("backward " + unit.name, "compute", 2 * world_.rank(), unit.backward_start_us,
+                    unit.reduce_issue_us);
+  }
+  if (sync_gradients_ && !unit.frozen() && options_.ReplicatesGradients()) {
+    // Note [Replicated gradients]: every rank gets the whole averaged gradient.
+    unit.reduce_scatter_numel += unit.full_grad.numel();
+    ZS_ASSIGN_OR_RETURN(unit.reduce_work, shard_group_->AllReduceAsync(unit.full_grad, unit.full_grad, ReduceOp::kAvg,
+                                                                       schedule_->Collective()));
+    reduce_order_.push_back(&unit);
+  } else if (sync_gradients_ && !unit.frozen()) {
+    unit.reduce_scatter_numel += unit.full_grad.numel();
+    ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full_grad.Narrow(0, unit.flat.shard_offset(),
+                                                           unit.flat.shard_numel()));
+    ZS_ASSIGN_OR_RETURN(unit.reduce_work,
+                        shard_group_->ReduceScatterAsync(unit.full_grad, mine, ReduceOp::kAvg,
+                                                         schedule_->Collective()));
+    reduce_order_.push_back(&unit);
+  }
+  if (options_.backward_prefetch == BackwardPrefetch::kBackwardPost) {
+    ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
+  }
+  // Every parameter gradient has landed, so nothing in this backward reads the
+  // unit's (trainable) parameters again. Frozen ones may still be read: a frozen
+  // part and a unit with nothing to train wait for the end (Note [Frozen parameters]).
+  if (!unit.is_root && !unit.frozen()) {
+    ZS_RETURN_IF_ERROR(ReshardOne(unit));
+  }
+  return MaybeFreeFrozen(unit);
+}
+
+absl::Status ShardedModel::FinishBackward() {
+  callback_queued_ = false;
+  for (auto& u : units_) {
+    if (u->backward_started && !u->reduced) ZS_RETURN_IF_ERROR(ReduceUnit(*u));  // unused parameters
+  }
+  for (ShardedUnit* u : reduce_order_) {
+    const double wait_start = trace_ ? trace_->NowUs() : 0;
+    ZS_RETURN_IF_ERROR(schedule_->Await(*u->reduce_work));
+    u->reduce_work.reset();
+    if (trace_ != nullptr) {
+      const double now = trace_->NowUs();
+      const std::string what = options_.ReplicatesGradients() ? "all-reduce " : "reduce-scatter ";
+      trace_->AddSpan("wait " + what + u->name, "wait", 2 * world_.rank(), wait_start, now);
+      trace_->AddSpan(what + u->name, "comm", 2 * world_.rank() + 1, u->reduce_issue_us, now);
+    }
+    // SHARD_OPTIMIZER: the whole reduced gradient into replicated_grad
+    // (Note [Replicated gradients]); else this rank's slice into grad_shard.
+    Tensor mine = u->full_grad;
+    const Tensor& dst = GradStorage(*u);
+    if (!options_.ReplicatesGradients()) {
+      ZS_ASSIGN_OR_RETURN(mine, u->full_grad.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
+    }
+    if (replica_group_->size() > 1) {
+      ZS_RETURN_IF_ERROR(replica_group_->AllReduce(mine, ReduceOp::kAvg, schedule_->Collective()));
+    }
+    if (dst.device() != mine.device()) {  // gradients offloaded to the host
+      ZS_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty({mine.numel()}, mine.dtype(), dst.allocator()));
+      ZS_RETURN_IF_ERROR(schedule_->Copy(host, mine));
+      mine = host;
+    }
+    ZS_RETURN_IF_ERROR(Add(dst, mine, dst));
+  }
+  reduce_order_.clear();
+  for (auto& u : units_) {
+    if (!u->backward_started) continue;
+    if (sync_gradients_) {
+      u->full_grad = Tensor();
+      for (const FlatParamSlot& p : u->flat.params()) p.var.reset_grad();
+    }
+    ZS_RETURN_IF_ERROR(Reshard(*u));
+    u->backward_started = false;
+    u->reduced = false;
+    u->recomputed = false;
+    u->landed = 0;
+  }
+  return absl::OkStatus();
+}
+
+// ================================================================ what a step does to them
+
+absl::Status ShardedModel::ZeroGrad() {
+  for (auto& u : units_) {
+    if (u->frozen()) continue;
+    ZS_RETURN_IF_ERROR(GradStorage(*u).Fill(0.0));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ShardedModel::GradientsOverflowed() {
+  double bad = 0;
+  for (auto& u : units_) {
+    if (u->frozen()) continue;
+    // An Inf or NaN anywhere makes the (double) sum non-finite.
+    ZS_ASSIGN_OR_RETURN(double sum, SumAll(u->grad_shard));
+    if (!std::isfinite(sum)) bad = 1;
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor flag, Tensor::Full({1}, bad, DType::kF32, CommAllocator()));
+  ZS_RETURN_IF_ERROR(world_.AllReduce(flag, ReduceOp::kMax));
+  ZS_ASSIGN_OR_RETURN(double any, flag.Item());
+  return any > 0;
+}
+
+absl::Status ShardedModel::ScaleGradients(double factor) {
+  for (auto& u : units_) {
+    if (!u->frozen()) ZS_RETURN_IF_ERROR(Affine(GradStorage(*u), factor, 0.0, GradStorage(*u)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_type) {
+  const bool inf = std::isinf(norm_type);
+  if (!inf && norm_type != 2.0) {
+    return absl::InvalidArgumentError(absl::StrCat("ClipGradNorm: norm_type ", norm_type,
+                                                   ", expected 2 or infinity"));
+  }
+  double local = 0;
+  for (auto& u : units_) {
+    if (u->frozen()) continue;
+    if (inf) {
+      ZS_ASSIGN_OR_RETURN(Tensor a, Unary(UnaryOp::kAbs, u->grad_shard));
+      ZS_ASSIGN_OR_RETURN(Tensor m, Max(a, 0));
+      local = std::max(local, m.Item().value());
+    } else {
+      ZS_ASSIGN_OR_RETURN(double ss, SumOfSquares(u->grad_shard));
+      local += ss;
+    }
+  }
+  // The shard group holds the whole gradient between its ranks (replicas hold copies).
+  ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, local, DType::kF32, CommAllocator()));
+  ZS_RETURN_IF_ERROR(shard_group_->AllReduce(t, inf ? ReduceOp::kMax : ReduceOp::kSum));
+  ZS_ASSIGN_OR_RETURN(double total, t.Item());
+  const double norm = inf ? total : std::sqrt(total);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    for (auto& u : units_) {
+      if (!u->frozen()) ZS_RETURN_IF_ERROR(Affine(GradStorage(*u), coef, 0.0, GradStorage(*u)));
+    }
+  }
+  return norm;
+}
+
+}  // namespace zeroshard
