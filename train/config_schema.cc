@@ -15,13 +15,8 @@ namespace zeroshard {
 namespace config_schema_internal {
 namespace {
 
-using config_internal::Above;
-using config_internal::AtLeast;
-using config_internal::IsResNet;
-using config_internal::OptimizerOf;
-using config_internal::ScheduleOf;
-using config_internal::Section;
-
+// The field table in its order (the order of docs/config.md and of the
+// resolved JSON); the strategy rows are in config_schema_strategy.cc.
 std::vector<ConfigField> MakeFields() {
   const Range unit_open{.min = 0, .max = 1, .max_open = true};
   std::vector<ConfigField> t = {
@@ -230,7 +225,7 @@ std::vector<ConfigField> MakeFields() {
           .Ref([](auto& c) -> auto& { return c.train.loss_scaler.scale_factor; })
           .Help("the factor the scale grows and drops by").Example("4.0")),
   };
-  AppendStrategyFields(&t);
+  AppendStrategyFields(&t);  // strategy.*: config_schema_strategy.cc
   std::vector<ConfigField> rest = {
       // ---------------------------------------------------------------- checkpoint
       Sec("checkpoint", "weights in and out, checkpoints under work_dir/experiment_name"),

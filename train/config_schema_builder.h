@@ -22,8 +22,14 @@
 
 namespace zeroshard::config_schema_internal {
 
+using config_internal::Above;
+using config_internal::AtLeast;
+using config_internal::IsResNet;
 using config_internal::kNoMax;
+using config_internal::OptimizerOf;
 using config_internal::Range;
+using config_internal::ScheduleOf;
+using config_internal::Section;
 using Json = nlohmann::json;
 // What a row's get() returns: key order kept (cpu_offload's object reads params, grads, optimizer).
 using OJson = nlohmann::ordered_json;

@@ -14,13 +14,6 @@
 
 namespace zeroshard::config_schema_internal {
 
-using config_internal::Above;
-using config_internal::AtLeast;
-using config_internal::IsResNet;
-using config_internal::OptimizerOf;
-using config_internal::ScheduleOf;
-using config_internal::Section;
-
 // strategy: PyTorch FSDP's (and Lightning's FSDPStrategy's) names.
 void AppendStrategyFields(std::vector<ConfigField>* t) {
   using config_internal::ReadNvmePath;
