@@ -107,7 +107,7 @@ inline UnicodeClass ClassAt(const unsigned char* p, const unsigned char* end, in
 //    character, which is S); with n == 1 it fails and `\s+` takes the one character.
 //    The last character is then matched on its own: a space joins the word after it
 //    (the second case), any other S character is a pre-token alone.
-// So "a  \n b" is "a", "  ", "\n", " b" and "x   y" is "x", "  ", " y".
+// So "a  \n b" is "a", "  \n", " b"; "x   y" is "x", "  ", " y"; " \t x\n\n" is " \t", " x", "\n\n".
 template <typename Emit>
 void ForEachPreToken(absl::string_view text, Emit&& emit) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
