@@ -477,6 +477,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Bpe>> Gpt2Bpe::FromText(absl::string_view enc
     return absl::InvalidArgumentError(absl::StrCat(vocab_bpe_name, " line 1: expected \"#version: 0.2\", found ",
                                                    line_no == 0 ? std::string("an empty file") : Quote(line)));
   }
+  t->byte_pair_merges_.assign(256 * 256, Merge{INT32_MAX, -1});
   absl::flat_hash_map<uint64_t, int64_t> line_of;  // pair -> its line, for the duplicate message
   while (next_line(&line)) {
     const std::string where = absl::StrCat(vocab_bpe_name, " line ", line_no);
@@ -516,6 +517,10 @@ absl::StatusOr<std::unique_ptr<Gpt2Bpe>> Gpt2Bpe::FromText(absl::string_view enc
     }
     const int32_t rank = static_cast<int32_t>(t->merge_by_rank_.size());
     t->merges_.emplace(key, Merge{rank, ids[2]});
+    if (left.size() == 1 && right.size() == 1) {
+      t->byte_pair_merges_[static_cast<unsigned char>(left[0]) * 256 + static_cast<unsigned char>(right[0])] =
+          Merge{rank, ids[2]};
+    }
     t->merge_by_rank_.push_back({ids[0], ids[1], ids[2]});
   }
   return t;
@@ -573,36 +578,62 @@ void Gpt2Bpe::MergeWord(absl::string_view word, std::vector<int32_t>* out) const
   }
 }
 
-// GPT-2's loop as written: find the adjacent pair of lowest rank, merge each of its
-// occurrences left to right (an occurrence that overlaps the one before is skipped:
-// "aaa" with the merge "a a" gives "aa", "a"), repeat until no pair has a merge.
+// GPT-2's loop: find the adjacent pair of lowest rank, merge each of its occurrences
+// left to right (an occurrence that overlaps the one before is skipped: "aaa" with the
+// merge "a a" gives "aa", "a"), repeat until no pair has a merge. The rank of each
+// adjacent pair is kept in ranks[] and looked up again only beside a merged symbol;
+// ranks are unique to their pair, so the occurrences are where ranks[i] is the lowest.
 void Gpt2Bpe::MergeWordByScan(absl::string_view word, std::vector<int32_t>* out) const {
-  absl::InlinedVector<int32_t, 64> syms(word.size());
-  for (size_t i = 0; i < word.size(); ++i) syms[i] = byte_token_[static_cast<unsigned char>(word[i])];
-  size_t n = syms.size();
+  size_t n = word.size();
+  absl::InlinedVector<int32_t, 32> syms(n), ranks(n), merged(n), from(n);
+  for (size_t i = 0; i < n; ++i) syms[i] = byte_token_[static_cast<unsigned char>(word[i])];
+  auto look_up = [&](size_t i) {  // the pair (syms[i], syms[i + 1])
+    auto it = merges_.find(PairKey(syms[i], syms[i + 1]));
+    ranks[i] = it == merges_.end() ? INT32_MAX : it->second.rank;
+    merged[i] = it == merges_.end() ? -1 : it->second.id;
+  };
+  for (size_t i = 0; i + 1 < n; ++i) {  // pairs of bytes: the dense table, no hashing
+    const Merge& m = byte_pair_merges_[static_cast<unsigned char>(word[i]) * 256 + static_cast<unsigned char>(word[i + 1])];
+    ranks[i] = m.rank;
+    merged[i] = m.id;
+  }
   while (n > 1) {
-    int32_t best_rank = INT32_MAX;
-    int32_t left = 0, right = 0, merged = 0;
+    int32_t best = INT32_MAX;
+    size_t first = 0;
     for (size_t i = 0; i + 1 < n; ++i) {
-      auto it = merges_.find(PairKey(syms[i], syms[i + 1]));
-      if (it != merges_.end() && it->second.rank < best_rank) {
-        best_rank = it->second.rank;
-        left = syms[i];
-        right = syms[i + 1];
-        merged = it->second.id;
+      if (ranks[i] < best) {
+        best = ranks[i];
+        first = i;
       }
     }
-    if (best_rank == INT32_MAX) break;
-    size_t w = 0;
-    for (size_t i = 0; i < n;) {
-      if (i + 1 < n && syms[i] == left && syms[i + 1] == right) {
-        syms[w++] = merged;
+    if (best == INT32_MAX) break;
+    const int32_t id = merged[first];
+    // Compact in place; from[w] is the old position of an unmerged symbol, -1 for a
+    // merged one. Positions before `first` keep their symbols and ranks.
+    size_t w = first;
+    for (size_t i = first; i < n; ++w) {
+      if (i + 1 < n && ranks[i] == best) {
+        syms[w] = id;
+        from[w] = -1;
         i += 2;
       } else {
-        syms[w++] = syms[i++];
+        syms[w] = syms[i];
+        from[w] = static_cast<int32_t>(i);
+        i += 1;
       }
     }
     n = w;
+    // Two unmerged neighbours were neighbours before (nothing was merged between
+    // them): their rank is still in ranks[from], at or after w, not yet overwritten.
+    if (first > 0) look_up(first - 1);
+    for (size_t v = first; v + 1 < n; ++v) {
+      if (from[v] >= 0 && from[v + 1] >= 0) {
+        ranks[v] = ranks[from[v]];
+        merged[v] = merged[from[v]];
+      } else {
+        look_up(v);
+      }
+    }
   }
   out->insert(out->end(), syms.begin(), syms.begin() + n);
 }

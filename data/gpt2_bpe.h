@@ -104,6 +104,9 @@ class Gpt2Bpe final : public Tokenizer {
     int32_t left, right, id;
   };
   std::vector<RankedMerge> merge_by_rank_;  // rank -> the merge
+  // The merges of two one-byte tokens by (first byte * 256 + second byte), rank
+  // INT32_MAX where there is none: a word's first pairs without hashing.
+  std::vector<Merge> byte_pair_merges_;
   int32_t eot_token_ = -1;
   // Per-word cache: pre-token bytes -> [offset, offset + length) in cache_ids_.
   absl::flat_hash_map<std::string, std::pair<uint32_t, uint32_t>> cache_;
