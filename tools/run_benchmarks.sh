@@ -7,7 +7,7 @@
 set -uo pipefail
 
 bin=./bazel-bin/bench
-suites="${BENCH:-kernels,optim,step,collectives,checkpoint,conv}"
+suites="${BENCH:-kernels,optim,step,collectives,checkpoint,conv,tokenizer}"
 mpirun_flags=(--oversubscribe --bind-to none)
 [[ "$(id -u)" == 0 ]] && mpirun_flags+=(--allow-run-as-root)
 failed=()
@@ -36,7 +36,8 @@ for s in ${suites//,/ }; do
       ;;
     checkpoint) run checkpoint "$bin/checkpoint_bench" ;;
     conv) run conv "$bin/conv_bench" --threads=1,2 ;;
-    *) echo "run_benchmarks: unknown suite \"$s\" (expected kernels, optim, step, collectives, checkpoint, conv)" >&2; exit 2 ;;
+    tokenizer) run tokenizer "$bin/tokenizer_bench" ;;
+    *) echo "run_benchmarks: unknown suite \"$s\" (expected kernels, optim, step, collectives, checkpoint, conv, tokenizer)" >&2; exit 2 ;;
   esac
 done
 
