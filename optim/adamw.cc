@@ -69,36 +69,57 @@ absl::Status CheckCudaBuffer(absl::string_view what, const Tensor& t, Device dev
   return absl::OkStatus();
 }
 
-// The step on CUDA tensors: the same checks as the CPU path, then the fused
-// kernel of optim/cuda/adamw.cu once per group segment, on the legacy default
-// stream (as the op entries of kernels/).
-absl::Status AdamWStepCuda(const AdamWOptions& options, absl::Span<const ParamGroup> groups,
-                           const Tensor& param, const Tensor& grad, AdamWState& state,
-                           const StepOptions& step) {
+// Every argument of the step, for the CPU kernel or the CUDA one (the param's
+// device): param, grad and the state are flat buffers of the param's numel
+// (param and state f32, grad any float dtype), the step count and options are
+// valid, no two buffers share memory, the groups lie inside the buffer.
+absl::Status CheckStepArguments(absl::Span<const ParamGroup> groups, const Tensor& param,
+                                const Tensor& grad, const AdamWState& state,
+                                const StepOptions& step) {
   constexpr absl::string_view kOp = "AdamWStep";
   const int64_t n = param.numel();
-  const Device device = param.device();
-  ZS_RETURN_IF_ERROR(CheckCudaBuffer("param", param, device, n, true));
-  ZS_RETURN_IF_ERROR(CheckCudaBuffer("grad", grad, device, n, false));
-  ZS_RETURN_IF_ERROR(CheckCudaBuffer("state.exp_avg", state.exp_avg, device, n, true));
-  ZS_RETURN_IF_ERROR(CheckCudaBuffer("state.exp_avg_sq", state.exp_avg_sq, device, n, true));
+  const bool cuda = param.device().is_cuda();
+  auto check_buffer = [&](absl::string_view what, const Tensor& t, bool f32_only) {
+    if (cuda) return CheckCudaBuffer(what, t, param.device(), n, f32_only);
+    return f32_only ? internal::CheckFlatBuffer(kOp, what, t, n, {DType::kF32})
+                    : internal::CheckFlatBuffer(kOp, what, t, n,
+                                                {DType::kF32, DType::kBF16, DType::kF16});
+  };
+  ZS_RETURN_IF_ERROR(check_buffer("param", param, true));
+  ZS_RETURN_IF_ERROR(check_buffer("grad", grad, false));
+  ZS_RETURN_IF_ERROR(check_buffer("state.exp_avg", state.exp_avg, true));
+  ZS_RETURN_IF_ERROR(check_buffer("state.exp_avg_sq", state.exp_avg_sq, true));
   if (state.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("AdamWStep: state.step is ", state.step, " (< 0)"));
   }
-  if (!std::isfinite(step.grad_scale) || step.grad_scale < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": grad_scale must be finite and >= 0, got ", step.grad_scale));
-  }
-  if (step.param_copy.defined()) {
-    ZS_RETURN_IF_ERROR(CheckCudaBuffer("param_copy", step.param_copy, device, n, false));
+  if (cuda) {
+    // CheckStepOptions takes param_copy on the CPU only; on CUDA it is checked
+    // as the other buffers.
+    StepOptions scalars = step;
+    scalars.param_copy = Tensor();
+    ZS_RETURN_IF_ERROR(internal::CheckStepOptions(kOp, scalars, n));
+    if (step.param_copy.defined()) {
+      ZS_RETURN_IF_ERROR(check_buffer("param_copy", step.param_copy, false));
+    }
+  } else {
+    ZS_RETURN_IF_ERROR(internal::CheckStepOptions(kOp, step, n));
   }
   ZS_RETURN_IF_ERROR(internal::CheckDisjoint(kOp, {{"param", &param},
                                                    {"grad", &grad},
                                                    {"state.exp_avg", &state.exp_avg},
                                                    {"state.exp_avg_sq", &state.exp_avg_sq},
                                                    {"param_copy", &step.param_copy}}));
-  ZS_RETURN_IF_ERROR(ValidateParamGroups(groups, n));
+  return ValidateParamGroups(groups, n);
+}
 
+// The step on CUDA tensors (checked by CheckStepArguments): the fused kernel
+// of optim/cuda/adamw.cu once per group segment, on the legacy default stream
+// (as the op entries of kernels/).
+absl::Status AdamWStepCuda(const AdamWOptions& options, absl::Span<const ParamGroup> groups,
+                           const Tensor& param, const Tensor& grad, AdamWState& state,
+                           const StepOptions& step) {
+  constexpr absl::string_view kOp = "AdamWStep";
+  const Device device = param.device();
   const int64_t t = state.step + 1;
   const AdamHyper hyper{options.beta1, options.beta2, options.eps};
   const bool copy = step.param_copy.defined();
@@ -127,27 +148,10 @@ absl::Status AdamWStepCuda(const AdamWOptions& options, absl::Span<const ParamGr
 absl::Status AdamWStep(const AdamWOptions& options, absl::Span<const ParamGroup> groups,
                        const Tensor& param, const Tensor& grad, AdamWState& state,
                        const StepOptions& step) {
-  constexpr absl::string_view kOp = "AdamWStep";
   ZS_RETURN_IF_ERROR(options.Validate());
   if (!param.defined()) return absl::InvalidArgumentError("AdamWStep: param is undefined");
+  ZS_RETURN_IF_ERROR(CheckStepArguments(groups, param, grad, state, step));
   if (param.device().is_cuda()) return AdamWStepCuda(options, groups, param, grad, state, step);
-  const int64_t n = param.numel();
-  ZS_RETURN_IF_ERROR(internal::CheckFlatBuffer(kOp, "param", param, n, {DType::kF32}));
-  ZS_RETURN_IF_ERROR(internal::CheckFlatBuffer(kOp, "grad", grad, n,
-                                               {DType::kF32, DType::kBF16, DType::kF16}));
-  ZS_RETURN_IF_ERROR(internal::CheckFlatBuffer(kOp, "state.exp_avg", state.exp_avg, n, {DType::kF32}));
-  ZS_RETURN_IF_ERROR(
-      internal::CheckFlatBuffer(kOp, "state.exp_avg_sq", state.exp_avg_sq, n, {DType::kF32}));
-  if (state.step < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("AdamWStep: state.step is ", state.step, " (< 0)"));
-  }
-  ZS_RETURN_IF_ERROR(internal::CheckStepOptions(kOp, step, n));
-  ZS_RETURN_IF_ERROR(internal::CheckDisjoint(kOp, {{"param", &param},
-                                                   {"grad", &grad},
-                                                   {"state.exp_avg", &state.exp_avg},
-                                                   {"state.exp_avg_sq", &state.exp_avg_sq},
-                                                   {"param_copy", &step.param_copy}}));
-  ZS_RETURN_IF_ERROR(ValidateParamGroups(groups, n));
 
   const int64_t t = state.step + 1;
   const AdamHyper hyper{options.beta1, options.beta2, options.eps};

@@ -1,5 +1,5 @@
 // Per-element Adam / AdamW update math, shared by the CPU kernel
-// (optim/cpu/adamw_kernel.cc, vectorised through RunWithIsa) and the CUDA one,
+// (optim/cpu/optim_kernels.cc, vectorised through RunWithIsa) and the CUDA one,
 // so the CPU tests check the arithmetic the GPU runs.
 //
 //   const AdamScalars s = MakeAdamScalars(hyper, /*step=*/t, lr, weight_decay, grad_scale);

@@ -1,7 +1,7 @@
 // Which attention implementation runs for CUDA tensors: cuDNN's fused
 // scaled-dot-product attention (kernels/cuda/attention_cudnn.h) when it takes
 // the call, else our own kernel (kernels/cuda/attention_launch.h). Plain C++,
-// tested on the CPU (tests/kernels/attention_select_test.cc).
+// tested on the CPU (tests/kernels/attention_online_test.cc).
 //
 //   AttentionCall call = DescribeAttentionCall(...);
 //   std::string why = CudnnAttentionRefusal(call, info);   // "" = cuDNN takes it

@@ -74,6 +74,18 @@ __device__ __forceinline__ MaxSum WarpMaxSum(MaxSum s) {
   return s;
 }
 
+// Adds v to the running max and sum of exp(x - max) of one thread's elements
+// of a row (the online softmax of softmax and cross-entropy). An element equal
+// to -Inf while the max is still -Inf adds exp(-Inf) = 0.
+__device__ __forceinline__ void AccumulateMaxSum(MaxSum& s, float v) {
+  if (v > s.max) {
+    s.sum = s.sum * RescaleFactor(s.max, v) + 1.0f;
+    s.max = v;
+  } else if (!(v == -kInfF && s.max == -kInfF)) {
+    s.sum += ExpF(v - s.max);
+  }
+}
+
 // Block-wide reductions for blockDim.x a multiple of 32 (<= 1024); every thread
 // returns the result. `scratch` holds 32 values; the call ends with a barrier
 // so the scratch can be reused at once.
@@ -117,6 +129,15 @@ inline int GridFor(int64_t n, int threads, int64_t max_blocks = 65535 * 8) {
   if (b < 1) b = 1;
   if (b > max_blocks) b = max_blocks;
   return static_cast<int>(b);
+}
+
+// Threads per block for one row of `cols` elements (the row kernels: one
+// block per row): a warp for short rows, doubled while each thread would still
+// get more than `per_thread` elements, up to `max_threads`.
+inline int RowThreads(int64_t cols, int max_threads, int per_thread) {
+  int t = kWarp;
+  while (t < max_threads && static_cast<int64_t>(t) * per_thread < cols) t *= 2;
+  return t;
 }
 
 inline cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }

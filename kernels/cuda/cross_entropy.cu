@@ -9,20 +9,9 @@ namespace zeroshard::cuda {
 
 namespace {
 
-int RowThreads(int64_t cols) {
-  int t = kWarp;
-  while (t < 1024 && t * 8 < cols) t *= 2;
-  return t;
-}
-
-__device__ __forceinline__ void Accumulate(MaxSum& s, float v) {
-  if (v > s.max) {
-    s.sum = s.sum * RescaleFactor(s.max, v) + 1.0f;
-    s.max = v;
-  } else if (!(v == -kInfF && s.max == -kInfF)) {
-    s.sum += ExpF(v - s.max);
-  }
-}
+// Threads per row: a warp for short rows, up to 1024 (8 elements each) for
+// vocabulary-sized ones.
+int CrossEntropyRowThreads(int64_t cols) { return RowThreads(cols, 1024, 8); }
 
 template <typename T, typename I>
 __global__ void ForwardRows(const T* x, int64_t xs, const I* targets, int64_t ignore_index,
@@ -31,7 +20,7 @@ __global__ void ForwardRows(const T* x, int64_t xs, const I* targets, int64_t ig
   const int64_t r = blockIdx.x;
   const T* xr = x + r * xs;
   MaxSum s{-kInfF, 0.0f};
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) Accumulate(s, ToFloat(xr[i]));
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) AccumulateMaxSum(s, ToFloat(xr[i]));
   s = BlockMaxSum(s, scratch);
   if (threadIdx.x == 0) {
     const float log_s = LogF(s.sum);
@@ -70,7 +59,7 @@ int LaunchCrossEntropyForward(int x_dtype, const void* logits, int64_t x_stride,
   if (rows > 0x7fffffff || cols == 0) return InvalidValue();
   return DispatchFloat(x_dtype, [&]<typename T>() {
     return DispatchIndex(t_dtype, [&]<typename I>() {
-      Launch(ForwardRows<T, I>, static_cast<int>(rows), RowThreads(cols), 0, AsStream(stream),
+      Launch(ForwardRows<T, I>, static_cast<int>(rows), CrossEntropyRowThreads(cols), 0, AsStream(stream),
              static_cast<const T*>(logits), x_stride, static_cast<const I*>(targets), ignore_index,
              losses, lse, cols);
       return Launched();
@@ -87,7 +76,7 @@ int LaunchCrossEntropyBackward(int x_dtype, int out_dtype, const void* logits, i
   if (rows > 0x7fffffff) return InvalidValue();
   return DispatchFloatPair(x_dtype, out_dtype, [&]<typename T, typename TOut>() {
     return DispatchIndex(t_dtype, [&]<typename I>() {
-      Launch(BackwardRows<T, TOut, I>, static_cast<int>(rows), RowThreads(cols), 0,
+      Launch(BackwardRows<T, TOut, I>, static_cast<int>(rows), CrossEntropyRowThreads(cols), 0,
              AsStream(stream), static_cast<const T*>(logits), x_stride,
              static_cast<const I*>(targets), ignore_index, lse, dloss, dloss_stride,
              static_cast<TOut*>(dlogits), out_stride, cols);

@@ -9,11 +9,8 @@ namespace zeroshard::cuda {
 
 namespace {
 
-int RowThreads(int64_t cols) {
-  int t = kWarp;
-  while (t < 512 && t * 4 < cols) t *= 2;
-  return t;
-}
+// Threads per row: a warp for short rows, up to 512 (4 elements each) for long ones.
+int LayerNormRowThreads(int64_t cols) { return RowThreads(cols, 512, 4); }
 
 __device__ __forceinline__ float W(const float* w, int64_t i) { return w != nullptr ? w[i] : 1.0f; }
 __device__ __forceinline__ float B(const float* b, int64_t i) { return b != nullptr ? b[i] : 0.0f; }
@@ -113,7 +110,7 @@ int LaunchLayerNormForward(int x_dtype, int out_dtype, const void* x, int64_t x_
   if (rows == 0 || cols == 0) return 0;
   if (rows > 0x7fffffff) return InvalidValue();
   return DispatchFloatPair(x_dtype, out_dtype, [&]<typename T, typename TOut>() {
-    Launch(ForwardRows<T, TOut>, static_cast<int>(rows), RowThreads(cols), 0, AsStream(stream),
+    Launch(ForwardRows<T, TOut>, static_cast<int>(rows), LayerNormRowThreads(cols), 0, AsStream(stream),
            static_cast<const T*>(x), x_stride, weight, bias, eps, static_cast<TOut*>(out),
            out_stride, mean, rstd, cols);
     return Launched();
@@ -129,7 +126,7 @@ int LaunchLayerNormBackward(int in_dtype, int dx_dtype, const void* dy, int64_t 
   const int64_t blocks = LayerNormBackwardBlocks(rows);
   return DispatchFloatPair(
       in_dtype, dx != nullptr ? dx_dtype : kF32, [&]<typename T, typename TOut>() {
-        Launch(BackwardRows<T, TOut>, static_cast<int>(blocks), RowThreads(cols), 0,
+        Launch(BackwardRows<T, TOut>, static_cast<int>(blocks), LayerNormRowThreads(cols), 0,
                AsStream(stream), static_cast<const T*>(dy), dy_stride, static_cast<const T*>(x),
                x_stride, mean, rstd, weight, static_cast<TOut*>(dx), dx_stride, partials, rows,
                cols, per);

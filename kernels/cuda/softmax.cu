@@ -9,23 +9,8 @@ namespace zeroshard::cuda {
 
 namespace {
 
-// Threads per row: a warp for short rows, up to 512 for long ones.
-int RowThreads(int64_t cols) {
-  int t = kWarp;
-  while (t < 512 && t * 4 < cols) t *= 2;
-  return t;
-}
-
-// The running max and sum of exp(x - max) of this thread's elements of a row.
-// An element equal to -Inf while the max is still -Inf adds exp(-Inf) = 0.
-__device__ __forceinline__ void Accumulate(MaxSum& s, float v) {
-  if (v > s.max) {
-    s.sum = s.sum * RescaleFactor(s.max, v) + 1.0f;
-    s.max = v;
-  } else if (!(v == -kInfF && s.max == -kInfF)) {
-    s.sum += ExpF(v - s.max);
-  }
-}
+// Threads per row: a warp for short rows, up to 512 (4 elements each) for long ones.
+int SoftmaxRowThreads(int64_t cols) { return RowThreads(cols, 512, 4); }
 
 template <typename T, typename TOut, bool kLog>
 __global__ void SoftmaxRows(const T* x, int64_t xs, TOut* out, int64_t os, int64_t cols) {
@@ -33,7 +18,7 @@ __global__ void SoftmaxRows(const T* x, int64_t xs, TOut* out, int64_t os, int64
   const T* xr = x + blockIdx.x * xs;
   TOut* o = out + blockIdx.x * os;
   MaxSum s{-kInfF, 0.0f};
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) Accumulate(s, ToFloat(xr[i]));
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) AccumulateMaxSum(s, ToFloat(xr[i]));
   s = BlockMaxSum(s, scratch);
   if (kLog) {
     const float log_s = LogF(s.sum);
@@ -74,7 +59,7 @@ int LaunchSoftmax(bool log, int x_dtype, int out_dtype, const void* x, int64_t x
                   int64_t out_stride, int64_t rows, int64_t cols, void* stream) {
   if (rows == 0 || cols == 0) return 0;
   if (rows > 0x7fffffff) return InvalidValue();
-  const int threads = RowThreads(cols);
+  const int threads = SoftmaxRowThreads(cols);
   return DispatchFloatPair(x_dtype, out_dtype, [&]<typename T, typename TOut>() {
     const T* xp = static_cast<const T*>(x);
     TOut* op = static_cast<TOut*>(out);
@@ -94,7 +79,7 @@ int LaunchSoftmaxBackward(bool log, int in_dtype, int dx_dtype, const void* y, i
                           int64_t rows, int64_t cols, void* stream) {
   if (rows == 0 || cols == 0) return 0;
   if (rows > 0x7fffffff) return InvalidValue();
-  const int threads = RowThreads(cols);
+  const int threads = SoftmaxRowThreads(cols);
   return DispatchFloatPair(in_dtype, dx_dtype, [&]<typename T, typename TOut>() {
     const T* yp = static_cast<const T*>(y);
     const T* dp = static_cast<const T*>(dy);

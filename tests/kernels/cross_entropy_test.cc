@@ -14,13 +14,12 @@
 #include "kernels/cross_entropy.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
+#include "tests/kernels/bitwise_testing.h"
 #include "tests/kernels/grad_check.h"
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
@@ -29,6 +28,7 @@ namespace zeroshard {
 namespace {
 
 using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::ExpectSameBitsOnEveryThreadCountAndIsa;
 using ::zeroshard::testing::HasSubstr;
 using ::zeroshard::testing::NumericGradient;
 using ::zeroshard::testing::RandomTensor;
@@ -297,18 +297,7 @@ TEST(CrossEntropy, BitwiseIndependentOfThreadsAndInstructionSet) {
     }
     return all;
   };
-  const std::vector<double> reference = run();
-  const int threads = omp_get_max_threads();
-  for (int n : {1, 3}) {
-    omp_set_num_threads(n);
-    EXPECT_EQ(run(), reference) << n << " threads";
-  }
-  omp_set_num_threads(threads);
-  for (cpu::CpuIsa isa : cpu::SupportedCpuIsas()) {
-    cpu::SetActiveCpuIsa(isa);
-    EXPECT_EQ(run(), reference) << cpu::CpuIsaName(cpu::ActiveCpuIsa());
-  }
-  cpu::SetActiveCpuIsa(cpu::RequestedCpuIsa());
+  ExpectSameBitsOnEveryThreadCountAndIsa(run);
 }
 
 // ---------------------------------------------------------------- errors
@@ -356,7 +345,7 @@ TEST(CrossEntropy, Errors) {
                                    lbuf.Narrow(0, 1, 42).value().View({2, 3, 7}).value()),
               StatusIs(kInvalidArgument, HasSubstr("only exact in-place is allowed")));
   // CUDA tensors over host memory: without a device they fail cleanly
-  // (tests/kernels/cuda_cross_entropy_test.cc checks the CUDA kernel on a GPU).
+  // (tests/kernels/cuda_rows_test.cc checks the CUDA kernel on a GPU).
   std::vector<float> h1(42), h2(6);
   std::vector<int64_t> h3(6);
   const Tensor gl = Tensor::Wrap(h1.data(), {6, 7}, DType::kF32, Device::Cuda(0));

@@ -559,7 +559,7 @@ TEST(CudaSim, FusedAdamWStepIsTheCpuStepBitForBit) {
 
 TEST(CudaSim, LaunchesRunOnTheSimulator) {
   // A softmax of 3 rows of 100: 3 blocks of one warp each (softmax.cu's
-  // RowThreads), with the barriers and shuffles of its block reduction.
+  // SoftmaxRowThreads), with the barriers and shuffles of its block reduction.
   const zs_cuda_sim::Stats before = zs_cuda_sim::GetStats();
   const Tensor x = RandomTensor({3, 100}, DType::kF32, -1, 1, 1);
   Tensor y = Empty({3, 100}, DType::kF32);

@@ -10,12 +10,11 @@
 #include "kernels/embedding.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
+#include "tests/kernels/bitwise_testing.h"
 #include "tests/kernels/grad_check.h"
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
@@ -25,6 +24,7 @@ namespace {
 
 using ::zeroshard::testing::Dot;
 using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::ExpectSameBitsOnEveryThreadCountAndIsa;
 using ::zeroshard::testing::HasSubstr;
 using ::zeroshard::testing::NumericGradient;
 using ::zeroshard::testing::RandomTensor;
@@ -210,18 +210,7 @@ TEST(Embedding, BackwardBitwiseIndependentOfThreadsAndInstructionSet) {
     for (double v : ToDoubles(out)) all.push_back(v);
     return all;
   };
-  const std::vector<double> reference = run();
-  const int threads = omp_get_max_threads();
-  for (int t : {1, 3}) {
-    omp_set_num_threads(t);
-    EXPECT_EQ(run(), reference) << t << " threads";
-  }
-  omp_set_num_threads(threads);
-  for (cpu::CpuIsa isa : cpu::SupportedCpuIsas()) {
-    cpu::SetActiveCpuIsa(isa);
-    EXPECT_EQ(run(), reference) << cpu::CpuIsaName(cpu::ActiveCpuIsa());
-  }
-  cpu::SetActiveCpuIsa(cpu::RequestedCpuIsa());
+  ExpectSameBitsOnEveryThreadCountAndIsa(run);
 }
 
 // ---------------------------------------------------------------- errors

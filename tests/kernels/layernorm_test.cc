@@ -11,12 +11,11 @@
 #include "kernels/layernorm.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
+#include "tests/kernels/bitwise_testing.h"
 #include "tests/kernels/grad_check.h"
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
@@ -26,6 +25,7 @@ namespace {
 
 using ::zeroshard::testing::Dot;
 using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::ExpectSameBitsOnEveryThreadCountAndIsa;
 using ::zeroshard::testing::HasSubstr;
 using ::zeroshard::testing::NumericGradient;
 using ::zeroshard::testing::RandomTensor;
@@ -308,18 +308,7 @@ TEST(LayerNorm, BitwiseIndependentOfThreadsAndInstructionSet) {
     }
     return all;
   };
-  const std::vector<double> reference = run();
-  const int threads = omp_get_max_threads();
-  for (int n : {1, 3}) {
-    omp_set_num_threads(n);
-    EXPECT_EQ(run(), reference) << n << " threads";
-  }
-  omp_set_num_threads(threads);
-  for (cpu::CpuIsa isa : cpu::SupportedCpuIsas()) {
-    cpu::SetActiveCpuIsa(isa);
-    EXPECT_EQ(run(), reference) << cpu::CpuIsaName(cpu::ActiveCpuIsa());
-  }
-  cpu::SetActiveCpuIsa(cpu::RequestedCpuIsa());
+  ExpectSameBitsOnEveryThreadCountAndIsa(run);
 }
 
 // ---------------------------------------------------------------- errors
@@ -386,7 +375,7 @@ TEST(LayerNorm, Errors) {
                                 w5.Narrow(0, 1, 4).value(), GradMode::kOverwrite),
               StatusIs(kInvalidArgument, HasSubstr("the output dbias")));
   // CUDA tensors over host memory: without a device the launch fails cleanly
-  // (tests/kernels/cuda_layernorm_test.cc checks the CUDA kernel on a GPU).
+  // (tests/kernels/cuda_rows_test.cc checks the CUDA kernel on a GPU).
   std::vector<float> h1(12), h2(12), h3(3), h4(3);
   const Tensor gx = Tensor::Wrap(h1.data(), {3, 4}, DType::kF32, Device::Cuda(0));
   const Tensor gy = Tensor::Wrap(h2.data(), {3, 4}, DType::kF32, Device::Cuda(0));

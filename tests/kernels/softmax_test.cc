@@ -10,12 +10,11 @@
 #include "kernels/softmax.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
+#include "tests/kernels/bitwise_testing.h"
 #include "tests/kernels/grad_check.h"
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
@@ -25,6 +24,7 @@ namespace {
 
 using ::zeroshard::testing::Dot;
 using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::ExpectSameBitsOnEveryThreadCountAndIsa;
 using ::zeroshard::testing::HasSubstr;
 using ::zeroshard::testing::NumericGradient;
 using ::zeroshard::testing::RandomTensor;
@@ -242,18 +242,7 @@ TEST(Softmax, BitwiseIndependentOfThreadsAndInstructionSet) {
     }
     return all;
   };
-  const std::vector<double> reference = run();
-  const int threads = omp_get_max_threads();
-  for (int n : {1, 3}) {
-    omp_set_num_threads(n);
-    EXPECT_EQ(run(), reference) << n << " threads";
-  }
-  omp_set_num_threads(threads);
-  for (cpu::CpuIsa isa : cpu::SupportedCpuIsas()) {
-    cpu::SetActiveCpuIsa(isa);
-    EXPECT_EQ(run(), reference) << cpu::CpuIsaName(cpu::ActiveCpuIsa());
-  }
-  cpu::SetActiveCpuIsa(cpu::RequestedCpuIsa());
+  ExpectSameBitsOnEveryThreadCountAndIsa(run);
 }
 
 // ---------------------------------------------------------------- errors
@@ -290,7 +279,7 @@ TEST(Softmax, Errors) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("LogSoftmaxBackward: dx has shape [3, 5], expected [3, 4]")));
   // CUDA tensors over host memory: without a device the launch fails cleanly
-  // (tests/kernels/cuda_softmax_test.cc checks the CUDA kernel on a GPU).
+  // (tests/kernels/cuda_rows_test.cc checks the CUDA kernel on a GPU).
   std::vector<float> host(12);
   const Tensor gx = Tensor::Wrap(host.data(), {3, 4}, DType::kF32, Device::Cuda(0));
   std::vector<float> host2(12);
