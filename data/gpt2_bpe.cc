@@ -1,3 +1,6 @@
+// GPT-2's byte-level BPE (gpt2_bpe.h). Kept in one file (issue 19's ~700-line rule): the
+// pre-tokenizer, the vocabulary readers and the merge loops share the byte-character
+// tables and the private representation, and are read together against encoder.py.
 #include "data/gpt2_bpe.h"
 
 #include <algorithm>
