@@ -89,6 +89,11 @@ std::vector<ConfigField> MakeFields() {
       Sec("data", "the GPT's token file, or the vision job's generated ShapesData set"),
       std::move(Str("data.path").Ref([](auto& c) -> auto& { return c.train.data; }).Gpt()
           .Flag("data", "text file (bytes) or .bin of uint16 tokens").Help("text file (bytes) or .bin of uint16 tokens")),
+      std::move(Choice("data.tokenizer", {"bytes", "gpt2"}).Ref([](auto& c) -> auto& { return c.train.tokenizer; }).Gpt()
+          .Peer("nanoGPT prepare.py / llm.c tokenizer")
+          .Flag("tokenizer", "how text becomes tokens and the sample becomes text: bytes or gpt2 (GPT-2 BPE, vocabulary 50257)")
+          .Help("how a text file becomes tokens and the final sample becomes text: bytes (vocabulary 256) or gpt2 "
+                "(GPT-2's byte-level BPE, vocabulary 50257: set model.vocab_size >= 50257); a .bin file is tokens either way")),
       std::move(Num("data.val_fraction", Range{.min = 0, .max = 1, .min_open = true, .max_open = true})
           .Ref([](auto& c) -> auto& { return c.train.val_fraction; }).Gpt().Help("the last part of the tokens kept for validation")),
       std::move(Int("data.image_size", 8).Ref([](auto& c) -> auto& { return c.resnet.data.image_size; }).ResNet()

@@ -4,10 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -24,6 +27,7 @@
 #include "train/progress.h"
 #include "train/train_step.h"
 #include "data/token_data.h"
+#include "data/tokenizer.h"
 #include "runtime/cuda/cuda_allocator.h"
 #include "sharding/sharded_model.h"
 #include "runtime/status.h"
@@ -34,7 +38,7 @@ using autograd::Variable;
 
 std::string TrainOptions::ToString() const {
   return absl::StrCat(
-      model.ToString(), "\n  data ", data, " (validation: last ", val_fraction * 100, "%)",
+      model.ToString(), "\n  data ", data, tokenizer == "bytes" ? "" : absl::StrCat(", tokenizer ", tokenizer), " (validation: last ", val_fraction * 100, "%)",
       "\n  batch ", batch_size, " rows/rank x ", model.block_size, " tokens, grad_accum_steps ",
       grad_accum_steps, no_sync ? " (no_sync)" : "", ", steps ", steps,
       "\n  optimizer ", optim::OptimizerKindName(optimizer.kind), " weight_decay ", optimizer.weight_decay,
@@ -43,6 +47,23 @@ std::string TrainOptions::ToString() const {
 }
 
 namespace {
+
+// The run's tokens: a .bin token file as it is (data/token_data.h); a text file
+// as bytes, or encoded by the tokenizer (data.tokenizer "gpt2").
+absl::StatusOr<TokenData> LoadTokens(const std::string& path, Tokenizer& tokenizer) {
+  if (tokenizer.name() == "bytes" || absl::EndsWith(path, ".bin")) return TokenData::Load(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("data ", path, ": cannot open it"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return absl::DataLossError(absl::StrCat("data ", path, ": a read failed"));
+  if (tokenizer.vocab_size() > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat("data.tokenizer \"", tokenizer.name(), "\": expected a vocabulary "
+                                                   "of at most 65536 (tokens are uint16), found ", tokenizer.vocab_size()));
+  }
+  const std::vector<int32_t> ids = tokenizer.Encode(text);
+  std::vector<uint16_t> tokens(ids.begin(), ids.end());
+  return TokenData::FromTokens(std::move(tokens), tokenizer.vocab_size());
+}
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -164,7 +185,13 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(const LogSink log,
                       LogSink::Open({.lead = lead, .log_file = o.log_file, .progress_bar = o.progress_bar}));
   ZS_RETURN_IF_ERROR(o.lr.Validate());
-  ZS_ASSIGN_OR_RETURN(TokenData all, TokenData::Load(o.data));
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(o.tokenizer));
+  if (tokenizer->vocab_size() > o.model.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("data.tokenizer \"", o.tokenizer, "\" has ", tokenizer->vocab_size(),
+                                                   " tokens: expected model.vocab_size >= ", tokenizer->vocab_size(),
+                                                   ", found ", o.model.vocab_size));
+  }
+  ZS_ASSIGN_OR_RETURN(TokenData all, LoadTokens(o.data, *tokenizer));
   if (all.vocab_size() > o.model.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat("the data holds token ids up to ", all.vocab_size() - 1,
                                                    " but the model's vocab_size is ", o.model.vocab_size));
@@ -412,12 +439,19 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     ZS_RETURN_IF_ERROR(write_row(row));
   }
   log.Line(absl::StrFormat("final val loss %.6f vs unigram entropy %.4f nats\n", s.final_val_loss, unigram));
-  if (o.sample_tokens > 0 && all.vocab_size() <= 256) {
-    std::vector<int64_t> prompt = {'\n'};
+  // The sample, decoded by the run's tokenizer: bytes after a newline, or GPT-2
+  // tokens after <|endoftext|> (as GPT-2 samples unconditionally).
+  if (o.sample_tokens > 0 && all.vocab_size() <= tokenizer->vocab_size()) {
+    const int64_t start_token = tokenizer->eot_token() >= 0 ? tokenizer->eot_token() : '\n';
+    std::vector<int64_t> prompt = {start_token};
     ZS_ASSIGN_OR_RETURN(std::vector<int64_t> text,
                         Generate(*gpt, prompt, o.sample_tokens, o.temperature, o.top_k, o.seed, &device));
-    std::string str;
-    for (size_t i = 1; i < text.size(); ++i) str.push_back(static_cast<char>(text[i]));
+    std::vector<int32_t> ids;
+    for (size_t i = 1; i < text.size(); ++i) {
+      // A model wider than the vocabulary (padded, as nanoGPT's 50304) may sample an id past it.
+      if (text[i] < tokenizer->vocab_size()) ids.push_back(static_cast<int32_t>(text[i]));
+    }
+    ZS_ASSIGN_OR_RETURN(const std::string str, tokenizer->Decode(ids));
     log.Line(absl::StrCat("sample (temperature ", o.temperature, ", top-k ", o.top_k, "):\n", str, "\n"));
   }
   if (!o.save.empty()) {

@@ -30,6 +30,11 @@ struct TrainOptions {
   nn::GptConfig model{.vocab_size = 256, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128};
   std::string data = "data/tinyshakespeare.txt";
   double val_fraction = 0.1;   // the last 10% of the tokens
+  // How a text file becomes tokens and the final sample becomes text: "bytes"
+  // (one token per byte, vocabulary 256) or "gpt2" (GPT-2's byte-level BPE,
+  // data/tokenizer.h; vocabulary 50257, so model.vocab_size >= 50257). A .bin
+  // token file is read as tokens either way; the tokenizer then only decodes the sample.
+  std::string tokenizer = "bytes";
   int64_t batch_size = 8;      // rows per rank per micro-step
   int64_t grad_accum_steps = 1;
   bool no_sync = false;        // accumulate unsharded gradients (FSDP no_sync) instead of sharded

@@ -112,6 +112,7 @@ const FieldTable& Fields() {
       ZS_FIELD(model.activation_checkpointing);
       ZS_FIELD(data);
       ZS_FIELD(val_fraction);
+      ZS_FIELD(tokenizer);
       ZS_FIELD(steps);
       ZS_FIELD(batch_size);
       ZS_FIELD(grad_accum_steps);

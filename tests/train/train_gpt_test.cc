@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "collectives/local_communicator.h"
 #include "train/trainer.h"
@@ -222,6 +225,37 @@ TEST(TrainGpt, NvmeOffloadEqualsHostOffloadAndResumesFromItsCheckpoints) {
   std::vector<double> joined = a.losses;
   joined.insert(joined.end(), b.losses.begin(), b.losses.end());
   EXPECT_EQ(joined, straight.losses);
+}
+
+// data.tokenizer "gpt2": the text is encoded with GPT-2's BPE (exact against
+// golden ids in //tests/data:gpt2_bpe_test) and the sample is decoded to text.
+// The first loss is that of near-uniform logits over the padded vocabulary V:
+// ln_f leaves unit-variance features of n_embd = 32, the tied lm_head's weights
+// are N(0, 0.02^2), so each logit has std s = 0.02 sqrt(32) = 0.113 and the
+// expected loss is ln V + s^2/2 = ln V + 0.0064, give or take the mean of the
+// targets' logits over 2 ranks x 4 x 32 tokens (std s / 16 = 0.007). 0.1 is
+// ten times that.
+TEST(TrainGpt, Gpt2TokenizerEncodesTheTextAndDecodesTheSample) {
+  TrainOptions o = Small();
+  o.tokenizer = "gpt2";
+  o.model.vocab_size = 50304;  // 50257 padded to a multiple of 64, as nanoGPT does
+  o.steps = 2;
+  o.eval_iters = 1;
+  o.sample_tokens = 8;
+  o.log_file = ::testing::TempDir() + "/gpt2_tokenizer.log";
+  const TrainSummary s = Train(o, 2);
+  ASSERT_EQ(s.losses.size(), 2u);
+  EXPECT_NEAR(s.losses[0], std::log(50304.0), 0.1);
+  std::ifstream in(o.log_file);
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = log.find("sample (temperature");
+  ASSERT_NE(at, std::string::npos) << log;
+  EXPECT_GT(log.size(), log.find('\n', at) + 1) << "an empty sample";
+
+  o.model.vocab_size = 50000;  // narrower than the tokenizer's 50257 ids
+  std::vector<absl::Status> st = RunRanks(1, [&](Communicator& comm) { return RunTraining(o, comm); });
+  EXPECT_EQ(st[0].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st[0].message().find("expected model.vocab_size >= 50257"), std::string::npos) << st[0];
 }
 
 TEST(TrainGpt, BadOptionsAreStatusErrors) {
