@@ -26,6 +26,7 @@ namespace zeroshard {
 using config_internal::Closest;
 using config_internal::Context;
 using config_internal::Found;
+using config_internal::ParseConfigJson;
 using config_internal::JoinPath;
 using config_internal::Quoted;
 using config_internal::RejectKey;
@@ -214,8 +215,16 @@ void ApplyOverride(const std::string& text, const OrderedJson& defaults, Json* r
               lower == "no" || lower == "on" || lower == "off")) {
     value = lower == "true" || lower == "1" || lower == "yes" || lower == "on";
   } else {
-    value = Json::parse(raw, nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded()) value = raw;
+    // A JSON value, else the raw text as a string (a --set of a bare word).
+    absl::StatusOr<Json> parsed = ParseConfigJson(raw, "--set " + absl::StrJoin(path, "."));
+    if (parsed.ok()) {
+      value = *std::move(parsed);
+    } else if (absl::StrContains(parsed.status().message(), "expected JSON, found a")) {
+      value = raw;
+    } else {
+      ctx->Add(where, std::string(parsed.status().message()));
+      return;
+    }
   }
   Json* node = root;
   std::string walked;
@@ -452,13 +461,7 @@ absl::StatusOr<Json> ParseJsonText(const std::string& text, const std::string& s
                                    int depth) {
   Json root = Json::object();
   if (!absl::StripAsciiWhitespace(text).empty()) {
-    try {
-      root = Json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-    } catch (const Json::parse_error& e) {
-      std::string what = e.what();
-      if (size_t p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-      return absl::InvalidArgumentError(absl::StrCat("config ", source, ": expected JSON, found a ", what));
-    }
+    ZS_ASSIGN_OR_RETURN(root, ParseConfigJson(text, source));  // Note [Config JSON is checked as it is parsed]
   }
   // A DeepSpeed config file: its keys are the "deepspeed" block of a default config.
   if (IsDeepSpeedConfig(root)) return Json{{"deepspeed", std::move(root)}};

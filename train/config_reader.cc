@@ -11,6 +11,72 @@
 
 namespace zeroshard::config_internal {
 
+absl::StatusOr<Json> ParseConfigJson(const std::string& text, const std::string& source) {
+  // Keys seen in each open object; `path` names the open containers.
+  std::vector<std::vector<std::string>> keys;
+  std::vector<std::string> path;
+  std::string pending;  // the key whose value comes next
+  std::vector<std::string> duplicates;
+  int deepest = 0;
+  auto dotted = [&](const std::string& last) {
+    std::vector<std::string> parts;
+    for (const std::string& p : path) {
+      if (!p.empty()) parts.push_back(p);
+    }
+    parts.push_back(last);
+    return absl::StrJoin(parts, ".");
+  };
+  const Json::parser_callback_t check = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    deepest = std::max(deepest, depth);
+    if (depth > kMaxJsonDepth) return false;  // not kept: the error below names the depth
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        path.push_back(event == Json::parse_event_t::array_start ? pending + "[]" : pending);
+        keys.emplace_back();
+        pending.clear();
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (!path.empty()) path.pop_back();
+        if (!keys.empty()) keys.pop_back();
+        break;
+      case Json::parse_event_t::key: {
+        pending = parsed.is_string() ? parsed.get<std::string>() : parsed.dump();
+        std::vector<std::string>& seen = keys.back();
+        if (std::find(seen.begin(), seen.end(), pending) != seen.end()) {
+          duplicates.push_back(dotted(pending));
+        } else {
+          seen.push_back(pending);
+        }
+        break;
+      }
+      case Json::parse_event_t::value:
+        pending.clear();
+        break;
+    }
+    return true;
+  };
+  Json root;
+  try {
+    root = Json::parse(text, check, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const Json::parse_error& e) {
+    std::string what = e.what();
+    if (size_t p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
+    return absl::InvalidArgumentError(absl::StrCat("config ", source, ": expected JSON, found a ", what));
+  }
+  if (deepest > kMaxJsonDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("config ", source, ": expected JSON nested at most ",
+                                                   kMaxJsonDepth, " levels deep, found ", deepest, " levels"));
+  }
+  if (!duplicates.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", source, ": expected each key once in its object, found ", absl::StrJoin(duplicates, ", "),
+        " more than once (JSON would keep only the last value)"));
+  }
+  return root;
+}
+
 std::string Found(const Json& v) {
   switch (v.type()) {
     case Json::value_t::null: return "null";

@@ -33,6 +33,16 @@ using Json = nlohmann::json;
 
 // What a value is, for "found ..." in messages.
 std::string Found(const Json& v);
+
+// Note [Config JSON is checked as it is parsed]: nlohmann's parser keeps the
+// last of two equal keys and nests as deep as the text does. A config must not
+// lose a setting silently, and its messages (Found, which prints an array) and
+// _base_ merging recurse over the value, so a key written twice in one object
+// and nesting deeper than kMaxJsonDepth are errors, found during the parse.
+inline constexpr int kMaxJsonDepth = 32;
+// `text` parsed (// and /* */ comments allowed). Errors name `source`; an
+// invalid text is InvalidArgument "expected JSON, found a parse error ...".
+absl::StatusOr<Json> ParseConfigJson(const std::string& text, const std::string& source);
 // "\"a\", \"b\"".
 std::string Quoted(const std::vector<std::string>& names);
 // The closest of `candidates` to `word`, when close enough to be a likely typo ("" otherwise).

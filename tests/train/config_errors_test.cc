@@ -6,6 +6,7 @@
 
 #include <ostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "train/config.h"
 #include "tests/train/config_testing.h"
@@ -203,6 +204,37 @@ TEST(ConfigProblems, NotJson) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("config bad.json: expected JSON, found a parse error at line 3"))));
   EXPECT_THAT(LoadConfig("no/such.json", {}), StatusIs(absl::StatusCode::kNotFound, HasSubstr("no/such.json")));
+}
+
+// Note [Config JSON is checked as it is parsed] (issue 26). Before it, the
+// first config read as train.steps 6 (nlohmann keeps the last of equal keys)
+// and the second, issue 26 reports, crashed: the message's Found() dumped the deep array
+// recursively (a stack overflow).
+TEST(ConfigProblems, KeyWrittenTwiceInOneObjectIsAnError) {
+  EXPECT_THAT(ConfigFromText(R"({"train": {"steps": 5, "batch_size": 2, "steps": 6}})", {}, "twice.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("config twice.json: expected each key once in its object, found train.steps "
+                                       "more than once"))));
+  // The same name in two objects is two keys.
+  EXPECT_TRUE(ConfigFromText(R"({"train": {"seed": 1, "steps": 3}, "model": {"n_layer": 2}, "sample": {"tokens": 3}})",
+                             {}).ok());
+  EXPECT_THAT(ConfigFromText(R"({"strategy": {"mixed_precision": {"param_dtype": "bf16", "param_dtype": "f32"}}})",
+                             {}, "nested.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("strategy.mixed_precision.param_dtype")));
+}
+
+TEST(ConfigProblems, DeeplyNestedJsonOfTheWrongTypeIsAnErrorNotACrash) {
+  constexpr int kDepth = 100000;
+  const std::string deep = std::string(kDepth, '[') + std::string(kDepth, ']');
+  EXPECT_THAT(ConfigFromText(absl::StrCat(R"({"train": {"steps": )", deep, "}}"), {}, "deep.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("config deep.json: expected JSON nested at most 32 levels deep")));
+  EXPECT_THAT(ConfigFromText("{}", {"train.steps=" + deep}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected JSON nested at most 32 levels deep")));
+  // Within the limit, the wrong type is reported as such.
+  const std::string ok_depth = std::string(30, '[') + std::string(30, ']');
+  EXPECT_THAT(ConfigFromText(absl::StrCat(R"({"train": {"steps": )", ok_depth, "}}"), {}, "d.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("train.steps: expected")));
 }
 
 }  // namespace
