@@ -7,8 +7,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/crc32c.h"
 
@@ -38,6 +43,27 @@ absl::Status FsyncDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The process's umask, read without changing it (umask(2) can only set it, and
+// setting it even briefly would race with other threads creating files): the
+// "Umask:" line of /proc/self/status (Linux 4.7+); 022, the common default,
+// where that line is missing.
+mode_t CurrentUmask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "Umask:")) {
+      uint32_t mask = 0;
+      const std::string octal(absl::StripAsciiWhitespace(line.substr(6)));
+      if (absl::numbers_internal::safe_strtou32_base(octal, &mask, 8)) return static_cast<mode_t>(mask & 0777);
+    }
+  }
+  return 022;
+}
+
+}  // namespace
+
 absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path,
                                                         const AtomicFileOptions& options, std::string what) {
   AtomicFileWriter w;
@@ -47,7 +73,9 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path,
   w.tmp_ = absl::StrCat(path, ".tmp.", ::getpid(), ".XXXXXX");
   w.fd_ = ::mkostemp(w.tmp_.data(), O_CLOEXEC);
   if (w.fd_ < 0) return ErrnoStatus(errno, absl::StrCat(w.what_, ": creating a temporary file"));
-  ::fchmod(w.fd_, 0644);  // mkostemp creates 0600; outputs are as readable as any file
+  // mkostemp creates 0600; the output gets what open(path, O_CREAT, 0666) would
+  // give it, so the user's umask decides who may read checkpoints (issue 26).
+  ::fchmod(w.fd_, 0666 & ~CurrentUmask());
   return w;
 }
 

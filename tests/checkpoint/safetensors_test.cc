@@ -135,6 +135,23 @@ TEST(SafetensorsRoundTripTest, EveryDType) {
   }
 }
 
+// Written files honour the umask, as open(path, O_CREAT, 0666) would (issue 26:
+// they were forced to 0644, readable by all under umask 077 or 027).
+TEST(SafetensorsRoundTripTest, WrittenFilesHonourTheUmask) {
+  std::vector<float> values = {1, 2};
+  const Tensor t = Tensor::Wrap(values.data(), {2}, DType::kF32);
+  for (const mode_t mask : {mode_t{022}, mode_t{027}, mode_t{077}}) {
+    const mode_t before = ::umask(mask);  // the test is single-threaded here
+    const std::string path = TempPath(absl::StrCat("umask", mask, ".safetensors"));
+    const absl::Status written = WriteSafetensors(path, {{"t", t}});
+    ::umask(before);
+    ZS_ASSERT_OK(written);
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 0777, 0666 & ~mask) << "umask " << std::oct << mask;
+  }
+}
+
 TEST(SafetensorsRoundTripTest, HalfBitPatternsSurviveUnchanged) {
   // NaNs with payloads, signed zero, infinities, subnormals, extremes: copied bit for bit.
   std::vector<uint16_t> bits = {0x0000, 0x8000, 0x0001, 0x8001, 0x7f80, 0xff80, 0x7fc1, 0xffff,
