@@ -33,8 +33,12 @@ enum DTypeCode : int { kF32 = 0, kBF16 = 1, kF16 = 2, kI32 = 3, kI64 = 4 };
 
 constexpr int kWarp = 32;
 
+// Host and device: a launcher that converts a scalar argument on the host (LaunchFill)
+// must get the real conversion. A __device__-only function called from a host
+// template is not an error for nvcc: it silently compiles the call into exit(1)
+// (cuda_library fails the build on any exit call in a host object; tools/cuda/cuda.bzl).
 template <typename T>
-__device__ __forceinline__ float ToFloat(T v) {
+__host__ __device__ __forceinline__ float ToFloat(T v) {
   if constexpr (std::is_same_v<T, float>) {
     return v;
   } else {
@@ -43,7 +47,7 @@ __device__ __forceinline__ float ToFloat(T v) {
 }
 
 template <typename T>
-__device__ __forceinline__ T FromFloat(float v) {
+__host__ __device__ __forceinline__ T FromFloat(float v) {
   if constexpr (std::is_same_v<T, float>) {
     return v;
   } else {

@@ -87,6 +87,15 @@ def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_
                 " ".join(nvcc_flags),
                 "-o $(location %s) $(location %s)" % (out, src),
                 "> $(location %s) 2>&1 || { cat $(location %s) >&2; exit 1; }" % (report, report),
+                # A __device__-only function called from host code inside a
+                # template is not diagnosed by nvcc: cudafe++ compiles the call
+                # into exit(1), which ends the program silently at run time (the
+                # simulator, where __device__ means nothing, cannot see it). No
+                # host code of ours calls exit, so any reference is that.
+                "&& if nm -u $(location %s) | grep -qw exit; then" % out,
+                "echo \"nvcc %s: the host object calls exit(): a __device__-only function is called from host code (nvcc replaced the call with exit(1)); in:\" >&2;" % src,
+                "objdump -dr -C --no-show-raw-insn $(location %s) | awk '/^[0-9a-f]+ <.*>:$$/ {f=$$0} /R_X86_64_PLT32[ \t]+exit/ {print \"  \" f}' | sort -u >&2;" % out,
+                "exit 1; fi",
             ]),
             message = "nvcc %s" % src,
         )
