@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -586,6 +587,27 @@ void CachingStreamAllocator::RawDeallocate(void* ptr, size_t /*bytes*/) {
 
 namespace {
 
+// Note [A view's copies wait for the op stream]
+// The op entries launch on the legacy default stream (kernels/cuda/op_util.h,
+// kOpStream), and a view's stream is non-blocking: it does not wait for the
+// default stream by itself. A copy on the view's stream (Tensor::ToVector, Item,
+// FromVector through this allocator) must see what the ops before it wrote, and
+// must not overwrite memory an op before it still reads, so the view's stream
+// first waits for an event recorded on the default stream. Seen on an H200: a
+// tensor filled by an op and read back at once through its view read zeros
+// (caching_allocator_test, StressTwoStreamsOnAGpu); the simulator, where every
+// launch completes before it returns, cannot show it. One event per thread and
+// device, reused (an event's record replaces the last).
+absl::Status WaitForOpStream(int device, void* stream) {
+  thread_local std::map<int, void*> events;
+  void*& event = events[device];
+  if (event == nullptr) {
+    ZS_ASSIGN_OR_RETURN(event, cuda::CudaEventCreate(device, /*enable_timing=*/false));
+  }
+  ZS_RETURN_IF_ERROR(cuda::CudaEventRecord(event, nullptr));  // the legacy default stream
+  return cuda::CudaStreamWaitEvent(stream, event);
+}
+
 absl::Status CopyOnStream(Device device, void* stream, void* dst, const void* src, size_t bytes,
                           cuda::CopyKind kind) {
   if (bytes == 0) return absl::OkStatus();
@@ -593,6 +615,7 @@ absl::Status CopyOnStream(Device device, void* stream, void* dst, const void* sr
     std::memmove(dst, src, bytes);
     return absl::OkStatus();
   }
+  if (stream != nullptr) ZS_RETURN_IF_ERROR(WaitForOpStream(device.index, stream));
   ZS_RETURN_IF_ERROR(cuda::CudaMemcpy(dst, src, bytes, kind, stream));
   if (stream != nullptr) ZS_RETURN_IF_ERROR(cuda::CudaStreamSynchronize(stream));
   return absl::OkStatus();
