@@ -101,6 +101,11 @@ struct OpDescriptor {
   std::function<Values(const Values& in)> reference;
   // The bound of forward output `output` for inputs of `dtype`.
   std::function<Bound(DType dtype, int output)> forward_bound;
+  // Optional: an absolute error the CUDA path adds for these input values on top
+  // of forward_bound, from a rounding it makes inside the op that the CPU kernel
+  // does not (cuDNN rounds a bf16 convolution to bf16 before it adds the bias,
+  // so where the two cancel the error follows the terms, not the result).
+  std::function<double(const Values& in, DType dtype, int output)> cuda_extra_atol;
 
   // The first `graded_outputs` outputs carry a gradient (the rest are saved
   // statistics: mean, rstd, logsumexp).

@@ -35,6 +35,7 @@
 #include "kernels/cuda/cudnn_ops.h"
 #include "kernels/cuda/op_util.h"
 #include "kernels/elementwise.h"
+#include "kernels/reduce.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/cuda/library_status.h"
@@ -378,14 +379,18 @@ absl::Status CudnnConv2dBackward(const Conv2dGeometry& g, const Tensor& dy, cons
     }
     ZS_RETURN_IF_ERROR(o.Finish(op, accumulate));
   }
-  if (dbias.defined()) {
-    ZS_ASSIGN_OR_RETURN(Staged o, Staged::For(op, dbias, dtype));
-    TensorDesc bd;
-    ZS_RETURN_IF_ERROR(bd.Set(dtype, 1, g.o, 1, 1));
-    const float beta = accumulate && o.direct() ? 1.0f : 0.0f;
-    ZS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardBias(h, &one, s.y.d, dyc.raw_data(), &beta, bd.d,
-                                                          o.work.raw_data()));
-    ZS_RETURN_IF_ERROR(o.Finish(op, accumulate));
+  if (dbias.defined() && dbias.numel() > 0) {
+    // dbias = dy summed over N, H and W, by our axis reduction (fp32 sums in a
+    // fixed order) rather than cudnnConvolutionBackwardBias, which refuses bf16
+    // (CUDNN_STATUS_NOT_SUPPORTED on an H200 with cuDNN 9.19, docs/gpu.md). dy
+    // [N, C, H, W] is viewed as [N, C, HW]: HW summed, then N, both into f32.
+    const int64_t n = dyc.size(0), c = dyc.size(1), hw = dyc.numel() / std::max<int64_t>(1, n * c);
+    ZS_ASSIGN_OR_RETURN(Tensor dy3, dyc.Reshape({n, c, hw}));
+    ZS_ASSIGN_OR_RETURN(Tensor per_image, DeviceEmpty(op, dyc, {n, c}, DType::kF32));
+    ZS_RETURN_IF_ERROR(Sum(dy3, 2, per_image));
+    ZS_ASSIGN_OR_RETURN(Tensor sum, DeviceEmpty(op, dyc, {c}, DType::kF32));
+    ZS_RETURN_IF_ERROR(Sum(per_image, 0, sum));
+    ZS_RETURN_IF_ERROR(accumulate ? Add(dbias, sum, dbias) : dbias.CopyFrom(sum));
   }
   return absl::OkStatus();
 }
@@ -411,12 +416,19 @@ absl::Status CheckStats(absl::string_view op, std::initializer_list<const Tensor
   return absl::OkStatus();
 }
 
+// The (H, W) of x as cuDNN's spatial BatchNorm sees it: [N, C, H, W] as it is,
+// and BatchNorm1d's [N, C, L] and [N, C] as [N, C, L, 1] and [N, C, 1, 1] (the
+// same contiguous bytes; statistics per channel over N and L either way).
 absl::StatusOr<std::pair<int64_t, int64_t>> Hw(absl::string_view op, const Tensor& x) {
-  if (x.dim() != 4) {
-    return absl::UnimplementedError(absl::StrCat(op, " on ", x.device().ToString(), ": cuDNN BatchNorm takes [N, C, H, W], got ",
-                                                 ShapeToString(x.shape())));
+  switch (x.dim()) {
+    case 2: return std::pair<int64_t, int64_t>{1, 1};
+    case 3: return std::pair<int64_t, int64_t>{x.size(2), 1};
+    case 4: return std::pair<int64_t, int64_t>{x.size(2), x.size(3)};
+    default:
+      return absl::UnimplementedError(absl::StrCat(op, " on ", x.device().ToString(),
+                                                   ": cuDNN BatchNorm takes [N, C], [N, C, L] or [N, C, H, W], got ",
+                                                   ShapeToString(x.shape())));
   }
-  return std::pair<int64_t, int64_t>{x.size(2), x.size(3)};
 }
 
 }  // namespace
