@@ -46,6 +46,11 @@ bool HasCudaDevice();
 // cuBLAS(Lt), cuDNN and NCCL, which need a real device, do not.
 bool OnCudaSimulator();
 
+// Whether a GPU test should use its smaller problem sizes: on the simulator,
+// or when ZEROSHARD_TEST_SHRINK=1 (gpu_bundle/run.sh sets it for the
+// compute-sanitizer runs, which are 10-100x slower than the plain ones).
+bool ShrinkGpuTests();
+
 }  // namespace zeroshard::testing
 
 #define ZS_ASSERT_OK(expr)                                            \

@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/attention.h"
+#include "runtime/figures.h"
 #include "tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
@@ -76,6 +77,9 @@ Tol CudnnTol(DType dtype, const Tensor& want) {
 }
 
 std::vector<Shape4> Shapes() {
+  // Shrunk (testing::ShrinkGpuTests: the simulator, the sanitizer runs): the
+  // shapes up to T 64, still every D class (odd, 8, 33, 64).
+  if (testing::ShrinkGpuTests()) return {{1, 1, 1, 8}, {2, 3, 17, 8}, {1, 2, 33, 7}, {1, 1, 40, 33}, {1, 2, 64, 64}};
   return {{1, 1, 1, 8},   {2, 3, 17, 8},   {1, 2, 33, 7},   {1, 1, 40, 33},  {1, 2, 64, 64},
           {2, 4, 129, 64}, {1, 2, 257, 128}, {1, 1, 50, 256}, {3, 1, 70, 48}};
 }
@@ -166,6 +170,8 @@ TEST(CudaAttention, CudnnMatchesCpuWhereItTakesTheCase) {
     }
   }
   std::printf("cuDNN fused attention ran %d cases, refused %d\n", ran, refused);
+  // For the GPU record (tools/gpu_bundle): which cases cuDNN took, as a figure.
+  EmitFigure("cuda_attention_test", "cudnn attention refused", refused, "count", {{"ran", ran}});
   // bf16, D = 64, T = 64 is the flash engines' home ground: a refusal there
   // means the graph or the binding is wrong, not that the shape is exotic.
   const Problem p = MakeProblem({1, 2, 64, 64}, DType::kBF16, true, 9);

@@ -69,7 +69,7 @@ TEST(CudaReduce, AxisSumMeanMaxMatchCpu) {
   CudaAllocator gpu(0);
   // On the simulated device (a CPU running every GPU thread) the GPT-sized
   // shape shrinks: along its last axis it is 6.3 million one-warp blocks.
-  const int64_t tall = testing::OnCudaSimulator() ? 64 : 8192;
+  const int64_t tall = testing::ShrinkGpuTests() ? 64 : 8192;
   for (DType dtype : kFloatDTypes) {
     for (const std::vector<int64_t>& shape :
          {std::vector<int64_t>{1, 1, 1}, {3, 5, 7}, {tall, 768, 1}, {2, 4096, 33}}) {
