@@ -82,6 +82,10 @@ void RunMemoryBenches(const Stream& stream, CudaAllocator& gpu, std::vector<Memo
     const double gbs = b.bytes / (ms * 1e6), copy_gbs = 2.0 * half / (copy_ms * 1e6);
     std::printf("%-44s %12lld %10.1f %10.1f %10.1f %7.0f%%\n", b.name.c_str(),
                 static_cast<long long>(b.bytes), ms * 1e3, gbs, copy_gbs, 100.0 * gbs / copy_gbs);
+    EmitFigure("cuda_bench", "memory " + b.name, gbs, "GB/s",
+               {{"us", ms * 1e3}, {"bytes", static_cast<double>(b.bytes)}, {"baseline", copy_gbs},
+                {"of_baseline", gbs / copy_gbs}},
+               "baseline: a device-to-device cudaMemcpyAsync of the same bytes");
   }
 }
 
@@ -273,6 +277,10 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
     const double tflops = flops / (ms * 1e9), base = flops / (base_ms * 1e9);
     std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%%s\n", k.name, ms * 1e3, tflops, base,
                 100.0 * tflops / base, k.bias_gelu ? "  (baseline without epilogue)" : "");
+    EmitFigure("cuda_bench", std::string("gemm ") + k.name, tflops, "TFLOP/s",
+               {{"us", ms * 1e3}, {"baseline", base}, {"of_baseline", tflops / base}},
+               k.bias_gelu ? "baseline: cublasGemmEx, default algorithm, without the epilogue"
+                           : "baseline: cublasGemmEx, default algorithm");
     if (k.dtype == DType::kBF16) best_bf16 = std::max(best_bf16, tflops);
   }
   cublasDestroy(handle);
@@ -301,8 +309,10 @@ int Main() {
   RunNcclBenches();
   if (Failures() > 0) {
     std::printf("\n%d result checks FAILED\n", Failures());
+    EmitFigure("cuda_bench", "result checks failed", Failures(), "count");
     return 1;
   }
+  EmitFigure("cuda_bench", "result checks failed", 0, "count");
   std::printf("\nall result checks passed\n");
   return 0;
 }

@@ -178,6 +178,10 @@ void RunNcclBenches() {
       std::printf("%-34s %10.1f %10.1f %10.1f %10.1f %7.0f%%\n", name.c_str(), o * 1e3,
                   full_bytes / (o * 1e6) * factor, w * 1e3, full_bytes / (w * 1e6) * factor,
                   o > 0 ? 100.0 * w / o : 0.0);
+      EmitFigure("cuda_bench", absl::StrCat("nccl ", name, " x", n), o * 1e3, "us",
+                 {{"busbw_gbs", full_bytes / (o * 1e6) * factor}, {"baseline_us", w * 1e3},
+                  {"of_baseline", o > 0 ? w / o : 0.0}},
+                 "baseline: raw grouped NCCL calls");
     }
   }
 }

@@ -18,6 +18,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/nn/gpt.h"
+#include "absl/strings/str_cat.h"
 #include "bench/cuda_bench_util.h"
 #include "collectives/local_communicator.h"
 #include "collectives/nccl_communicator.h"
@@ -106,6 +107,14 @@ void RunStepBench(double gemm_tflops) {
   std::printf("\n  loss %.4f -> %.4f over %d steps; peak memory %s (caching allocator: %s)\n",
               losses.front(), losses.back(), warmup + steps, FormatBytes(gpu.stats().peak_bytes_in_use).c_str(),
               cache.stats().ToString().c_str());
+  const std::string shape = absl::StrCat("GPT-2 124M B", B, " T", T, " bf16 FULL_SHARD world 1");
+  EmitFigure("cuda_bench", "step tokens/s " + shape, tokens_per_s, "tokens/s",
+             {{"ms_per_step", 1e3 * seconds / steps}, {"model_tflops", achieved / 1e12},
+              {"mfu", peak > 0 ? achieved / peak : 0.0}, {"peak_tflops", peak / 1e12},
+              {"of_best_gemm", gemm_tflops > 0 ? achieved / (gemm_tflops * 1e12) : 0.0},
+              {"first_loss", losses.front()}, {"last_loss", losses.back()},
+              {"peak_bytes", static_cast<double>(gpu.stats().peak_bytes_in_use)}},
+             "MFU: model FLOPs 6N + 12 L C T per token over the datasheet dense bf16 peak");
   const double ln_v = std::log(static_cast<double>(config.vocab_size));
   if (!std::isfinite(losses.back()) || std::fabs(losses.front() - ln_v) > 0.5 ||
       !(losses.back() < losses.front())) {

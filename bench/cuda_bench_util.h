@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/figures.h"
 #include "runtime/stream.h"
 #include "runtime/tensor.h"
 

@@ -28,6 +28,7 @@
 #include "train/train_step.h"
 #include "data/token_data.h"
 #include "data/tokenizer.h"
+#include "runtime/figures.h"
 #include "runtime/cuda/cuda_allocator.h"
 #include "sharding/sharded_model.h"
 #include "runtime/status.h"
@@ -352,6 +353,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   const bool writes_rows = metrics.has_value() || tensorboard.has_value();
   int64_t run_peak = 0;
   StepMetrics row;
+  std::vector<double> step_ms;  // wall time of each step (the loss read back ends it)
   for (int64_t step = start_step; step < o.steps; ++step) {
     const double step_start = Now();
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
@@ -372,6 +374,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       log.Line(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step, scaler.ToString()));
     }
     s.losses.push_back(loss);
+    step_ms.push_back((Now() - step_start) * 1000.0);
     if (!o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar) {
       const double ms = (Now() - step_start) * 1000.0;
       const int64_t step_peak = device.stats().peak_bytes_in_use;
@@ -473,6 +476,24 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                            o.steps - start_step, s.tokens, s.seconds, s.tokens / s.seconds,
                            s.losses.empty() ? 0.0 : s.losses.back(),
                            FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value()))));
+  if (lead && FiguresWanted() && !step_ms.empty()) {
+    // Steady state: the median step after the first two (allocator and plan warm-up).
+    std::vector<double> steady(step_ms.begin() + std::min<size_t>(2, step_ms.size() - 1), step_ms.end());
+    std::nth_element(steady.begin(), steady.begin() + steady.size() / 2, steady.end());
+    const double ms = steady[steady.size() / 2];
+    const double tokens_per_s = tokens_per_step / (ms / 1000.0);
+    const double flops_per_token = GptTrainFlopsPerToken(o.model, gpt->NumParameters());
+    EmitFigure("train_gpt", absl::StrCat("tokens/s ", o.model.n_layer, "x", o.model.n_embd, " T",
+                                         o.model.block_size, " batch ", o.batch_size, " x", comm.size(), " ",
+                                         comm.size() > 1 ? "ranks" : "rank"),
+               tokens_per_s, "tokens/s",
+               {{"ms_per_step", ms}, {"first_step_ms", step_ms.front()},
+                {"flops_per_token", flops_per_token}, {"model_tflops", flops_per_token * tokens_per_s / 1e12},
+                {"params", static_cast<double>(gpt->NumParameters())}, {"steps", static_cast<double>(step_ms.size())},
+                {"first_loss", s.losses.front()}, {"final_loss", s.losses.back()},
+                {"final_val_loss", s.final_val_loss}, {"peak_bytes", static_cast<double>(s.peak_bytes)}},
+               "tokens/s and ms/step: the median step after the first two, per rank");
+  }
   if (summary != nullptr && lead) *summary = s;
   return absl::OkStatus();
 }
