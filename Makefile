@@ -16,6 +16,13 @@
 #                 beside cuBLAS, attention ours beside cuDNN, GPT step tokens/s and
 #                 MFU, NCCL busbw beside raw NCCL); elsewhere a message, exit 0.
 #                 See docs/gpu.md.
+#   make gpu-bundle  gpu_bundle/: the GPU tests, cuda_bench, train_gpt and the record
+#                 writer built with CUDA (and again for the simulator), their
+#                 libraries and run.sh, for a GPU machine without Bazel: there
+#                 `gpu_bundle/run.sh OUTDIR` writes OUTDIR/record.json and summary.md
+#   make gpu-check RECORD=OUTDIR/record.json  fails on any problem in a record
+#   make bundle-sim-test  the bundle's run.sh --sim on a few GPU tests and the job,
+#                 whose record must pass gpu-check (`make test` runs it). docs/gpu.md.
 #   make sim-test the same GPU tests on any machine, the device being the CPU
 #                 simulator (--define=cuda_sim=1, tools/cuda/sim): our kernels run
 #                 through the op entries, allocator and copies, with stand-ins for
@@ -37,7 +44,8 @@ BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train config-doc bench bench-peers fuzz plot clean gpu-test gpu-bench sim-test isa-test
+.PHONY: deps test train config-doc bench bench-peers fuzz plot clean gpu-test gpu-bench sim-test isa-test \
+	gpu-bundle gpu-check bundle-sim-test
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
 # bundled Shakespeare (bytes), as examples/configs/default.json says; the run
@@ -57,6 +65,7 @@ test: deps
 	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
 	$(MAKE) --no-print-directory isa-test
 	$(MAKE) --no-print-directory sim-test
+	$(MAKE) --no-print-directory bundle-sim-test
 
 # The numerics tests again on the portable code path (ZEROSHARD_CPU_ISA=baseline:
 # plain x86-64 loops and Eigen's SSE2 GEMM), whatever this processor has, so
@@ -89,6 +98,46 @@ sim-test: deps
 	  $(BAZEL) query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
 	  summary=$$?; \
 	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
+
+# The GPU visit in one folder (docs/gpu.md, "The GPU bundle"): the programs of
+# tools/gpu_bundle/targets.txt built with CUDA and linked to shared libraries
+# (--dynamic_mode=fully: one copy of each), then the same for the simulator
+# (gpu_bundle/sim/), with run.sh and the PyTorch baseline. At most 64 MiB.
+GPU_BUNDLE_TARGETS = $$(grep -v '^\#' tools/gpu_bundle/targets.txt | cut -d' ' -f1)
+GPU_BUNDLE_SIM_TARGETS = $$(grep -v '^\#' tools/gpu_bundle/targets.txt | grep -v gpu-only | cut -d' ' -f1)
+NO_TOOLKIT = [ "$(CUDA)" = "0" ] || [ ! -x "$${ZEROSHARD_CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]
+
+gpu-bundle: deps
+	@if $(NO_TOOLKIT); then \
+	  echo "make gpu-bundle: no CUDA toolkit (or CUDA=0): nothing to bundle."; exit 1; fi
+	@missing=$$($(BAZEL) query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null | \
+	  while read t; do grep -q "^$$t\b" tools/gpu_bundle/targets.txt || echo "$$t"; done); \
+	  if [ -n "$$missing" ]; then \
+	    echo "make gpu-bundle: GPU tests missing from tools/gpu_bundle/targets.txt: $$missing"; exit 1; fi
+	$(BAZEL) build $(BAZEL_FLAGS) --dynamic_mode=fully $(GPU_BUNDLE_TARGETS)
+	./tools/gpu_bundle/make_bundle.sh gpu_bundle bazel-bin
+	$(BAZEL) build $(BAZEL_FLAGS) --dynamic_mode=fully --define=cuda_sim=1 $(GPU_BUNDLE_SIM_TARGETS)
+	./tools/gpu_bundle/make_bundle.sh --sim gpu_bundle bazel-bin
+
+# run.sh --sim over a few GPU test programs and the job (the CPU simulator as the
+# device): the bundle's layout, libraries, steps and record stay working between
+# GPU visits. The record must pass gpu-check.
+BUNDLE_SIM_TESTS ?= cuda_rows_test,strided_copy_test,cuda_gpt_test,train_gpt_gpu_test
+bundle-sim-test:
+	@if $(NO_TOOLKIT); then \
+	  echo "make bundle-sim-test: no CUDA toolkit (or CUDA=0): skipped."; exit 0; fi
+	$(MAKE) --no-print-directory gpu-bundle
+	rm -rf gpu_bundle_sim_run
+	./gpu_bundle/run.sh --sim --tests=$(BUNDLE_SIM_TESTS) gpu_bundle_sim_run > gpu_bundle_sim_run.log 2>&1 || \
+	  { tail -40 gpu_bundle_sim_run.log; exit 1; }
+	./gpu_bundle/sim/bin/gpu_record --check=gpu_bundle_sim_run/record.json
+
+# Exits non-zero on any problem in a GPU record (a failed test or step, a crash,
+# a sanitizer error, cuDNN refusing where it should run, a missing figure).
+gpu-check:
+	@test -n "$(RECORD)" || { echo "usage: make gpu-check RECORD=OUTDIR/record.json"; exit 2; }
+	$(BAZEL) build $(BAZEL_FLAGS) //tools/gpu_bundle:gpu_record
+	./bazel-bin/tools/gpu_bundle/gpu_record --check=$(RECORD)
 
 train: deps
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //examples:train_gpt
