@@ -29,7 +29,8 @@
 #include "data/token_data.h"
 #include "data/tokenizer.h"
 #include "runtime/figures.h"
-#include "runtime/cuda/cuda_allocator.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/device_api.h"
 #include "sharding/sharded_model.h"
 #include "runtime/status.h"
 
@@ -204,9 +205,18 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       "zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
       comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
 
+  // On a GPU, a caching allocator (as PyTorch's): a warm step takes no cudaMalloc.
+  // Declared before the tensors that use it, so it outlives them.
+  std::unique_ptr<CudaBacking> backing;
+  std::unique_ptr<CachingAllocator> cache;
   std::unique_ptr<Allocator> device_allocator;
   if (on_gpu) {
-    device_allocator = std::make_unique<CudaAllocator>(comm.device().index);
+    backing = std::make_unique<CudaBacking>(comm.device().index);
+    cache = std::make_unique<CachingAllocator>(
+        backing.get(), CachingAllocatorOptions{.name = absl::StrCat("rank", comm.rank()),
+                                               .device = comm.device(),
+                                               .capacity_bytes = o.device_memory_limit});
+    device_allocator = std::make_unique<CachingStreamAllocator>(cache.get(), /*stream=*/nullptr, "compute");
   } else {
     device_allocator = std::make_unique<CpuAllocator>(CpuAllocator::Options{
         .name = absl::StrCat("rank", comm.rank()), .capacity_bytes = o.device_memory_limit});
@@ -354,7 +364,11 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   int64_t run_peak = 0;
   StepMetrics row;
   std::vector<double> step_ms;  // wall time of each step (the loss read back ends it)
+  // cudaMalloc and host synchronisations of the steps after the first two.
+  const int64_t first_counted = start_step + 2;
+  cuda::CudaCallCounts counts_before;
   for (int64_t step = start_step; step < o.steps; ++step) {
+    if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
     const double step_start = Now();
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nullptr);
@@ -411,6 +425,16 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (writes_rows && step + 1 < o.steps) {  // the last row waits for the final validation loss
       ZS_RETURN_IF_ERROR(write_row(row));
     }
+  }
+  if (on_gpu && o.steps > first_counted) {
+    const cuda::CudaCallCounts after = cuda::ThreadCudaCallCounts();
+    const double n = static_cast<double>(o.steps - first_counted);
+    s.cuda_mallocs_per_step = static_cast<double>(after.mallocs - counts_before.mallocs) / n;
+    s.host_syncs_per_step = static_cast<double>(after.host_syncs - counts_before.host_syncs) / n;
+    log.Line(absl::StrFormat("GPU: steps %d-%d made %.1f cudaMalloc and %.1f host synchronisations per step "
+                             "(caching allocator: %s)\n",
+                             first_counted, o.steps - 1, s.cuda_mallocs_per_step, s.host_syncs_per_step,
+                             cache->stats().ToString()));
   }
   sharded->set_trace(nullptr);
   if (!o.trace.empty()) {
@@ -491,7 +515,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                 {"flops_per_token", flops_per_token}, {"model_tflops", flops_per_token * tokens_per_s / 1e12},
                 {"params", static_cast<double>(gpt->NumParameters())}, {"steps", static_cast<double>(step_ms.size())},
                 {"first_loss", s.losses.front()}, {"final_loss", s.losses.back()},
-                {"final_val_loss", s.final_val_loss}, {"peak_bytes", static_cast<double>(s.peak_bytes)}},
+                {"final_val_loss", s.final_val_loss}, {"peak_bytes", static_cast<double>(s.peak_bytes)},
+                {"cuda_mallocs_per_step", s.cuda_mallocs_per_step},
+                {"host_syncs_per_step", s.host_syncs_per_step}},
                "tokens/s and ms/step: the median step after the first two, per rank");
   }
   if (summary != nullptr && lead) *summary = s;

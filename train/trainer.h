@@ -103,12 +103,19 @@ struct TrainSummary {
   int64_t start_step = 0;      // > 0 when resumed
   std::string last_checkpoint;
   double save_blocked_seconds = 0;  // training time spent inside saves (async: the snapshots)
+  // On GPUs, rank 0's calls per step after the first two (runtime/cuda/device_api.h
+  // ThreadCudaCallCounts): cudaMalloc (0 once the caching allocator is warm) and
+  // host synchronisations; -1 where not measured (CPU ranks, or fewer than 3 steps).
+  double cuda_mallocs_per_step = -1;
+  double host_syncs_per_step = -1;
 };
 
 // Runs on every rank; rank 0 prints. `summary` (optional) receives rank 0's figures.
 //
 // On GPUs (`comm` an NcclCommunicator, one rank per device): parameters,
-// activations and gradients live in a CudaAllocator of comm.device(), batches
+// activations and gradients live in a caching allocator of comm.device()
+// (runtime/cuda/caching_allocator.h, on the legacy default stream the op entries
+// use), batches
 // are copied there, and `host` (e.g. the in-process communicator that
 // bootstrapped NCCL) carries the run's host-side numbers: mean losses, peak
 // memory, barriers. Checkpoints, --init_from and NVMe offload are not yet

@@ -48,9 +48,16 @@ absl::StatusOr<std::string> CudaDeviceName(int device) {
                          static_cast<double>(prop.totalGlobalMem) / (1 << 30));
 }
 
+namespace {
+thread_local CudaCallCounts thread_counts;
+}  // namespace
+
+CudaCallCounts ThreadCudaCallCounts() { return thread_counts; }
+
 absl::StatusOr<void*> CudaMalloc(int device, size_t bytes) {
   if (absl::Status s = SetDevice(device); !s.ok()) return s;
   void* p = nullptr;
+  ++thread_counts.mallocs;
   ZS_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
   return p;
 }
@@ -75,6 +82,7 @@ absl::Status CudaHostFree(void* ptr) {
 absl::Status CudaMemcpy(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) {
   if (bytes == 0) return absl::OkStatus();
   if (stream == nullptr) {
+    ++thread_counts.host_syncs;
     ZS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, ToCuda(kind)));
   } else {
     ZS_CUDA_RETURN_IF_ERROR(
@@ -96,6 +104,7 @@ absl::Status CudaStreamDestroy(void* stream) {
 }
 
 absl::Status CudaStreamSynchronize(void* stream) {
+  ++thread_counts.host_syncs;
   ZS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
   return absl::OkStatus();
 }
@@ -136,6 +145,7 @@ absl::StatusOr<bool> CudaEventQuery(void* event) {
 }
 
 absl::Status CudaEventSynchronize(void* event) {
+  ++thread_counts.host_syncs;
   ZS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
   return absl::OkStatus();
 }

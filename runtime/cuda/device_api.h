@@ -14,6 +14,7 @@
 #define ZEROSHARD_RUNTIME_CUDA_DEVICE_API_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -49,6 +50,18 @@ absl::Status CudaStreamWaitEvent(void* stream, void* event);
 absl::StatusOr<bool> CudaEventQuery(void* event);
 absl::Status CudaEventSynchronize(void* event);
 absl::StatusOr<float> CudaEventElapsedMs(void* start, void* end);
+
+// Calls made by the calling thread since it started that cost a GPU step most:
+// device allocations (cudaMalloc) and waits that block the host until the device
+// is done (a synchronous cudaMemcpy, cudaStreamSynchronize, cudaEventSynchronize).
+// The main job prints them per step after warm-up (with the caching allocator a
+// warm step should allocate nothing). Per thread, so each in-process rank counts
+// its own; 0 in a CPU-only build.
+struct CudaCallCounts {
+  int64_t mallocs = 0;
+  int64_t host_syncs = 0;
+};
+CudaCallCounts ThreadCudaCallCounts();
 
 // The Status for a cudaError_t returned as int by a kernel launcher (0 is OK);
 // `what` names the launch ("Gelu on cuda:0").

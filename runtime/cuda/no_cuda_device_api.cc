@@ -15,6 +15,7 @@ absl::Status NotBuilt(const char* call) {
 }  // namespace
 
 bool BuiltWithCuda() { return false; }
+CudaCallCounts ThreadCudaCallCounts() { return {}; }
 absl::StatusOr<int> CudaDeviceCount() { return 0; }
 absl::StatusOr<std::string> CudaDeviceName(int) { return NotBuilt("CudaDeviceName"); }
 absl::StatusOr<void*> CudaMalloc(int, size_t) { return NotBuilt("CudaMalloc"); }
