@@ -21,8 +21,9 @@
 #                 libraries and run.sh, for a GPU machine without Bazel: there
 #                 `gpu_bundle/run.sh OUTDIR` writes OUTDIR/record.json and summary.md
 #   make gpu-check RECORD=OUTDIR/record.json  fails on any problem in a record
-#   make bundle-sim-test  the bundle's run.sh --sim on a few GPU tests and the job,
-#                 whose record must pass gpu-check (`make test` runs it). docs/gpu.md.
+#   make bundle-sim-test  the bundle's run.sh --sim on a few GPU tests, cuda_bench
+#                 --quick and the job, whose record must pass gpu-check (`make test`
+#                 runs it). docs/gpu.md.
 #   make sim-test the same GPU tests on any machine, the device being the CPU
 #                 simulator (--define=cuda_sim=1, tools/cuda/sim): our kernels run
 #                 through the op entries, allocator and copies, with stand-ins for
@@ -102,7 +103,9 @@ sim-test: deps
 # The GPU visit in one folder (docs/gpu.md, "The GPU bundle"): the programs of
 # tools/gpu_bundle/targets.txt built with CUDA and linked to shared libraries
 # (--dynamic_mode=fully: one copy of each), then the same for the simulator
-# (gpu_bundle/sim/), with run.sh and the PyTorch baseline. At most 64 MiB.
+# (gpu_bundle/sim/), with run.sh and the PyTorch baseline. At most 64 MiB. Every
+# gpu-tagged cc_test must be listed (the sh_test //bench:cuda_bench_test is not a
+# program to carry: run.sh's bench step runs cuda_bench itself).
 GPU_BUNDLE_TARGETS = $$(grep -v '^\#' tools/gpu_bundle/targets.txt | cut -d' ' -f1)
 GPU_BUNDLE_SIM_TARGETS = $$(grep -v '^\#' tools/gpu_bundle/targets.txt | grep -v gpu-only | cut -d' ' -f1)
 NO_TOOLKIT = [ "$(CUDA)" = "0" ] || [ ! -x "$${ZEROSHARD_CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]
@@ -110,7 +113,7 @@ NO_TOOLKIT = [ "$(CUDA)" = "0" ] || [ ! -x "$${ZEROSHARD_CUDA_PATH:-/usr/local/c
 gpu-bundle: deps
 	@if $(NO_TOOLKIT); then \
 	  echo "make gpu-bundle: no CUDA toolkit (or CUDA=0): nothing to bundle."; exit 1; fi
-	@missing=$$($(BAZEL) query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null | \
+	@missing=$$($(BAZEL) query 'kind(cc_test, attr(tags, "\bgpu\b", tests(//...)))' 2>/dev/null | \
 	  while read t; do grep -q "^$$t\b" tools/gpu_bundle/targets.txt || echo "$$t"; done); \
 	  if [ -n "$$missing" ]; then \
 	    echo "make gpu-bundle: GPU tests missing from tools/gpu_bundle/targets.txt: $$missing"; exit 1; fi
@@ -119,9 +122,9 @@ gpu-bundle: deps
 	$(BAZEL) build $(BAZEL_FLAGS) --dynamic_mode=fully --define=cuda_sim=1 $(GPU_BUNDLE_SIM_TARGETS)
 	./tools/gpu_bundle/make_bundle.sh --sim gpu_bundle bazel-bin
 
-# run.sh --sim over a few GPU test programs and the job (the CPU simulator as the
-# device): the bundle's layout, libraries, steps and record stay working between
-# GPU visits. The record must pass gpu-check.
+# run.sh --sim over a few GPU test programs, cuda_bench --quick and the job (the
+# CPU simulator as the device): the bundle's layout, libraries, steps and record
+# stay working between GPU visits. The record must pass gpu-check.
 BUNDLE_SIM_TESTS ?= cuda_rows_test,strided_copy_test,cuda_gpt_test,train_gpt_gpu_test
 bundle-sim-test:
 	@if $(NO_TOOLKIT); then \

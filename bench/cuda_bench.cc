@@ -16,6 +16,8 @@
 //   NCCL                  all-gather / reduce-scatter busbw through our
 //                         communicator beside raw NCCL calls (cuda_bench_nccl.cc)
 //
+// `cuda_bench --quick` (and every run on the CPU simulator) does the same with
+// small shapes and 2 timed iterations (BenchMode in cuda_bench_util.h).
 // Prints a clear message and exits 0 when no device is present. See docs/gpu.md.
 #include <cublas_v2.h>
 
@@ -27,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda/cast_launch.h"
 #include "kernels/cuda/cross_entropy_launch.h"
@@ -51,6 +55,13 @@ namespace {
 
 void Launch(int rc, const char* what) { Must(cuda::CudaLaunchStatus(rc, what), what); }
 
+// An element count as the figures name it: 124000000 -> "124M", 64000 -> "64K".
+std::string Count(int64_t n) {
+  if (n % 1'000'000 == 0) return absl::StrCat(n / 1'000'000, "M");
+  if (n % 1'000 == 0) return absl::StrCat(n / 1'000, "K");
+  return absl::StrCat(n);
+}
+
 // ---------------------------------------------------------------- memory-bound
 
 struct MemoryBench {
@@ -63,7 +74,7 @@ void RunMemoryBenches(const Stream& stream, CudaAllocator& gpu, std::vector<Memo
   std::printf("\n%-44s %12s %10s %10s %10s %8s\n", "memory-bound kernel", "bytes", "us", "GB/s",
               "memcpy", "of cpy");
   for (MemoryBench& b : benches) {
-    const int iters = b.bytes > (int64_t{256} << 20) ? 10 : 50;
+    const int iters = Iters(b.bytes > (int64_t{256} << 20) ? 10 : 50);
     const double ms = TimeMs(stream, b.run, iters);
     // The baseline: one D2D copy moving the same bytes (bytes / 2 read, bytes / 2 written).
     const int64_t half = b.bytes / 2;
@@ -105,13 +116,17 @@ void CheckClose(const Tensor& gpu_result, const Tensor& cpu_result, double tol, 
 std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu) {
   void* const s = stream.native_handle();
   std::vector<MemoryBench> benches;
-  const int64_t rows = 8 * 1024, c = 768, vocab = 50304;  // GPT-2 small, B*T = 8192
+  // GPT-2 small, B*T = 8192, and a 124M-parameter shard; quick: 64 rows of 64,
+  // a vocabulary of 512, a 64K shard.
+  const bool quick = Mode().quick;
+  const int64_t rows = quick ? 64 : 8 * 1024, c = quick ? 64 : 768, vocab = quick ? 512 : 50304;
+  const int64_t shard = quick ? 64'000 : 124'000'000;
 
-  {  // Casts: f32 -> bf16 of a 124M-parameter shard.
-    const int64_t n = 124'000'000;
+  {  // Casts: f32 -> bf16 of a parameter shard.
+    const int64_t n = shard;
     Tensor x = Random({n}, DType::kF32, -1, 1, 1, &gpu);
     Tensor y = Must(Tensor::Empty({n}, DType::kBF16, &gpu), "alloc");
-    benches.push_back({"cast f32 -> bf16 (124M)", n * 6, [=] {
+    benches.push_back({absl::StrCat("cast f32 -> bf16 (", Count(n), ")"), n * 6, [=] {
                          Launch(cuda::LaunchCast(0, 1, x.raw_data(), y.raw_data(), n, s), "cast");
                        }});
   }
@@ -121,7 +136,8 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
                1.0 / 64, "softmax");
     Tensor x = Random({rows, vocab}, DType::kBF16, -5, 5, 3, &gpu);
     Tensor y = Must(Tensor::Empty({rows, vocab}, DType::kBF16, &gpu), "alloc");
-    benches.push_back({"softmax bf16 [8192, 50304]", rows * vocab * 4, [=] {
+    benches.push_back({absl::StrCat("softmax bf16 [", rows, ", ", vocab, "]"), rows * vocab * 4,
+                       [=] {
                          Launch(cuda::LaunchSoftmax(false, 1, 1, x.raw_data(), vocab, y.raw_data(),
                                                     vocab, rows, vocab, s),
                                 "softmax");
@@ -130,7 +146,7 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
     Tensor o = Must(Tensor::Empty({rows, c}, DType::kBF16, &gpu), "alloc");
     Tensor m = Must(Tensor::Empty({rows}, DType::kF32, &gpu), "alloc");
     Tensor r = Must(Tensor::Empty({rows}, DType::kF32, &gpu), "alloc");
-    benches.push_back({"layernorm fwd bf16 [8192, 768]", rows * c * 4, [=] {
+    benches.push_back({absl::StrCat("layernorm fwd bf16 [", rows, ", ", c, "]"), rows * c * 4, [=] {
                          Launch(cuda::LaunchLayerNormForward(
                                     1, 1, h.raw_data(), c, nullptr, nullptr, 1e-5f, o.raw_data(), c,
                                     static_cast<float*>(m.raw_data()),
@@ -141,30 +157,31 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
     Tensor targets = Must(Tensor::Zeros({rows}, DType::kI32, &gpu), "alloc");
     Tensor losses = Must(Tensor::Empty({rows}, DType::kF32, &gpu), "alloc");
     Tensor lse = Must(Tensor::Empty({rows}, DType::kF32, &gpu), "alloc");
-    benches.push_back({"cross-entropy fwd bf16 [8192, 50304]", rows * vocab * 2, [=] {
+    benches.push_back({absl::StrCat("cross-entropy fwd bf16 [", rows, ", ", vocab, "]"),
+                       rows * vocab * 2, [=] {
                          Launch(cuda::LaunchCrossEntropyForward(
                                     1, x.raw_data(), vocab, 3, targets.raw_data(), -100,
                                     static_cast<float*>(losses.raw_data()),
                                     static_cast<float*>(lse.raw_data()), rows, vocab, s),
                                 "cross-entropy");
                        }});
-    benches.push_back({"dropout bf16 [8192, 768] p=0.1", rows * c * 4, [=] {
+    benches.push_back({absl::StrCat("dropout bf16 [", rows, ", ", c, "] p=0.1"), rows * c * 4, [=] {
                          Launch(cuda::LaunchDropout(1, h.raw_data(), o.raw_data(), rows * c, 7, 0,
                                                     0.9f, 1.0f / 0.9f, false, s),
                                 "dropout");
                        }});
     Tensor wte = Random({vocab, c}, DType::kBF16, -1, 1, 5, &gpu);
-    Tensor ids = Random({rows}, DType::kF32, 0, 50000, 6);
+    Tensor ids = Random({rows}, DType::kF32, 0, std::min<int64_t>(50000, vocab - 1), 6);
     ids = Must(Must(ids.To(DType::kI32), "ids").To(&gpu), "ids");
-    benches.push_back({"embedding fwd bf16 [8192] x 768", rows * c * 4, [=] {
+    benches.push_back({absl::StrCat("embedding fwd bf16 [", rows, "] x ", c), rows * c * 4, [=] {
                          Launch(cuda::LaunchEmbeddingForward(1, 1, wte.raw_data(), c, 3,
                                                              ids.raw_data(), o.raw_data(), c, rows,
                                                              c, s),
                                 "embedding");
                        }});
   }
-  {  // The fused AdamW step over a 124M shard with the bf16 param copy.
-    const int64_t n = 124'000'000;
+  {  // The fused AdamW step over the shard with the bf16 param copy.
+    const int64_t n = shard;
     Tensor p = Random({n}, DType::kF32, -1, 1, 8, &gpu);
     Tensor g = Random({n}, DType::kBF16, -1, 1, 9, &gpu);
     Tensor m = Must(Tensor::Zeros({n}, DType::kF32, &gpu), "alloc");
@@ -172,7 +189,8 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
     Tensor copy = Must(Tensor::Empty({n}, DType::kBF16, &gpu), "alloc");
     const optim::AdamScalars sc = optim::MakeAdamScalars({}, 1, 6e-4, 0.1);
     // reads p, g, m, v; writes p, m, v, copy
-    benches.push_back({"AdamW step f32 + bf16 grad/copy (124M)", n * (4 + 2 + 4 + 4 + 4 + 4 + 4 + 2),
+    benches.push_back({absl::StrCat("AdamW step f32 + bf16 grad/copy (", Count(n), ")"),
+                       n * (4 + 2 + 4 + 4 + 4 + 4 + 4 + 2),
                        [=] {
                          Launch(optim::cuda::LaunchAdamStep(
                                     true, sc, static_cast<float*>(p.raw_data()), g.raw_data(), 1,
@@ -199,22 +217,34 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
   std::printf("\n%-44s %10s %10s %10s %8s\n", "GEMM (row-major C = A B^T)", "us", "TFLOP/s",
               "cuBLAS", "of cuBLAS");
   struct Case {
-    const char* name;
+    const char* what;
+    const char* types;
     int64_t m, n, k;
     DType dtype;
     bool tf32;
     bool bias_gelu;
+    // "qkv bf16 8192x2304x768", "square f16 8192^3", "... +bias+gelu".
+    std::string name() const {
+      return absl::StrCat(what, " ", types, " ",
+                          m == n && n == k ? absl::StrCat(m, "^3") : absl::StrCat(m, "x", n, "x", k),
+                          bias_gelu ? " +bias+gelu" : "");
+    }
   };
+  // GPT-2 small's GEMMs at B*T = 8192 and squares; quick: C 64, V 512, 64 rows.
+  const bool quick = Mode().quick;
+  const int64_t rows = quick ? 64 : 8192, width = quick ? 64 : 768, vocab = quick ? 512 : 50304;
+  const int64_t square = quick ? 128 : 8192;
   const Case cases[] = {
-      {"qkv bf16 8192x2304x768", 8192, 2304, 768, DType::kBF16, false, false},
-      {"mlp fc bf16 8192x3072x768 +bias+gelu", 8192, 3072, 768, DType::kBF16, false, true},
-      {"mlp proj bf16 8192x768x3072", 8192, 768, 3072, DType::kBF16, false, false},
-      {"lm head bf16 8192x50304x768", 8192, 50304, 768, DType::kBF16, false, false},
-      {"square f16 8192^3", 8192, 8192, 8192, DType::kF16, false, false},
-      {"square f32 tf32 8192^3", 8192, 8192, 8192, DType::kF32, true, false},
+      {"qkv", "bf16", rows, 3 * width, width, DType::kBF16, false, false},
+      {"mlp fc", "bf16", rows, 4 * width, width, DType::kBF16, false, true},
+      {"mlp proj", "bf16", rows, width, 4 * width, DType::kBF16, false, false},
+      {"lm head", "bf16", rows, vocab, width, DType::kBF16, false, false},
+      {"square", "f16", square, square, square, DType::kF16, false, false},
+      {"square", "f32 tf32", square, square, square, DType::kF32, true, false},
   };
   double best_bf16 = 0;
   for (const Case& k : cases) {
+    const std::string name = k.name();
     Tensor a = Random({k.m, k.k}, k.dtype, -1, 1, 1, &gpu);
     Tensor b = Random({k.n, k.k}, k.dtype, -1, 1, 2, &gpu);
     Tensor bias = Random({k.n}, k.dtype, -1, 1, 3, &gpu);
@@ -251,33 +281,40 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
                              std::fabs(want) * (k.dtype == DType::kBF16 ? 1.0 / 64 : 1e-3);
           const double got = cv[i * k.n + j];
           if (std::fabs(got - want) > tol) {
-            Fail(std::string(k.name) + ": C[" + std::to_string(i) + "," + std::to_string(j) +
+            Fail(name + ": C[" + std::to_string(i) + "," + std::to_string(j) +
                  "] = " + std::to_string(got) + ", want " + std::to_string(want));
           }
         }
       }
     }
     const double flops = 2.0 * k.m * k.n * k.k;
-    const double ms = TimeMs(stream, [&] { Must(lt->Run(call, stream.native_handle()), "gemm"); }, 20);
+    const double ms =
+        TimeMs(stream, [&] { Must(lt->Run(call, stream.native_handle()), "gemm"); }, Iters(20));
     // The baseline: cublasGemmEx, column-major C^T = B A^T (the same product).
     const cudaDataType_t t = k.dtype == DType::kBF16 ? CUDA_R_16BF
                              : k.dtype == DType::kF16 ? CUDA_R_16F
                                                       : CUDA_R_32F;
     const cublasComputeType_t compute = k.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t base_status = CUBLAS_STATUS_SUCCESS;  // a refused baseline times nothing
     const double base_ms = TimeMs(
         stream,
         [&] {
-          cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(k.n), static_cast<int>(k.m),
-                       static_cast<int>(k.k), &alpha, b.raw_data(), t, static_cast<int>(k.k),
-                       a.raw_data(), t, static_cast<int>(k.k), &beta, c.raw_data(), t,
-                       static_cast<int>(k.n), compute, CUBLAS_GEMM_DEFAULT);
+          const cublasStatus_t s = cublasGemmEx(
+              handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(k.n), static_cast<int>(k.m),
+              static_cast<int>(k.k), &alpha, b.raw_data(), t, static_cast<int>(k.k), a.raw_data(),
+              t, static_cast<int>(k.k), &beta, c.raw_data(), t, static_cast<int>(k.n), compute,
+              CUBLAS_GEMM_DEFAULT);
+          if (s != CUBLAS_STATUS_SUCCESS) base_status = s;
         },
-        20);
+        Iters(20));
+    if (base_status != CUBLAS_STATUS_SUCCESS) {
+      Fail(name + ": the cublasGemmEx baseline returned " + cublasGetStatusName(base_status));
+    }
     const double tflops = flops / (ms * 1e9), base = flops / (base_ms * 1e9);
-    std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%%s\n", k.name, ms * 1e3, tflops, base,
+    std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%%s\n", name.c_str(), ms * 1e3, tflops, base,
                 100.0 * tflops / base, k.bias_gelu ? "  (baseline without epilogue)" : "");
-    EmitFigure("cuda_bench", std::string("gemm ") + k.name, tflops, "TFLOP/s",
+    EmitFigure("cuda_bench", "gemm " + name, tflops, "TFLOP/s",
                {{"us", ms * 1e3}, {"baseline", base}, {"of_baseline", tflops / base}},
                k.bias_gelu ? "baseline: cublasGemmEx, default algorithm, without the epilogue"
                            : "baseline: cublasGemmEx, default algorithm");
@@ -287,14 +324,33 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
   return best_bf16;
 }
 
-int Main() {
+int Main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick") {
+      Mode().quick = true;
+    } else {
+      std::fprintf(stderr,
+                   "cuda_bench: unknown argument '%s'\n"
+                   "usage: cuda_bench [--quick]\n"
+                   "  --quick  small shapes and 2 timed iterations in every section, results still\n"
+                   "           checked (always so on the CPU simulator)\n",
+                   argv[i]);
+      return 2;
+    }
+  }
   const int devices = Must(cuda::CudaDeviceCount(), "device count");
   if (devices == 0) {
     std::printf("cuda_bench: no CUDA device on this machine: nothing to measure (exit 0). "
                 "Run it on an H100/H200, see docs/gpu.md.\n");
     return 0;
   }
-  std::printf("cuda_bench on %s\n", Must(cuda::CudaDeviceName(kDevice), "device name").c_str());
+  const std::string device = Must(cuda::CudaDeviceName(kDevice), "device name");
+  // The simulator runs kernels on one CPU thread: only the small shapes fit
+  // (the same test as tests/testing.cc OnCudaSimulator).
+  Mode().simulator = absl::StartsWith(device, "cuda_sim");
+  if (Mode().simulator) Mode().quick = true;
+  std::printf("cuda_bench on %s%s\n", device.c_str(),
+              Mode().quick ? " (quick: small shapes, 2 timed iterations; not a GPU's speed)" : "");
   CudaAllocator gpu(kDevice);
   double gemm_tflops = 0;
   {
@@ -320,4 +376,4 @@ int Main() {
 }  // namespace
 }  // namespace zeroshard::bench
 
-int main() { return zeroshard::bench::Main(); }
+int main(int argc, char** argv) { return zeroshard::bench::Main(argc, argv); }

@@ -9,6 +9,8 @@
 //   traffic: busbw is 0 and only the time per call is meaningful.
 // Check: after one all-gather every rank's slice holds that rank's value, and
 // a reduce-scatter of (rank + 1) everywhere gives n (n + 1) / 2.
+// Quick mode: 4 KiB, 32 KiB and 256 KiB per rank, 2 timed iterations. On the
+// simulator one device only (see RunNcclBenches).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -32,25 +34,39 @@ namespace zeroshard::bench {
 
 namespace {
 
-constexpr int kIters = 20;
-const int64_t kSizes[] = {int64_t{1} << 20, int64_t{16} << 20, int64_t{128} << 20};  // bytes per rank
+constexpr int kSizeCount = 3;
+
+// Bytes per rank, smallest first.
+const int64_t* Sizes() {
+  static const int64_t normal[kSizeCount] = {int64_t{1} << 20, int64_t{16} << 20, int64_t{128} << 20};
+  static const int64_t quick[kSizeCount] = {int64_t{4} << 10, int64_t{32} << 10, int64_t{256} << 10};
+  return Mode().quick ? quick : normal;
+}
+
+// "16 MiB", "32 KiB".
+std::string SizeName(int64_t bytes) {
+  return bytes % (int64_t{1} << 20) == 0 ? absl::StrCat(bytes >> 20, " MiB")
+                                         : absl::StrCat(bytes >> 10, " KiB");
+}
 
 struct Timings {
-  double ag_ms[3] = {0, 0, 0};
-  double rs_ms[3] = {0, 0, 0};
+  double ag_ms[kSizeCount] = {0, 0, 0};
+  double rs_ms[kSizeCount] = {0, 0, 0};
 };
 
 double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Ours: every rank issues kIters asynchronous collectives and waits for the last.
+// Ours: every rank issues the timed asynchronous collectives and waits for the last.
 absl::Status OursRank(Communicator& local, Timings* t, std::mutex* mu) {
   const int rank = local.rank(), n = local.size();
   ZS_ASSIGN_OR_RETURN(auto nccl, NcclCommunicator::Create(local, Device::Cuda(rank)));
   CudaAllocator gpu(rank);
-  for (int s = 0; s < 3; ++s) {
-    const int64_t ag_count = kSizes[s] / 2, rs_count = kSizes[s] / 4;
+  const int64_t* sizes = Sizes();
+  const int iters = Iters(20);
+  for (int s = 0; s < kSizeCount; ++s) {
+    const int64_t ag_count = sizes[s] / 2, rs_count = sizes[s] / 4;
     ZS_ASSIGN_OR_RETURN(Tensor ag_in, Tensor::Full({ag_count}, rank + 1, DType::kBF16, &gpu));
     ZS_ASSIGN_OR_RETURN(Tensor ag_out, Tensor::Empty({n * ag_count}, DType::kBF16, &gpu));
     ZS_ASSIGN_OR_RETURN(Tensor rs_in, Tensor::Full({n * rs_count}, rank + 1, DType::kF32, &gpu));
@@ -71,7 +87,7 @@ absl::Status OursRank(Communicator& local, Timings* t, std::mutex* mu) {
       ZS_RETURN_IF_ERROR(nccl->Barrier());
       const auto t0 = std::chrono::steady_clock::now();
       std::shared_ptr<Work> last;
-      for (int i = 0; i < kIters; ++i) {
+      for (int i = 0; i < iters; ++i) {
         if (which == 0) {
           ZS_ASSIGN_OR_RETURN(last, nccl->AllGatherAsync(ag_in, ag_out));
         } else {
@@ -79,7 +95,7 @@ absl::Status OursRank(Communicator& local, Timings* t, std::mutex* mu) {
         }
       }
       ZS_RETURN_IF_ERROR(last->Wait());
-      const double ms = 1e3 * Seconds(t0) / kIters;
+      const double ms = 1e3 * Seconds(t0) / iters;
       std::lock_guard<std::mutex> lock(*mu);
       double& slot = which == 0 ? t->ag_ms[s] : t->rs_ms[s];
       slot = std::max(slot, ms);  // the slowest rank
@@ -106,7 +122,9 @@ Timings RawNccl(int n) {
   BENCH_NCCL(ncclCommInitAll(comms.data(), n, devs.data()));
   std::vector<cudaStream_t> streams(n);
   std::vector<void*> in(n), out(n);
-  const int64_t max_bytes = kSizes[2];
+  const int64_t* sizes = Sizes();
+  const int iters = Iters(20);
+  const int64_t max_bytes = sizes[kSizeCount - 1];
   for (int d = 0; d < n; ++d) {
     cudaSetDevice(d);
     cudaStreamCreateWithFlags(&streams[d], cudaStreamNonBlocking);
@@ -119,15 +137,15 @@ Timings RawNccl(int n) {
       cudaStreamSynchronize(streams[d]);
     }
   };
-  for (int s = 0; s < 3; ++s) {
+  for (int s = 0; s < kSizeCount; ++s) {
     for (int which = 0; which < 2; ++which) {
       auto once = [&] {
         BENCH_NCCL(ncclGroupStart());
         for (int d = 0; d < n; ++d) {
           if (which == 0) {
-            BENCH_NCCL(ncclAllGather(in[d], out[d], kSizes[s] / 2, ncclBfloat16, comms[d], streams[d]));
+            BENCH_NCCL(ncclAllGather(in[d], out[d], sizes[s] / 2, ncclBfloat16, comms[d], streams[d]));
           } else {
-            BENCH_NCCL(ncclReduceScatter(in[d], out[d], kSizes[s] / 4, ncclFloat32, ncclSum, comms[d],
+            BENCH_NCCL(ncclReduceScatter(in[d], out[d], sizes[s] / 4, ncclFloat32, ncclSum, comms[d],
                                          streams[d]));
           }
         }
@@ -136,9 +154,9 @@ Timings RawNccl(int n) {
       once();
       sync();
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kIters; ++i) once();
+      for (int i = 0; i < iters; ++i) once();
       sync();
-      (which == 0 ? t.ag_ms[s] : t.rs_ms[s]) = 1e3 * Seconds(t0) / kIters;
+      (which == 0 ? t.ag_ms[s] : t.rs_ms[s]) = 1e3 * Seconds(t0) / iters;
     }
   }
   for (int d = 0; d < n; ++d) {
@@ -154,7 +172,11 @@ Timings RawNccl(int n) {
 }  // namespace
 
 void RunNcclBenches() {
-  const int n = Must(cuda::CudaDeviceCount(), "device count");
+  // One rank per visible GPU; on the simulator one only: its NCCL collectives
+  // block until every rank has called them (tools/cuda/sim/fake_nccl.cc), so
+  // RawNccl's single thread issuing the grouped calls of several ranks would
+  // wait for itself forever (the real calls only enqueue).
+  const int n = Mode().simulator ? 1 : Must(cuda::CudaDeviceCount(), "device count");
   Timings ours;
   std::mutex mu;
   const std::vector<absl::Status> statuses =
@@ -168,13 +190,14 @@ void RunNcclBenches() {
   std::printf("%-34s %10s %10s %10s %10s %8s\n", "collective (bytes per rank)", "ours us",
               "busbw GB/s", "raw us", "busbw GB/s", "of raw");
   const double factor = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
-  for (int s = 0; s < 3; ++s) {
+  const int64_t* sizes = Sizes();
+  for (int s = 0; s < kSizeCount; ++s) {
     for (int which = 0; which < 2; ++which) {
-      const double full_bytes = static_cast<double>(n) * kSizes[s];  // the gathered / scattered buffer
+      const double full_bytes = static_cast<double>(n) * sizes[s];  // the gathered / scattered buffer
       const double o = which == 0 ? ours.ag_ms[s] : ours.rs_ms[s];
       const double w = which == 0 ? raw.ag_ms[s] : raw.rs_ms[s];
       const std::string name = absl::StrCat(which == 0 ? "all-gather bf16 " : "reduce-scatter f32 ",
-                                            kSizes[s] >> 20, " MiB");
+                                            SizeName(sizes[s]));
       std::printf("%-34s %10.1f %10.1f %10.1f %10.1f %7.0f%%\n", name.c_str(), o * 1e3,
                   full_bytes / (o * 1e6) * factor, w * 1e3, full_bytes / (w * 1e6) * factor,
                   o > 0 ? 100.0 * w / o : 0.0);

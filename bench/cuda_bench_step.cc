@@ -10,6 +10,7 @@
 //              and against the best bf16 GEMM rate measured earlier in this run
 //              ("of GEMM": how close the step comes to what its GEMMs could do).
 // Check: the loss is finite and near ln(V) at the start, and falls over the steps.
+// Quick mode: a tiny GPT (2 layers, 64 wide, V 256, B 2 x T 32), 1 + 2 steps.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,10 +53,17 @@ Tensor RandomTokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed, Allocato
 }  // namespace
 
 void RunStepBench(double gemm_tflops) {
-  nn::GptConfig config{.vocab_size = 50304, .block_size = 1024, .n_layer = 12, .n_head = 12,
-                       .n_embd = 768};
-  const int64_t B = 8, T = 1024;
-  const int warmup = 2, steps = 5;
+  const bool quick = Mode().quick;
+  nn::GptConfig config =
+      quick ? nn::GptConfig{.vocab_size = 256, .block_size = 32, .n_layer = 2, .n_head = 2,
+                            .n_embd = 64}
+            : nn::GptConfig{.vocab_size = 50304, .block_size = 1024, .n_layer = 12, .n_head = 12,
+                            .n_embd = 768};
+  const int64_t B = quick ? 2 : 8, T = config.block_size;
+  const int warmup = quick ? 1 : 2, steps = Iters(5);
+  const std::string model =
+      quick ? absl::StrCat("GPT L", config.n_layer, " C", config.n_embd, " V", config.vocab_size)
+            : "GPT-2 124M";
 
   auto comms = Must(LocalCommunicator::CreateGroup(1), "bootstrap");
   std::unique_ptr<NcclCommunicator> nccl =
@@ -98,8 +106,9 @@ void RunStepBench(double gemm_tflops) {
   const double achieved = flops_per_token * tokens_per_s;
   const std::string device = Must(cuda::CudaDeviceName(kDevice), "device name");
   const double peak = DatasheetBf16Peak(device);
-  std::printf("\nGPT-2 small training step (%lld params, B %lld x T %lld, bf16 gathers, FULL_SHARD world 1)\n",
-              static_cast<long long>(n_params), static_cast<long long>(B), static_cast<long long>(T));
+  std::printf("\n%s training step (%lld params, B %lld x T %lld, bf16 gathers, FULL_SHARD world 1)\n",
+              quick ? model.c_str() : "GPT-2 small", static_cast<long long>(n_params),
+              static_cast<long long>(B), static_cast<long long>(T));
   std::printf("  %.1f ms/step, %.0f tokens/s, %.1f TFLOP/s model FLOPs", 1e3 * seconds / steps,
               tokens_per_s, achieved / 1e12);
   if (peak > 0) std::printf(", MFU %.1f%% of %.0f TFLOP/s bf16 peak", 100.0 * achieved / peak, peak / 1e12);
@@ -107,7 +116,7 @@ void RunStepBench(double gemm_tflops) {
   std::printf("\n  loss %.4f -> %.4f over %d steps; peak memory %s (caching allocator: %s)\n",
               losses.front(), losses.back(), warmup + steps, FormatBytes(gpu.stats().peak_bytes_in_use).c_str(),
               cache.stats().ToString().c_str());
-  const std::string shape = absl::StrCat("GPT-2 124M B", B, " T", T, " bf16 FULL_SHARD world 1");
+  const std::string shape = absl::StrCat(model, " B", B, " T", T, " bf16 FULL_SHARD world 1");
   EmitFigure("cuda_bench", "step tokens/s " + shape, tokens_per_s, "tokens/s",
              {{"ms_per_step", 1e3 * seconds / steps}, {"model_tflops", achieved / 1e12},
               {"mfu", peak > 0 ? achieved / peak : 0.0}, {"peak_tflops", peak / 1e12},

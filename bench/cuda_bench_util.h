@@ -4,6 +4,7 @@
 #ifndef ZEROSHARD_BENCH_CUDA_BENCH_UTIL_H_
 #define ZEROSHARD_BENCH_CUDA_BENCH_UTIL_H_
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -19,6 +20,25 @@
 namespace zeroshard::bench {
 
 inline constexpr int kDevice = 0;
+
+// How this run measures, set once by main. Quick mode (`cuda_bench --quick`,
+// and always on the CPU simulator, tools/cuda/sim) takes small shapes
+// everywhere and few iterations, so that the whole program, every result check
+// included, runs in seconds on one CPU core and the bench cannot rot between
+// GPU visits. Its figures carry the small shapes in their names; they say
+// nothing about a GPU's speed.
+struct BenchMode {
+  bool quick = false;
+  bool simulator = false;  // the device is the simulator's "cuda_sim"
+};
+
+inline BenchMode& Mode() {
+  static BenchMode mode;
+  return mode;
+}
+
+// `normal` timed iterations, or 2 in quick mode.
+inline int Iters(int normal) { return Mode().quick ? std::min(normal, 2) : normal; }
 
 inline int& Failures() {
   static int failures = 0;

@@ -31,18 +31,19 @@ cc_library(
 """.format(name = name, libs = repr(["-l" + l for l in libs]))
 
 # `name` links the toolkit's `libs`, or under --define=cuda_sim=1
-# (tools/cuda:sim_device) the simulator's stand-in tools/cuda/sim:<fake>.
-def _lib_or_sim(name, libs, fake):
+# (tools/cuda:sim_device) the simulator's stand-ins tools/cuda/sim:<fake> for
+# each of `fakes`.
+def _lib_or_sim(name, libs, fakes):
     return _lib(name + "_library", libs) + """
 cc_library(
     name = "{name}",
     deps = [":headers"] + select({{
-        "@//tools/cuda:sim_device": ["@//tools/cuda/sim:{fake}"],
+        "@//tools/cuda:sim_device": {fakes},
         "//conditions:default": [":{name}_library"],
     }}),
     visibility = ["//visibility:public"],
 )
-""".format(name = name, fake = fake)
+""".format(name = name, fakes = repr(["@//tools/cuda/sim:" + f for f in fakes]))
 
 def _cuda_configure_impl(rctx):
     root = rctx.os.environ.get("ZEROSHARD_CUDA_PATH", "/usr/local/cuda")
@@ -62,10 +63,10 @@ cc_library(
     visibility = ["//visibility:public"],
 )
 """.format(glob = _HEADER_GLOB)
-        build += _lib_or_sim("cudart", ["cudart"], "fake_cudart")
-        build += _lib_or_sim("cublas", ["cublasLt", "cublas"], "fake_cublaslt")
+        build += _lib_or_sim("cudart", ["cudart"], ["fake_cudart"])
+        build += _lib_or_sim("cublas", ["cublasLt", "cublas"], ["fake_cublaslt", "fake_cublas"])
         build += _lib("cudnn", ["cudnn"])
-        build += _lib_or_sim("nccl", ["nccl"], "fake_nccl")
+        build += _lib_or_sim("nccl", ["nccl"], ["fake_nccl"])
         build = build.replace("{root}", root)
     else:
         for name in ["headers", "cudart", "cublas", "cudnn", "nccl"]:

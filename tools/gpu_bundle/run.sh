@@ -15,10 +15,11 @@
 #   torch      the same GPT step in PyTorch, eager and torch.compile, if torch imports
 #                                                           (ZS_T_TORCH=300)
 # --sim runs the simulator build (sim/bin) against its stand-in libraries, with shapes
-# the CPU can take; the record has the same schema (`make test` runs it on a few
-# test programs, so the bundle cannot rot between GPU visits). --tests runs only the
-# named test programs. Writes OUTDIR/record.json, OUTDIR/summary.md and OUTDIR/logs/;
-# exits 1 when the record has problems (gpu_record --check says which).
+# the CPU can take (cuda_bench --quick, a small job); the record has the same schema
+# (`make test` runs it on a few test programs, the bench and the job, so the bundle
+# cannot rot between GPU visits). --tests runs only the named test programs. Writes
+# OUTDIR/record.json, OUTDIR/summary.md and OUTDIR/logs/; exits 1 when the record has
+# problems (gpu_record --check says which).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 sim=0
@@ -30,7 +31,7 @@ for a in "$@"; do
     --sim) sim=1 ;;
     --only=*) only=${a#--only=} ;;
     --tests=*) only_tests=${a#--tests=} ;;
-    -h|--help) sed -n 2,20p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $a" >&2; exit 2 ;;
     *) outdir=$a ;;
   esac
@@ -214,10 +215,14 @@ fi
 # ---- bench --------------------------------------------------------------------------
 if want bench; then
   if [ -x "$bindir/cuda_bench" ]; then
-    run_step bench cuda_bench "${ZS_T_BENCH:-300}" "$logs/bench_cuda_bench.log" "$bindir/cuda_bench"
+    # On the simulator its small shapes (cuda_bench picks them there by itself too).
+    bench_args=()
+    [ "$sim" = 1 ] && bench_args=(--quick)
+    run_step bench cuda_bench "${ZS_T_BENCH:-300}" "$logs/bench_cuda_bench.log" "$bindir/cuda_bench" \
+      "${bench_args[@]}"
   else
     printf 'bench\tcuda_bench\tskipped\t0\t\n' >> "$steps"
-    note "bench: no cuda_bench in $bindir (not built for the simulator): skipped"
+    note "bench: no cuda_bench in $bindir: skipped"
   fi
 fi
 

@@ -1,6 +1,7 @@
 // The cuBLASLt calls of kernels/cuda/gemm_cublaslt.cc answered on the CPU, for
 // the simulated device (--define=cuda_sim=1; see fake_cudart.cc): linked
-// instead of libcublasLt / libcublas there. A reference GEMM, not a fast one:
+// instead of libcublasLt there (fake_cublas.cc answers libcublas's legacy
+// calls, with the same loop: reference_gemm.h). A reference GEMM, not a fast one:
 // D = epilogue(alpha op(A) op(B) + beta C [+ bias]) in cuBLAS's column-major
 // terms, fp32 accumulation in k order, the GELU of the epilogues the CPU's
 // tanh form (kernels/math/fast_math.h), results rounded to D's type once. What
@@ -15,12 +16,13 @@
 #include <new>
 
 #include "kernels/math/fast_math.h"
-#include "runtime/half.h"
+#include "tools/cuda/sim/reference_gemm.h"
 
 namespace {
 
-using ::zeroshard::BFloat16;
-using ::zeroshard::Float16;
+using ::zs_cuda_sim::GemmOperand;
+using ::zs_cuda_sim::GemmTypeSize;
+using ::zs_cuda_sim::GemmTypeSupported;
 
 struct Desc {
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -45,35 +47,6 @@ static_assert(sizeof(Layout) <= sizeof(cublasLtMatrixLayoutOpaque_t));
 
 Desc* D(cublasLtMatmulDesc_t d) { return reinterpret_cast<Desc*>(d->data); }
 Layout* L(cublasLtMatrixLayout_t l) { return reinterpret_cast<Layout*>(l->data); }
-
-bool Supported(cudaDataType_t t) { return t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF; }
-
-size_t Size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
-
-float Load(const void* base, cudaDataType_t t, int64_t i) {
-  switch (t) {
-    case CUDA_R_16F:
-      return static_cast<float>(static_cast<const Float16*>(base)[i]);
-    case CUDA_R_16BF:
-      return static_cast<float>(static_cast<const BFloat16*>(base)[i]);
-    default:
-      return static_cast<const float*>(base)[i];
-  }
-}
-
-void Store(void* base, cudaDataType_t t, int64_t i, float v) {
-  switch (t) {
-    case CUDA_R_16F:
-      static_cast<Float16*>(base)[i] = Float16(v);
-      break;
-    case CUDA_R_16BF:
-      static_cast<BFloat16*>(base)[i] = BFloat16(v);
-      break;
-    default:
-      static_cast<float*>(base)[i] = v;
-      break;
-  }
-}
 
 // An attribute's value, which must be exactly a State.
 template <typename State>
@@ -174,7 +147,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l
                                                        cudaDataType type, uint64_t rows,
                                                        uint64_t cols, int64_t ld) {
   if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  if (!Supported(type)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!GemmTypeSupported(type)) return CUBLAS_STATUS_NOT_SUPPORTED;
   *layout = new cublasLtMatrixLayoutOpaque_t{};
   Layout* l = new ((*layout)->data) Layout();
   l->type = type;
@@ -275,27 +248,18 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
   const cudaDataType_t bias_type = op.bias_type_set ? op.bias_type : ld.type;
   const float alpha = *static_cast<const float*>(alpha_ptr);
   const float beta = *static_cast<const float*>(beta_ptr);
-  const int64_t batches = ld.batch;
-  for (int64_t p = 0; p < batches; ++p) {
-    const char* ap = static_cast<const char*>(a) + p * la.batch_stride * Size(la.type);
-    const char* bp = static_cast<const char*>(b) + p * lb.batch_stride * Size(lb.type);
-    const char* cp = static_cast<const char*>(c) + p * lc.batch_stride * Size(lc.type);
-    char* dp = static_cast<char*>(d) + p * ld.batch_stride * Size(ld.type);
-    for (int64_t j = 0; j < n; ++j) {
-      for (int64_t i = 0; i < m; ++i) {
-        float acc = 0.0f;
-        for (int64_t q = 0; q < k; ++q) {
-          const float av = Load(ap, la.type, ta ? q + i * la.ld : i + q * la.ld);
-          const float bv = Load(bp, lb.type, tb ? j + q * lb.ld : q + j * lb.ld);
-          acc += av * bv;
-        }
-        float v = alpha * acc;
-        if (beta != 0.0f) v += beta * Load(cp, lc.type, i + j * lc.ld);
-        if (bias) v += Load(op.bias, bias_type, i);
-        if (gelu) v = ::zeroshard::GeluTanh(v);
-        Store(dp, ld.type, i + j * ld.ld, v);
-      }
-    }
+  const auto epilogue = [&](int64_t i, float v) {
+    if (bias) v += ::zs_cuda_sim::GemmLoad(op.bias, bias_type, i);
+    return gelu ? ::zeroshard::GeluTanh(v) : v;
+  };
+  for (int64_t p = 0; p < ld.batch; ++p) {
+    const char* ap = static_cast<const char*>(a) + p * la.batch_stride * GemmTypeSize(la.type);
+    const char* bp = static_cast<const char*>(b) + p * lb.batch_stride * GemmTypeSize(lb.type);
+    const char* cp = static_cast<const char*>(c) + p * lc.batch_stride * GemmTypeSize(lc.type);
+    char* dp = static_cast<char*>(d) + p * ld.batch_stride * GemmTypeSize(ld.type);
+    ::zs_cuda_sim::ReferenceGemm(m, n, k, alpha, GemmOperand{ap, la.type, la.ld, ta},
+                                 GemmOperand{bp, lb.type, lb.ld, tb}, beta, cp, lc.type, lc.ld, dp,
+                                 ld.type, ld.ld, epilogue);
   }
   return CUBLAS_STATUS_SUCCESS;
 }

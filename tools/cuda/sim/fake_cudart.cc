@@ -9,10 +9,10 @@
 // no-op and every event has completed); kernels run to completion at launch;
 // an event's time is the host clock when it was recorded. The device reports
 // itself as "cuda_sim" with compute capability 9.0 and an H100's shared memory
-// limits; every device is the same host memory. cuBLASLt and NCCL have
-// stand-ins of their own (fake_cublaslt.cc, fake_nccl.cc); cuDNN has none: its
-// handle cannot be created without a real device, and the tests that need it
-// skip.
+// limits; every device is the same host memory. cuBLASLt, cuBLAS's GEMM and
+// NCCL have stand-ins of their own (fake_cublaslt.cc, fake_cublas.cc,
+// fake_nccl.cc); cuDNN has none: its handle cannot be created without a real
+// device, and the tests that need it skip.
 #include <cuda_runtime_api.h>
 
 #include <chrono>

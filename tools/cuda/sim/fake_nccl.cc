@@ -259,6 +259,27 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   return ncclSuccess;
 }
 
+// One thread creates every rank's communicator at once (no rank meets
+// another, so nothing waits). The simulated devices are one host memory, so
+// devlist only has to be well formed (ndev distinct non-negative ids; NULL
+// means 0 .. ndev - 1): the ranks are its positions. The collectives on these
+// communicators still block until every rank has called them, so with ndev > 1
+// each rank needs a thread of its own: one thread issuing a group of calls
+// for all of them (as real NCCL allows) would wait for itself forever.
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr || ndev < 1) return ncclInvalidArgument;
+  if (devlist != nullptr) {
+    std::vector<int> devs(devlist, devlist + ndev);
+    std::sort(devs.begin(), devs.end());
+    if (devs.front() < 0 || std::adjacent_find(devs.begin(), devs.end()) != devs.end()) {
+      return ncclInvalidArgument;
+    }
+  }
+  auto group = std::make_shared<Group>(ndev);
+  for (int r = 0; r < ndev; ++r) comms[r] = new ncclComm{group, r};
+  return ncclSuccess;
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   delete comm;
   return ncclSuccess;

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# cuda_bench --quick end to end (the simulator build runs it on the CPU, `make
+# sim-test`): it must exit 0 with every result check passed and write every
+# section's figures, named with the quick shapes, to $ZEROSHARD_FIGURES. Where
+# there is nothing to measure (a CUDA build on a machine without a GPU, or a
+# build without CUDA) cuda_bench says so and exits 0, and so does this test.
+#
+#   cuda_bench_test.sh PATH/TO/cuda_bench
+set -uo pipefail
+bench=${1:?usage: cuda_bench_test.sh PATH/TO/cuda_bench}
+dir=$(mktemp -d "${TEST_TMPDIR:-/tmp}/cuda_bench_test.XXXXXX")
+figures=$dir/figures.jsonl
+
+out=$(ZEROSHARD_FIGURES=$figures "$bench" --quick 2>&1)
+rc=$?
+echo "$out"
+if [ $rc = 0 ] && grep -qE "no CUDA device on this machine|built without CUDA" <<< "$out"; then
+  echo "cuda_bench_test: nothing to measure here (cuda_bench said so and exited 0): passed"
+  exit 0
+fi
+failures=0
+fail() { echo "cuda_bench_test: FAILED: $*" >&2; failures=$((failures + 1)); }
+[ $rc = 0 ] || fail "cuda_bench --quick exited $rc"
+[ -s "$figures" ] || { fail "no figures in \$ZEROSHARD_FIGURES ($figures)"; exit 1; }
+
+# Every figure the quick run writes on any device (cuDNN's attention figures,
+# written only where cuDNN exists, are not required); the NCCL rows end in the
+# number of ranks ("x1" on the simulator).
+expected=(
+  "memory cast f32 -> bf16 (64K)"
+  "memory softmax bf16 [64, 512]"
+  "memory layernorm fwd bf16 [64, 64]"
+  "memory cross-entropy fwd bf16 [64, 512]"
+  "memory dropout bf16 [64, 64] p=0.1"
+  "memory embedding fwd bf16 [64] x 64"
+  "memory AdamW step f32 + bf16 grad/copy (64K)"
+  "gemm qkv bf16 64x192x64"
+  "gemm mlp fc bf16 64x256x64 +bias+gelu"
+  "gemm mlp proj bf16 64x64x256"
+  "gemm lm head bf16 64x512x64"
+  "gemm square f16 128^3"
+  "gemm square f32 tf32 128^3"
+  "attention fwd ours B1 H2 T64 D64"
+  "attention bwd ours B1 H2 T64 D64"
+  "attention fwd ours B1 H2 T128 D128"
+  "attention bwd ours B1 H2 T128 D128"
+  "step tokens/s GPT L2 C64 V256 B2 T32 bf16 FULL_SHARD world 1"
+  "result checks failed"
+)
+for name in "${expected[@]}"; do
+  grep -qF "\"bench\":\"cuda_bench\",\"name\":\"$name\"," "$figures" || fail "no figure '$name'"
+done
+for op in "all-gather bf16" "reduce-scatter f32"; do
+  for size in "4 KiB" "32 KiB" "256 KiB"; do
+    grep -qE "\"name\":\"nccl $op $size x[0-9]+\"," "$figures" || fail "no figure 'nccl $op $size x<ranks>'"
+  done
+done
+grep -qF '"name":"result checks failed","value":0,' "$figures" || fail "result checks failed is not 0"
+# Every figure has a finite value (figures.h writes null for NaN and Inf).
+if grep -q '"value":null' "$figures"; then fail "figures without a finite value: $(grep '"value":null' "$figures")"; fi
+
+if [ $failures -ne 0 ]; then
+  echo "--- $figures:" >&2
+  cat "$figures" >&2
+  exit 1
+fi
+echo "cuda_bench_test: exit 0, $(wc -l < "$figures") figures, all ${#expected[@]} + 6 expected ones: passed"
