@@ -4,8 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
@@ -53,10 +51,8 @@ namespace {
 // as bytes, or encoded by the tokenizer (data.tokenizer "gpt2").
 absl::StatusOr<TokenData> LoadTokens(const std::string& path, Tokenizer& tokenizer) {
   if (tokenizer.name() == "bytes" || absl::EndsWith(path, ".bin")) return TokenData::Load(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("data ", path, ": cannot open it"));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return absl::DataLossError(absl::StrCat("data ", path, ": a read failed"));
+  // (An istreambuf_iterator ended at a read error as at the end of the file.)
+  ZS_ASSIGN_OR_RETURN(const std::string text, ReadDataFile(path));
   if (tokenizer.vocab_size() > 65536) {
     return absl::InvalidArgumentError(absl::StrCat("data.tokenizer \"", tokenizer.name(), "\": expected a vocabulary "
                                                    "of at most 65536 (tokens are uint16), found ", tokenizer.vocab_size()));
