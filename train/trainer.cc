@@ -298,6 +298,15 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     const SaveOptions so{.type = sd_type, .write_tied_once = o.write_tied_once};
     const double t0 = Now();
     if (o.async_save) {
+      // keep_last counts complete checkpoints, so the previous save is waited
+      // for (Start waits for it anyway: one save at a time) and the old ones
+      // removed before this one starts. The disk then never holds more than
+      // keep_last complete checkpoints and the one in flight; pruned only at
+      // the end, a long run kept every checkpoint it wrote.
+      ZS_RETURN_IF_ERROR(async_saver.Wait());
+      if (lead && o.keep_last > 0) {
+        ZS_RETURN_IF_ERROR(KeepLastCheckpoints(o.work_dir, o.keep_last));
+      }
       ZS_RETURN_IF_ERROR(async_saver.Start(dir, *sharded, &opt, state, so));
     } else {
       ZS_RETURN_IF_ERROR(SaveCheckpoint(dir, *sharded, &opt, state, so));
