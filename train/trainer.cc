@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -197,8 +198,10 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(TokenData val, all.Split(1.0 - o.val_fraction, 1.0));
   const double unigram = train.UnigramEntropy();
   log.Line(absl::StrFormat(
-      "zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
-      comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
+      "zeroshard train: %d ranks (%s, collective timeout %s)\n  %s\n  data: %d train / %d val tokens, unigram "
+      "entropy %.4f nats\n",
+      comm.size(), comm.backend(), absl::FormatDuration(comm.options().timeout), o.ToString(), train.size(),
+      val.size(), unigram));
 
   std::unique_ptr<Allocator> device_allocator;
   if (on_gpu) {
