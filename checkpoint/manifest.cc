@@ -2,7 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "runtime/status.h"
 
 namespace zeroshard {
 
@@ -13,8 +17,7 @@ namespace {
 std::string Quoted(absl::string_view s) { return absl::StrCat("'", s, "'"); }
 
 TrainingState StateFromJson(const json& j) {
-  TrainingState s;
-  s.step = j.value("step", int64_t{0});
+  TrainingState s;  // its step is read with the manifest's other integers
   if (j.contains("lr_scheduler")) s.lr_scheduler = j["lr_scheduler"].get<std::map<std::string, std::string>>();
   if (j.contains("loss_scaler")) s.loss_scaler = j["loss_scaler"].get<std::map<std::string, std::string>>();
   if (j.contains("rng_offsets")) s.rng_offsets = j["rng_offsets"].get<std::vector<uint64_t>>();
@@ -47,6 +50,25 @@ absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view tex
   } catch (const json::exception& e) {
     return fail(absl::StrCat("not valid JSON: ", e.what()));
   }
+  // Every integer is read through this: a JSON integer within [lo, hi], named
+  // by its path. nlohmann's get<int>() converts whatever it finds (2^32 + 2
+  // became 2; a float of 1e300 was cast to int, which is undefined), so a
+  // manifest could pass validation with numbers it never held.
+  auto integer_value = [&](const json& v, const std::string& path, int64_t lo,
+                           int64_t hi) -> absl::StatusOr<int64_t> {
+    bool fits = false;
+    if (v.is_number_unsigned()) {
+      fits = v.get<uint64_t>() <= static_cast<uint64_t>(hi) && static_cast<int64_t>(v.get<uint64_t>()) >= lo;
+    } else if (v.is_number_integer()) {
+      fits = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+    }
+    if (!fits) return fail(absl::StrCat(path, ": expected an integer in [", lo, ", ", hi, "], found ", v.dump()));
+    return v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
+  };
+  auto integer = [&](const json& parent, const std::string& key, const std::string& path, int64_t lo,
+                     int64_t hi) -> absl::StatusOr<int64_t> { return integer_value(parent.at(key), path, lo, hi); };
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   CheckpointManifest out;
   try {
     if (!m.is_object() || m.value("format", "") != "zeroshard-checkpoint") {
@@ -59,51 +81,92 @@ absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view tex
     absl::StatusOr<StateDictType> type = ParseStateDictType(m.at("type").get<std::string>());
     if (!type.ok()) return fail(std::string(type.status().message()));
     out.type = *type;
-    out.world_size = m.at("world_size").get<int>();
+    ZS_ASSIGN_OR_RETURN(const int64_t world_size, integer(m, "world_size", "world_size", 1, kIntMax));
+    out.world_size = static_cast<int>(world_size);
     out.strategy = m.at("strategy").get<std::string>();
-    out.shard_group_size = m.at("shard_group_size").get<int>();
+    ZS_ASSIGN_OR_RETURN(const int64_t group, integer(m, "shard_group_size", "shard_group_size", 1, kIntMax));
+    out.shard_group_size = static_cast<int>(group);
     out.optimizer = m.value("optimizer", std::string());
-    out.optimizer_step = m.value("optimizer_step", int64_t{0});
-    if (out.world_size < 1 || out.shard_group_size < 1 || out.optimizer_step < 0) {
-      return fail("world_size, shard_group_size and optimizer_step must be positive");
+    if (m.contains("optimizer_step")) {
+      ZS_ASSIGN_OR_RETURN(out.optimizer_step, integer(m, "optimizer_step", "optimizer_step", 0, kInt64Max));
     }
-    out.state = StateFromJson(m.at("state"));
+    const json& state = m.at("state");
+    out.state = StateFromJson(state);
+    if (state.contains("step")) {
+      // The data position: a negative one would index the token windows backwards.
+      ZS_ASSIGN_OR_RETURN(out.state.step, integer(state, "step", "state.step", 0, kInt64Max));
+    }
     for (auto& [name, info] : m.at("files").items()) {
       if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
         return fail(absl::StrCat("file name ", Quoted(name), " is not a plain file name"));
       }
-      out.files[name] = {info.at("bytes").get<uint64_t>(), info.at("crc32c").get<uint32_t>()};
+      const std::string where = absl::StrCat("files.", name);
+      ZS_ASSIGN_OR_RETURN(const int64_t bytes, integer(info, "bytes", where + ".bytes", 0, kInt64Max));
+      ZS_ASSIGN_OR_RETURN(const int64_t crc, integer(info, "crc32c", where + ".crc32c", 0, 0xffffffff));
+      out.files[name] = {static_cast<uint64_t>(bytes), static_cast<uint32_t>(crc)};
     }
+    size_t u_index = 0;
     for (const json& u : m.at("layout")) {
+      const std::string where = absl::StrCat("layout[", u_index++, "]");
       ManifestUnit unit;
       unit.name = u.at("name").get<std::string>();
-      unit.numel = u.at("numel").get<int64_t>();
-      unit.padded_numel = u.at("padded_numel").get<int64_t>();
-      unit.shard_numel = u.at("shard_numel").get<int64_t>();
-      unit.shard_group_size = u.at("shard_group_size").get<int>();
-      if (unit.numel < 0 || unit.shard_numel < 1 || unit.shard_group_size < 1 ||
-          unit.padded_numel != unit.shard_numel * unit.shard_group_size || unit.numel > unit.padded_numel) {
-        return fail(absl::StrCat("unit ", Quoted(unit.name), ": sizes do not tile (numel ", unit.numel, ", padded ",
-                                 unit.padded_numel, ", ", unit.shard_group_size, " shards of ", unit.shard_numel, ")"));
+      ZS_ASSIGN_OR_RETURN(unit.numel, integer(u, "numel", where + ".numel", 0, kInt64Max));
+      ZS_ASSIGN_OR_RETURN(unit.padded_numel, integer(u, "padded_numel", where + ".padded_numel", 0, kInt64Max));
+      ZS_ASSIGN_OR_RETURN(unit.shard_numel, integer(u, "shard_numel", where + ".shard_numel", 1, kInt64Max));
+      ZS_ASSIGN_OR_RETURN(const int64_t unit_group,
+                          integer(u, "shard_group_size", where + ".shard_group_size", 1, kIntMax));
+      unit.shard_group_size = static_cast<int>(unit_group);
+      // shard_numel * shard_group_size in int64 could wrap to padded_numel
+      // ((2^62 + 1) * 4 is 4 modulo 2^64): the product is checked first.
+      int64_t tiled = 0;
+      if (__builtin_mul_overflow(unit.shard_numel, int64_t{unit.shard_group_size}, &tiled)) {
+        return fail(absl::StrCat(where, ".shard_numel: unit ", Quoted(unit.name), " has ", unit.shard_group_size,
+                                 " shards of ", unit.shard_numel, " elements, a product that overflows int64"));
       }
+      if (unit.padded_numel != tiled || unit.numel > unit.padded_numel) {
+        return fail(absl::StrCat(where, ": unit ", Quoted(unit.name), ": sizes do not tile (numel ", unit.numel,
+                                 ", padded ", unit.padded_numel, ", ", unit.shard_group_size, " shards of ",
+                                 unit.shard_numel, ")"));
+      }
+      size_t p_index = 0;
       for (const json& p : u.at("params")) {
+        const std::string pwhere = absl::StrCat(where, ".params[", p_index++, "]");
         ManifestParam param;
         param.name = p.at("name").get<std::string>();
         param.aliases = p.at("aliases").get<std::vector<std::string>>();
-        const std::vector<int64_t> shape = p.at("shape").get<std::vector<int64_t>>();
-        param.shape = Shape(shape.begin(), shape.end());
-        param.offset = p.at("offset").get<int64_t>();
-        param.numel = p.at("numel").get<int64_t>();
-        param.requires_grad = p.value("requires_grad", true);
+        const json& shape = p.at("shape");
+        if (!shape.is_array()) return fail(absl::StrCat(pwhere, ".shape: expected an array, found ", shape.dump()));
+        // Elements of the shape, capped at 2^50 (no tensor is larger; the cap
+        // also keeps the product far from overflow).
+        constexpr int64_t kMaxElements = int64_t{1} << 50;
         int64_t n = 1;
-        for (int64_t d : shape) {
-          if (d < 0 || (d > 0 && n > (int64_t{1} << 50) / d)) return fail(absl::StrCat(param.name, ": bad shape"));
-          n *= d;
+        for (size_t d = 0; d < shape.size(); ++d) {
+          ZS_ASSIGN_OR_RETURN(const int64_t size,
+                              integer_value(shape[d], absl::StrCat(pwhere, ".shape[", d, "]"), 0, kInt64Max));
+          param.shape.push_back(size);
+          if (size > 0 && n > kMaxElements / size) {
+            return fail(absl::StrCat(pwhere, ".shape: parameter ", Quoted(param.name), " of shape ", shape.dump(),
+                                     " has more than 2^50 elements"));
+          }
+          n *= size;
         }
-        if (n != param.numel || param.offset < 0 || param.offset + param.numel > unit.numel) {
-          return fail(absl::StrCat("parameter ", Quoted(param.name), " of shape ", ShapeToString(param.shape),
-                                   " at offset ", param.offset, " does not fit unit ", Quoted(unit.name), " of ",
-                                   unit.numel, " elements"));
+        ZS_ASSIGN_OR_RETURN(param.offset, integer(p, "offset", pwhere + ".offset", 0, kInt64Max));
+        ZS_ASSIGN_OR_RETURN(param.numel, integer(p, "numel", pwhere + ".numel", 0, kInt64Max));
+        param.requires_grad = p.value("requires_grad", true);
+        if (n != param.numel) {
+          return fail(absl::StrCat(pwhere, ".numel: parameter ", Quoted(param.name), " of shape ",
+                                   ShapeToString(param.shape), " has ", n, " elements, the manifest says ", param.numel));
+        }
+        // offset + numel near 2^63 wraps negative and would "fit" any unit.
+        int64_t end = 0;
+        if (__builtin_add_overflow(param.offset, param.numel, &end)) {
+          return fail(absl::StrCat(pwhere, ".offset: parameter ", Quoted(param.name), " at offset ", param.offset,
+                                   " with ", param.numel, " elements: the end overflows int64"));
+        }
+        if (end > unit.numel) {
+          return fail(absl::StrCat(pwhere, ": parameter ", Quoted(param.name), " of shape ",
+                                   ShapeToString(param.shape), " at offset ", param.offset, " does not fit unit ",
+                                   Quoted(unit.name), " of ", unit.numel, " elements"));
         }
         unit.params.push_back(std::move(param));
       }

@@ -64,7 +64,11 @@ struct CheckpointManifest {
 };
 // Parses and validates a manifest: well-formed JSON of the expected shape,
 // consistent layout (every parameter inside its unit, shards tiling the
-// padded buffer). DataLoss naming `source` and the fault otherwise; never throws.
+// padded buffer). Every integer must be a JSON integer in its field's range,
+// and the sums and products the layout is checked with must not overflow
+// int64 (an offset near 2^63 or a shard size times count that wraps is
+// refused, not wrapped into range). DataLoss naming `source`, the field's path
+// ("layout[0].params[2].offset") and the fault otherwise; never throws.
 absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view text,
                                                            absl::string_view source = "<memory>");
 

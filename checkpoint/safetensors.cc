@@ -103,14 +103,26 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name, const nlohm
   if (!shape_it->is_array()) {
     return Corrupt(source, where, ": \"shape\" should be an array, found ", Describe(*shape_it));
   }
-  uint64_t numel = 1;
-  bool numel_overflows = false;
+  // `extent`: the product of the dimensions with zeros counted as 1, which is
+  // what a tensor's contiguous strides multiply up to (ContiguousStrides). It
+  // must fit int64 even when a zero dimension leaves no elements: [0, 2^62, 4]
+  // holds no bytes, but its strides overflowed. numel is the product proper.
+  int64_t extent = 1;
+  bool extent_overflows = false, has_zero = false;
   for (size_t d = 0; d < shape_it->size(); ++d) {
     ZS_ASSIGN_OR_RETURN(uint64_t size, NonNegativeInt((*shape_it)[d], source,
                                                       absl::StrCat(where, ": shape[", d, "]")));
     e.shape.push_back(static_cast<int64_t>(size));
-    if (__builtin_mul_overflow(numel, size, &numel)) numel_overflows = true;
+    has_zero |= size == 0;
+    if (size > 0 && __builtin_mul_overflow(extent, static_cast<int64_t>(size), &extent)) extent_overflows = true;
   }
+  if (extent_overflows && has_zero) {
+    return Corrupt(source, where, ": shape ", ShapeToString(e.shape),
+                   " has no elements, but the product of its other dimensions overflows int64 (its strides "
+                   "cannot be represented)");
+  }
+  const bool numel_overflows = extent_overflows;
+  const uint64_t numel = has_zero ? 0 : static_cast<uint64_t>(extent);
 
   auto offsets_it = v.find("data_offsets");
   if (offsets_it == v.end()) return Corrupt(source, where, ": missing \"data_offsets\"");
@@ -134,8 +146,7 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name, const nlohm
 
   const uint64_t itemsize = DTypeSize(e.dtype);
   uint64_t expected_bytes = 0;
-  if (numel_overflows || numel > uint64_t{std::numeric_limits<int64_t>::max()} ||
-      __builtin_mul_overflow(numel, itemsize, &expected_bytes)) {
+  if (numel_overflows || __builtin_mul_overflow(numel, itemsize, &expected_bytes)) {
     return Corrupt(source, where, ": shape ", ShapeToString(e.shape),
                    " has more elements than any file can hold");
   }

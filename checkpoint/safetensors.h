@@ -40,7 +40,9 @@
 //     non-negative integers) and "data_offsets" (two integers, begin <= end);
 //     other keys in an entry object are ignored, as the reference reader does;
 //   - the dtype is one of the five above; numel(shape) * itemsize == end - begin
-//     (computed without overflow);
+//     (computed without overflow); the product of the dimensions with zeros
+//     counted as 1 fits int64 too, since a tensor's strides multiply up to it
+//     (a [0, 2^62, 4] entry holds no bytes, but its strides would overflow);
 //   - sorted by (begin, end), the entries tile the data section exactly: the first
 //     begins at 0, each begins where the previous ends (no overlap, no hole), and
 //     the last ends at the end of the file. Holes and trailing bytes are refused,

@@ -28,6 +28,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "data/token_data.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "runtime/status.h"
@@ -74,9 +75,10 @@ class ProgressBar {
 };
 
 absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("prepare_data: cannot open \"", path, "\""));
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // ReadDataFile: a read error is an error, never a shorter text.
+  absl::StatusOr<std::string> text = ReadDataFile(path);
+  if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat("prepare_data: ", text.status().message()));
+  return text;
 }
 
 absl::Status Run(const std::vector<std::string>& inputs, const std::string& output) {

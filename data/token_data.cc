@@ -1,8 +1,13 @@
 #include "data/token_data.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
-#include <fstream>
-#include <iterator>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -10,10 +15,48 @@
 
 namespace zeroshard {
 
-absl::StatusOr<TokenData> TokenData::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("TokenData: cannot open \"", path, "\""));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+// With read(2) so that every failure is seen: an istreambuf_iterator stops at
+// a read error as it stops at the end, and the data set came out shorter
+// without a word.
+absl::StatusOr<std::string> ReadDataFile(const std::string& path, const TokenFileReadOptions& o) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open \"", path, "\""));
+  const std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* p) {
+    ::close(*p);
+    delete p;
+  });
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fstat of \"", path, "\""));
+  // A regular file has a size to check the bytes against; a pipe has none.
+  const bool regular = S_ISREG(st.st_mode);
+  const uint64_t size = regular ? static_cast<uint64_t>(st.st_size) : 0;
+  const size_t chunk = std::max<size_t>(o.chunk_bytes, 1);
+  std::string bytes;
+  bytes.reserve(size);
+  uint64_t offset = 0;
+  for (;;) {
+    bytes.resize(offset + chunk);
+    if (o.before_read) o.before_read(fd, offset);
+    const ssize_t got = ::read(fd, bytes.data() + offset, chunk);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return absl::ErrnoToStatus(errno, absl::StrCat("reading \"", path, "\" at byte ", offset,
+                                                     regular ? absl::StrCat(" of ", size) : ""));
+    }
+    if (got == 0) break;
+    offset += static_cast<uint64_t>(got);
+  }
+  bytes.resize(offset);
+  if (regular && offset != size) {
+    return absl::DataLossError(absl::StrCat(
+        "\"", path, "\" ended at byte ", offset, " but had ", size,
+        " bytes when it was opened (it changed while being read; every rank must read the same tokens)"));
+  }
+  return bytes;
+}
+
+absl::StatusOr<TokenData> TokenData::Load(const std::string& path, const TokenFileReadOptions& read) {
+  ZS_ASSIGN_OR_RETURN(const std::string bytes, ReadDataFile(path, read));
   std::vector<uint16_t> tokens;
   int64_t vocab = 256;
   if (absl::EndsWith(path, ".bin")) {

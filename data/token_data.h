@@ -23,6 +23,7 @@
 #define ZEROSHARD_DATA_TOKEN_DATA_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,9 +48,26 @@ struct Batch {
   Tensor targets;  // [B, T] i64
 };
 
+// How TokenData::Load reads a file. The defaults are for use; tests change
+// the chunk size and use the hook to fail a read midway.
+struct TokenFileReadOptions {
+  size_t chunk_bytes = size_t{1} << 20;  // bytes per read(2)
+  // Test hook: runs before each read(2) with the descriptor and the byte it
+  // reads from (e.g. to truncate the file, or put another file behind fd).
+  std::function<void(int fd, uint64_t offset)> before_read;
+};
+
+// The whole of a data file (token file or text). A read that fails (the
+// errno text, the byte it failed at) or a regular file that ends before (or
+// goes on after) the size it had when opened is an error naming the file:
+// DataLoss for the size, the errno's code otherwise; never fewer bytes. Pipes
+// are read to their end.
+absl::StatusOr<std::string> ReadDataFile(const std::string& path, const TokenFileReadOptions& read = {});
+
 class TokenData {
  public:
-  static absl::StatusOr<TokenData> Load(const std::string& path);
+  // Reads the whole file with ReadDataFile (its errors are Load's).
+  static absl::StatusOr<TokenData> Load(const std::string& path, const TokenFileReadOptions& read = {});
   static TokenData FromTokens(std::vector<uint16_t> tokens, int64_t vocab_size);
 
   // Tokens [begin_fraction * N, end_fraction * N).

@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     absl::Status status;
     {
-      absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm = MpiCommunicator::Create(MPI_COMM_WORLD);
+      absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm = MpiCommunicator::Create(MPI_COMM_WORLD, MpiOptions{.comm = CommunicatorOptionsOf(*config)});
       status = comm.ok() ? CheckWorldSize(*config, (*comm)->size()) : comm.status();
       if (status.ok()) status = options.sharding.Validate((*comm)->size());
       if (status.ok()) config->world_size = (*comm)->size();  // what the resolved config records
@@ -214,12 +214,14 @@ int main(int argc, char** argv) {
   if (!options.trace.empty()) options.shared_trace = &trace;
   // nccl: each in-process rank drives one GPU through NCCL, bootstrapped by
   // (and keeping its host numbers on) the in-process communicator.
+  // distributed.timeout_s: the in-process group and the NCCL one it bootstraps.
+  const CommunicatorOptions comm_options = CommunicatorOptionsOf(*config);
   std::vector<absl::Status> statuses = RunRanks(world, [&](Communicator& comm) -> absl::Status {
     if (!gpus) return RunTraining(options, comm);
     ZS_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
-                        NcclCommunicator::Create(comm, Device::Cuda(comm.rank())));
+                        NcclCommunicator::Create(comm, Device::Cuda(comm.rank()), NcclOptions{.comm = comm_options}));
     return RunTraining(options, *nccl, nullptr, &comm);
-  });
+  }, LocalOptions{.comm = comm_options});
   int rc = 0;
   for (size_t r = 0; r < statuses.size(); ++r) {
     if (!statuses[r].ok()) {

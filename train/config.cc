@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "runtime/status.h"
 #include "train/config_reader.h"
 #include "train/config_schema.h"
@@ -50,6 +51,12 @@ int EditDistance(const std::string& a_in, const std::string& b_in) {
     }
   }
   return d[n][m];
+}
+
+CommunicatorOptions CommunicatorOptionsOf(const RunConfig& config) {
+  CommunicatorOptions o;
+  o.timeout = absl::Seconds(config.timeout_s);
+  return o;
 }
 
 RunConfig DefaultRunConfig() {

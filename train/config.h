@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "collectives/communicator.h"
 #include "train/resnet_trainer.h"
 #include "train/trainer.h"
 
@@ -40,6 +41,10 @@ struct RunConfig {
                        // work_dir, where checkpoints go, is work_dir/experiment_name)
   int world_size = 4;
   std::string backend = "local";  // "local", "mpi" or "nccl" (one in-process rank per GPU)
+  // distributed.timeout_s: how long a rank waits for its peers in one
+  // collective (CommunicatorOptions::timeout of every communicator the job
+  // creates: CommunicatorOptionsOf).
+  double timeout_s = 600;
   std::string work_dir = "work_dirs";
   std::string experiment_name = "default";
   std::string loss_scale_mode = "auto";  // loss_scaler.mode (train.loss_scaling is its effect)
@@ -58,6 +63,10 @@ struct RunConfig {
 
 // The built-in defaults (train_gpt's flag defaults).
 RunConfig DefaultRunConfig();
+
+// The options of the communicators the job creates (in-process, MPI and the
+// NCCL ones they bootstrap): distributed.timeout_s as the collective timeout.
+CommunicatorOptions CommunicatorOptionsOf(const RunConfig& config);
 
 // `json_text` (an object; "" means {}) with `overrides` ("key.path=value", in
 // order) applied, checked and mapped. Every problem is in the one

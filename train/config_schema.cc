@@ -46,6 +46,13 @@ std::vector<ConfigField> MakeFields() {
           .Flag("backend", "local (threads), mpi (one rank per process under mpirun) or nccl (one thread per GPU, "
                            "cuda:0 .. cuda:world_size-1)")
           .Help("local: threads; mpi: one rank per process under mpirun; nccl: one thread per GPU")),
+      std::move(Num("distributed.timeout_s", Above(0)).Ref([](auto& c) -> auto& { return c.timeout_s; })
+          .Peer("torch.distributed.init_process_group timeout")
+          .Flag("timeout_s", "seconds a rank waits for its peers in one collective before it fails (DeadlineExceeded)")
+          .Help("seconds a rank waits for its peers in one collective before it fails with DeadlineExceeded "
+                "naming the ranks that did not arrive; the timeout of every communicator the job creates "
+                "(in-process, MPI, NCCL), printed at the start")
+          .Example("60")),
       // ---------------------------------------------------------------- model
       Sec("model", "the network: the GPT, or with type \"resnet\" the vision job's ResNet"),
       std::move(Choice("model.type", {"gpt", "resnet"}).Get([](const RunConfig& c) { return OJson(c.model_type); })

@@ -32,7 +32,7 @@ absl::StatusOr<ResNetTrainResult> RunResNetConfig(const RunConfig& config) {
       result = std::move(r);
     }
     return absl::OkStatus();
-  });
+  }, LocalOptions{.comm = CommunicatorOptionsOf(config)});  // distributed.timeout_s
   for (size_t r = 0; r < statuses.size(); ++r) {
     if (!statuses[r].ok()) {
       return absl::Status(statuses[r].code(), absl::StrCat("rank ", r, ": ", statuses[r].message()));

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "checkpoint/safetensors.h"
@@ -159,8 +160,10 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
   // Plain SGD/AdamW steps: one micro-batch, no clipping, no loss scaling.
   ZS_ASSIGN_OR_RETURN(TrainStep train_step, TrainStep::Create(*sharded, {.optimizer = o.optimizer, .lr = o.lr}));
   if (print) {
-    out.Line(absl::StrFormat("train_resnet: %s\n%d ranks, %lld parameters, %zu units, %.1f MFLOP per image (forward)\n",
-                             o.ToString(), comm.size(), static_cast<long long>(net->NumParameters()),
+    out.Line(absl::StrFormat("train_resnet: %s\n%d ranks (collective timeout %s), %lld parameters, %zu units, "
+                             "%.1f MFLOP per image (forward)\n",
+                             o.ToString(), comm.size(), absl::FormatDuration(comm.options().timeout),
+                             static_cast<long long>(net->NumParameters()),
                              sharded->units().size(),
                              2e-6 * nn::ResNetForwardMacs(o.model, o.data.image_size, o.data.image_size)));
   }

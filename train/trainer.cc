@@ -4,8 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -54,10 +53,8 @@ namespace {
 // as bytes, or encoded by the tokenizer (data.tokenizer "gpt2").
 absl::StatusOr<TokenData> LoadTokens(const std::string& path, Tokenizer& tokenizer) {
   if (tokenizer.name() == "bytes" || absl::EndsWith(path, ".bin")) return TokenData::Load(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("data ", path, ": cannot open it"));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return absl::DataLossError(absl::StrCat("data ", path, ": a read failed"));
+  // (An istreambuf_iterator ended at a read error as at the end of the file.)
+  ZS_ASSIGN_OR_RETURN(const std::string text, ReadDataFile(path));
   if (tokenizer.vocab_size() > 65536) {
     return absl::InvalidArgumentError(absl::StrCat("data.tokenizer \"", tokenizer.name(), "\": expected a vocabulary "
                                                    "of at most 65536 (tokens are uint16), found ", tokenizer.vocab_size()));
@@ -202,8 +199,10 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(TokenData val, all.Split(1.0 - o.val_fraction, 1.0));
   const double unigram = train.UnigramEntropy();
   log.Line(absl::StrFormat(
-      "zeroshard train: %d ranks (%s)\n  %s\n  data: %d train / %d val tokens, unigram entropy %.4f nats\n",
-      comm.size(), comm.backend(), o.ToString(), train.size(), val.size(), unigram));
+      "zeroshard train: %d ranks (%s, collective timeout %s)\n  %s\n  data: %d train / %d val tokens, unigram "
+      "entropy %.4f nats\n",
+      comm.size(), comm.backend(), absl::FormatDuration(comm.options().timeout), o.ToString(), train.size(),
+      val.size(), unigram));
 
   // On a GPU, a caching allocator (as PyTorch's): a warm step takes no cudaMalloc.
   // Declared before the tensors that use it, so it outlives them.
@@ -312,6 +311,15 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     const SaveOptions so{.type = sd_type, .write_tied_once = o.write_tied_once};
     const double t0 = Now();
     if (o.async_save) {
+      // keep_last counts complete checkpoints, so the previous save is waited
+      // for (Start waits for it anyway: one save at a time) and the old ones
+      // removed before this one starts. The disk then never holds more than
+      // keep_last complete checkpoints and the one in flight; pruned only at
+      // the end, a long run kept every checkpoint it wrote.
+      ZS_RETURN_IF_ERROR(async_saver.Wait());
+      if (lead && o.keep_last > 0) {
+        ZS_RETURN_IF_ERROR(KeepLastCheckpoints(o.work_dir, o.keep_last));
+      }
       ZS_RETURN_IF_ERROR(async_saver.Start(dir, *sharded, &opt, state, so));
     } else {
       ZS_RETURN_IF_ERROR(SaveCheckpoint(dir, *sharded, &opt, state, so));

@@ -59,7 +59,9 @@ struct TrainOptions {
   int64_t inject_inf_at_step = -1;  // fault injection for tests: rank 0's loss becomes Inf at this step
   int64_t device_memory_limit = 0;  // bytes per rank of the "device" allocator; 0: unlimited
   // Checkpoints (checkpoint/checkpoint.h): every `save_every` steps into
-  // work_dir/step-<n>, keeping the newest `keep_last` (0: all).
+  // work_dir/step-<n>, keeping the newest `keep_last` (0: all) throughout the
+  // run: older ones are removed once a save is complete (async: when the next
+  // save starts), so the disk holds at most keep_last + 1.
   std::string work_dir;
   int64_t save_every = 0;
   std::string state_dict_type = "sharded";  // or "full"

@@ -591,6 +591,17 @@ std::vector<CorruptCase> CorruptCases() {
        "shape[0]: expected an integer in [0, 2^63)"},
       {"dims overflow", MakeFile("{" + F32Entry("a", "[4294967296,4294967296]", 0, 8) + "}", d8),
        kLoss, "more elements than any file can hold"},
+      // No elements, so no bytes, but the contiguous strides (4, then 4 * 2^62)
+      // overflow int64: every product of dimensions is checked, zeros counted as 1.
+      {"zero dim beside dims that overflow",
+       MakeFile("{" + F32Entry("a", "[0,4611686018427387904,4]", 0, 0) + "}"), kLoss,
+       "entry 'a': shape [0, 4611686018427387904, 4] has no elements, but the product of its other "
+       "dimensions overflows int64"},
+      {"zero dim last", MakeFile("{" + F32Entry("a", "[4611686018427387904,4,0]", 0, 0) + "}"), kLoss,
+       "entry 'a': shape [4611686018427387904, 4, 0] has no elements, but the product of its other"},
+      {"zero dim between huge dims",
+       MakeFile("{" + F32Entry("a", "[4611686018427387904,0,4611686018427387904]", 0, 0) + "}"), kLoss,
+       "shape [4611686018427387904, 0, 4611686018427387904] has no elements, but"},
       {"elements times itemsize overflow",
        MakeFile("{" + F32Entry("a", "[4611686018427387904]", 0, 8) + "}", d8), kLoss,
        "more elements than any file can hold"},

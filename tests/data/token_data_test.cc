@@ -1,10 +1,15 @@
 #include "data/token_data.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "tests/testing.h"
 
@@ -100,6 +105,85 @@ TEST(TokenData, LoadsBytesAndBinAndSplits) {
   EXPECT_THAT(TokenData::Load(dir + "/missing.txt"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("cannot open")));
   EXPECT_THAT(text.GetBatch({.batch_size = 1, .block_size = 20}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hold no window")));
+}
+
+// ---------------------------------------------------------------- read errors
+
+// A nanoGPT token file of `tokens` tokens (0, 1, 2, ... modulo 65536).
+std::string WriteCountingBin(const std::string& name, int64_t tokens) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::vector<uint16_t> t(tokens);
+  for (int64_t i = 0; i < tokens; ++i) t[i] = static_cast<uint16_t>(i);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(t.data()), 2 * tokens);
+  return path;
+}
+
+// 3 MiB read in 1 MiB chunks; the file is cut to 2 MiB after the first chunk.
+// Both sizes are even, so the ifstream reader took the 1M tokens left for the
+// whole data set, silently.
+TEST(TokenDataReadErrors, AFileTruncatedWhileBeingReadIsAnError) {
+  const std::string path = WriteCountingBin("shrinks.bin", 3 << 19);
+  TokenFileReadOptions read;
+  read.chunk_bytes = 1 << 20;
+  read.before_read = [&](int, uint64_t offset) {
+    if (offset == (1u << 20)) ASSERT_EQ(::truncate(path.c_str(), 2 << 20), 0);
+  };
+  EXPECT_THAT(TokenData::Load(path, read),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       ::testing::AllOf(HasSubstr(path), HasSubstr("ended at byte 2097152"),
+                                        HasSubstr("3145728 bytes when it was opened"))));
+  // Unchanged, the same file loads whole in the same chunks.
+  WriteCountingBin("shrinks.bin", 3 << 19);
+  ZS_ASSERT_OK_AND_ASSIGN(TokenData whole, TokenData::Load(path, {.chunk_bytes = 1 << 20}));
+  EXPECT_EQ(whole.size(), 3 << 19);
+  EXPECT_EQ(whole.token((3 << 19) - 1), static_cast<uint16_t>((3 << 19) - 1));
+}
+
+// A read(2) that fails in the middle of the file (here: a directory put behind
+// the descriptor after the first MiB, so read gives EISDIR) names the file,
+// the byte and the errno text.
+TEST(TokenDataReadErrors, AReadErrorInTheMiddleNamesFileOffsetAndErrno) {
+  const std::string path = WriteCountingBin("fails.bin", 3 << 19);
+  const int dir_fd = ::open(::testing::TempDir().c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dir_fd, 0);
+  TokenFileReadOptions read;
+  read.chunk_bytes = 1 << 20;
+  read.before_read = [&](int fd, uint64_t offset) {
+    if (offset == (1u << 20)) ASSERT_EQ(::dup2(dir_fd, fd), fd);
+  };
+  const absl::StatusOr<TokenData> loaded = TokenData::Load(path, read);
+  ::close(dir_fd);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(),
+              ::testing::AllOf(HasSubstr(path), HasSubstr("at byte 1048576"), HasSubstr("Is a directory")));
+}
+
+// A directory as the data path: the ifstream reader read nothing and said the
+// file "holds 0 tokens".
+TEST(TokenDataReadErrors, ADirectoryIsAReadError) {
+  const std::string dir = ::testing::TempDir() + "/a_dir.bin";
+  std::filesystem::create_directories(dir);
+  const absl::StatusOr<TokenData> loaded = TokenData::Load(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(),
+              ::testing::AllOf(HasSubstr(dir), HasSubstr("at byte 0"), HasSubstr("Is a directory")));
+}
+
+// A pipe has no size to hold the bytes to: it is read to its end.
+TEST(TokenDataReadErrors, APipeIsReadToItsEnd) {
+  const std::string fifo = ::testing::TempDir() + "/tokens.fifo";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::ofstream f(fifo, std::ios::binary);  // opens once the reader has
+    f << "abcabcabcd";
+  });
+  const absl::StatusOr<TokenData> loaded = TokenData::Load(fifo);
+  writer.join();
+  ZS_ASSERT_OK(loaded.status());
+  EXPECT_EQ(loaded->size(), 10);
+  EXPECT_EQ(loaded->token(9), 'd');
 }
 
 }  // namespace

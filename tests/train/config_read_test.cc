@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "train/config.h"
 #include "tests/train/config_testing.h"
 #include "tests/testing.h"
@@ -33,7 +34,7 @@ TEST(Config, DefaultsAreTheFlagDefaults) {
   const RunConfig c = MustParse("");
   ExpectFields(c, {
       {"experiment_name", "test"},  // the source's stem
-      {"work_dir", "work_dirs"}, {"world_size", 4}, {"backend", "local"},
+      {"work_dir", "work_dirs"}, {"world_size", 4}, {"backend", "local"}, {"timeout_s", 600.0},
       {"train.model.n_layer", 4}, {"train.model.n_head", 4}, {"train.model.n_embd", 128},
       {"train.model.block_size", 64}, {"train.model.vocab_size", 256},
       {"train.data", "data/tinyshakespeare.txt"}, {"train.batch_size", 8}, {"train.steps", 200},
@@ -60,7 +61,7 @@ TEST(Config, EveryFsdpStyleKeyMapsToItsField) {
   const RunConfig c = MustParse(R"({
     "description": "every key",
     "experiment_name": "exp", "work_dir": "/tmp/w",
-    "distributed": {"world_size": 8, "backend": "mpi"},
+    "distributed": {"world_size": 8, "backend": "mpi", "timeout_s": 45},
     "model": {"vocab_size": 300, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 64, "dropout": 0.1, "bias": false},
     "data": {"path": "x.bin", "val_fraction": 0.2},
     "train": {"steps": 50, "batch_size": 3, "grad_accum_steps": 4, "accumulate": "no_sync", "grad_clip": 0.5,
@@ -86,6 +87,7 @@ TEST(Config, EveryFsdpStyleKeyMapsToItsField) {
   EXPECT_EQ(c.notes.front(), "every key");
   ExpectFields(c, {
       {"experiment_name", "exp"}, {"work_dir", "/tmp/w"}, {"world_size", 8}, {"backend", "mpi"},
+      {"timeout_s", 45.0},
       {"train.model.vocab_size", 300}, {"train.model.block_size", 32}, {"train.model.n_layer", 2},
       {"train.model.n_head", 2}, {"train.model.n_embd", 64}, {"train.model.dropout", 0.1},
       {"train.model.bias", false},
@@ -254,7 +256,7 @@ TEST(Config, EveryFlagMapsToTheSameFieldAsBefore) {
       {"initial_scale_power", "8"}, {"loss_scale_window", "20"}, {"hysteresis", "1"},
       {"min_loss_scale", "2"}, {"trace", "t.json"}, {"trace_from", "1"}, {"trace_steps", "1"},
       {"work_dir", "/tmp/wd"}, {"save_every", "5"}, {"state_dict_type", "full"}, {"async_save", "true"},
-      {"keep_last", "3"}, {"resume", "auto"}});
+      {"keep_last", "3"}, {"resume", "auto"}, {"timeout_s", "2.5"}});
   ASSERT_TRUE(sets.ok()) << sets.status();
   ExpectFields(MustParse("", *sets), {
       {"train.model.n_layer", 2}, {"train.model.n_head", 2}, {"train.model.n_embd", 32},
@@ -267,7 +269,7 @@ TEST(Config, EveryFlagMapsToTheSameFieldAsBefore) {
       {"train.optimizer.adamw.beta1", 0.8},
       {"train.optimizer.sgd.momentum", 0.8},  // --beta1 is also SGD's momentum
       {"train.optimizer.adamw.beta2", 0.99}, {"train.grad_clip", 0.0}, {"train.seed", 5},
-      {"world_size", 2}, {"backend", "mpi"},
+      {"world_size", 2}, {"backend", "mpi"}, {"timeout_s", 2.5},
       {"train.sharding.strategy", ShardingStrategy::kHybridShard}, {"train.sharding.hybrid_shard_size", 2},
       {"train.sharding.wrap.kind", WrapPolicy::Kind::kBySize}, {"train.sharding.wrap.min_num_params", 1000},
       {"train.sharding.forward_prefetch", true}, {"train.sharding.backward_prefetch", BackwardPrefetch::kNone},
@@ -324,6 +326,21 @@ TEST(Config, EveryFlagMapsToTheSameFieldAsBefore) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected block, size:<n> or none")));
   EXPECT_THAT(OverridesFromFlags({{"config", "x"}}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--config: not a config flag")));
+}
+
+// distributed.timeout_s becomes the timeout of the communicators the job
+// creates (train_gpt and RunResNetConfig build them from CommunicatorOptionsOf).
+TEST(Config, TimeoutSecondsIsTheCommunicatorsTimeout) {
+  EXPECT_EQ(CommunicatorOptionsOf(MustParse("")).timeout, absl::Minutes(10));  // CommunicatorOptions' default
+  EXPECT_EQ(CommunicatorOptionsOf(MustParse(R"({"distributed": {"timeout_s": 20}})")).timeout, absl::Seconds(20));
+  EXPECT_EQ(CommunicatorOptionsOf(MustParse("", {"distributed.timeout_s=0.25"})).timeout, absl::Milliseconds(250));
+  // The resolved config (a run folder's config.json) keeps it.
+  EXPECT_EQ(MustParse(ResolvedConfigJson(MustParse(R"({"distributed": {"timeout_s": 20}})"))).timeout_s, 20);
+  for (const char* bad : {"0", "-5", "\"ten\"", "true"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THAT(Problems(absl::StrCat(R"({"distributed": {"timeout_s": )", bad, "}}")),
+                HasSubstr("distributed.timeout_s: expected a number > 0"));
+  }
 }
 
 // ============================================================ NVMe offload

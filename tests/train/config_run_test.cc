@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -130,6 +131,49 @@ TEST(ReadyConfigs, EveryOneTrains) {
     EXPECT_TRUE(std::isfinite(s.final_val_loss));
     EXPECT_LT(s.losses.back(), s.losses.front());
   }
+}
+
+// ============================================================ distributed.timeout_s
+
+// The config's collective timeout is the communicators': RunTraining and the
+// vision job print the one their communicator has at the start, and a peer
+// that never arrives fails the collective after it, not after the 10 minutes
+// of CommunicatorOptions' default.
+TEST(DistributedTimeout, ReachesTheCommunicatorsAndIsPrintedAtTheStart) {
+  std::vector<std::string> tiny = kTiny;
+  tiny.push_back("distributed.timeout_s=42");
+  tiny.push_back("distributed.world_size=2");
+  absl::StatusOr<RunConfig> gpt = LoadConfig("examples/configs/default.json", tiny);
+  ASSERT_TRUE(gpt.ok()) << gpt.status();
+  gpt->train.log_file = TempDir() + "/timeout_gpt.log";
+  std::filesystem::remove(gpt->train.log_file);
+  std::vector<absl::Status> st =
+      RunRanks(gpt->world_size, [&](Communicator& comm) { return RunTraining(gpt->train, comm); },
+               LocalOptions{.comm = CommunicatorOptionsOf(*gpt)});
+  for (const absl::Status& x : st) ASSERT_TRUE(x.ok()) << x;
+  EXPECT_THAT(ReadFile(gpt->train.log_file), HasSubstr("zeroshard train: 2 ranks (local, collective timeout 42s)\n"));
+
+  // The vision job's entry (train_gpt runs it) makes its communicators itself.
+  absl::StatusOr<RunConfig> resnet = LoadConfig(
+      "examples/configs/resnet.json",
+      {"model.widths=[8]", "model.depths=[1]", "data.image_size=8", "data.train_size=32", "data.val_size=0",
+       "train.batch_size=4", "train.steps=1", "train.eval_every=0", "train.log_every=1", "train.threads_per_rank=1",
+       "distributed.timeout_s=42", "work_dir="});
+  ASSERT_TRUE(resnet.ok()) << resnet.status();
+  resnet->resnet.log_file = TempDir() + "/timeout_resnet.log";
+  std::filesystem::remove(resnet->resnet.log_file);
+  ASSERT_TRUE(RunResNetConfig(*resnet).ok());
+  EXPECT_THAT(ReadFile(resnet->resnet.log_file), HasSubstr("2 ranks (collective timeout 42s)"));
+
+  // A peer that has returned: the barrier fails after distributed.timeout_s.
+  const RunConfig short_timeout = MustParse(R"({"distributed": {"timeout_s": 0.3}})");
+  const auto start = std::chrono::steady_clock::now();
+  st = RunRanks(2, [](Communicator& comm) { return comm.rank() == 1 ? absl::OkStatus() : comm.Barrier(); },
+                LocalOptions{.comm = CommunicatorOptionsOf(short_timeout)});
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_THAT(st[0], StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("timed out after 300ms")));
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 60);  // the default would hold it 600 s; 60 leaves room for a loaded machine
 }
 
 // ============================================================ the run folder

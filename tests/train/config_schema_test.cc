@@ -116,7 +116,7 @@ TEST(ConfigSchema, TheFlagsAreTrainGptsFlagsOfBefore) {
     }
   }
   // Flags added since, each with its key.
-  const std::set<std::string> added = {"tokenizer"};
+  const std::set<std::string> added = {"tokenizer", "timeout_s"};
   std::set<std::string> want = before;
   want.insert(added.begin(), added.end());
   EXPECT_EQ(now, want);

@@ -95,6 +95,7 @@ const FieldTable& Fields() {
       ZS_FIELD(work_dir);
       ZS_FIELD(world_size);
       ZS_FIELD(backend);
+      ZS_FIELD(timeout_s);
       ZS_FIELD(loss_scale_mode);
       ZS_FIELD(train_batch_size);
       ZS_FIELD(skip_init_weights);

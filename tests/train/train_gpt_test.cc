@@ -3,11 +3,19 @@
 // repeatable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_join.h"
 
 #include "collectives/local_communicator.h"
 #include "train/trainer.h"
@@ -195,6 +203,60 @@ TEST(TrainGpt, ResumeContinuesBitwiseInBothFormatsAndAsync) {
       // so 6 + 6 steps are the straight 12, bit for bit.
       EXPECT_EQ(joined, straight.losses) << type << (async ? " async" : "");
     }
+  }
+}
+
+// keep_last holds during the run, not only at its end: a thread watches the
+// work dir while 8 steps save after every step with keep_last 2. At any
+// moment it may hold the 2 kept checkpoints and the one being written
+// (step-<n>.tmp, or step-<n> complete before the older ones are removed).
+// Async saves were pruned only after the last step, so the watcher saw up to
+// 8 then.
+TEST(TrainGpt, KeepLastHoldsThroughoutTheRun) {
+  for (bool async : {false, true}) {
+    SCOPED_TRACE(async ? "async" : "sync");
+    TrainOptions o = Small();
+    o.work_dir = ::testing::TempDir() + (async ? "/train_keep_last_async" : "/train_keep_last");
+    std::filesystem::remove_all(o.work_dir);
+    std::filesystem::create_directories(o.work_dir);
+    o.steps = 8;
+    o.save_every = 1;
+    o.keep_last = 2;
+    o.async_save = async;
+    auto checkpoints = [&](bool complete_only) {
+      std::vector<std::string> names;
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(o.work_dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("step-", 0) != 0) continue;
+        if (complete_only && !std::filesystem::exists(e.path() / "checkpoint.json", ec)) continue;
+        names.push_back(name);
+      }
+      std::sort(names.begin(), names.end());
+      return names;
+    };
+    std::atomic<bool> done{false};
+    size_t most = 0;
+    std::vector<std::string> at_most;
+    int polls = 0;
+    std::thread watcher([&] {
+      while (!done.load()) {
+        const std::vector<std::string> now = checkpoints(false);
+        if (now.size() > most) {
+          most = now.size();
+          at_most = now;
+        }
+        ++polls;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    const TrainSummary s = Train(o, 2);
+    done = true;
+    watcher.join();
+    EXPECT_GT(polls, 10);  // it did watch the run
+    EXPECT_LE(most, 3u) << absl::StrJoin(at_most, " ");
+    EXPECT_EQ(s.last_checkpoint, o.work_dir + "/step-000008");
+    EXPECT_EQ(checkpoints(false), (std::vector<std::string>{"step-000007", "step-000008"}));
   }
 }
 
