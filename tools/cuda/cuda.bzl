@@ -15,10 +15,15 @@ link both. tests/kernels:cuda_sim_test runs them against the CPU kernels.
 load("@local_cuda//:defs.bzl", "CUDA_ARCHS", "CUDA_ENABLED", "NVCC")
 
 def _gencode_flags():
-    return " ".join([
-        "-gencode arch=compute_%s,code=sm_%s" % (a, a)
-        for a in CUDA_ARCHS
-    ])
+    # Machine code for each architecture (sm_80: A100, sm_90: H100/H200), and the
+    # newest one's PTX too, so a newer card (Blackwell's sm_100, ...) runs it,
+    # JIT-compiled by the driver at load, instead of failing with "no kernel image".
+    # No sm_90a yet: nothing here uses wgmma or the tensor memory accelerator.
+    # ZEROSHARD_CUDA_ARCHS=80,90 reaches defs.bzl as a tuple, =90 as one int.
+    archs = sorted([int(a) for a in (CUDA_ARCHS if type(CUDA_ARCHS) in ("tuple", "list") else [CUDA_ARCHS])])
+    flags = ["-gencode arch=compute_%s,code=sm_%s" % (a, a) for a in archs]
+    flags.append("-gencode arch=compute_%s,code=compute_%s" % (archs[-1], archs[-1]))
+    return " ".join(flags)
 
 # Every .cu launches through runtime/cuda/launch.cuh.
 _LAUNCH_HEADER = "//runtime/cuda:launch.cuh"
