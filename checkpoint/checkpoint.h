@@ -161,6 +161,14 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& work_dir);
 absl::Status KeepLastCheckpoints(const std::string& work_dir, int keep);
 // "<work_dir>/step-000123".
 std::string CheckpointDir(const std::string& work_dir, int64_t step);
+// What a save killed midway (kill -9, a power cut) leaves in `work_dir`, removed:
+// "step-<n>.tmp" directories (a save not yet renamed into place), and
+// "<name>.old.<pid>" directories and "<name>.tmp.<pid>.<suffix>" files whose
+// process is gone (a checkpoint moved aside for its replacement; an atomic file
+// not yet renamed). Never a complete checkpoint, and never anything of a live
+// process. Call before this process saves anything there (the job does at start,
+// on its lead rank). Returns the removed paths, sorted.
+absl::StatusOr<std::vector<std::string>> RemoveOrphanedSaves(const std::string& work_dir);
 
 // Turns a sharded checkpoint into a full one, offline (no communicator): each
 // parameter is assembled from the byte ranges of the shard files.

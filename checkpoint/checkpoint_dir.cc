@@ -4,6 +4,7 @@
 // the lead writes checkpoint.json last and renames the directory into place.
 // Shared with the other checkpoint files through checkpoint_internal.h.
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -172,6 +173,44 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& work_dir) {
   auto all = CompleteCheckpoints(work_dir);
   if (all.empty()) return absl::NotFoundError(absl::StrCat("no complete checkpoint under ", Quoted(work_dir)));
   return all.back().second;
+}
+
+namespace {
+// Whether `name` ends in ".<marker>.<pid>" or ".<marker>.<pid>.<suffix>" naming a
+// process that no longer exists (kill(pid, 0) fails with ESRCH).
+bool OfADeadProcess(const std::string& name, absl::string_view marker) {
+  const std::string key = absl::StrCat(".", marker, ".");
+  const size_t at = name.rfind(key);
+  if (at == std::string::npos) return false;
+  std::string rest = name.substr(at + key.size());
+  if (const size_t dot = rest.find('.'); dot != std::string::npos) rest = rest.substr(0, dot);
+  int pid = 0;
+  if (!absl::SimpleAtoi(rest, &pid) || pid <= 0) return false;
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> RemoveOrphanedSaves(const std::string& work_dir) {
+  std::vector<std::string> removed;
+  DIR* d = ::opendir(work_dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return removed;  // nothing saved there yet
+    return ErrnoStatus(errno, absl::StrCat("listing ", Quoted(work_dir), " for orphaned saves"));
+  }
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const std::string& name : names) {
+    const bool stale_tmp_dir = absl::StartsWith(name, "step-") && absl::EndsWith(name, ".tmp");
+    if (stale_tmp_dir || OfADeadProcess(name, "old") || OfADeadProcess(name, "tmp")) {
+      const std::string path = work_dir + "/" + name;
+      RemoveTree(path);
+      if (Exists(path)) return absl::InternalError(absl::StrCat("could not remove the orphaned ", Quoted(path)));
+      removed.push_back(path);
+    }
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
 }
 
 absl::Status KeepLastCheckpoints(const std::string& work_dir, int keep) {

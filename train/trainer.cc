@@ -266,6 +266,14 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
 
   TrainSummary s;
   s.unigram_entropy = unigram;
+  // A save killed midway (kill -9) leaves a step-<n>.tmp directory or files of a
+  // dead process; the lead removes them before this run saves or resumes there.
+  if (lead && !o.work_dir.empty() && (o.save_every > 0 || !o.resume.empty())) {
+    ZS_ASSIGN_OR_RETURN(const std::vector<std::string> orphans, RemoveOrphanedSaves(o.work_dir));
+    for (const std::string& path : orphans) {
+      log.Line(absl::StrCat("  removed what an interrupted save left: ", path, "\n"));
+    }
+  }
   // Resume: model shards, optimizer state, schedule, loss scale, dropout stream.
   int64_t start_step = 0;
   if (!o.resume.empty()) {

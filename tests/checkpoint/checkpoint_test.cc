@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -447,6 +448,48 @@ TEST(Checkpoint, RetentionAndLatest) {
   EXPECT_EQ(::stat(CheckpointDir(work, 4).c_str(), &st), 0);
   EXPECT_EQ(::stat(CheckpointDir(work, 9).c_str(), &st), 0);  // never deleted: not complete
   EXPECT_THAT(LatestCheckpoint(TempDir("empty_work")), StatusIs(absl::StatusCode::kNotFound, HasSubstr("no complete checkpoint")));
+}
+
+// What a save killed midway leaves (issue 26): its step-<n>.tmp directory, a
+// checkpoint moved aside (<dir>.old.<pid>) and an atomic file not yet renamed
+// (<name>.tmp.<pid>.<suffix>) of a process that is gone. Those go; a complete
+// checkpoint, an incomplete one without the .tmp suffix, and anything of a live
+// process (this one: an async save in flight) stay.
+TEST(Checkpoint, OrphansOfAKilledSaveAreRemoved) {
+  const std::string work = TempDir("orphans");
+  std::system(absl::StrCat("rm -rf ", work).c_str());
+  ZS_ASSERT_OK_AND_ASSIGN(std::vector<std::string> none, RemoveOrphanedSaves(work));  // no dir yet
+  EXPECT_TRUE(none.empty());
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // a pid of a process that is gone
+  const std::string dead = std::to_string(child), live = std::to_string(::getpid());
+  auto make_dir = [&](const std::string& name, bool with_file) {
+    ::mkdir(work.c_str(), 0755);
+    ASSERT_EQ(::mkdir((work + "/" + name).c_str(), 0755), 0) << name;
+    if (with_file) std::ofstream(work + "/" + name + "/checkpoint.json") << "{}";
+  };
+  make_dir("step-000004", true);                   // complete: kept
+  make_dir("step-000009", false);                  // incomplete, not ours to judge: kept
+  make_dir("step-000005.tmp", true);               // a save never renamed into place
+  make_dir("step-000003.old." + dead, true);       // moved aside by a dead process
+  make_dir("step-000006.old." + live, true);       // moved aside by a live one: kept
+  std::ofstream(work + "/model.safetensors.tmp." + dead + ".AbC123") << "partial";
+  std::ofstream(work + "/model.safetensors.tmp." + live + ".XyZ789") << "being written";
+  std::ofstream(work + "/notes.tmp") << "not a save's";  // no pid: kept
+  ZS_ASSERT_OK_AND_ASSIGN(std::vector<std::string> removed, RemoveOrphanedSaves(work));
+  EXPECT_EQ(removed, (std::vector<std::string>{work + "/model.safetensors.tmp." + dead + ".AbC123",
+                                              work + "/step-000003.old." + dead, work + "/step-000005.tmp"}));
+  struct stat st;
+  for (const std::string& kept : std::vector<std::string>{"step-000004", "step-000009",
+                                                           "model.safetensors.tmp." + live + ".XyZ789",
+                                                           "step-000006.old." + live, "notes.tmp"}) {
+    EXPECT_EQ(::stat((work + "/" + kept).c_str(), &st), 0) << kept;
+  }
+  for (const std::string& path : removed) EXPECT_NE(::stat(path.c_str(), &st), 0) << path;
+  ZS_ASSERT_OK_AND_ASSIGN(std::string latest, LatestCheckpoint(work));
+  EXPECT_EQ(latest, work + "/step-000004");
 }
 
 TEST(Checkpoint, ModelOnlyLoadAndReviseKeys) {

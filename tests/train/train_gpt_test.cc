@@ -219,6 +219,8 @@ TEST(TrainGpt, KeepLastHoldsThroughoutTheRun) {
     o.work_dir = ::testing::TempDir() + (async ? "/train_keep_last_async" : "/train_keep_last");
     std::filesystem::remove_all(o.work_dir);
     std::filesystem::create_directories(o.work_dir);
+    // What a save killed midway by an earlier run left: removed at the start.
+    std::filesystem::create_directories(o.work_dir + "/step-000099.tmp");
     o.steps = 8;
     o.save_every = 1;
     o.keep_last = 2;
