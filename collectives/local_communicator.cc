@@ -79,10 +79,20 @@ class LocalGroup {
   // have not arrived, and aborting the group) or when another rank aborted it.
   absl::Status Rendezvous(int rank, const CollectiveDesc& desc, Phase phase);
 
+  // A rank's function has returned. With an error, the group is aborted at once
+  // (issue 26): its peers, waiting in a collective or at their next one, fail
+  // within microseconds naming the rank and its error, instead of waiting out
+  // the timeout for a rank that will never arrive. (A rank that returns OK while
+  // its peers still call collectives is a program error the timeout names.)
+  // Groups split from this one (HYBRID_SHARD's) keep their own timeout.
   void MarkExited(int rank, const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     exited_[rank] = std::string(status.ok() ? "OK" : status.ToString());
     exited_any_.store(true);
+    if (!status.ok() && !aborted_.load(std::memory_order_acquire)) {
+      abort_reason_ = absl::AbortedError(absl::StrCat("rank ", rank, " returned ", status.ToString()));
+      aborted_.store(true, std::memory_order_release);
+    }
     cv_.SignalAll();
   }
 
@@ -185,6 +195,9 @@ absl::Status LocalGroup::Rendezvous(int rank, const CollectiveDesc& desc, Phase 
     }
   }
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  // Every rank arrived: done, even when the group was aborted just after (a rank
+  // that returned an error once this collective was complete).
+  if (!timed_out && AllReached(target)) return absl::OkStatus();
   if (!timed_out && !aborted_.load(std::memory_order_acquire)) return absl::OkStatus();
 
   const std::string prefix = ErrorPrefix(desc, rank, size_);

@@ -68,6 +68,44 @@ TEST(RunRanksTest, TimeoutSaysTheMissingRankHasExited) {
                                  "thread has returned OK)")));
 }
 
+// A rank that returns an error aborts the group (issue 26): its peers, waiting
+// in a barrier it never joins or at their next collective, fail at once naming
+// it and its error, instead of waiting out the 10-minute default timeout.
+TEST(RunRanksTest, AnErrorReachesThePeersAtOnce) {
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> statuses = RunRanks(4, [](Communicator& comm) -> absl::Status {
+    for (int i = 0; i < 20; ++i) {
+      if (comm.rank() == 2 && i == 5) return absl::InternalError("rank 2 broke at step 5");
+      ZS_RETURN_IF_ERROR(comm.Barrier());
+    }
+    return absl::OkStatus();
+  });
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_LT(took, absl::Seconds(5)) << "the peers waited for the timeout";
+  ASSERT_EQ(statuses.size(), 4u);
+  EXPECT_THAT(statuses[2], StatusIs(absl::StatusCode::kInternal, HasSubstr("broke")));
+  for (int r : {0, 1, 3}) {
+    EXPECT_THAT(statuses[r], StatusIs(absl::StatusCode::kAborted,
+                                      HasSubstr("rank 2 returned INTERNAL: rank 2 broke at step 5")))
+        << "rank " << r;
+  }
+}
+
+// A rank that returns an error after its last collective does not fail its
+// peers' completed collectives.
+TEST(RunRanksTest, AnErrorAfterTheLastCollectiveLeavesThePeersOk) {
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<absl::Status> statuses = RunRanks(3, [](Communicator& comm) -> absl::Status {
+      ZS_RETURN_IF_ERROR(comm.Barrier());
+      if (comm.rank() == 1) return absl::NotFoundError("rank 1 says no");
+      return absl::OkStatus();
+    });
+    ZS_EXPECT_OK(statuses[0]);
+    ZS_EXPECT_OK(statuses[2]);
+    EXPECT_EQ(statuses[1].code(), absl::StatusCode::kNotFound) << statuses[1];
+  }
+}
+
 TEST(LocalCommunicatorTest, BackendAndDevice) {
   ZS_ASSERT_OK_AND_ASSIGN(auto comms, LocalCommunicator::CreateGroup(2));
   EXPECT_EQ(comms[1]->backend(), "local");
