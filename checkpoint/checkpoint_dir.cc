@@ -96,6 +96,10 @@ absl::Status PrepareTmpDir(const DirNames& d) {
 
 absl::Status Finalize(const DirNames& d, const json& manifest, const AtomicFileOptions& file) {
   ZS_RETURN_IF_ERROR(WriteFileAtomically(d.tmp_dir + "/" + kManifest, manifest.dump(2), file));
+  return SwapIntoPlace(d, file);
+}
+
+absl::Status SwapIntoPlace(const DirNames& d, const AtomicFileOptions& file) {
   if (file.fsync) {
     ZS_RETURN_IF_ERROR(FsyncDirectory(d.tmp_dir));
   }

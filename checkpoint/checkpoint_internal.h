@@ -11,6 +11,9 @@
 //   save.cc            SaveCheckpoint and AsyncCheckpointer
 //   load.cc            reading either format at any world size (re-sharding),
 //                      LoadCheckpoint and ConvertShardedToFull
+//   hf_folder.cc       Hugging Face model folders (hf_folder.h; its own
+//                      library, sharing the directory protocol, Agree, WithUnit
+//                      and StreamWriter from here)
 #ifndef ZEROSHARD_CHECKPOINT_CHECKPOINT_INTERNAL_H_
 #define ZEROSHARD_CHECKPOINT_CHECKPOINT_INTERNAL_H_
 
@@ -60,6 +63,10 @@ struct DirNames {
 absl::Status PrepareTmpDir(const DirNames& d);
 // Writes the manifest last, then swaps the directory into place.
 absl::Status Finalize(const DirNames& d, const nlohmann::json& manifest, const AtomicFileOptions& file);
+// Renames the complete <dir>.tmp to <dir> (moving a previous <dir> aside and
+// removing it after), with the fsyncs that make it durable. Finalize's last
+// step; Hugging Face folders (hf_folder.cc), which have no manifest, end with it.
+absl::Status SwapIntoPlace(const DirNames& d, const AtomicFileOptions& file);
 // A status every rank agrees on: the first non-OK (in rank order) or OK.
 absl::Status Agree(Communicator& comm, const absl::Status& mine);
 // Records a written file's {bytes, crc32c} in the manifest.
