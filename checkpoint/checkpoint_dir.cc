@@ -132,9 +132,27 @@ absl::Status Agree(Communicator& comm, const absl::Status& mine) {
   ZS_RETURN_IF_ERROR(comm.AllReduce(*flag, ReduceOp::kMax));
   ZS_ASSIGN_OR_RETURN(double v, flag->Item());
   if (v == 0) return absl::OkStatus();
-  if (!mine.ok()) return mine;
   const int failed = comm.size() - static_cast<int>(v);
-  return absl::AbortedError(absl::StrCat("checkpoint: rank ", failed, " failed (see its error)"));
+  // The failing rank's code and message to everyone: [code, length], then the
+  // message's bytes one per i32 element (there is no byte dtype).
+  const std::string text(mine.message());
+  ZS_ASSIGN_OR_RETURN(Tensor head, Tensor::FromVector(std::vector<int64_t>{static_cast<int64_t>(mine.code()),
+                                                                           static_cast<int64_t>(text.size())},
+                                                      {2}, DType::kI64, DefaultCpuAllocator()));
+  ZS_RETURN_IF_ERROR(comm.Broadcast(head, failed));
+  ZS_ASSIGN_OR_RETURN(std::vector<int64_t> h, head.ToVector<int64_t>());
+  std::vector<int32_t> bytes(h[1]);
+  for (size_t i = 0; i < text.size() && i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(text[i]);
+  if (h[1] > 0) {
+    ZS_ASSIGN_OR_RETURN(Tensor body, Tensor::FromVector(bytes, {h[1]}, DType::kI32, DefaultCpuAllocator()));
+    ZS_RETURN_IF_ERROR(comm.Broadcast(body, failed));
+    ZS_ASSIGN_OR_RETURN(bytes, body.ToVector<int32_t>());
+  }
+  if (!mine.ok() && comm.rank() == failed) return mine;
+  std::string message(bytes.size(), '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) message[i] = static_cast<char>(bytes[i]);
+  const absl::StatusCode code = static_cast<absl::StatusCode>(h[0]);
+  return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code, message);
 }
 
 void AddFile(json& manifest, const std::string& name, std::pair<uint64_t, uint32_t> info) {

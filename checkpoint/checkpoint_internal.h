@@ -67,7 +67,9 @@ absl::Status Finalize(const DirNames& d, const nlohmann::json& manifest, const A
 // removing it after), with the fsyncs that make it durable. Finalize's last
 // step; Hugging Face folders (hf_folder.cc), which have no manifest, end with it.
 absl::Status SwapIntoPlace(const DirNames& d, const AtomicFileOptions& file);
-// A status every rank agrees on: the first non-OK (in rank order) or OK.
+// A status every rank agrees on: the first non-OK (in rank order), its code
+// and message broadcast to every rank, or OK. One all-reduce when every rank
+// is OK, two broadcasts more otherwise.
 absl::Status Agree(Communicator& comm, const absl::Status& mine);
 // Records a written file's {bytes, crc32c} in the manifest.
 void AddFile(nlohmann::json& manifest, const std::string& name, std::pair<uint64_t, uint32_t> info);

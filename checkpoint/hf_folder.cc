@@ -18,9 +18,11 @@
 
 namespace zeroshard {
 
+using checkpoint_internal::Agree;
 using checkpoint_internal::Exists;
 using checkpoint_internal::Quoted;
 using checkpoint_internal::ReadWholeFile;
+using checkpoint_internal::WithUnit;
 using nlohmann::json;
 
 std::string HfShardFileName(int i, int n) { return absl::StrFormat("model-%05d-of-%05d.safetensors", i, n); }
@@ -222,6 +224,102 @@ absl::StatusOr<nn::NamedTensors> ReadHfStateDict(const std::string& dir) {
     out.emplace_back(name, std::move(t));
   }
   return out;
+}
+
+// ================================================================ loading into a ShardedModel
+
+namespace {
+
+// Every name of a parameter: its first, then its aliases (Note [Tied parameters]).
+std::vector<std::string> AllNames(const FlatParamSlot& p) {
+  std::vector<std::string> names = {p.name};
+  names.insert(names.end(), p.aliases.begin(), p.aliases.end());
+  return names;
+}
+
+// What the folder holds against what the model expects: missing and unexpected
+// names into `result`, shape and dtype faults returned (every one, "; "-joined).
+absl::Status MatchFolder(const HfWeights& w, ShardedModel& model, HfLoadResult& result) {
+  std::vector<std::string> faults;
+  std::set<std::string> model_names;
+  for (ShardedUnit* u : model.units()) {
+    for (const FlatParamSlot& p : u->flat.params()) {
+      bool found = false;
+      for (const std::string& n : AllNames(p)) {
+        model_names.insert(n);
+        if (!w.Contains(n)) continue;
+        found = true;
+        const SafetensorsEntry* e = *w.Entry(n);
+        if (!IsFloatingPoint(e->dtype)) {
+          faults.push_back(absl::StrCat(n, ": the folder has ", SafetensorsDTypeName(e->dtype), " ",
+                                        ShapeToString(e->shape), ", the model expects a floating dtype (F32, BF16 or "
+                                        "F16) ", ShapeToString(p.shape)));
+        } else if (e->shape != p.shape) {
+          faults.push_back(absl::StrCat(n, ": the folder has ", ShapeToString(e->shape), ", the model expects ",
+                                        ShapeToString(p.shape)));
+        }
+      }
+      if (!found) result.missing_keys.push_back(p.name);
+    }
+  }
+  for (const std::string& n : w.names()) {
+    if (!model_names.count(n)) result.unexpected_keys.push_back(n);
+  }
+  if (faults.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(faults, "; "));
+}
+
+}  // namespace
+
+absl::StatusOr<HfLoadResult> LoadHfWeights(const std::string& dir, ShardedModel& model, const HfLoadOptions& o) {
+  Communicator& world = model.world();
+  const std::string where = absl::StrCat("LoadHfWeights(", Quoted(dir), ")");
+  absl::StatusOr<HfWeights> opened = HfWeights::Open(dir);
+  ZS_RETURN_IF_ERROR(Agree(world, opened.status()));
+  HfWeights& w = *opened;
+  HfLoadResult result;
+  // Every rank checks every parameter (headers only), so all reach the same verdict.
+  absl::Status matched = MatchFolder(w, model, result);
+  if (!matched.ok()) {
+    matched = absl::InvalidArgumentError(absl::StrCat(where, ": ", matched.message()));
+  } else if (o.strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty())) {
+    matched = absl::InvalidArgumentError(absl::StrCat(where, ", strict: missing tensors [",
+                                                      absl::StrJoin(result.missing_keys, ", "),
+                                                      "], unexpected tensors [",
+                                                      absl::StrJoin(result.unexpected_keys, ", "), "]"));
+  }
+  ZS_RETURN_IF_ERROR(Agree(world, matched));
+  // Each rank reads the pieces of its own shards, unit by unit (NVMe-resident
+  // shards are read, filled and written back).
+  std::vector<ShardedUnit*> units = model.units();
+  absl::Status mine;
+  for (size_t i = 0; i < units.size() && mine.ok(); ++i) {
+    const FlatParameter& flat = units[i]->flat;
+    mine = WithUnit(model, nullptr, i, {}, /*write=*/true,
+                    [&](const Tensor& shard, const std::vector<Tensor>&) -> absl::Status {
+      for (const FlatParameter::Piece& piece : flat.PiecesOfShard(flat.shard_rank())) {
+        const FlatParamSlot& p = flat.params()[piece.param];
+        std::vector<std::string> present;
+        for (const std::string& n : AllNames(p)) {
+          if (w.Contains(n)) present.push_back(n);
+        }
+        if (present.empty()) continue;  // missing (not strict): keeps its init
+        ZS_ASSIGN_OR_RETURN(Tensor dst, shard.Narrow(0, piece.shard_offset, piece.count));
+        ZS_RETURN_IF_ERROR(w.ReadRange(present[0], piece.param_offset, piece.count, dst));
+        // A tie stored under several names: they must agree (as LoadCheckpoint).
+        for (size_t k = 1; k < present.size(); ++k) {
+          ZS_ASSIGN_OR_RETURN(Tensor other, Tensor::Empty({piece.count}, DType::kF32, DefaultCpuAllocator()));
+          ZS_RETURN_IF_ERROR(w.ReadRange(present[k], piece.param_offset, piece.count, other));
+          ZS_RETURN_IF_ERROR(nn::CheckTiedValuesEqual(
+              absl::StrCat(where, ", elements counted from ", piece.param_offset), present[0], dst, present[k], other));
+        }
+      }
+      return absl::OkStatus();
+    });
+  }
+  ZS_RETURN_IF_ERROR(Agree(world, mine));
+  result.bytes_read = w.bytes_read();
+  return result;
 }
 
 }  // namespace zeroshard

@@ -264,5 +264,321 @@ TEST(HfWeights, RefusesEveryFaultOfTheFolder) {
   }
 }
 
+// ================================================================ the model
+
+// Llama's Hugging Face names on existing layers (no forward is run: loads and
+// saves only need the tree).
+struct ToyConfig {
+  int64_t vocab = 37, dim = 32, hidden = 96;
+  int layers = 3;
+  bool tied = true;  // lm_head.weight is model.embed_tokens.weight
+};
+
+constexpr char kEmbed[] = "model.embed_tokens.weight";
+constexpr char kHead[] = "lm_head.weight";
+
+std::shared_ptr<nn::Module> MakeToy(const ToyConfig& c) {
+  const nn::InitSpec normal = nn::InitSpec::Normal(0.0f, 1.0f);
+  auto root = std::make_shared<nn::Module>("HfToy");
+  auto model = root->RegisterModule("model", std::make_shared<nn::Module>("HfToyModel"));
+  auto embed = model->RegisterModule("embed_tokens", std::make_shared<nn::Embedding>(c.vocab, c.dim, normal));
+  auto layers = model->RegisterModule("layers", std::make_shared<nn::ModuleList>());
+  for (int l = 0; l < c.layers; ++l) {
+    auto layer = layers->Append(std::make_shared<nn::Module>("HfToyLayer"));
+    auto attn = layer->RegisterModule("self_attn", std::make_shared<nn::Module>("Attention"));
+    attn->RegisterModule("q_proj", std::make_shared<nn::Linear>(c.dim, c.dim, false, normal));
+    auto mlp = layer->RegisterModule("mlp", std::make_shared<nn::Module>("Mlp"));
+    mlp->RegisterModule("up_proj", std::make_shared<nn::Linear>(c.dim, c.hidden, false, normal));
+    mlp->RegisterModule("down_proj", std::make_shared<nn::Linear>(c.hidden, c.dim, false, normal));
+  }
+  auto norm = model->RegisterModule("norm", std::make_shared<nn::Module>("Norm"));
+  norm->RegisterParameter("weight", {c.dim}, nn::InitSpec::Normal(1.0f, 0.5f));
+  auto head = root->RegisterModule("lm_head", std::make_shared<nn::Linear>(c.dim, c.vocab, false, normal));
+  if (c.tied) {
+    absl::Status s = head->TieParameter("weight", *embed->FindParameter("weight"));
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  return root;
+}
+
+// Every parameter's values by every name (a tied one under both).
+using Values = std::map<std::string, std::vector<float>>;
+
+Values ValuesOf(nn::Module& m) {
+  Values out;
+  for (auto& [n, t] : m.StateDict()) out[n] = Floats(t);
+  return out;
+}
+
+// Each value rounded to `dtype` and back (what a file of that dtype holds).
+Values Rounded(const Values& v, DType dtype) {
+  Values out;
+  for (const auto& [n, x] : v) {
+    Tensor t = Tensor::FromVector(x, {static_cast<int64_t>(x.size())}).value();
+    out[n] = Floats(t.To(dtype).value());
+  }
+  return out;
+}
+
+// The values of a toy model initialised from `seed` (what a sharded model with
+// init_seed = seed holds: init depends on name and index only).
+Values InitValues(const ToyConfig& c, uint64_t seed) {
+  std::shared_ptr<nn::Module> m = MakeToy(c);
+  EXPECT_TRUE(m->Materialize(seed).ok());
+  return ValuesOf(*m);
+}
+
+ShardingOptions Options(ShardingStrategy strategy, int hybrid = 0) {
+  ShardingOptions o;
+  o.strategy = strategy;
+  o.wrap = WrapPolicy::ByType({"HfToyLayer"});
+  o.hybrid_shard_size = hybrid;
+  return o;
+}
+
+// A folder written without SaveHfWeights: the state dict of a toy model from
+// `seed`, by its names (lm_head.weight left out when tied and !both_tied_names),
+// in `dtype`, in one file, or split into two files by an index when `indexed`.
+// `edit` may change the tensors first. Returns what a load should give.
+Values WriteToyFolder(const std::string& dir, const ToyConfig& c, uint64_t seed, DType dtype = DType::kF32,
+                      bool both_tied_names = false, bool indexed = false,
+                      const std::function<void(SafetensorsTensors&)>& edit = nullptr) {
+  MakeDir(dir);
+  std::shared_ptr<nn::Module> m = MakeToy(c);
+  EXPECT_TRUE(m->Materialize(seed).ok());
+  SafetensorsTensors tensors;
+  for (auto& [n, t] : m->StateDict()) {
+    if (c.tied && n == kHead && !both_tied_names) continue;
+    tensors.emplace_back(n, t.To(dtype).value());
+  }
+  if (edit) edit(tensors);
+  WriteText(dir + "/config.json", R"({"model_type": "llama"})");
+  if (!indexed) {
+    EXPECT_TRUE(WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}}).ok());
+  } else {
+    const size_t half = tensors.size() / 2;
+    const std::string names[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    SafetensorsTensors parts[2];
+    json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      parts[i >= half].push_back(tensors[i]);
+      index["weight_map"][tensors[i].first] = names[i >= half];
+    }
+    for (int k = 0; k < 2; ++k) EXPECT_TRUE(WriteSafetensors(dir + "/" + names[k], parts[k]).ok());
+    WriteText(dir + "/model.safetensors.index.json", index.dump(2));
+  }
+  return Rounded(ValuesOf(*m), dtype);
+}
+
+struct Loaded {
+  std::vector<absl::Status> status;        // per rank
+  std::vector<HfLoadResult> result;        // per rank
+  std::vector<std::vector<int64_t>> real;  // per rank: real (unpadded) elements of its shards, per unit
+  Values values;                           // rank 0's, after the load
+};
+
+Loaded LoadToy(const std::string& dir, int world, const ShardingOptions& options, const ToyConfig& c = {},
+               const HfLoadOptions& lo = {}) {
+  Loaded out;
+  out.result.resize(world);
+  out.real.resize(world);
+  out.status = RunRanks(world, [&](Communicator& comm) -> absl::Status {
+    std::shared_ptr<nn::Module> toy = MakeToy(c);
+    ShardingOptions o = options;
+    o.init_seed = 1;  // other values than any saved ones
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(toy, comm, o));
+    ZS_ASSIGN_OR_RETURN(out.result[comm.rank()], LoadHfWeights(dir, *sharded, lo));
+    for (ShardedUnit* u : sharded->units()) {
+      int64_t n = 0;
+      for (const FlatParameter::Piece& p : u->flat.PiecesOfShard(u->flat.shard_rank())) n += p.count;
+      out.real[comm.rank()].push_back(n);
+    }
+    return sharded->SummonFullParams([&]() -> absl::Status {
+      if (comm.rank() == 0) out.values = ValuesOf(*toy);
+      return absl::OkStatus();
+    });
+  });
+  return out;
+}
+
+// Every rank returned `code` with the same message; returns it.
+std::string AgreedError(const Loaded& l, absl::StatusCode code) {
+  for (size_t r = 0; r < l.status.size(); ++r) {
+    EXPECT_EQ(l.status[r].code(), code) << "rank " << r << ": " << l.status[r];
+    EXPECT_EQ(l.status[r].message(), l.status[0].message()) << "rank " << r;
+  }
+  return std::string(l.status[0].message());
+}
+
+void ExpectOk(const Loaded& l) {
+  for (size_t r = 0; r < l.status.size(); ++r) EXPECT_TRUE(l.status[r].ok()) << "rank " << r << ": " << l.status[r];
+}
+
+// ================================================================ LoadHfWeights
+
+TEST(HfLoad, LoadsAtEveryWorldSizeAndStrategyBitwise) {
+  const ToyConfig c;
+  const std::string dir = TempDir("load_f32");
+  const Values want = WriteToyFolder(dir, c, /*seed=*/7);
+  ASSERT_EQ(want.count(kHead), 1u);  // the tie, by both names
+  ASSERT_FALSE(HfWeights::Open(dir).value().Contains(kHead));  // stored once
+  ASSERT_NE(want, InitValues(c, 1));
+  struct Run {
+    int world;
+    ShardingOptions options;
+  };
+  const std::vector<Run> runs = {{1, Options(ShardingStrategy::kFullShard)},
+                                 {2, Options(ShardingStrategy::kFullShard)},
+                                 {3, Options(ShardingStrategy::kFullShard)},
+                                 {4, Options(ShardingStrategy::kFullShard)},
+                                 {3, Options(ShardingStrategy::kShardGradOp)},
+                                 {2, Options(ShardingStrategy::kNoShard)},
+                                 {4, Options(ShardingStrategy::kHybridShard, /*hybrid=*/2)}};
+  for (const Run& run : runs) {
+    SCOPED_TRACE(absl::StrCat("world ", run.world, " ", ShardingStrategyName(run.options.strategy)));
+    const Loaded l = LoadToy(dir, run.world, run.options, c);
+    ExpectOk(l);
+    EXPECT_EQ(l.values, want);
+    EXPECT_TRUE(l.result[0].missing_keys.empty());
+    EXPECT_TRUE(l.result[0].unexpected_keys.empty());
+  }
+}
+
+TEST(HfLoad, Bf16IndexedFolderWithBothTiedNamesLoadsTheRoundedValues) {
+  const ToyConfig c;
+  const std::string dir = TempDir("load_bf16");
+  const Values want = WriteToyFolder(dir, c, 11, DType::kBF16, /*both_tied_names=*/true, /*indexed=*/true);
+  HfWeights w = HfWeights::Open(dir).value();
+  ASSERT_EQ(w.files().size(), 2u);
+  ASSERT_TRUE(w.Contains(kHead));
+  ASSERT_EQ(w.Entry(kEmbed).value()->dtype, DType::kBF16);
+  for (int world : {1, 3}) {
+    const Loaded l = LoadToy(dir, world, Options(ShardingStrategy::kFullShard), c);
+    ExpectOk(l);
+    EXPECT_EQ(l.values, want) << "world " << world;
+  }
+}
+
+// Each rank reads the bytes of its own pieces only: over the world every
+// tensor byte exactly once, each rank its shards' share.
+TEST(HfLoad, EachRankReadsOnlyItsShare) {
+  const ToyConfig c;
+  const std::string dir = TempDir("load_share");
+  WriteToyFolder(dir, c, 3, DType::kF32, false, /*indexed=*/true);
+  // Bytes of tensor data in the folder: embed 37*32, per layer 32*32 + 2*96*32, norm 32; f32.
+  const int64_t total = 4 * (37 * 32 + 3 * (32 * 32 + 2 * 96 * 32) + 32);
+  const int world = 4;
+  const Loaded l = LoadToy(dir, world, Options(ShardingStrategy::kFullShard), c);
+  ExpectOk(l);
+  const int units = 4;  // three layers and the root
+  int64_t sum = 0;
+  for (int r = 0; r < world; ++r) {
+    const int64_t bytes = l.result[r].bytes_read;
+    sum += bytes;
+    // Exactly the real elements of its shards, 4 bytes each.
+    int64_t real = 0;
+    for (int64_t n : l.real[r]) real += n;
+    EXPECT_EQ(bytes, 4 * real) << "rank " << r;
+    // A unit of n elements is padded to 4 * ceil(n / 4) (< 3 more) and cut in
+    // four: a rank holds between n/4 - 3 and n/4 + 3/4 real elements of it.
+    EXPECT_LE(bytes, total / 4 + 4 * 3 * units / 4) << "rank " << r;
+    EXPECT_GE(bytes, total / 4 - 4 * 3 * units) << "rank " << r;
+  }
+  EXPECT_EQ(sum, total);
+}
+
+TEST(HfLoad, MissingTensorIsAnErrorUnlessNotStrict) {
+  const ToyConfig c;
+  const std::string dir = TempDir("load_missing");
+  const std::string gone = "model.layers.1.mlp.up_proj.weight";
+  Values want = WriteToyFolder(dir, c, 5, DType::kF32, false, false, [&](SafetensorsTensors& t) {
+    t.erase(std::remove_if(t.begin(), t.end(), [&](const auto& e) { return e.first == gone; }), t.end());
+  });
+  Loaded l = LoadToy(dir, 2, Options(ShardingStrategy::kFullShard), c);
+  EXPECT_THAT(AgreedError(l, absl::StatusCode::kInvalidArgument),
+              HasSubstr("strict: missing tensors [model.layers.1.mlp.up_proj.weight], unexpected tensors []"));
+  l = LoadToy(dir, 2, Options(ShardingStrategy::kFullShard), c, {.strict = false});
+  ExpectOk(l);
+  EXPECT_EQ(l.result[0].missing_keys, std::vector<std::string>{gone});
+  EXPECT_EQ(l.result[1].missing_keys, std::vector<std::string>{gone});
+  want[gone] = InitValues(c, 1)[gone];  // kept at its init
+  EXPECT_EQ(l.values, want);
+}
+
+TEST(HfLoad, UnexpectedTensorIsAnErrorUnlessNotStrict) {
+  const ToyConfig c;
+  const std::string dir = TempDir("load_unexpected");
+  const std::string extra = "model.layers.1.mlp.gate_proj.weight";
+  const Values want = WriteToyFolder(dir, c, 5, DType::kF32, false, false, [&](SafetensorsTensors& t) {
+    t.emplace_back(extra, Arange({96, 32}, 0.0f));
+  });
+  Loaded l = LoadToy(dir, 3, Options(ShardingStrategy::kFullShard), c);
+  EXPECT_THAT(AgreedError(l, absl::StatusCode::kInvalidArgument),
+              HasSubstr("strict: missing tensors [], unexpected tensors [model.layers.1.mlp.gate_proj.weight]"));
+  l = LoadToy(dir, 3, Options(ShardingStrategy::kFullShard), c, {.strict = false});
+  ExpectOk(l);
+  EXPECT_EQ(l.result[2].unexpected_keys, std::vector<std::string>{extra});
+  EXPECT_EQ(l.values, want);
+}
+
+TEST(HfLoad, UntiedModelMissesTheAbsentHead) {
+  const std::string dir = TempDir("load_untied");
+  WriteToyFolder(dir, ToyConfig{}, 5);  // tied: no lm_head.weight
+  ToyConfig untied;
+  untied.tied = false;
+  const Loaded l = LoadToy(dir, 2, Options(ShardingStrategy::kFullShard), untied);
+  EXPECT_THAT(AgreedError(l, absl::StatusCode::kInvalidArgument),
+              HasSubstr("missing tensors [lm_head.weight], unexpected tensors []"));
+}
+
+TEST(HfLoad, WrongShapeNamesTheTensorAndBothShapes) {
+  const std::string dir = TempDir("load_shape");
+  ToyConfig narrow;
+  narrow.hidden = 64;
+  WriteToyFolder(dir, narrow, 5);
+  const Loaded l = LoadToy(dir, 2, Options(ShardingStrategy::kFullShard), ToyConfig{});
+  const std::string message = AgreedError(l, absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(message, HasSubstr(absl::StrCat("LoadHfWeights('", dir, "'): model.layers.0.mlp.up_proj.weight: the "
+                                              "folder has [64, 32], the model expects [96, 32]")));
+  EXPECT_THAT(message, HasSubstr("model.layers.2.mlp.down_proj.weight: the folder has [32, 64], the model expects "
+                                 "[32, 96]"));
+}
+
+TEST(HfLoad, IntegerTensorIsRefused) {
+  const std::string dir = TempDir("load_int");
+  WriteToyFolder(dir, ToyConfig{}, 5, DType::kF32, false, false, [&](SafetensorsTensors& t) {
+    for (auto& [n, x] : t) {
+      if (n == "model.norm.weight") x = Tensor::Zeros({32}, DType::kI32).value();
+    }
+  });
+  const Loaded l = LoadToy(dir, 2, Options(ShardingStrategy::kFullShard));
+  EXPECT_THAT(AgreedError(l, absl::StatusCode::kInvalidArgument),
+              HasSubstr("model.norm.weight: the folder has I32 [32], the model expects a floating dtype (F32, BF16 "
+                        "or F16) [32]"));
+}
+
+TEST(HfLoad, TiedNamesThatDisagreeAreRefused) {
+  const std::string dir = TempDir("load_tie_disagrees");
+  WriteToyFolder(dir, ToyConfig{}, 5, DType::kF32, /*both_tied_names=*/true, false, [&](SafetensorsTensors& t) {
+    for (auto& [n, x] : t) {
+      if (n != kHead) continue;
+      x = x.Clone().value();  // its own bytes (the tie shares them with the embedding)
+      ASSERT_TRUE(x.Narrow(0, 36, 1).value().Fill(0.25).ok());  // the last row
+    }
+  });
+  const Loaded l = LoadToy(dir, 2, Options(ShardingStrategy::kFullShard));
+  EXPECT_THAT(AgreedError(l, absl::StatusCode::kInvalidArgument),
+              HasSubstr("tied parameter names \"model.embed_tokens.weight\" and \"lm_head.weight\" are both present "
+                        "with different values"));
+}
+
+TEST(HfLoad, FolderFaultsReachEveryRank) {
+  TwoFileFolder f = WriteTwoFileFolder("load_fault");
+  ::unlink((f.dir + "/model-00002-of-00002.safetensors").c_str());
+  const Loaded l = LoadToy(f.dir, 3, Options(ShardingStrategy::kFullShard));
+  EXPECT_THAT(AgreedError(l, absl::StatusCode::kNotFound),
+              HasSubstr("file 'model-00002-of-00002.safetensors' (named by model.safetensors.index.json)"));
+}
+
 }  // namespace
 }  // namespace zeroshard
