@@ -49,7 +49,9 @@
 // found by name (after `revise_keys`), never by position.
 //
 // The code: save.cc, load.cc, state_dict.cc and checkpoint_dir.cc, one question
-// each (checkpoint_internal.h lists them).
+// each (checkpoint_internal.h lists them). Hugging Face model folders (weights
+// only, by Hugging Face names) are in hf_folder.h; docs/checkpoints.md compares
+// the three formats.
 //
 // Integrity: files are written under a temporary directory and the directory
 // is renamed into place only when complete (checkpoint.json is written last),

@@ -19,9 +19,14 @@
 namespace zeroshard {
 
 using checkpoint_internal::Agree;
+using checkpoint_internal::DirNames;
 using checkpoint_internal::Exists;
+using checkpoint_internal::PrepareTmpDir;
 using checkpoint_internal::Quoted;
 using checkpoint_internal::ReadWholeFile;
+using checkpoint_internal::RemoveTree;
+using checkpoint_internal::StreamWriter;
+using checkpoint_internal::SwapIntoPlace;
 using checkpoint_internal::WithUnit;
 using nlohmann::json;
 
@@ -320,6 +325,196 @@ absl::StatusOr<HfLoadResult> LoadHfWeights(const std::string& dir, ShardedModel&
   ZS_RETURN_IF_ERROR(Agree(world, mine));
   result.bytes_read = w.bytes_read();
   return result;
+}
+
+// ================================================================ saving a ShardedModel
+
+namespace {
+
+// One tensor of the folder: a parameter under one of its names.
+struct SaveItem {
+  std::string name;
+  size_t unit = 0;
+  const FlatParamSlot* param = nullptr;
+  int64_t bytes = 0;  // in the stored dtype
+  int file = 0;       // index into the plan's files
+};
+
+struct SavePlan {
+  std::vector<SaveItem> items;  // the model's parameter order
+  std::vector<std::string> files;
+  std::vector<std::vector<StreamWriter::Entry>> entries;  // per file, in item order
+  int64_t total_size = 0;
+};
+
+// Note [Hugging Face folder shards]. Parameters of ignored modules are in no
+// unit and not written (as in full checkpoints).
+SavePlan PlanSave(ShardedModel& model, const HfSaveOptions& o) {
+  std::map<std::string, std::pair<size_t, const FlatParamSlot*>> where;  // every name -> (unit, slot)
+  std::vector<ShardedUnit*> units = model.units();
+  for (size_t i = 0; i < units.size(); ++i) {
+    for (const FlatParamSlot& p : units[i]->flat.params()) {
+      for (const std::string& n : AllNames(p)) where[n] = {i, &p};
+    }
+  }
+  SavePlan plan;
+  std::set<std::string> seen;  // NamedParameterSlots lists a tied slot under each name once
+  for (auto& [name, slot] : model.module().NamedParameterSlots()) {
+    auto it = where.find(name);
+    if (it == where.end() || !seen.insert(name).second) continue;
+    const FlatParamSlot* p = it->second.second;
+    if (o.write_tied_once && name != p->name) continue;
+    plan.items.push_back({name, it->second.first, p, p->numel * static_cast<int64_t>(DTypeSize(o.dtype)), 0});
+  }
+  // Greedy: a new file when the next tensor would take a non-empty file above the limit.
+  int file = 0;
+  int64_t in_file = 0;
+  bool empty = true;
+  for (SaveItem& item : plan.items) {
+    if (!empty && in_file + item.bytes > o.max_shard_bytes) {
+      ++file;
+      in_file = 0;
+      empty = true;
+    }
+    item.file = file;
+    in_file += item.bytes;
+    empty = false;
+    plan.total_size += item.bytes;
+  }
+  const int n = file + 1;
+  plan.entries.resize(n);
+  for (int i = 0; i < n; ++i) plan.files.push_back(n == 1 ? kHfSingleFile : HfShardFileName(i + 1, n));
+  for (const SaveItem& item : plan.items) plan.entries[item.file].emplace_back(item.name, o.dtype, item.param->shape);
+  return plan;
+}
+
+// Elements [lo, hi) of unit i's flat parameter (f32 masters), gathered over the
+// shard group: rank r contributes the part of [lo, hi) its shard holds, padded
+// to the longest such part L, so the all-gather moves S * L elements (no more
+// than the unit's padded size). Collective over the shard group; the result
+// (a CPU tensor of hi - lo elements) is assembled on `lead` only.
+absl::StatusOr<Tensor> GatherRange(ShardedModel& model, size_t i, int64_t lo, int64_t hi, bool lead) {
+  const FlatParameter& flat = model.units()[i]->flat;
+  Communicator& group = model.shard_group();
+  const int64_t shard_numel = flat.shard_numel();
+  auto part = [&](int r) {  // [begin, end) of [lo, hi) in rank r's shard
+    const int64_t begin = std::max(lo, r * shard_numel);
+    const int64_t end = std::min(hi, (r + 1) * shard_numel);
+    return std::make_pair(begin, std::max(begin, end));
+  };
+  int64_t longest = 0;
+  for (int r = 0; r < group.size(); ++r) longest = std::max(longest, part(r).second - part(r).first);
+  ZS_ASSIGN_OR_RETURN(Tensor result, Tensor::Empty({lead ? hi - lo : 0}, DType::kF32, DefaultCpuAllocator()));
+  if (longest == 0) return result;
+  Allocator* comm_alloc = group.device().is_cpu() ? DefaultCpuAllocator() : model.allocator();
+  ZS_ASSIGN_OR_RETURN(Tensor mine, Tensor::Zeros({longest}, DType::kF32, comm_alloc));
+  ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({group.size() * longest}, DType::kF32, comm_alloc));
+  ZS_RETURN_IF_ERROR(WithUnit(model, nullptr, i, {}, /*write=*/false,
+                              [&](const Tensor& shard, const std::vector<Tensor>&) -> absl::Status {
+                                const auto [begin, end] = part(group.rank());
+                                if (end == begin) return absl::OkStatus();
+                                ZS_ASSIGN_OR_RETURN(Tensor src, shard.Narrow(0, begin - group.rank() * shard_numel,
+                                                                             end - begin));
+                                ZS_ASSIGN_OR_RETURN(Tensor dst, mine.Narrow(0, 0, end - begin));
+                                return dst.CopyFrom(src);
+                              }));
+  ZS_RETURN_IF_ERROR(group.AllGather(mine, all));
+  if (!lead) return result;
+  for (int r = 0; r < group.size(); ++r) {
+    const auto [begin, end] = part(r);
+    if (end == begin) continue;
+    ZS_ASSIGN_OR_RETURN(Tensor dst, result.Narrow(0, begin - lo, end - begin));
+    ZS_ASSIGN_OR_RETURN(Tensor src, all.Narrow(0, r * longest, end - begin));
+    ZS_RETURN_IF_ERROR(dst.CopyFrom(src));
+  }
+  return result;
+}
+
+absl::Status CheckSaveOptions(const HfSaveOptions& o) {
+  if (!IsFloatingPoint(o.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("SaveHfWeights: dtype should be f32, bf16 or f16, found ",
+                                                   DTypeName(o.dtype)));
+  }
+  if (o.max_shard_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("SaveHfWeights: max_shard_bytes should be at least 1, found ",
+                                                   o.max_shard_bytes));
+  }
+  if (!o.config_json.empty()) {
+    const json config = json::parse(o.config_json, nullptr, /*allow_exceptions=*/false);
+    if (!config.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SaveHfWeights: config_json should be a JSON object (config.json), found ",
+          config.is_discarded() ? std::string("text that is not JSON") : Describe(config)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SaveHfWeights(const std::string& dir, ShardedModel& model, const HfSaveOptions& o) {
+  // Same options on every rank, same verdict: no collective needed yet.
+  ZS_RETURN_IF_ERROR(CheckSaveOptions(o));
+  Communicator& world = model.world();
+  const bool lead = world.rank() == 0;
+  const DirNames d(dir);
+  ZS_RETURN_IF_ERROR(Agree(world, lead ? PrepareTmpDir(d) : absl::OkStatus()));
+  const SavePlan plan = PlanSave(model, o);
+  // The lead's writing status; the gathers go on after it fails (they are collective).
+  absl::Status mine;
+  std::unique_ptr<StreamWriter> writer;
+  int open_file = -1;
+  auto write = [&](const SaveItem& item, const Tensor& value) -> absl::Status {
+    if (item.file != open_file) {
+      open_file = item.file;
+      ZS_ASSIGN_OR_RETURN(writer, StreamWriter::Open(d.tmp_dir + "/" + plan.files[item.file],
+                                                     plan.entries[item.file], {{"format", "pt"}}, o.file));
+    }
+    ZS_RETURN_IF_ERROR(writer->Append(item.name, value));
+    const bool last_of_file = &item == &plan.items.back() || (&item + 1)->file != item.file;
+    if (last_of_file) {
+      ZS_RETURN_IF_ERROR(writer->Commit().status());
+      writer.reset();
+    }
+    return absl::OkStatus();
+  };
+  // Runs of consecutive parameters held by one unit: one gather each.
+  absl::Status gathered;
+  for (size_t begin = 0; begin < plan.items.size() && gathered.ok();) {
+    size_t end = begin;
+    int64_t lo = plan.items[begin].param->offset, hi = lo;
+    while (end < plan.items.size() && plan.items[end].unit == plan.items[begin].unit) {
+      lo = std::min(lo, plan.items[end].param->offset);
+      hi = std::max(hi, plan.items[end].param->offset + plan.items[end].param->numel);
+      ++end;
+    }
+    absl::StatusOr<Tensor> values = GatherRange(model, plan.items[begin].unit, lo, hi, lead);
+    gathered = values.status();
+    for (size_t k = begin; k < end && lead && gathered.ok() && mine.ok(); ++k) {
+      const SaveItem& item = plan.items[k];
+      absl::StatusOr<Tensor> flat = values->Narrow(0, item.param->offset - lo, item.param->numel);
+      absl::StatusOr<Tensor> value = flat.ok() ? flat->View(item.param->shape) : flat;
+      mine = value.ok() ? write(item, *value) : value.status();
+    }
+    begin = end;
+  }
+  if (mine.ok()) mine = gathered;
+  if (lead && mine.ok() && plan.items.empty()) {  // a model with no parameters: one empty file
+    auto empty = StreamWriter::Open(d.tmp_dir + "/" + kHfSingleFile, {}, {{"format", "pt"}}, o.file);
+    mine = empty.ok() ? (*empty)->Commit().status() : empty.status();
+  }
+  if (lead && mine.ok() && plan.files.size() > 1) {
+    json index = {{"metadata", {{"total_size", plan.total_size}}}, {"weight_map", json::object()}};
+    for (const SaveItem& item : plan.items) index["weight_map"][item.name] = plan.files[item.file];
+    mine = WriteFileAtomically(d.tmp_dir + "/" + kHfIndexFile, index.dump(2) + "\n", o.file);
+  }
+  if (lead && mine.ok() && !o.config_json.empty()) {
+    mine = WriteFileAtomically(d.tmp_dir + "/" + kHfConfigFile, o.config_json, o.file);
+  }
+  if (lead && mine.ok()) mine = SwapIntoPlace(d, o.file);
+  writer.reset();  // an unfinished file's temporary goes before its directory
+  if (lead && !mine.ok()) RemoveTree(d.tmp_dir);
+  return Agree(world, mine);
 }
 
 }  // namespace zeroshard

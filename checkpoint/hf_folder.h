@@ -59,9 +59,12 @@
 // state dict order) and splits them greedily into files: a tensor starts a new
 // file when adding it to a non-empty current file would take it above
 // max_shard_bytes, so a tensor larger than max_shard_bytes is a file of its
-// own (transformers' shard_checkpoint; huggingface_hub's newer splitter writes
-// the same files, but puts an oversized tensor's file before the file it
-// interrupted). One file is named model.safetensors and has no index; N > 1
+// own (transformers' shard_checkpoint). huggingface_hub's splitter, which newer
+// transformers call, also gives an oversized tensor a file of its own but may
+// go on filling the file it interrupted, so its files can differ from these
+// around such tensors; loaders go by the index either way. Files are filled
+// in order, so each holds consecutive tensors. One file is named
+// model.safetensors and has no index; N > 1
 // files are model-0000i-of-0000N.safetensors (5 digits, i from 1) with
 // model.safetensors.index.json, whose total_size is the sum of the tensors'
 // bytes in the stored dtype and whose weight_map lists every tensor (keys
@@ -71,7 +74,9 @@
 // Buffers (module state that is not a parameter: BatchNorm statistics, a
 // rotary table) are not part of the folder: SaveHfWeights writes parameters
 // only and LoadHfWeights reads parameters only; a folder tensor named as a
-// model buffer is an unexpected key. (The Llama model has no buffers.)
+// model buffer is an unexpected key. (The Llama model has no buffers.) So are
+// the parameters of ignored modules (ShardingOptions::ignored_modules), which
+// are in no unit: not written, and unexpected when found, as in full checkpoints.
 #ifndef ZEROSHARD_CHECKPOINT_HF_FOLDER_H_
 #define ZEROSHARD_CHECKPOINT_HF_FOLDER_H_
 

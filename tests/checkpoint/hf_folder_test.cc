@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "autograd/nn/layers.h"
 #include "autograd/nn/linear.h"
 #include "checkpoint/safetensors.h"
@@ -578,6 +579,270 @@ TEST(HfLoad, FolderFaultsReachEveryRank) {
   const Loaded l = LoadToy(f.dir, 3, Options(ShardingStrategy::kFullShard));
   EXPECT_THAT(AgreedError(l, absl::StatusCode::kNotFound),
               HasSubstr("file 'model-00002-of-00002.safetensors' (named by model.safetensors.index.json)"));
+}
+
+// ================================================================ SaveHfWeights
+
+// Saves a toy model initialised from `seed` at `world`; returns every rank's status.
+std::vector<absl::Status> SaveToy(const std::string& dir, int world, const ShardingOptions& options,
+                                  const ToyConfig& c, uint64_t seed, HfSaveOptions so) {
+  so.file.fsync = false;  // tests: speed
+  return RunRanks(world, [&](Communicator& comm) -> absl::Status {
+    std::shared_ptr<nn::Module> toy = MakeToy(c);
+    ShardingOptions o = options;
+    o.init_seed = seed;
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(toy, comm, o));
+    return SaveHfWeights(dir, *sharded, so);
+  });
+}
+
+void ExpectAllOk(const std::vector<absl::Status>& st) {
+  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+}
+
+// The names of the toy's parameters in registration order (tied head once).
+std::vector<std::string> ParameterOrder(const ToyConfig& c) {
+  std::vector<std::string> out = {kEmbed};
+  for (int l = 0; l < c.layers; ++l) {
+    for (const char* p : {"self_attn.q_proj", "mlp.up_proj", "mlp.down_proj"}) {
+      out.push_back(absl::StrCat("model.layers.", l, ".", p, ".weight"));
+    }
+  }
+  out.push_back("model.norm.weight");
+  if (!c.tied) out.push_back(kHead);
+  return out;
+}
+
+// A safetensors file parsed here, independently of checkpoint/safetensors.cc:
+// the 8-byte little-endian header size, the JSON header, the data section.
+struct RawFile {
+  std::string header_text;
+  json header;
+  std::string data;
+};
+
+RawFile ParseRaw(const std::string& path) {
+  const std::string bytes = ReadText(path);
+  RawFile f;
+  EXPECT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  f.header_text = bytes.substr(8, n);
+  f.header = json::parse(f.header_text);
+  f.data = bytes.substr(8 + n);
+  return f;
+}
+
+// The names of a raw file's tensors in the order the header lists them.
+std::vector<std::string> HeaderOrder(const RawFile& f) {
+  std::vector<std::pair<size_t, std::string>> at;
+  for (auto it = f.header.begin(); it != f.header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    at.emplace_back(f.header_text.find(absl::StrCat("\"", it.key(), "\":")), it.key());
+  }
+  std::sort(at.begin(), at.end());
+  std::vector<std::string> out;
+  for (const auto& [pos, name] : at) out.push_back(name);
+  return out;
+}
+
+// bf16 bits of a finite float, rounded to nearest-even (written out here, not
+// the runtime's conversion): add 0x7fff plus the lowest kept bit, drop 16 bits.
+uint16_t Bf16Bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+TEST(HfSave, SavesOneFileAndReloadsAtEveryWorldSizeBitwise) {
+  const ToyConfig c;
+  const std::string dir = TempDir("save_single");
+  const std::string config = "{\n  \"model_type\": \"llama\",\n  \"tie_word_embeddings\": true\n}\n";
+  ExpectAllOk(SaveToy(dir, 1, Options(ShardingStrategy::kFullShard), c, 7, {.config_json = config}));
+  EXPECT_EQ(List(dir), (std::vector<std::string>{"config.json", "model.safetensors"}));
+  EXPECT_EQ(ReadText(dir + "/config.json"), config);  // verbatim
+  const RawFile raw = ParseRaw(dir + "/model.safetensors");
+  EXPECT_EQ(raw.header["__metadata__"], json({{"format", "pt"}}));
+  EXPECT_EQ(HeaderOrder(raw), ParameterOrder(c));  // no lm_head.weight: the tie once
+  const Values want = InitValues(c, 7);
+  for (int world : {1, 2, 3, 4}) {
+    const Loaded l = LoadToy(dir, world, Options(ShardingStrategy::kFullShard), c);
+    ExpectOk(l);
+    EXPECT_EQ(l.values, want) << "world " << world;
+  }
+  const Loaded hybrid = LoadToy(dir, 4, Options(ShardingStrategy::kHybridShard, 2), c);
+  ExpectOk(hybrid);
+  EXPECT_EQ(hybrid.values, want);
+  // A save at another world size and strategy writes the same bytes.
+  for (const auto& [world, options] : std::vector<std::pair<int, ShardingOptions>>{
+           {3, Options(ShardingStrategy::kFullShard)},
+           {4, Options(ShardingStrategy::kHybridShard, 2)},
+           {2, Options(ShardingStrategy::kNoShard)}}) {
+    const std::string other =
+        TempDir(absl::StrCat("save_single_world", world, "_", ShardingStrategyName(options.strategy)));
+    ExpectAllOk(SaveToy(other, world, options, c, 7, {.config_json = config}));
+    EXPECT_EQ(ReadText(other + "/model.safetensors"), ReadText(dir + "/model.safetensors")) << "world " << world;
+  }
+}
+
+TEST(HfSave, Bf16AndF16StoreTheRoundedValues) {
+  const ToyConfig c;
+  const Values init = InitValues(c, 9);
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const std::string dir = TempDir(absl::StrCat("save_", DTypeName(dtype)));
+    ExpectAllOk(SaveToy(dir, 2, Options(ShardingStrategy::kFullShard), c, 9, {.dtype = dtype}));
+    HfWeights w = HfWeights::Open(dir).value();
+    for (const std::string& n : w.names()) EXPECT_EQ(w.Entry(n).value()->dtype, dtype) << n;
+    const Loaded l = LoadToy(dir, 3, Options(ShardingStrategy::kFullShard), c);
+    ExpectOk(l);
+    EXPECT_EQ(l.values, Rounded(init, dtype));
+    if (dtype != DType::kBF16) continue;
+    // The stored bits of one tensor against rounding written out here.
+    const RawFile raw = ParseRaw(dir + "/model.safetensors");
+    const json& e = raw.header["model.layers.1.mlp.up_proj.weight"];
+    EXPECT_EQ(e["dtype"], "BF16");
+    EXPECT_EQ(e["shape"], json({96, 32}));
+    const uint64_t begin = e["data_offsets"][0], end = e["data_offsets"][1];
+    ASSERT_EQ(end - begin, 96u * 32u * 2u);
+    const std::vector<float>& x = init.at("model.layers.1.mlp.up_proj.weight");
+    int differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      uint16_t stored;
+      std::memcpy(&stored, raw.data.data() + begin + 2 * i, 2);  // little-endian host
+      differ += stored != Bf16Bits(x[i]);
+    }
+    EXPECT_EQ(differ, 0);
+  }
+}
+
+TEST(HfSave, SmallShardsGiveSeveralFilesAndAnIndex) {
+  const ToyConfig c;
+  const std::string dir = TempDir("save_sharded");
+  ExpectAllOk(SaveToy(dir, 2, Options(ShardingStrategy::kFullShard), c, 13, {.max_shard_bytes = 10000}));
+  // f32 bytes in parameter order: embed 4736, then per layer q_proj 4096,
+  // up_proj 12288, down_proj 12288, then norm 128. Greedy at 10000: embed +
+  // q_proj.0 (8832); each up/down_proj alone (above the limit); each later
+  // q_proj alone (after a 12288 file); the norm alone.
+  const std::vector<std::vector<std::string>> want_files = {
+      {kEmbed, "model.layers.0.self_attn.q_proj.weight"},
+      {"model.layers.0.mlp.up_proj.weight"},
+      {"model.layers.0.mlp.down_proj.weight"},
+      {"model.layers.1.self_attn.q_proj.weight"},
+      {"model.layers.1.mlp.up_proj.weight"},
+      {"model.layers.1.mlp.down_proj.weight"},
+      {"model.layers.2.self_attn.q_proj.weight"},
+      {"model.layers.2.mlp.up_proj.weight"},
+      {"model.layers.2.mlp.down_proj.weight"},
+      {"model.norm.weight"}};
+  const int64_t total = 4736 + 3 * (4096 + 2 * 12288) + 128;
+  std::vector<std::string> want_listing = {"model.safetensors.index.json"};
+  json want_map = json::object();
+  for (size_t i = 0; i < want_files.size(); ++i) {
+    const std::string name = absl::StrFormat("model-%05d-of-00010.safetensors", i + 1);
+    want_listing.push_back(name);
+    for (const std::string& t : want_files[i]) want_map[t] = name;
+  }
+  std::sort(want_listing.begin(), want_listing.end());
+  EXPECT_EQ(List(dir), want_listing);  // no config.json: none was given
+  const std::string index_text = ReadText(dir + "/model.safetensors.index.json");
+  const json index = json::parse(index_text);
+  EXPECT_EQ(index, json({{"metadata", {{"total_size", total}}}, {"weight_map", want_map}}));
+  EXPECT_EQ(index_text.back(), '\n');
+  EXPECT_LT(index_text.find("\"metadata\""), index_text.find("\"weight_map\""));  // sorted keys
+  int64_t sum = 0;
+  for (size_t i = 0; i < want_files.size(); ++i) {
+    const RawFile raw = ParseRaw(absl::StrCat(dir, "/", absl::StrFormat("model-%05d-of-00010.safetensors", i + 1)));
+    EXPECT_EQ(raw.header["__metadata__"], json({{"format", "pt"}}));
+    EXPECT_EQ(HeaderOrder(raw), want_files[i]);
+    sum += static_cast<int64_t>(raw.data.size());
+  }
+  EXPECT_EQ(sum, total);
+  // Reloads exactly, each of four ranks reading about a quarter.
+  const Loaded l = LoadToy(dir, 4, Options(ShardingStrategy::kFullShard), c);
+  ExpectOk(l);
+  EXPECT_EQ(l.values, InitValues(c, 13));
+  int64_t read = 0;
+  for (const HfLoadResult& r : l.result) {
+    EXPECT_LT(r.bytes_read, total / 3);
+    read += r.bytes_read;
+  }
+  EXPECT_EQ(read, total);
+  // ReadHfStateDict sees the same tensors.
+  const nn::NamedTensors all = ReadHfStateDict(dir).value();
+  const Values init = InitValues(c, 13);
+  EXPECT_EQ(all.size(), init.size() - 1);  // lm_head.weight is the embedding
+  for (const auto& [n, t] : all) EXPECT_EQ(Floats(t), init.at(n)) << n;
+}
+
+TEST(HfSave, WriteTiedTwiceAndUntiedModels) {
+  ToyConfig c;
+  const std::string both = TempDir("save_tied_both");
+  ExpectAllOk(SaveToy(both, 3, Options(ShardingStrategy::kFullShard), c, 21, {.write_tied_once = false}));
+  std::vector<std::string> order = ParameterOrder(c);
+  order.push_back(kHead);
+  EXPECT_EQ(HeaderOrder(ParseRaw(both + "/model.safetensors")), order);
+  Loaded l = LoadToy(both, 2, Options(ShardingStrategy::kFullShard), c);
+  ExpectOk(l);
+  EXPECT_EQ(l.values, InitValues(c, 21));
+  c.tied = false;
+  const std::string untied = TempDir("save_untied");
+  ExpectAllOk(SaveToy(untied, 2, Options(ShardingStrategy::kShardGradOp), c, 22, {}));
+  EXPECT_EQ(HeaderOrder(ParseRaw(untied + "/model.safetensors")), ParameterOrder(c));
+  l = LoadToy(untied, 3, Options(ShardingStrategy::kFullShard), c);
+  ExpectOk(l);
+  EXPECT_EQ(l.values, InitValues(c, 22));
+}
+
+TEST(HfSave, AFailedSaveLeavesThePreviousFolderIntact) {
+  const ToyConfig c;
+  const std::string parent = TempDir("save_failed");
+  MakeDir(parent);
+  const std::string dir = parent + "/hf";
+  ExpectAllOk(SaveToy(dir, 2, Options(ShardingStrategy::kFullShard), c, 31,
+                      {.max_shard_bytes = 10000, .config_json = "{\"a\": 1}"}));
+  const std::vector<std::string> listing = List(dir);
+  std::map<std::string, std::string> before;
+  for (const std::string& f : listing) before[f] = ReadText(dir + "/" + f);
+  // Fails in the second file (the first holds 8832 bytes of data, the second 12288),
+  // then, in one file, in the middle.
+  for (const HfSaveOptions& so : {HfSaveOptions{.max_shard_bytes = 10000, .file = {.fail_after_bytes = 10000}},
+                                  HfSaveOptions{.file = {.fail_after_bytes = 40000}}}) {
+    const std::vector<absl::Status> st = SaveToy(dir, 2, Options(ShardingStrategy::kFullShard), c, 32, so);
+    for (size_t r = 0; r < st.size(); ++r) {
+      EXPECT_THAT(st[r], StatusIs(absl::StatusCode::kInternal, HasSubstr("injected write failure"))) << "rank " << r;
+    }
+    EXPECT_EQ(List(parent), std::vector<std::string>{"hf"});  // no hf.tmp, nothing else
+    EXPECT_EQ(List(dir), listing);
+    for (const auto& [f, bytes] : before) EXPECT_EQ(ReadText(dir + "/" + f), bytes) << f;
+  }
+  const Loaded l = LoadToy(dir, 3, Options(ShardingStrategy::kFullShard), c);
+  ExpectOk(l);
+  EXPECT_EQ(l.values, InitValues(c, 31));
+  // A save that succeeds replaces the folder whole (no file of the old one stays).
+  ExpectAllOk(SaveToy(dir, 2, Options(ShardingStrategy::kFullShard), c, 33, {}));
+  EXPECT_EQ(List(dir), std::vector<std::string>{"model.safetensors"});
+  EXPECT_EQ(List(parent), std::vector<std::string>{"hf"});
+}
+
+TEST(HfSave, RefusesBadOptions) {
+  const std::string dir = TempDir("save_bad_options");
+  struct Case {
+    HfSaveOptions options;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{.dtype = DType::kI32}, "dtype should be f32, bf16 or f16, found i32"},
+      {{.max_shard_bytes = 0}, "max_shard_bytes should be at least 1, found 0"},
+      {{.config_json = "{\"a\": "}, "config_json should be a JSON object (config.json), found text that is not JSON"},
+      {{.config_json = "[1]"}, "config_json should be a JSON object (config.json), found array [1]"},
+  };
+  for (const Case& k : cases) {
+    const std::vector<absl::Status> st = SaveToy(dir, 2, Options(ShardingStrategy::kFullShard), ToyConfig{}, 1,
+                                                 k.options);
+    for (const absl::Status& s : st) EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(k.message)));
+  }
+  EXPECT_TRUE(List(dir).empty());
 }
 
 }  // namespace
