@@ -825,6 +825,27 @@ TEST(HfSave, AFailedSaveLeavesThePreviousFolderIntact) {
   EXPECT_EQ(List(parent), std::vector<std::string>{"hf"});
 }
 
+// Master shards resident on NVMe (Note [NVMe offload]) are read for a save and
+// filled by a load unit by unit through their swap buffer (one: every unit goes
+// back to disk); the values and bytes are those of shards in memory.
+TEST(HfSave, NvmeResidentShardsSaveAndLoad) {
+  const ToyConfig c;
+  const std::string swap = TempDir("nvme_swap");
+  MakeDir(swap);
+  ShardingOptions nvme = Options(ShardingStrategy::kFullShard);
+  nvme.offload.nvme_params = true;
+  nvme.offload.param_nvme = {.path = swap, .buffer_count = 1};
+  nvme.offload.aio.block_size = 8192;
+  const std::string in_memory = TempDir("nvme_reference");
+  const std::string from_nvme = TempDir("nvme_saved");
+  ExpectAllOk(SaveToy(in_memory, 2, Options(ShardingStrategy::kFullShard), c, 41, {}));
+  ExpectAllOk(SaveToy(from_nvme, 2, nvme, c, 41, {}));
+  EXPECT_EQ(ReadText(from_nvme + "/model.safetensors"), ReadText(in_memory + "/model.safetensors"));
+  const Loaded l = LoadToy(from_nvme, 3, nvme, c);
+  ExpectOk(l);
+  EXPECT_EQ(l.values, InitValues(c, 41));
+}
+
 TEST(HfSave, RefusesBadOptions) {
   const std::string dir = TempDir("save_bad_options");
   struct Case {
