@@ -6,9 +6,9 @@
 // of one (batch, head) (blockIdx.x = b * H + h, blockIdx.y = row block), one
 // row per warp; the dK/dV kernel's head is a kv head (blockIdx.x = b * Hkv +
 // j) and it walks the G = H / Hkv query heads of its group in turn (Note
-// [Grouped-query attention] in kernels/attention.h). The other side (keys for the forward and dQ, queries for dK
-// and dV) streams through shared memory in tiles of kTile rows, converted to
-// f32 on load; lane l takes row l of the tile, so a lane computes whole dot
+// [Grouped-query attention] in kernels/attention.h). The other side (keys
+// for the forward and dQ, queries for dK and dV) streams through shared
+// memory in tiles of kTile rows, converted to f32 on load; lane l takes row l of the tile, so a lane computes whole dot
 // products and the warp reduces only once per tile (the online softmax).
 // Each lane owns the row elements d = lane + 32 e (e < L) of its warp's
 // accumulators.

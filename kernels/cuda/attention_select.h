@@ -10,9 +10,10 @@
 // f16 (f32 is ours only), head dim D a multiple of 8 and at most 128 (256 on
 // sm_90 and later from cuDNN 9.5), unit stride along D in every operand, and
 // 16-byte aligned pointers and strides; k and v may have fewer heads than q
-// (Hkv dividing H, grouped-query attention), as our kernel's may. Everything else, and any call whose
-// plan cuDNN refuses when it is built, runs our kernel, which takes every
-// float dtype, any strides and D <= kAttentionMaxHeadDim.
+// (Hkv dividing H, grouped-query attention), as in our kernel. Everything
+// else, and any call whose plan cuDNN refuses when it is built, runs our
+// kernel, which takes every float dtype, any strides and
+// D <= kAttentionMaxHeadDim.
 #ifndef ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_
 #define ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_
 

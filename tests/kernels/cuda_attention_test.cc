@@ -317,6 +317,49 @@ TEST(CudaAttention, GroupedQueryOwnBackwardIsBitwiseRepeatable) {
   }
 }
 
+TEST(CudaAttention, GroupedQueryCudnnMatchesCpuWhereItTakesTheCase) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
+  CudaAllocator gpu(0);
+  uint64_t seed = 1500;
+  int ran = 0, refused = 0;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const Shape4& s : GqaShapes()) {
+      if (s.D % 8 != 0) continue;
+      for (bool causal : {true, false}) {
+        const std::string what = absl::StrCat("cudnn gqa ", DTypeName(dtype), " ", s.Name(),
+                                              causal ? " causal" : "");
+        const Problem p = MakeProblem(s, dtype, causal, seed += 10);
+        AttentionOutputs fwd;
+        AttentionGrads grads;
+        std::string why;
+        if (!RunOnGpu(p, &gpu, {.causal = causal, .impl = AttentionImpl::kCudnn}, &fwd, &grads,
+                      &why)) {
+          std::printf("  %s: cuDNN refused: %s\n", what.c_str(), why.c_str());
+          ++refused;
+          continue;
+        }
+        ++ran;
+        ExpectMatches(fwd, grads, p, /*cudnn=*/true, dtype, what);
+      }
+    }
+  }
+  std::printf("cuDNN fused grouped-query attention ran %d cases, refused %d\n", ran, refused);
+  // Named like the figure above, so gpu_record --check flags a refusal here too.
+  EmitFigure("cuda_attention_test", "cudnn attention refused (gqa)", refused, "count", {{"ran", ran}});
+  // bf16, D = 64: cuDNN's SDPA takes h_k dividing h_q (its frontend builds
+  // this very graph), so a refusal means our graph or binding is wrong.
+  for (int64_t kv_heads : {2, 1}) {
+    const Problem p = MakeProblem({1, 4, 64, 64, kv_heads}, DType::kBF16, true, 19 + kv_heads);
+    AttentionOutputs fwd;
+    AttentionGrads grads;
+    std::string why;
+    EXPECT_TRUE(RunOnGpu(p, &gpu, {.causal = true, .impl = AttentionImpl::kCudnn}, &fwd, &grads,
+                         &why))
+        << "Hkv " << kv_heads << ": " << why;
+  }
+}
+
 // Llama's layout: one projection [B, T, (H + 2 Hkv) D] seen as
 // [B, T, H + 2 Hkv, D], q the first H heads, k and v the next Hkv each, as
 // [B, heads, T, D] views; gradients into the same views of one buffer.
