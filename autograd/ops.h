@@ -72,8 +72,11 @@ absl::StatusOr<std::vector<Variable>> Split(const Variable& x, int64_t dim,
                                             absl::Span<const int64_t> sizes);
 
 // ---------------------------------------------------------------- nn ops
-// softmax(scale q k^T + causal mask) v over q, k, v [B, H, T, D]; saves the
-// row log-sum-exp instead of the probabilities (backward recomputes them).
+// softmax(scale q k^T + causal mask) v over q [B, H, T, D] and k, v
+// [B, Hkv, T, D], Hkv dividing H (grouped-query attention, multi-query at
+// Hkv = 1; Note [Grouped-query attention] in kernels/attention.h): the
+// gradients of k and v have k's and v's shapes. Saves the row log-sum-exp
+// instead of the probabilities (backward recomputes them).
 absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const Variable& v,
                                    const AttentionOptions& options = {});
 // Softmax / log-softmax over the last axis.

@@ -26,44 +26,74 @@ struct Named {
   const char* name;
 };
 
-// Checks the [B, H, T, D] tensors against the first one and returns the dims.
-absl::StatusOr<cpu::AttentionDims> CheckHeads(absl::string_view op, std::initializer_list<Named> ts,
+// Checks q and the tensors shaped like it ([B, H, T, D]), k and the tensors
+// shaped like it ([B, Hkv, T, D], Note [Grouped-query attention]), one float
+// dtype throughout, and returns the dims.
+absl::StatusOr<cpu::AttentionDims> CheckHeads(absl::string_view op, std::initializer_list<Named> q_like,
+                                              std::initializer_list<Named> k_like,
                                               const AttentionOptions& options) {
-  const Named& first = *ts.begin();
-  for (const Named& n : ts) {
-    if (!n.t->defined()) return absl::InvalidArgumentError(absl::StrCat(op, ": undefined ", n.name));
+  const Named& q = *q_like.begin();
+  const Named& k = *k_like.begin();
+  for (std::initializer_list<Named> ts : {q_like, k_like}) {
+    for (const Named& n : ts) {
+      if (!n.t->defined()) return absl::InvalidArgumentError(absl::StrCat(op, ": undefined ", n.name));
+    }
   }
-  if (first.t->dim() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", first.name, " has shape ",
-                                                   ShapeToString(first.t->shape()),
+  if (q.t->dim() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", q.name, " has shape ",
+                                                   ShapeToString(q.t->shape()),
                                                    ", expected 4 dims [B, H, T, D]"));
   }
-  if (!IsFloatingPoint(first.t->dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", first.name, " has dtype ",
-                                                   DTypeName(first.t->dtype()),
+  if (!IsFloatingPoint(q.t->dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", q.name, " has dtype ",
+                                                   DTypeName(q.t->dtype()),
                                                    ", expected f32, bf16 or f16"));
   }
-  for (const Named& n : ts) {
-    if (n.t->shape() != first.t->shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": ", n.name, " has shape ", ShapeToString(n.t->shape()), ", expected ",
-          ShapeToString(first.t->shape()), " (the shape of ", first.name, ")"));
-    }
-    if (n.t->dtype() != first.t->dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": ", n.name, " has dtype ", DTypeName(n.t->dtype()), ", expected ",
-          DTypeName(first.t->dtype()), " (the dtype of ", first.name, ")"));
+  if (k.t->dim() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", k.name, " has shape ",
+                                                   ShapeToString(k.t->shape()),
+                                                   ", expected 4 dims [B, Hkv, T, D]"));
+  }
+  const int64_t heads = q.t->size(1), kv_heads = k.t->size(1);
+  // k: q's B, T and D, with its own number of heads.
+  Shape k_want = q.t->shape();
+  k_want[1] = kv_heads;
+  if (k.t->shape() != k_want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", k.name, " has shape ", ShapeToString(k.t->shape()), ", expected ",
+        ShapeToString(k_want),
+        kv_heads == heads ? std::string(" (the shape of q)")
+                          : absl::StrCat(" (the shape of q with ", kv_heads, " heads)")));
+  }
+  if (kv_heads == 0 ? heads != 0 : heads % kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", k.name, " has ", kv_heads, " heads, which does not divide ", q.name, "'s ", heads,
+        " (grouped-query attention: each k/v head serves H / Hkv query heads)"));
+  }
+  for (const Named* first : {&q, &k}) {
+    for (const Named& n : first == &q ? q_like : k_like) {
+      if (n.t->shape() != first->t->shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, ": ", n.name, " has shape ", ShapeToString(n.t->shape()), ", expected ",
+            ShapeToString(first->t->shape()), " (the shape of ", first->name, ")"));
+      }
+      if (n.t->dtype() != q.t->dtype()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, ": ", n.name, " has dtype ", DTypeName(n.t->dtype()), ", expected ",
+            DTypeName(q.t->dtype()), " (the dtype of ", q.name, ")"));
+      }
     }
   }
   cpu::AttentionDims dims;
-  dims.batch = first.t->size(0);
-  dims.heads = first.t->size(1);
-  dims.seq = first.t->size(2);
-  dims.head_dim = first.t->size(3);
+  dims.batch = q.t->size(0);
+  dims.heads = heads;
+  dims.kv_heads = kv_heads;
+  dims.seq = q.t->size(2);
+  dims.head_dim = q.t->size(3);
   dims.causal = options.causal;
   if (dims.head_dim < 1) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": head dimension D is 0 in ",
-                                                   ShapeToString(first.t->shape()),
+                                                   ShapeToString(q.t->shape()),
                                                    ", expected D >= 1"));
   }
   dims.scale = options.scale.has_value() ? *options.scale : DefaultAttentionScale(dims.head_dim);
@@ -113,7 +143,8 @@ cuda::AttentionOperand Operand(const Tensor& t) {
 }
 
 cuda::AttentionLaunchDims LaunchDims(const cpu::AttentionDims& d) {
-  return {d.batch, d.heads, d.seq, d.head_dim, d.scale, d.causal};
+  return {.batch = d.batch, .heads = d.heads, .kv_heads = d.kv_heads, .seq = d.seq,
+          .head_dim = d.head_dim, .scale = d.scale, .causal = d.causal};
 }
 
 // What the choice of implementation depends on, over every [B, H, T, D] operand.
@@ -122,6 +153,8 @@ cuda::AttentionCall DescribeCall(const cpu::AttentionDims& d, std::initializer_l
   c.dtype = (*heads.begin())->dtype();
   c.head_dim = d.head_dim;
   c.seq = d.seq;
+  c.heads = d.heads;
+  c.kv_heads = d.kv_heads;
   const int64_t item = static_cast<int64_t>(DTypeSize(c.dtype));
   for (const Tensor* t : heads) {
     if (d.head_dim > 1 && t->stride(3) != 1) c.unit_stride_d = false;
@@ -212,7 +245,7 @@ absl::Status AttentionForward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& lse, const AttentionOptions& options) {
   constexpr const char* kOp = "AttentionForward";
   ZS_ASSIGN_OR_RETURN(cpu::AttentionDims dims,
-                      CheckHeads(kOp, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}, options));
+                      CheckHeads(kOp, {{&q, "q"}, {&out, "out"}}, {{&k, "k"}, {&v, "v"}}, options));
   ZS_RETURN_IF_ERROR(CheckLse(kOp, lse, dims));
   ZS_RETURN_IF_ERROR(CheckSameDevice({&q, &k, &v, &out, &lse}, kOp));
   ZS_RETURN_IF_ERROR(CheckOutputs(kOp, {{&out, "out"}, {&lse, "lse"}},
@@ -237,10 +270,8 @@ absl::Status AttentionBackward(const Tensor& dout, const Tensor& q, const Tensor
                                const AttentionOptions& options) {
   constexpr const char* kOp = "AttentionBackward";
   ZS_ASSIGN_OR_RETURN(cpu::AttentionDims dims,
-                      CheckHeads(kOp,
-                                 {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&dout, "dout"},
-                                  {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}},
-                                 options));
+                      CheckHeads(kOp, {{&q, "q"}, {&out, "out"}, {&dout, "dout"}, {&dq, "dq"}},
+                                 {{&k, "k"}, {&v, "v"}, {&dk, "dk"}, {&dv, "dv"}}, options));
   ZS_RETURN_IF_ERROR(CheckLse(kOp, lse, dims));
   ZS_RETURN_IF_ERROR(CheckSameDevice({&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv}, kOp));
   ZS_RETURN_IF_ERROR(CheckOutputs(
@@ -279,10 +310,12 @@ absl::StatusOr<AttentionGrads> AttentionBackward(const Tensor& dout, const Tenso
                                                  const Tensor& out, const Tensor& lse,
                                                  const AttentionOptions& options) {
   if (!q.defined()) return absl::InvalidArgumentError("AttentionBackward: undefined q");
+  if (!k.defined()) return absl::InvalidArgumentError("AttentionBackward: undefined k");
+  // dk and dv like k: [B, Hkv, T, D] (Note [Grouped-query attention]).
   AttentionGrads g;
   ZS_ASSIGN_OR_RETURN(g.dq, Tensor::Empty(q.shape(), q.dtype(), q.allocator()));
-  ZS_ASSIGN_OR_RETURN(g.dk, Tensor::Empty(q.shape(), q.dtype(), q.allocator()));
-  ZS_ASSIGN_OR_RETURN(g.dv, Tensor::Empty(q.shape(), q.dtype(), q.allocator()));
+  ZS_ASSIGN_OR_RETURN(g.dk, Tensor::Empty(k.shape(), q.dtype(), q.allocator()));
+  ZS_ASSIGN_OR_RETURN(g.dv, Tensor::Empty(k.shape(), q.dtype(), q.allocator()));
   ZS_RETURN_IF_ERROR(AttentionBackward(dout, q, k, v, out, lse, g.dq, g.dk, g.dv, options));
   return g;
 }

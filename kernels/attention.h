@@ -1,8 +1,11 @@
 // Scaled dot-product self-attention, forward and backward, heads batched, with
-// an optional causal mask. The forward saves only the per-row log-sum-exp
-// (like cuDNN's SDPA "stats"); the backward recomputes the probabilities.
+// an optional causal mask and grouped-query attention (GQA; multi-query, MQA,
+// when k and v have one head). The forward saves only the per-row
+// log-sum-exp (like cuDNN's SDPA "stats"); the backward recomputes the
+// probabilities.
 //
-//   // q, k, v: [B, H, T, D] (views of a fused qkv [B, T, 3, H, D] are fine)
+//   // q: [B, H, T, D]; k, v: [B, H, T, D] (views of a fused qkv [B, T, 3, H, D]
+//   // are fine), or [B, Hkv, T, D] with Hkv dividing H (GQA, see below)
 //   ZS_ASSIGN_OR_RETURN(AttentionOutputs fwd, AttentionForward(q, k, v));   // causal by default
 //   // ... later, with dout [B, H, T, D]:
 //   ZS_ASSIGN_OR_RETURN(AttentionGrads g,
@@ -26,6 +29,16 @@
 //   dK      = c dS^T Q
 // The per-element pieces are kernels/math/attention_math.h.
 //
+// Note [Grouped-query attention]: k and v may have Hkv heads, Hkv dividing H,
+// G = H / Hkv. Query head h reads kv head h / G, as Hugging Face's repeat_kv
+// lays them out (kv head j serves query heads j G .. j G + G - 1), and the
+// repeated K and V are never materialised. dk and dv are [B, Hkv, T, D]: dK of
+// kv head j is the sum of the per-query-head dK above over its G query heads
+// (dV likewise). Our kernels (CPU and CUDA) add the G heads in the order of h
+// in fp32 and round once, no atomics, so the bits do not depend on the thread
+// count; cuDNN reduces its per-query-head dK, dV (attention_cudnn.cc). Hkv == H
+// is plain multi-head attention, bit for bit as before.
+//
 // CUDA: cuDNN's fused flash attention (kernels/cuda/attention_cudnn.h) for
 // bf16/f16 with D a multiple of 8 and unit stride in D, our own kernel
 // (kernels/cuda/attention.cu: online softmax, fp32 accumulation, any strides,
@@ -35,17 +48,22 @@
 // dQ with atomics, so under kAuto bf16/f16 gradients may differ run to run in
 // the last bits (kOwn when bitwise reproducibility matters more than speed).
 //
-// CPU: one (b, h) pair per OpenMP task, each a sequence of single-threaded
-// GEMMs (kernels/cpu/gemm.h) over blocks of 64 query rows; a causal block only
-// multiplies the key columns up to its last row. Scratch is per thread and
-// O(64 T + T D), never T x T. Accumulation is fp32, and each head is computed
-// by one thread in a fixed order, so results are bitwise identical for any
-// number of threads.
+// CPU: the forward runs one (b, h) query head per OpenMP task, the backward
+// one (b, kv head) group per task, its G query heads in order of h; each task
+// is a sequence of single-threaded GEMMs (kernels/cpu/gemm.h) over blocks of
+// 64 query rows; a causal block only multiplies the key columns up to its last
+// row. Scratch is per thread and O(64 T + T D), never T x T (nor G T D: a
+// group's dK and dV accumulate in one T x D each). Accumulation is fp32, and
+// each head (each group in the backward) is computed by one thread in a fixed
+// order, so results are bitwise identical for any number of threads. (MQA's
+// backward has B tasks: one per batch element.)
 //
 // Rules (each violation is an InvalidArgument saying what was found):
-// - q, k, v, out, dout, dq, dk, dv: 4-D [B, H, T, D], all the same shape, all
-//   the same float dtype (f32, bf16, f16; 16-bit values are widened on load
-//   and the results rounded once); D >= 1.
+// - q, out, dout, dq: 4-D [B, H, T, D], all the same shape; k, v, dk, dv: 4-D
+//   [B, Hkv, T, D], all the shape of k, with q's B, T and D and Hkv dividing H
+//   ("k has 3 heads, which does not divide q's 8"); all of one float dtype
+//   (f32, bf16, f16; 16-bit values are widened on load and the results
+//   rounded once); D >= 1.
 // - lse: f32 [B, H, T].
 // - Any strides: views whose last dimension has unit stride (e.g. carved out of
 //   a fused buffer) are used in place; other inputs are copied per head.
@@ -87,13 +105,15 @@ absl::Status AttentionBackward(const Tensor& dout, const Tensor& q, const Tensor
                                const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                const AttentionOptions& options = {});
 
-// Allocating forms: out like q (contiguous), lse f32 [B, H, T]; gradients like q.
+// Allocating forms: out like q (contiguous), lse f32 [B, H, T]; dq shaped like
+// q, dk and dv like k (contiguous).
 struct AttentionOutputs {
   Tensor out;  // [B, H, T, D]
   Tensor lse;  // [B, H, T], f32
 };
 struct AttentionGrads {
-  Tensor dq, dk, dv;  // [B, H, T, D]
+  Tensor dq;      // [B, H, T, D]
+  Tensor dk, dv;  // [B, Hkv, T, D]
 };
 absl::StatusOr<AttentionOutputs> AttentionForward(const Tensor& q, const Tensor& k,
                                                   const Tensor& v,

@@ -1,5 +1,6 @@
-// Attention on the CPU: per (batch, head), blocks of kRowBlock query rows go
-// through GEMMs (kernels/cpu/gemm.h) and vectorised row loops; see
+// Attention on the CPU: per (batch, head) in the forward and per (batch, kv
+// head) group of query heads in the backward, blocks of kRowBlock query rows
+// go through GEMMs (kernels/cpu/gemm.h) and vectorised row loops; see
 // kernels/attention.h for the math.
 #include "kernels/cpu/attention.h"
 
@@ -117,17 +118,21 @@ int64_t BlockCols(const AttentionDims& dims, int64_t r0, int64_t rows) {
   return dims.causal ? r0 + rows : dims.seq;
 }
 
-// Runs body(bh, scratch) for every head on OpenMP threads, each thread with its
-// own scratch of `scratch_floats`. Always inside a parallel region, so every
-// GEMM runs single-threaded on its thread whatever the thread count.
+// Query heads per kv head (Note [Grouped-query attention] in kernels/attention.h).
+int64_t GroupSize(const AttentionDims& dims) { return dims.heads / dims.kv_heads; }
+
+// Runs body(i, j, scratch) for i < n, j < m (task i * m + j) on OpenMP
+// threads, each thread with its own scratch of `scratch_floats`. Always
+// inside a parallel region, so every GEMM runs single-threaded on its thread
+// whatever the thread count.
 template <typename Body>
-void ForEachHead(const AttentionDims& dims, int64_t scratch_floats, const Body& body) {
-  const int64_t heads = dims.batch * dims.heads;
+void ForEachTask(int64_t n, int64_t m, int64_t scratch_floats, const Body& body) {
+  const int64_t tasks = n * m;
 #pragma omp parallel
   {
     std::vector<float> scratch(static_cast<size_t>(scratch_floats));
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < heads; ++bh) body(bh / dims.heads, bh % dims.heads, scratch.data());
+    for (int64_t t = 0; t < tasks; ++t) body(t / m, t % m, scratch.data());
   }
 }
 
@@ -142,13 +147,15 @@ void AttentionForward(const AttentionDims& dims, const Tensor& q, const Tensor& 
   const int64_t td = T * D;
   // Scratch: scores R x T, row lse T, then q, k, v, out heads (used when not in place).
   const int64_t scratch_floats = R * T + T + 4 * td;
-  ForEachHead(dims, scratch_floats, [&](int64_t b, int64_t h, float* scratch) {
+  const int64_t G = GroupSize(dims);
+  // One task per query head h; it reads kv head h / G.
+  ForEachTask(dims.batch, dims.heads, scratch_floats, [&](int64_t b, int64_t h, float* scratch) {
     float* scores = scratch;
     float* row_lse = scores + R * T;
     float* bufs = row_lse + T;
     const ConstRows Q = LoadHead(q, b, h, T, D, bufs);
-    const ConstRows K = LoadHead(k, b, h, T, D, bufs + td);
-    const ConstRows V = LoadHead(v, b, h, T, D, bufs + 2 * td);
+    const ConstRows K = LoadHead(k, b, h / G, T, D, bufs + td);
+    const ConstRows V = LoadHead(v, b, h / G, T, D, bufs + 2 * td);
     const Rows O = OutputHead(out, b, h, T, D, bufs + 3 * td);
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t rows = std::min(R, T - r0);
@@ -191,76 +198,83 @@ void AttentionBackward(const AttentionDims& dims, const Tensor& dout, const Tens
   const int64_t T = dims.seq, D = dims.head_dim;
   const int64_t R = std::min(kRowBlock, T);
   const int64_t td = T * D;
+  const int64_t G = GroupSize(dims);
   // Scratch: P and dP/dS blocks (R x T each), delta and lse rows (T each),
-  // then q, k, v, out, dout, dq, dk, dv heads (used when not in place).
+  // then q, k, v, out, dout, dq, dk, dv heads (used when not in place). The
+  // group's query heads reuse the q, out, dout and dq buffers in turn.
   const int64_t scratch_floats = 2 * R * T + 2 * T + 8 * td;
-  ForEachHead(dims, scratch_floats, [&](int64_t b, int64_t h, float* scratch) {
+  // One task per (b, kv head j): its G query heads h = j G + g in order of g,
+  // each adding into the group's one dK and dV (fp32, rounded once at the
+  // store), so the sums are in a fixed order whatever the thread count.
+  ForEachTask(dims.batch, dims.kv_heads, scratch_floats, [&](int64_t b, int64_t j, float* scratch) {
     float* probs = scratch;
     float* dscores = probs + R * T;
     float* delta = dscores + R * T;
     float* row_lse = delta + T;
     float* bufs = row_lse + T;
-    const ConstRows Q = LoadHead(q, b, h, T, D, bufs);
-    const ConstRows K = LoadHead(k, b, h, T, D, bufs + td);
-    const ConstRows V = LoadHead(v, b, h, T, D, bufs + 2 * td);
-    const ConstRows O = LoadHead(out, b, h, T, D, bufs + 3 * td);
-    const ConstRows dO = LoadHead(dout, b, h, T, D, bufs + 4 * td);
-    const Rows dQ = OutputHead(dq, b, h, T, D, bufs + 5 * td);
-    const Rows dK = OutputHead(dk, b, h, T, D, bufs + 6 * td);
-    const Rows dV = OutputHead(dv, b, h, T, D, bufs + 7 * td);
+    const ConstRows K = LoadHead(k, b, j, T, D, bufs + td);
+    const ConstRows V = LoadHead(v, b, j, T, D, bufs + 2 * td);
+    const Rows dK = OutputHead(dk, b, j, T, D, bufs + 6 * td);
+    const Rows dV = OutputHead(dv, b, j, T, D, bufs + 7 * td);
     ZeroRows(dK, T, D);
     ZeroRows(dV, T, D);
-    const LseRow L = LseHead(lse, b, h);
-    for (int64_t t = 0; t < T; ++t) row_lse[t] = L.ptr[t * L.stride];
-    // delta_t = sum_d dO_td O_td.
-    RunWithIsa([&] {
-      for (int64_t t = 0; t < T; ++t) {
-        const float* o = O.data + t * O.row_stride;
-        const float* g = dO.data + t * dO.row_stride;
-        delta[t] = LaneReduce<float>(
-            D, 0.0f, [&](int64_t d) { return g[d] * o[d]; }, [](float a, float c) { return a + c; });
+    for (int64_t h = j * G; h < (j + 1) * G; ++h) {
+      const ConstRows Q = LoadHead(q, b, h, T, D, bufs);
+      const ConstRows O = LoadHead(out, b, h, T, D, bufs + 3 * td);
+      const ConstRows dO = LoadHead(dout, b, h, T, D, bufs + 4 * td);
+      const Rows dQ = OutputHead(dq, b, h, T, D, bufs + 5 * td);
+      const LseRow L = LseHead(lse, b, h);
+      for (int64_t t = 0; t < T; ++t) row_lse[t] = L.ptr[t * L.stride];
+      // delta_t = sum_d dO_td O_td.
+      RunWithIsa([&] {
+        for (int64_t t = 0; t < T; ++t) {
+          const float* o = O.data + t * O.row_stride;
+          const float* g = dO.data + t * dO.row_stride;
+          delta[t] = LaneReduce<float>(
+              D, 0.0f, [&](int64_t d) { return g[d] * o[d]; }, [](float a, float c) { return a + c; });
+        }
+      });
+      for (int64_t r0 = 0; r0 < T; r0 += R) {
+        const int64_t rows = std::min(R, T - r0);
+        const int64_t cols = BlockCols(dims, r0, rows);
+        // P = exp(scale Q_r K_c^T - lse), masked entries exactly 0.
+        Gemm(RowBlock(Q, r0, rows, D), Transposed(K, cols, D), {probs, rows, cols, cols, 1},
+             dims.scale, 0.0f);
+        RunWithIsa([&] {
+          for (int64_t i = 0; i < rows; ++i) {
+            float* p = probs + i * cols;
+            const int64_t n = AttentionVisibleCount(r0 + i, cols, dims.causal);
+            const float lse_i = row_lse[r0 + i];
+            for (int64_t c = 0; c < n; ++c) p[c] = AttentionProb(p[c], lse_i);
+            for (int64_t c = n; c < cols; ++c) p[c] = 0.0f;
+          }
+        });
+        // dV_c += P^T dO_r.
+        Gemm(BlockT(probs, rows, cols), RowBlock(dO, r0, rows, D), RowBlock(dV, 0, cols, D), 1.0f,
+             1.0f);
+        // dP = dO_r V_c^T, then dS = P o (dP - delta) in place.
+        Gemm(RowBlock(dO, r0, rows, D), Transposed(V, cols, D), {dscores, rows, cols, cols, 1},
+             1.0f, 0.0f);
+        RunWithIsa([&] {
+          for (int64_t i = 0; i < rows; ++i) {
+            const float* p = probs + i * cols;
+            float* ds = dscores + i * cols;
+            const int64_t n = AttentionVisibleCount(r0 + i, cols, dims.causal);
+            const float delta_i = delta[r0 + i];
+            for (int64_t c = 0; c < n; ++c) ds[c] = AttentionScoreGrad(p[c], ds[c], delta_i);
+            for (int64_t c = n; c < cols; ++c) ds[c] = 0.0f;
+          }
+        });
+        // dQ_r = scale dS K_c;  dK_c += scale dS^T Q_r.
+        Gemm(Block(dscores, rows, cols), RowBlock(K, 0, cols, D), RowBlock(dQ, r0, rows, D),
+             dims.scale, 0.0f);
+        Gemm(BlockT(dscores, rows, cols), RowBlock(Q, r0, rows, D), RowBlock(dK, 0, cols, D),
+             dims.scale, 1.0f);
       }
-    });
-    for (int64_t r0 = 0; r0 < T; r0 += R) {
-      const int64_t rows = std::min(R, T - r0);
-      const int64_t cols = BlockCols(dims, r0, rows);
-      // P = exp(scale Q_r K_c^T - lse), masked entries exactly 0.
-      Gemm(RowBlock(Q, r0, rows, D), Transposed(K, cols, D), {probs, rows, cols, cols, 1},
-           dims.scale, 0.0f);
-      RunWithIsa([&] {
-        for (int64_t i = 0; i < rows; ++i) {
-          float* p = probs + i * cols;
-          const int64_t n = AttentionVisibleCount(r0 + i, cols, dims.causal);
-          const float lse_i = row_lse[r0 + i];
-          for (int64_t j = 0; j < n; ++j) p[j] = AttentionProb(p[j], lse_i);
-          for (int64_t j = n; j < cols; ++j) p[j] = 0.0f;
-        }
-      });
-      // dV_c += P^T dO_r.
-      Gemm(BlockT(probs, rows, cols), RowBlock(dO, r0, rows, D), RowBlock(dV, 0, cols, D), 1.0f,
-           1.0f);
-      // dP = dO_r V_c^T, then dS = P o (dP - delta) in place.
-      Gemm(RowBlock(dO, r0, rows, D), Transposed(V, cols, D), {dscores, rows, cols, cols, 1}, 1.0f,
-           0.0f);
-      RunWithIsa([&] {
-        for (int64_t i = 0; i < rows; ++i) {
-          const float* p = probs + i * cols;
-          float* ds = dscores + i * cols;
-          const int64_t n = AttentionVisibleCount(r0 + i, cols, dims.causal);
-          const float delta_i = delta[r0 + i];
-          for (int64_t j = 0; j < n; ++j) ds[j] = AttentionScoreGrad(p[j], ds[j], delta_i);
-          for (int64_t j = n; j < cols; ++j) ds[j] = 0.0f;
-        }
-      });
-      // dQ_r = scale dS K_c;  dK_c += scale dS^T Q_r.
-      Gemm(Block(dscores, rows, cols), RowBlock(K, 0, cols, D), RowBlock(dQ, r0, rows, D),
-           dims.scale, 0.0f);
-      Gemm(BlockT(dscores, rows, cols), RowBlock(Q, r0, rows, D), RowBlock(dK, 0, cols, D),
-           dims.scale, 1.0f);
+      StoreHead(dQ, dq, b, h, T, D);
     }
-    StoreHead(dQ, dq, b, h, T, D);
-    StoreHead(dK, dk, b, h, T, D);
-    StoreHead(dV, dv, b, h, T, D);
+    StoreHead(dK, dk, b, j, T, D);
+    StoreHead(dV, dv, b, j, T, D);
   });
 }
 

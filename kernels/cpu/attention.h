@@ -1,6 +1,7 @@
 // CPU implementation behind kernels/attention.h. Arguments are validated by
-// the op entry: q, k, v, out, dout, dq, dk, dv are [B, H, T, D] of one float
-// dtype with any strides (no stride 0 in outputs); lse is f32 [B, H, T].
+// the op entry: q, out, dout, dq are [B, H, T, D] and k, v, dk, dv
+// [B, Hkv, T, D] with Hkv dividing H (Note [Grouped-query attention]), of one
+// float dtype with any strides (no stride 0 in outputs); lse is f32 [B, H, T].
 #ifndef ZEROSHARD_KERNELS_CPU_ATTENTION_H_
 #define ZEROSHARD_KERNELS_CPU_ATTENTION_H_
 
@@ -12,7 +13,8 @@ namespace zeroshard::cpu {
 
 struct AttentionDims {
   int64_t batch = 0;
-  int64_t heads = 0;
+  int64_t heads = 0;     // H, of q
+  int64_t kv_heads = 0;  // Hkv, of k and v: divides H
   int64_t seq = 0;       // T
   int64_t head_dim = 0;  // D
   float scale = 1.0f;

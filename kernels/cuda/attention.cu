@@ -4,9 +4,11 @@
 //
 // Layout of every kernel: a block of kRows warps owns kRows consecutive rows
 // of one (batch, head) (blockIdx.x = b * H + h, blockIdx.y = row block), one
-// row per warp. The other side (keys for the forward and dQ, queries for dK
-// and dV) streams through shared memory in tiles of kTile rows, converted to
-// f32 on load; lane l takes row l of the tile, so a lane computes whole dot
+// row per warp; the dK/dV kernel's head is a kv head (blockIdx.x = b * Hkv +
+// j) and it walks the G = H / Hkv query heads of its group in turn (Note
+// [Grouped-query attention] in kernels/attention.h). The other side (keys
+// for the forward and dQ, queries for dK and dV) streams through shared
+// memory in tiles of kTile rows, converted to f32 on load; lane l takes row l of the tile, so a lane computes whole dot
 // products and the warp reduces only once per tile (the online softmax).
 // Each lane owns the row elements d = lane + 32 e (e < L) of its warp's
 // accumulators.
@@ -24,6 +26,11 @@ constexpr int kRows = kAttentionRowsPerBlock;
 constexpr int kTile = kAttentionTile;
 constexpr int kThreads = kRows * kWarp;
 constexpr unsigned kFull = 0xffffffffu;
+
+// Query heads per kv head.
+__device__ __forceinline__ int64_t Group(const AttentionLaunchDims& dims) {
+  return dims.heads / AttentionKvHeads(dims);
+}
 
 // Head (b, h) of a [B, H, T, D] operand.
 template <typename T>
@@ -105,8 +112,8 @@ __global__ void __launch_bounds__(kThreads)
   float* qs = smem + warp * D;           // [D]: this warp's query row
   float* ks = smem + kRows * D;          // [kTile][D + 1]
   float* vs = ks + kTile * (D + 1);      // [kTile][D + 1]
-  const T* kp = Head<T>(k, b, h);
-  const T* vp = Head<T>(v, b, h);
+  const T* kp = Head<T>(k, b, h / Group(dims));
+  const T* vp = Head<T>(v, b, h / Group(dims));
   if (valid) LoadRow(Head<T>(q, b, h), q.stride[2], q.stride[3], i, D, lane, qs);
   const int64_t visible = valid ? AttentionVisibleCount(i, seq, dims.causal) : 0;
   const int64_t block_keys = BlockKeys(dims, row0);
@@ -186,8 +193,8 @@ __global__ void __launch_bounds__(kThreads)
   float* gs = smem + (kRows + warp) * D;       // [D]: dO_i
   float* ks = smem + 2 * kRows * D;            // [kTile][D + 1]
   float* vs = ks + kTile * (D + 1);            // [kTile][D + 1]
-  const T* kp = Head<T>(k, b, h);
-  const T* vp = Head<T>(v, b, h);
+  const T* kp = Head<T>(k, b, h / Group(dims));
+  const T* vp = Head<T>(v, b, h / Group(dims));
   float lse_i = 0.0f, delta_i = 0.0f;
   if (valid) {
     LoadRow(Head<T>(q, b, h), q.stride[2], q.stride[3], i, D, lane, qs);
@@ -224,8 +231,9 @@ __global__ void __launch_bounds__(kThreads)
   StoreRow(MutableHead<T>(dq, b, h), dq.stride[2], dq.stride[3], i, D, lane, acc, dims.scale);
 }
 
-// dV_j = sum_i P_ij dO_i and dK_j = scale sum_i dS_ij Q_i, one warp per key
-// row, query tiles (causal: only the queries i >= j).
+// dV_j = sum_h sum_i P_ij dO_i and dK_j = scale sum_h sum_i dS_ij Q_i over the
+// query heads h of the block's kv head, in order of h: one warp per key row,
+// query tiles (causal: only the queries i >= j).
 template <typename T, int L>
 __global__ void __launch_bounds__(kThreads)
     DkvKernel(AttentionLaunchDims dims, AttentionOperand dout, AttentionOperand q,
@@ -233,7 +241,8 @@ __global__ void __launch_bounds__(kThreads)
               AttentionOperand dv, const float* delta) {
   ZS_DYNAMIC_SHARED(float, smem);
   const int64_t seq = dims.seq, D = dims.head_dim;
-  const int64_t b = blockIdx.x / dims.heads, h = blockIdx.x % dims.heads;
+  const int64_t kv_heads = AttentionKvHeads(dims), G = Group(dims);
+  const int64_t b = blockIdx.x / kv_heads, kvh = blockIdx.x % kv_heads;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows;
   const int64_t j = row0 + warp;
@@ -244,13 +253,9 @@ __global__ void __launch_bounds__(kThreads)
   float* gt = qt + kTile * (D + 1);            // [kTile][D + 1]: dO tile
   float* lse_t = gt + kTile * (D + 1);         // [kTile]
   float* delta_t = lse_t + kTile;              // [kTile]
-  const T* qp = Head<T>(q, b, h);
-  const T* gp = Head<T>(dout, b, h);
-  const float* lp = static_cast<const float*>(lse.data) + b * lse.stride[0] + h * lse.stride[1];
-  const float* dp = delta + blockIdx.x * seq;
   if (valid) {
-    LoadRow(Head<T>(k, b, h), k.stride[2], k.stride[3], j, D, lane, ks);
-    LoadRow(Head<T>(v, b, h), v.stride[2], v.stride[3], j, D, lane, vs);
+    LoadRow(Head<T>(k, b, kvh), k.stride[2], k.stride[3], j, D, lane, ks);
+    LoadRow(Head<T>(v, b, kvh), v.stride[2], v.stride[3], j, D, lane, vs);
   }
   // Causal: the block's first key row sees queries from row0 on.
   const int64_t q_start = dims.causal ? row0 / kTile * kTile : 0;
@@ -258,33 +263,39 @@ __global__ void __launch_bounds__(kThreads)
   float dk_acc[L], dv_acc[L];
 #pragma unroll
   for (int e = 0; e < L; ++e) dk_acc[e] = dv_acc[e] = 0.0f;
-  for (int64_t q0 = q_start; q0 < seq; q0 += kTile) {
-    __syncthreads();
-    LoadTile(qp, q.stride[2], q.stride[3], q0, seq, D, qt);
-    LoadTile(gp, dout.stride[2], dout.stride[3], q0, seq, D, gt);
-    if (threadIdx.x < kTile) {
-      const int64_t t = q0 + threadIdx.x;
-      lse_t[threadIdx.x] = t < seq ? lp[t * lse.stride[2]] : 0.0f;
-      delta_t[threadIdx.x] = t < seq ? dp[t] : 0.0f;
-    }
-    __syncthreads();
-    if (!valid || (dims.causal && q0 + kTile - 1 < j)) continue;  // warp-uniform
-    const int64_t i = q0 + lane;
-    float p = 0.0f, ds = 0.0f;
-    if (i < seq && AttentionVisible(i, j, dims.causal)) {
-      const float s = AttentionScore(Dot(qt + lane * (D + 1), ks, D), dims.scale);
-      p = AttentionProb(s, lse_t[lane]);
-      ds = AttentionScoreGrad(p, Dot(gt + lane * (D + 1), vs, D), delta_t[lane]);
-    }
-    const int in = seq - q0 < kTile ? static_cast<int>(seq - q0) : kTile;
-    for (int ii = 0; ii < in; ++ii) {
-      Axpy(dv_acc, __shfl_sync(kFull, p, ii), gt + ii * (D + 1), D, lane);
-      Axpy(dk_acc, __shfl_sync(kFull, ds, ii), qt + ii * (D + 1), D, lane);
+  for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
+    const T* qp = Head<T>(q, b, h);
+    const T* gp = Head<T>(dout, b, h);
+    const float* lp = static_cast<const float*>(lse.data) + b * lse.stride[0] + h * lse.stride[1];
+    const float* dp = delta + (b * dims.heads + h) * seq;
+    for (int64_t q0 = q_start; q0 < seq; q0 += kTile) {
+      __syncthreads();
+      LoadTile(qp, q.stride[2], q.stride[3], q0, seq, D, qt);
+      LoadTile(gp, dout.stride[2], dout.stride[3], q0, seq, D, gt);
+      if (threadIdx.x < kTile) {
+        const int64_t t = q0 + threadIdx.x;
+        lse_t[threadIdx.x] = t < seq ? lp[t * lse.stride[2]] : 0.0f;
+        delta_t[threadIdx.x] = t < seq ? dp[t] : 0.0f;
+      }
+      __syncthreads();
+      if (!valid || (dims.causal && q0 + kTile - 1 < j)) continue;  // warp-uniform
+      const int64_t i = q0 + lane;
+      float p = 0.0f, ds = 0.0f;
+      if (i < seq && AttentionVisible(i, j, dims.causal)) {
+        const float s = AttentionScore(Dot(qt + lane * (D + 1), ks, D), dims.scale);
+        p = AttentionProb(s, lse_t[lane]);
+        ds = AttentionScoreGrad(p, Dot(gt + lane * (D + 1), vs, D), delta_t[lane]);
+      }
+      const int in = seq - q0 < kTile ? static_cast<int>(seq - q0) : kTile;
+      for (int ii = 0; ii < in; ++ii) {
+        Axpy(dv_acc, __shfl_sync(kFull, p, ii), gt + ii * (D + 1), D, lane);
+        Axpy(dk_acc, __shfl_sync(kFull, ds, ii), qt + ii * (D + 1), D, lane);
+      }
     }
   }
   if (!valid) return;
-  StoreRow(MutableHead<T>(dk, b, h), dk.stride[2], dk.stride[3], j, D, lane, dk_acc, dims.scale);
-  StoreRow(MutableHead<T>(dv, b, h), dv.stride[2], dv.stride[3], j, D, lane, dv_acc, 1.0f);
+  StoreRow(MutableHead<T>(dk, b, kvh), dk.stride[2], dk.stride[3], j, D, lane, dk_acc, dims.scale);
+  StoreRow(MutableHead<T>(dv, b, kvh), dv.stride[2], dv.stride[3], j, D, lane, dv_acc, 1.0f);
 }
 
 // ---------------------------------------------------------------- launch helpers
@@ -301,14 +312,17 @@ int DispatchLanes(int64_t head_dim, Fn&& fn) {
   }
 }
 
-// The grid of the row kernels, or false for a shape it cannot hold.
-bool RowGrid(const AttentionLaunchDims& dims, dim3* grid) {
-  if (dims.batch < 0 || dims.heads < 0 || dims.seq < 0) return false;
+// The grid of the row kernels over `heads` heads per batch element (H for the
+// query-row kernels, Hkv for dK/dV), or false for a shape it cannot hold.
+bool RowGrid(const AttentionLaunchDims& dims, int64_t heads, dim3* grid) {
+  if (dims.batch < 0 || dims.heads < 0 || dims.kv_heads < 0 || dims.seq < 0) return false;
   if (dims.head_dim < 1 || dims.head_dim > kAttentionMaxHeadDim) return false;
-  const int64_t heads = dims.batch * dims.heads;
+  const int64_t kv_heads = AttentionKvHeads(dims);
+  if (kv_heads == 0 ? dims.heads != 0 : dims.heads % kv_heads != 0) return false;
+  const int64_t blocks = dims.batch * heads;
   const int64_t row_blocks = (dims.seq + kRows - 1) / kRows;
-  if (heads > INT_MAX || row_blocks > 65535) return false;
-  *grid = dim3(static_cast<unsigned>(heads), static_cast<unsigned>(row_blocks));
+  if (blocks > INT_MAX || row_blocks > 65535) return false;
+  *grid = dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(row_blocks));
   return true;
 }
 
@@ -326,7 +340,7 @@ int LaunchAttentionForward(int dtype, const AttentionLaunchDims& dims, Attention
                            AttentionOperand k, AttentionOperand v, AttentionOperand out,
                            AttentionOperand lse, void* stream) {
   dim3 grid;
-  if (!RowGrid(dims, &grid)) return InvalidValue();
+  if (!RowGrid(dims, dims.heads, &grid)) return InvalidValue();
   if (grid.x == 0 || grid.y == 0) return 0;
   const int64_t smem = AttentionForwardSharedBytes(dims.head_dim);
   return DispatchFloat(dtype, [&]<typename T>() {
@@ -343,8 +357,9 @@ int LaunchAttentionBackward(int dtype, const AttentionLaunchDims& dims, Attentio
                             AttentionOperand out, AttentionOperand lse, AttentionOperand dq,
                             AttentionOperand dk, AttentionOperand dv, float* delta,
                             void* stream) {
-  dim3 grid;
-  if (!RowGrid(dims, &grid)) return InvalidValue();
+  dim3 grid, kv_grid;
+  if (!RowGrid(dims, dims.heads, &grid)) return InvalidValue();
+  if (!RowGrid(dims, AttentionKvHeads(dims), &kv_grid)) return InvalidValue();
   if (grid.x == 0 || grid.y == 0) return 0;
   if (delta == nullptr) return InvalidValue();
   const int64_t rows = dims.batch * dims.heads * dims.seq;
@@ -361,7 +376,7 @@ int LaunchAttentionBackward(int dtype, const AttentionLaunchDims& dims, Attentio
       if (int err = AllowSharedBytes(DkvKernel<T, L>, smem); err != 0) return err;
       Launch(DqKernel<T, L>, grid, kThreads, smem, s, dims, dout, q, k, v, lse, dq, delta);
       if (int err = Launched(); err != 0) return err;
-      Launch(DkvKernel<T, L>, grid, kThreads, smem, s, dims, dout, q, k, v, lse, dk, dv, delta);
+      Launch(DkvKernel<T, L>, kv_grid, kThreads, smem, s, dims, dout, q, k, v, lse, dk, dv, delta);
       return Launched();
     });
   });

@@ -18,6 +18,12 @@
 //   dV = P^T dO                         (P^T: a reshape swapping the last two strides)
 //   dS = (dO V^T - softmax_sum) * P * scale
 //   dK = dS^T Q;   dQ_accum = dS K;   dQ = identity(dQ_accum)
+// Grouped-query attention (K, V, dK, dV with Hkv heads dividing H, Note
+// [Grouped-query attention] in kernels/attention.h), as cuDNN's frontend
+// lowers it: the matmuls with K^T, V^T and K broadcast kv head h / (H / Hkv)
+// to query head h by their dims alone; dV and dK are computed per query head
+// into virtual [B, H, T, D] tensors (the input type) and summed over each
+// group by a REDUCTION ADD into [B, Hkv, T, D].
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/attention_cudnn_graph.h"
 
@@ -215,10 +221,20 @@ absl::Status BuildCudnnAttentionBackwardGraph(CudnnGraph& g, const AttentionLaun
   ZS_ASSIGN_OR_RETURN(auto p, g.Virtual(scores));
   ZS_RETURN_IF_ERROR(g.Pointwise(CUDNN_POINTWISE_EXP, last, nullptr, nullptr, p));
 
+  // Grouped-query: dK and dV per query head, then summed over each group.
+  const bool grouped = dk.size(1) != H;
+  auto per_query_head =
+      [&](cudnnBackendDescriptor_t grad) -> absl::StatusOr<cudnnBackendDescriptor_t> {
+    if (!grouped) return grad;
+    return g.Virtual(heads, PackedStrides(heads), io);
+  };
+
   // dV = P^T dO.
   ZS_ASSIGN_OR_RETURN(auto pt, g.Virtual(scores, scores_t_strides, io));
   ZS_RETURN_IF_ERROR(g.Reshape(p, pt));
-  ZS_RETURN_IF_ERROR(g.Matmul(pt, tdo, tdv));
+  ZS_ASSIGN_OR_RETURN(auto dv_heads, per_query_head(tdv));
+  ZS_RETURN_IF_ERROR(g.Matmul(pt, tdo, dv_heads));
+  if (grouped) ZS_RETURN_IF_ERROR(g.Reduction(CUDNN_REDUCE_TENSOR_ADD, dv_heads, tdv));
 
   // dS = (dO V^T - softmax_sum) * P * scale.
   ZS_ASSIGN_OR_RETURN(auto dp, g.Virtual(scores));
@@ -233,7 +249,9 @@ absl::Status BuildCudnnAttentionBackwardGraph(CudnnGraph& g, const AttentionLaun
   // dK = dS^T Q.
   ZS_ASSIGN_OR_RETURN(auto dst, g.Virtual(scores, scores_t_strides, io));
   ZS_RETURN_IF_ERROR(g.Reshape(ds, dst));
-  ZS_RETURN_IF_ERROR(g.Matmul(dst, tq, tdk));
+  ZS_ASSIGN_OR_RETURN(auto dk_heads, per_query_head(tdk));
+  ZS_RETURN_IF_ERROR(g.Matmul(dst, tq, dk_heads));
+  if (grouped) ZS_RETURN_IF_ERROR(g.Reduction(CUDNN_REDUCE_TENSOR_ADD, dk_heads, tdk));
 
   // dQ = dS K (K^T reshaped back), through the fp32 accumulator.
   ZS_ASSIGN_OR_RETURN(auto tk, g.Virtual(Dims4(k), Strides4(k), io));
@@ -251,10 +269,12 @@ struct CachedGraph {
   absl::Status refusal;
 };
 
-std::string Key(const char* which, int device, const AttentionLaunchDims& d,
+// The plan's identity: which graph, device, B x H x T x D, Hkv (the heads of
+// k and v, grouped-query attention), mask, dtype and every operand's strides.
+std::string Key(const char* which, int device, const AttentionLaunchDims& d, int64_t kv_heads,
                 std::initializer_list<const Tensor*> ts) {
   std::string key = absl::StrCat(which, " dev", device, " ", d.batch, "x", d.heads, "x", d.seq, "x",
-                                 d.head_dim, d.causal ? " causal" : "", " ",
+                                 d.head_dim, " kv", kv_heads, d.causal ? " causal" : "", " ",
                                  DTypeName((*ts.begin())->dtype()));
   for (const Tensor* t : ts) {
     absl::StrAppend(&key, " [", absl::StrJoin(t->strides(), ","), "]");
@@ -316,8 +336,8 @@ absl::Status CudnnAttentionForward(const AttentionLaunchDims& dims, const Tensor
   const int device = out.device().index;
   ZS_ASSIGN_OR_RETURN(DeviceHandle * h, HandleFor(device));
   ZS_ASSIGN_OR_RETURN(CudnnGraph * g,
-                      GraphFor(Key("fwd", device, dims, {&q, &k, &v, &out, &lse}), h->handle,
-                               [&](CudnnGraph& graph) {
+                      GraphFor(Key("fwd", device, dims, k.size(1), {&q, &k, &v, &out, &lse}),
+                               h->handle, [&](CudnnGraph& graph) {
                                  return BuildCudnnAttentionForwardGraph(graph, dims, q, k, v, out, lse);
                                }));
   if (q.allocator() == nullptr) {
@@ -348,7 +368,7 @@ absl::Status CudnnAttentionBackward(const AttentionLaunchDims& dims, const Tenso
   ZS_ASSIGN_OR_RETURN(DeviceHandle * h, HandleFor(device));
   ZS_ASSIGN_OR_RETURN(
       CudnnGraph * g,
-      GraphFor(Key("bwd", device, dims, {&q, &k, &v, &out, &dout, &lse, &dq, &dk, &dv}),
+      GraphFor(Key("bwd", device, dims, k.size(1), {&q, &k, &v, &out, &dout, &lse, &dq, &dk, &dv}),
                h->handle, [&](CudnnGraph& graph) {
                  return BuildCudnnAttentionBackwardGraph(graph, dims, dout, q, k, v, out, lse, dq,
                                                          dk, dv);

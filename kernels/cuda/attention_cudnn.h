@@ -11,10 +11,12 @@
 //     if (absl::IsUnimplemented(s)) { ... cuDNN has no engine for it: use our kernel ... }
 //   }
 //
-// Shapes are kernels/attention.h's: q, k, v, out, dout, dq, dk, dv [B, H, T, D]
-// (bf16 or f16, unit stride in D), lse f32 [B, H, T] (cuDNN's "stats": the
-// rows' log-sum-exp of the scaled scores, natural log, the same quantity as
-// ours, so forward and backward may come from different implementations).
+// Shapes are kernels/attention.h's: q, out, dout, dq [B, H, T, D] and k, v,
+// dk, dv [B, Hkv, T, D] with Hkv dividing H (grouped-query attention; the plan
+// cache keys on Hkv), bf16 or f16 with unit stride in D; lse f32 [B, H, T]
+// (cuDNN's "stats": the rows' log-sum-exp of the scaled scores, natural log,
+// the same quantity as ours, so forward and backward may come from different
+// implementations).
 //
 // Errors: Unimplemented when cuDNN builds no plan for the call (the graph or
 // shape is not supported by any engine: the caller falls back; the refusal is

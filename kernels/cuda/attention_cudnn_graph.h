@@ -9,8 +9,9 @@
 //   ZS_RETURN_IF_ERROR(BuildCudnnAttentionForwardGraph(g, dims, q, k, v, out, lse));
 //   ZS_RETURN_IF_ERROR(g.FinalizeGraph(/*handle=*/nullptr));   // or g.Build(handle) on a GPU
 //
-// Shapes as attention_cudnn.h: q, k, v, out, dout, dq, dk, dv [B, H, T, D]
-// (bf16 or f16, any strides with unit stride in D), lse f32 [B, H, T]. The
+// Shapes as attention_cudnn.h: q, out, dout, dq [B, H, T, D], k, v, dk, dv
+// [B, Hkv, T, D] with Hkv dividing H (bf16 or f16, any strides with unit
+// stride in D), lse f32 [B, H, T]. The
 // graphs and the unique ids they bind are described at the top of
 // attention_cudnn.cc.
 #ifndef ZEROSHARD_KERNELS_CUDA_ATTENTION_CUDNN_GRAPH_H_

@@ -11,7 +11,9 @@
 //   ... k, v, out likewise; lse: {lse.raw_data(), {ls0, ls1, ls2, 0}} ...
 //   int err = LaunchAttentionForward(static_cast<int>(DType::kBF16), dims, q, k, v, out, lse, stream);
 //
-// Shapes: q, k, v, out, dout, dq, dk, dv are [B, H, T, D] of one float dtype
+// Shapes: q, out, dout, dq are [B, H, T, D] and k, v, dk, dv [B, Hkv, T, D]
+// (Hkv = kv_heads dividing H; query head h reads kv head h / (H / Hkv), Note
+// [Grouped-query attention] in kernels/attention.h), of one float dtype
 // (dtype code as static_cast<int>(DType)), any element strides (unit stride
 // in D is the fast case); lse and delta are f32 [B, H, T] (stride[3] unused).
 // Accumulation is fp32. D <= kAttentionMaxHeadDim. Outputs must not alias
@@ -20,8 +22,9 @@
 // Work split (see attention.cu): the forward runs one warp per query row, the
 // keys in tiles of 32 (one key per lane) with the online softmax. The
 // backward is three launches: delta_i = dO_i . O_i per row; dQ one warp per
-// query row over key tiles; dK and dV one warp per key row over query tiles
-// (so no two warps add into one gradient row).
+// query row over key tiles; dK and dV one warp per key row of a kv head over
+// the query tiles of each of its H / Hkv query heads in turn (so no two warps
+// add into one gradient row, and a group's sum has a fixed order).
 //
 // Enqueued on `stream` (a cudaStream_t; null = the legacy default stream).
 // Returns a cudaError_t as int (0 = success; cudaErrorInvalidValue for a
@@ -41,12 +44,18 @@ inline constexpr int kAttentionTile = 32;
 
 struct AttentionLaunchDims {
   int64_t batch = 0;
-  int64_t heads = 0;
+  int64_t heads = 0;     // H, of q
+  int64_t kv_heads = 0;  // Hkv, of k and v, dividing H; 0 means H (no grouping)
   int64_t seq = 0;       // T
   int64_t head_dim = 0;  // D
   float scale = 1.0f;
   bool causal = true;
 };
+
+// Hkv: kv_heads, or heads when kv_heads is 0.
+inline constexpr int64_t AttentionKvHeads(const AttentionLaunchDims& d) {
+  return d.kv_heads > 0 ? d.kv_heads : d.heads;
+}
 
 // One [B, H, T, D] (or [B, H, T]) tensor: base pointer and element strides.
 struct AttentionOperand {

@@ -9,9 +9,11 @@
 // cuDNN's flash-attention engines (cuDNN 9 on sm_80 / sm_90) take: bf16 or
 // f16 (f32 is ours only), head dim D a multiple of 8 and at most 128 (256 on
 // sm_90 and later from cuDNN 9.5), unit stride along D in every operand, and
-// 16-byte aligned pointers and strides. Everything else, and any call whose
-// plan cuDNN refuses when it is built, runs our kernel, which takes every
-// float dtype, any strides and D <= kAttentionMaxHeadDim.
+// 16-byte aligned pointers and strides; k and v may have fewer heads than q
+// (Hkv dividing H, grouped-query attention), as in our kernel. Everything
+// else, and any call whose plan cuDNN refuses when it is built, runs our
+// kernel, which takes every float dtype, any strides and
+// D <= kAttentionMaxHeadDim.
 #ifndef ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_
 #define ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_
 
@@ -28,6 +30,8 @@ struct AttentionCall {
   DType dtype = DType::kF32;
   int64_t head_dim = 0;
   int64_t seq = 0;
+  int64_t heads = 1;     // H, of q
+  int64_t kv_heads = 1;  // Hkv, of k and v (Note [Grouped-query attention])
   bool unit_stride_d = true;  // every operand has stride 1 along D (or D == 1)
   bool aligned = true;        // every pointer and stride (in bytes) a multiple of 16
 };
@@ -56,6 +60,12 @@ inline std::string CudnnAttentionRefusal(const AttentionCall& c, const CudnnAtte
            std::to_string(max_d);
   }
   if (c.seq < 1) return "empty sequence";
+  // cuDNN's SDPA takes h_k = h_v dividing h_q (GQA, MQA); the op entry checks
+  // it, so this only guards a caller that did not.
+  if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
+    return "k and v have " + std::to_string(c.kv_heads) + " heads, which does not divide q's " +
+           std::to_string(c.heads);
+  }
   if (!c.unit_stride_d) return "an operand is strided along the head dim";
   if (!c.aligned) return "an operand's pointer or strides are not 16-byte aligned";
   return "";

@@ -181,7 +181,7 @@ absl::Status CudnnGraph::Pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescri
 absl::Status CudnnGraph::Reduction(cudnnReduceTensorOp_t reduce, cudnnBackendDescriptor_t x,
                                    cudnnBackendDescriptor_t y) {
   const std::string what = OpLabel("operation ", absl::StrCat("OPERATION_REDUCTION ", ReductionName(reduce)));
-  ZS_RETURN_IF_ERROR(CheckBroadcast(y, x, what));
+  ZS_RETURN_IF_ERROR(CheckBroadcast(y, x, what, /*grouped=*/true));
   ZS_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t desc, Create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   ZS_RETURN_IF_ERROR(Set(desc, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce));
@@ -368,16 +368,17 @@ const CudnnDims* CudnnGraph::DimsOf(cudnnBackendDescriptor_t t) const {
 }
 
 absl::Status CudnnGraph::CheckBroadcast(cudnnBackendDescriptor_t in, cudnnBackendDescriptor_t out,
-                                        absl::string_view what) const {
+                                        absl::string_view what, bool grouped) const {
   const CudnnDims* di = DimsOf(in);
   const CudnnDims* d_out = DimsOf(out);
   if (di == nullptr || d_out == nullptr) return absl::OkStatus();  // not ours: cuDNN judges
   for (int i = 0; i < 4; ++i) {
-    if ((*di)[i] != (*d_out)[i] && (*di)[i] != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": dims [", absl::StrJoin(*di, ","), "] do not broadcast to [",
-          absl::StrJoin(*d_out, ","), "] (each must equal the other's or be 1)"));
-    }
+    const int64_t a = (*di)[i], b = (*d_out)[i];
+    if (a == b || a == 1 || (grouped && a > 0 && b % a == 0)) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": dims [", absl::StrJoin(*di, ","), "] do not broadcast to [",
+        absl::StrJoin(*d_out, ","), "] (each must equal the other's or be 1",
+        grouped ? ", or divide it" : "", ")"));
   }
   return absl::OkStatus();
 }

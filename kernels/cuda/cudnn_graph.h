@@ -73,8 +73,11 @@ class CudnnGraph {
                          cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
                          cudnnBackendDescriptor_t y, cudnnDataType_t math = CUDNN_DATA_FLOAT,
                          int64_t axis = -1);
-  // y = reduce(x) over the dims where y has size 1, fp32 compute.
-  // InvalidArgument when a dim of y is neither x's nor 1.
+  // y = reduce(x) over the dims where y has size 1, fp32 compute; a dim of y
+  // that divides x's reduces groups of x's / y's consecutive entries (x's
+  // index i goes to i / (x's / y's): grouped-query attention's dK, dV, summed
+  // from [B, H, T, D] to [B, Hkv, T, D]). InvalidArgument when a dim of y
+  // neither equals x's, nor is 1, nor divides it.
   absl::Status Reduction(cudnnReduceTensorOp_t op, cudnnBackendDescriptor_t x,
                          cudnnBackendDescriptor_t y);
   // y = x seen with y's dims and strides (a transpose of the last two dims).
@@ -131,9 +134,10 @@ class CudnnGraph {
   absl::StatusOr<cudnnBackendDescriptor_t> Create(cudnnBackendDescriptorType_t type);
   // The dims `t` was created with (null for a descriptor not made here).
   const CudnnDims* DimsOf(cudnnBackendDescriptor_t t) const;
-  // InvalidArgument naming `what` unless every dim of `in` equals `out`'s or is 1.
+  // InvalidArgument naming `what` unless every dim of `in` equals `out`'s or
+  // is 1 (or, when `grouped`, divides it: a reduction's grouped sum).
   absl::Status CheckBroadcast(cudnnBackendDescriptor_t in, cudnnBackendDescriptor_t out,
-                              absl::string_view what) const;
+                              absl::string_view what, bool grouped = false) const;
   // "operation 3 (OPERATION_MATMUL)": the operation about to be added, for errors.
   std::string OpLabel(absl::string_view prefix, absl::string_view kind = "") const;
   absl::Status TryConfigs(cudnnHandle_t handle, cudnnBackendHeurMode_t mode, const char* mode_name,

@@ -249,18 +249,22 @@ TEST(Ops, CastRoundTripsTheGradient) {
 namespace zeroshard {
 namespace {
 
-// Reference causal attention in double over [B, H, T, D].
-Vec RefAttention(const Vec& q, const Vec& k, const Vec& v, int B, int H, int T, int D) {
+// Reference causal attention in double over q [B, H, T, D] and k, v
+// [B, Hkv, T, D]: query head h reads kv head h / (H / Hkv) (Hkv = H: plain
+// multi-head attention).
+Vec RefAttention(const Vec& q, const Vec& k, const Vec& v, int B, int H, int T, int D, int Hkv = 0) {
+  if (Hkv == 0) Hkv = H;
   Vec out(q.size(), 0.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   for (int bh = 0; bh < B * H; ++bh) {
     const int o = bh * T * D;
+    const int okv = (bh / H * Hkv + bh % H / (H / Hkv)) * T * D;
     for (int i = 0; i < T; ++i) {
       std::vector<double> s(i + 1);
       double m = -1e300;
       for (int j = 0; j <= i; ++j) {
         double dot = 0;
-        for (int d = 0; d < D; ++d) dot += q[o + i * D + d] * k[o + j * D + d];
+        for (int d = 0; d < D; ++d) dot += q[o + i * D + d] * k[okv + j * D + d];
         s[j] = dot * scale;
         m = std::max(m, s[j]);
       }
@@ -268,7 +272,7 @@ Vec RefAttention(const Vec& q, const Vec& k, const Vec& v, int B, int H, int T, 
       for (int j = 0; j <= i; ++j) z += std::exp(s[j] - m);
       for (int j = 0; j <= i; ++j) {
         const double p = std::exp(s[j] - m) / z;
-        for (int d = 0; d < D; ++d) out[o + i * D + d] += p * v[o + j * D + d];
+        for (int d = 0; d < D; ++d) out[o + i * D + d] += p * v[okv + j * D + d];
       }
     }
   }
@@ -280,6 +284,34 @@ TEST(Ops, CausalAttention) {
   CheckOp("Attention", [](auto& v) { return ops::Attention(v[0], v[1], v[2]); },
           [&](const std::vector<Vec>& x) { return RefAttention(x[0], x[1], x[2], B, H, T, D); },
           {R({B, H, T, D}, -1, 1, 21), R({B, H, T, D}, -1, 1, 22), R({B, H, T, D}, -1, 1, 23)});
+}
+
+TEST(Ops, GroupedQueryAttentionGradientsHaveTheShapesOfKAndV) {
+  // Grouped-query (Hkv = 2) and multi-query (Hkv = 1) attention: k and v with
+  // fewer heads than q, their gradients [B, Hkv, T, D] summed over each
+  // group. CheckOp's tolerance (2e-4 relative to 1 + |fd|) covers fp32 sums
+  // over the G = H / Hkv = 2 or 4 query heads of a kv head (about G 1e-6 here).
+  const int B = 2, H = 4, T = 5, D = 3;
+  for (int Hkv : {2, 1}) {
+    CheckOp("Attention Hkv " + std::to_string(Hkv),
+            [](auto& v) { return ops::Attention(v[0], v[1], v[2]); },
+            [&](const std::vector<Vec>& x) { return RefAttention(x[0], x[1], x[2], B, H, T, D, Hkv); },
+            {R({B, H, T, D}, -1, 1, 31), R({B, Hkv, T, D}, -1, 1, 32), R({B, Hkv, T, D}, -1, 1, 33)});
+    Variable q(R({B, H, T, D}, -1, 1, 34), true), k(R({B, Hkv, T, D}, -1, 1, 35), true),
+        v(R({B, Hkv, T, D}, -1, 1, 36), true);
+    ZS_ASSERT_OK_AND_ASSIGN(Variable y, ops::Attention(q, k, v));
+    ZS_ASSERT_OK_AND_ASSIGN(Variable loss, ops::SumAll(y));
+    ZS_ASSERT_OK(autograd::Backward(loss));
+    EXPECT_EQ(q.grad().shape(), (Shape{B, H, T, D}));
+    EXPECT_EQ(k.grad().shape(), (Shape{B, Hkv, T, D}));
+    EXPECT_EQ(v.grad().shape(), (Shape{B, Hkv, T, D}));
+  }
+  // Heads that do not divide q's are refused with what was found.
+  Variable q(R({B, H, T, D}), true), k3(R({B, 3, T, D}), true);
+  EXPECT_THAT(ops::Attention(q, k3, k3).status(),
+              ::zeroshard::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                             ::zeroshard::testing::HasSubstr(
+                                                 "k has 3 heads, which does not divide q's 4")));
 }
 
 TEST(Ops, DropoutScalesKeptElementsAndReplaysTheMaskInBackward) {

@@ -197,5 +197,25 @@ TEST(AttentionSelect, EverythingElseRunsOurs) {
   EXPECT_THAT(cuda::OwnAttentionRefusal(c), ::testing::HasSubstr("at most 256"));
 }
 
+TEST(AttentionSelect, GroupedQueryCallsGoWhereMultiHeadOnesGo) {
+  // k and v with fewer heads (GQA, MQA) change neither choice: cuDNN's SDPA
+  // takes h_k = h_v dividing h_q, and so does our kernel.
+  const cuda::CudnnAttentionInfo h100{.built = true, .version = 91900, .sm = 90};
+  for (int64_t kv_heads : {32, 8, 1}) {
+    const cuda::AttentionCall c{.dtype = DType::kBF16, .head_dim = 128, .seq = 2048, .heads = 32,
+                                .kv_heads = kv_heads};
+    EXPECT_EQ(cuda::CudnnAttentionRefusal(c, h100), "") << kv_heads;
+    EXPECT_EQ(cuda::OwnAttentionRefusal(c), "") << kv_heads;
+  }
+  // A caller that skipped the op entry's check is still refused, with why.
+  const cuda::AttentionCall bad{.dtype = DType::kBF16, .head_dim = 64, .seq = 8, .heads = 8,
+                                .kv_heads = 3};
+  EXPECT_THAT(cuda::CudnnAttentionRefusal(bad, h100),
+              ::testing::HasSubstr("k and v have 3 heads, which does not divide q's 8"));
+  // The launch dims: kv_heads 0 means as many as q's (callers from before GQA).
+  EXPECT_EQ(cuda::AttentionKvHeads({.heads = 8}), 8);
+  EXPECT_EQ(cuda::AttentionKvHeads({.heads = 8, .kv_heads = 2}), 2);
+}
+
 }  // namespace
 }  // namespace zeroshard

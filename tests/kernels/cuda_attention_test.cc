@@ -2,7 +2,9 @@
 // (kOwn) for every float dtype, odd T and D up to 256, causal and not, q/k/v
 // as strided views of a fused qkv buffer and gradients written into a fused
 // dqkv buffer; cuDNN's fused attention (kCudnn) where it takes the case
-// (bf16/f16, D a multiple of 8), and the automatic choice. Skips without a
+// (bf16/f16, D a multiple of 8), and the automatic choice; grouped-query and
+// multi-query attention (k, v with Hkv heads dividing H) through each, with
+// Llama's fused [B, T, H + 2 Hkv, D] projection as views. Skips without a
 // device. Each case prints which implementation ran under kAuto.
 //
 // Tolerances, |gpu - cpu| <= atol + rtol |cpu|:
@@ -13,6 +15,9 @@
 // - cuDNN: it rounds P and dS to the input type before its matmuls, so the
 //   error scales with the largest value: atol = c * max|cpu| with c = 1/32
 //   (bf16) or 1/256 (f16), rtol 2c.
+// - grouped-query: dk and dv sum G = H / Hkv query heads' gradients, each
+//   within the bounds above, so their absolute bound is G times (ours); for
+//   cuDNN c scales with the largest dk, dv value, which already grows with G.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,7 +43,12 @@ using ::zeroshard::testing::Tol;
 
 struct Shape4 {
   int64_t B, H, T, D;
-  std::string Name() const { return absl::StrCat("[", B, ", ", H, ", ", T, ", ", D, "]"); }
+  int64_t Hkv = 0;  // k and v heads; 0: H (multi-head)
+  int64_t KvHeads() const { return Hkv == 0 ? H : Hkv; }
+  std::string Name() const {
+    return absl::StrCat("[", B, ", ", H, ", ", T, ", ", D, "]",
+                        KvHeads() == H ? "" : absl::StrCat(" Hkv ", KvHeads()));
+  }
 };
 
 struct Problem {
@@ -50,8 +60,8 @@ struct Problem {
 Problem MakeProblem(const Shape4& s, DType dtype, bool causal, uint64_t seed) {
   Problem p;
   p.q = RandomTensor({s.B, s.H, s.T, s.D}, dtype, -2, 2, seed);
-  p.k = RandomTensor({s.B, s.H, s.T, s.D}, dtype, -2, 2, seed + 1);
-  p.v = RandomTensor({s.B, s.H, s.T, s.D}, dtype, -1, 1, seed + 2);
+  p.k = RandomTensor({s.B, s.KvHeads(), s.T, s.D}, dtype, -2, 2, seed + 1);
+  p.v = RandomTensor({s.B, s.KvHeads(), s.T, s.D}, dtype, -1, 1, seed + 2);
   p.dout = RandomTensor({s.B, s.H, s.T, s.D}, dtype, -1, 1, seed + 3);
   p.fwd = AttentionForward(p.q, p.k, p.v, {.causal = causal}).value();
   p.grads = AttentionBackward(p.dout, p.q, p.k, p.v, p.fwd.out, p.fwd.lse, {.causal = causal}).value();
@@ -107,17 +117,38 @@ bool RunOnGpu(const Problem& p, Allocator* gpu, const AttentionOptions& options,
   return true;
 }
 
+// Query heads per kv head of a problem.
+int64_t Group(const Problem& p) { return p.q.size(1) / p.k.size(1); }
+
+// G times the absolute bound: a grouped dk, dv sums G heads' gradients.
+Tol Grouped(Tol t, int64_t group) {
+  t.atol *= static_cast<double>(group);
+  return t;
+}
+
 void ExpectMatches(const AttentionOutputs& fwd, const AttentionGrads& grads, const Problem& p,
                    bool cudnn, DType dtype, const std::string& what) {
   auto tol = [&](const Tensor& want, bool gradient) {
     return cudnn ? CudnnTol(dtype, want) : OwnTol(dtype, gradient);
   };
+  auto kv_tol = [&](const Tensor& want) {
+    return cudnn ? CudnnTol(dtype, want) : Grouped(OwnTol(dtype, true), Group(p));
+  };
   ExpectClose(fwd.out, p.fwd.out, tol(p.fwd.out, false), what + " out");
   // lse is f32 on both sides; cuDNN's comes from its fp32 softmax.
   ExpectClose(fwd.lse, p.fwd.lse, cudnn ? Tol{1e-3, 1e-3} : Tol{1e-5, 1e-5}, what + " lse");
   ExpectClose(grads.dq, p.grads.dq, tol(p.grads.dq, true), what + " dq");
-  ExpectClose(grads.dk, p.grads.dk, tol(p.grads.dk, true), what + " dk");
-  ExpectClose(grads.dv, p.grads.dv, tol(p.grads.dv, true), what + " dv");
+  ASSERT_EQ(grads.dk.shape(), p.k.shape()) << what;
+  ASSERT_EQ(grads.dv.shape(), p.v.shape()) << what;
+  ExpectClose(grads.dk, p.grads.dk, kv_tol(p.grads.dk), what + " dk");
+  ExpectClose(grads.dv, p.grads.dv, kv_tol(p.grads.dv), what + " dv");
+}
+
+std::vector<Shape4> GqaShapes() {
+  // Grouped (Hkv 2, 3) and multi-query (Hkv 1); odd T and D for ours.
+  if (testing::ShrinkGpuTests()) return {{2, 4, 17, 8, 2}, {1, 4, 33, 7, 1}, {1, 6, 64, 64, 3}};
+  return {{2, 4, 17, 8, 2},    {1, 4, 33, 7, 1},    {1, 6, 64, 64, 3}, {1, 6, 64, 64, 1},
+          {2, 8, 129, 64, 2},  {1, 4, 257, 128, 1}, {1, 4, 50, 256, 2}, {3, 4, 70, 48, 2}};
 }
 
 TEST(CudaAttention, OwnKernelMatchesCpu) {
@@ -240,6 +271,138 @@ TEST(CudaAttention, FusedAndTransposedViews) {
     const Tensor qd = OnGpu(qt, &gpu).Transpose(2, 3).value();
     ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs got, AttentionForward(qd, qd, qd));
     ExpectClose(got.out, want.out, OwnTol(dtype, false), "strided D out");
+  }
+}
+
+// ---------------------------------------------------------------- grouped-query
+
+TEST(CudaAttention, GroupedQueryOwnKernelMatchesCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  uint64_t seed = 1100;
+  for (DType dtype : kFloatDTypes) {
+    for (const Shape4& s : GqaShapes()) {
+      for (bool causal : {true, false}) {
+        const std::string what = absl::StrCat("own gqa ", DTypeName(dtype), " ", s.Name(),
+                                              causal ? " causal" : "");
+        const Problem p = MakeProblem(s, dtype, causal, seed += 10);
+        AttentionOutputs fwd;
+        AttentionGrads grads;
+        std::string why;
+        ASSERT_TRUE(RunOnGpu(p, &gpu, {.causal = causal, .impl = AttentionImpl::kOwn}, &fwd,
+                             &grads, &why))
+            << what << ": " << why;
+        ExpectMatches(fwd, grads, p, /*cudnn=*/false, dtype, what);
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, GroupedQueryOwnBackwardIsBitwiseRepeatable) {
+  // The group's dK, dV are summed in a fixed order (no atomics): two runs give
+  // the same bits.
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  for (int64_t kv_heads : {2, 1}) {
+    const Problem p = MakeProblem({2, 4, 45, 16, kv_heads}, DType::kBF16, true, 1300 + kv_heads);
+    const AttentionOptions own{.causal = true, .impl = AttentionImpl::kOwn};
+    AttentionOutputs f1, f2;
+    AttentionGrads g1, g2;
+    std::string why;
+    ASSERT_TRUE(RunOnGpu(p, &gpu, own, &f1, &g1, &why)) << why;
+    ASSERT_TRUE(RunOnGpu(p, &gpu, own, &f2, &g2, &why)) << why;
+    EXPECT_EQ(ToDoubles(g1.dk), ToDoubles(g2.dk)) << "Hkv " << kv_heads;
+    EXPECT_EQ(ToDoubles(g1.dv), ToDoubles(g2.dv)) << "Hkv " << kv_heads;
+    EXPECT_EQ(ToDoubles(g1.dq), ToDoubles(g2.dq)) << "Hkv " << kv_heads;
+  }
+}
+
+TEST(CudaAttention, GroupedQueryCudnnMatchesCpuWhereItTakesTheCase) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
+  CudaAllocator gpu(0);
+  uint64_t seed = 1500;
+  int ran = 0, refused = 0;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const Shape4& s : GqaShapes()) {
+      if (s.D % 8 != 0) continue;
+      for (bool causal : {true, false}) {
+        const std::string what = absl::StrCat("cudnn gqa ", DTypeName(dtype), " ", s.Name(),
+                                              causal ? " causal" : "");
+        const Problem p = MakeProblem(s, dtype, causal, seed += 10);
+        AttentionOutputs fwd;
+        AttentionGrads grads;
+        std::string why;
+        if (!RunOnGpu(p, &gpu, {.causal = causal, .impl = AttentionImpl::kCudnn}, &fwd, &grads,
+                      &why)) {
+          std::printf("  %s: cuDNN refused: %s\n", what.c_str(), why.c_str());
+          ++refused;
+          continue;
+        }
+        ++ran;
+        ExpectMatches(fwd, grads, p, /*cudnn=*/true, dtype, what);
+      }
+    }
+  }
+  std::printf("cuDNN fused grouped-query attention ran %d cases, refused %d\n", ran, refused);
+  // Named like the figure above, so gpu_record --check flags a refusal here too.
+  EmitFigure("cuda_attention_test", "cudnn attention refused (gqa)", refused, "count", {{"ran", ran}});
+  // bf16, D = 64: cuDNN's SDPA takes h_k dividing h_q (its frontend builds
+  // this very graph), so a refusal means our graph or binding is wrong.
+  for (int64_t kv_heads : {2, 1}) {
+    const Problem p = MakeProblem({1, 4, 64, 64, kv_heads}, DType::kBF16, true, 19 + kv_heads);
+    AttentionOutputs fwd;
+    AttentionGrads grads;
+    std::string why;
+    EXPECT_TRUE(RunOnGpu(p, &gpu, {.causal = true, .impl = AttentionImpl::kCudnn}, &fwd, &grads,
+                         &why))
+        << "Hkv " << kv_heads << ": " << why;
+  }
+}
+
+// Llama's layout: one projection [B, T, (H + 2 Hkv) D] seen as
+// [B, T, H + 2 Hkv, D], q the first H heads, k and v the next Hkv each, as
+// [B, heads, T, D] views; gradients into the same views of one buffer.
+TEST(CudaAttention, GroupedQueryFusedProjectionViews) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const int64_t B = 2, T = 45, H = 4, D = 16;
+  for (DType dtype : kFloatDTypes) {
+    for (int64_t kv_heads : {2, 1}) {
+      for (AttentionImpl impl : {AttentionImpl::kOwn, AttentionImpl::kAuto}) {
+        const int64_t W = H + 2 * kv_heads, G = H / kv_heads;
+        const std::string what = absl::StrCat("fused gqa ", DTypeName(dtype), " Hkv ", kv_heads,
+                                              impl == AttentionImpl::kOwn ? " own" : " auto");
+        const Tensor fused = RandomTensor({B, T, W, D}, dtype, -2, 2, 90 + kv_heads);
+        const Tensor dout = RandomTensor({B, H, T, D}, dtype, -1, 1, 95);
+        auto heads = [](const Tensor& t, int64_t first, int64_t n) {
+          return t.Narrow(2, first, n).value().Permute({0, 2, 1, 3}).value();
+        };
+        const Tensor q = heads(fused, 0, H), k = heads(fused, H, kv_heads),
+                     v = heads(fused, H + kv_heads, kv_heads);
+        ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs want, AttentionForward(q, k, v));
+        ZS_ASSERT_OK_AND_ASSIGN(AttentionGrads want_g,
+                                AttentionBackward(dout, q, k, v, want.out, want.lse));
+        const Tensor fused_d = OnGpu(fused, &gpu), dout_d = OnGpu(dout, &gpu);
+        const Tensor qd = heads(fused_d, 0, H), kd = heads(fused_d, H, kv_heads),
+                     vd = heads(fused_d, H + kv_heads, kv_heads);
+        ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs got, AttentionForward(qd, kd, vd, {.impl = impl}));
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor dfused, Tensor::Zeros({B, T, W, D}, dtype, &gpu));
+        ZS_ASSERT_OK(AttentionBackward(dout_d, qd, kd, vd, got.out, got.lse,
+                                       heads(dfused, 0, H), heads(dfused, H, kv_heads),
+                                       heads(dfused, H + kv_heads, kv_heads), {.impl = impl}));
+        const bool loose = impl == AttentionImpl::kAuto && dtype != DType::kF32;
+        auto tol = [&](const Tensor& w, bool g) { return loose ? CudnnTol(dtype, w) : OwnTol(dtype, g); };
+        auto kv_tol = [&](const Tensor& w) {
+          return loose ? CudnnTol(dtype, w) : Grouped(OwnTol(dtype, true), G);
+        };
+        ExpectClose(got.out, want.out, tol(want.out, false), what + " out");
+        ExpectClose(heads(dfused, 0, H), want_g.dq, tol(want_g.dq, true), what + " dq");
+        ExpectClose(heads(dfused, H, kv_heads), want_g.dk, kv_tol(want_g.dk), what + " dk");
+        ExpectClose(heads(dfused, H + kv_heads, kv_heads), want_g.dv, kv_tol(want_g.dv),
+                    what + " dv");
+      }
+    }
   }
 }
 

@@ -280,6 +280,8 @@ TEST(CudaSim, ReduceAlongEachAxisMatchesCpu) {
 struct AttentionCase {
   int64_t batch, heads, seq, dim;
   bool causal;
+  int64_t kv_heads = 0;  // 0: heads (multi-head); else grouped-query
+  int64_t KvHeads() const { return kv_heads == 0 ? heads : kv_heads; }
 };
 
 sim::AttentionOperand Operand(const Tensor& t) {
@@ -292,19 +294,26 @@ sim::AttentionOperand Operand(const Tensor& t) {
 TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
   const std::vector<AttentionCase> cases{{1, 1, 1, 16, true},   {2, 3, 17, 32, true},
                                          {1, 2, 40, 64, false}, {1, 1, 33, 80, true},
-                                         {1, 1, 9, 256, true},  {2, 1, 70, 64, true}};
+                                         {1, 1, 9, 256, true},  {2, 1, 70, 64, true},
+                                         // Grouped-query (Hkv 2, 3) and multi-query (Hkv 1).
+                                         {2, 4, 17, 32, true, 2},  {1, 4, 40, 64, false, 1},
+                                         {1, 6, 33, 80, true, 3}};
   uint64_t seed = 400;
   for (DType dtype : kFloatDTypes) {
     for (const AttentionCase& c : cases) {
       const std::string what = std::string("attention ") + Name(dtype) + " B" +
                                std::to_string(c.batch) + " H" + std::to_string(c.heads) + " T" +
                                std::to_string(c.seq) + " D" + std::to_string(c.dim) +
-                               (c.causal ? " causal" : "");
-      // q, k, v as views of one fused [B, T, 3, H, D] buffer, as the GPT's qkv
-      // projection lays them out.
-      const Tensor qkv = RandomTensor({c.batch, c.seq, 3, c.heads, c.dim}, dtype, -1, 1, ++seed);
-      auto part = [&](int64_t i) { return qkv.Select(2, i).value().Permute({0, 2, 1, 3}).value(); };
-      const Tensor q = part(0), k = part(1), v = part(2);
+                               " Hkv" + std::to_string(c.KvHeads()) + (c.causal ? " causal" : "");
+      // q, k, v as views of one fused [B, T, H + 2 Hkv, D] buffer (H query
+      // heads, then Hkv key and Hkv value heads), as the GPT's qkv projection
+      // lays them out ([B, T, 3, H, D] when Hkv = H) and Llama's with GQA.
+      const int64_t H = c.heads, Hkv = c.KvHeads(), W = H + 2 * Hkv;
+      const Tensor qkv = RandomTensor({c.batch, c.seq, W, c.dim}, dtype, -1, 1, ++seed);
+      auto part = [&](const Tensor& fused, int64_t first, int64_t n) {
+        return fused.Narrow(2, first, n).value().Permute({0, 2, 1, 3}).value();
+      };
+      const Tensor q = part(qkv, 0, H), k = part(qkv, H, Hkv), v = part(qkv, H + Hkv, Hkv);
       const Tensor dout = RandomTensor({c.batch, c.heads, c.seq, c.dim}, dtype, -1, 1, ++seed);
       AttentionOptions options;
       options.causal = c.causal;
@@ -313,6 +322,7 @@ TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
       sim::AttentionLaunchDims dims;
       dims.batch = c.batch;
       dims.heads = c.heads;
+      dims.kv_heads = Hkv;
       dims.seq = c.seq;
       dims.head_dim = c.dim;
       dims.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
@@ -329,11 +339,8 @@ TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
       ZS_ASSERT_OK_AND_ASSIGN(AttentionGrads grads,
                               AttentionBackward(dout, q, k, v, want.out, want.lse, options));
       // Gradients into one fused dqkv buffer, as the GPT's backward writes them.
-      Tensor dqkv = Empty({c.batch, c.seq, 3, c.heads, c.dim}, dtype);
-      auto dpart = [&](int64_t i) {
-        return dqkv.Select(2, i).value().Permute({0, 2, 1, 3}).value();
-      };
-      const Tensor dq = dpart(0), dk = dpart(1), dv = dpart(2);
+      Tensor dqkv = Empty({c.batch, c.seq, W, c.dim}, dtype);
+      const Tensor dq = part(dqkv, 0, H), dk = part(dqkv, H, Hkv), dv = part(dqkv, H + Hkv, Hkv);
       Tensor delta = Empty({c.batch * c.heads * c.seq}, DType::kF32);
       RunBothOrders(what + " backward", {&dqkv, &delta}, [&] {
         return sim::LaunchAttentionBackward(
@@ -341,9 +348,12 @@ TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
             Operand(want.lse), Operand(dq), Operand(dk), Operand(dv), delta.data<float>(), nullptr);
       });
       const Tol tol = dtype == DType::kF32 ? Tol{1e-4, 1e-3} : GpuTol(dtype);
+      // dk, dv sum the G = H / Hkv query heads of a group: G times the terms
+      // of one head's sums, so G times the absolute part of the bound.
+      const Tol group_tol{tol.atol * (H / Hkv), tol.rtol};
       ExpectClose(dq.Contiguous().value(), grads.dq, tol, what + " dq");
-      ExpectClose(dk.Contiguous().value(), grads.dk, tol, what + " dk");
-      ExpectClose(dv.Contiguous().value(), grads.dv, tol, what + " dv");
+      ExpectClose(dk.Contiguous().value(), grads.dk, group_tol, what + " dk");
+      ExpectClose(dv.Contiguous().value(), grads.dv, group_tol, what + " dv");
     }
   }
 }

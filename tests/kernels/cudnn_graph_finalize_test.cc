@@ -8,6 +8,9 @@
 //     bf16 / f16, causal or not, D 64 / 128 / 256, T 1 / 17 / 64 / 257, two
 //     batch x heads, packed operands and the GPT's layout (q, k, v strided
 //     views of the fused qkv buffer, dout a transposed view);
+//   - grouped-query attention (k, v, dk, dv with Hkv heads dividing H: GQA
+//     and MQA), packed and as views of Llama's fused [B, T, H + 2 Hkv, D]
+//     projection, with the per-query-head dK, dV reduced over each group;
 //   - convolution forward / backward data / backward filter
 //     (kernels/cuda/conv_cudnn_graph.h) in f32 / bf16 / f16 over strides,
 //     padding, dilation, groups, depthwise and odd sizes;
@@ -22,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -184,6 +188,124 @@ TEST(CudnnGraphFinalize, AttentionWithMismatchedHeadDimIsRefusedByCudnn) {
       BuildCudnnAttentionForwardGraph(g, LaunchDims(c), o.q, o.k, o.v, o.out, o.lse);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("cuDNN refused to finalize operation 0 (OPERATION_MATMUL)"));
+}
+
+// ---------------------------------------------------------------- grouped-query attention
+
+struct GqaCase {
+  DType dtype;
+  bool causal;
+  int64_t batch, heads, kv_heads, seq, head_dim;
+  bool fused;
+
+  std::string Name() const {
+    return absl::StrCat(DTypeName(dtype), causal ? " causal" : " full", " B", batch, " H", heads,
+                        " Hkv", kv_heads, " T", seq, " D", head_dim,
+                        fused ? " fused-projection" : " packed");
+  }
+};
+
+// q, out, dout, dq [B, H, T, D]; k, v, dk, dv [B, Hkv, T, D]; packed, or q, k,
+// v as views of one [B, T, H + 2 Hkv, D] projection (Llama's layout) with
+// dout a transposed view.
+AttentionOperands GqaOperands(const GqaCase& c) {
+  const int64_t B = c.batch, H = c.heads, Hkv = c.kv_heads, T = c.seq, D = c.head_dim;
+  AttentionOperands o;
+  for (Tensor* t : {&o.q, &o.out, &o.dout, &o.dq}) *t = Tensor::Empty({B, H, T, D}, c.dtype).value();
+  for (Tensor* t : {&o.k, &o.v, &o.dk, &o.dv}) *t = Tensor::Empty({B, Hkv, T, D}, c.dtype).value();
+  o.lse = Tensor::Empty({B, H, T}, DType::kF32).value();
+  if (c.fused) {
+    o.storage = Tensor::Empty({B, T, H + 2 * Hkv, D}, c.dtype).value();
+    auto heads = [&](int64_t first, int64_t n) {
+      return o.storage.Narrow(2, first, n).value().Transpose(1, 2).value();
+    };
+    o.q = heads(0, H);
+    o.k = heads(H, Hkv);
+    o.v = heads(H + Hkv, Hkv);
+    o.dout = Tensor::Empty({B, T, H, D}, c.dtype).value().Transpose(1, 2).value();
+  }
+  return o;
+}
+
+std::vector<GqaCase> GqaCases() {
+  std::vector<GqaCase> cases;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (bool causal : {true, false}) {
+      for (int64_t D : {64, 128}) {
+        for (int64_t T : {17, 64}) {
+          for (auto [B, H, Hkv] : {std::tuple<int64_t, int64_t, int64_t>{2, 4, 2}, {1, 4, 1}, {2, 6, 3}}) {
+            for (bool fused : {true, false}) cases.push_back({dtype, causal, B, H, Hkv, T, D, fused});
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+AttentionLaunchDims GqaLaunchDims(const GqaCase& c) {
+  return {.batch = c.batch, .heads = c.heads, .kv_heads = c.kv_heads, .seq = c.seq,
+          .head_dim = c.head_dim, .scale = 0.125f, .causal = c.causal};
+}
+
+// The backward adds one REDUCTION per gradient (dK, dV) when grouped.
+constexpr int64_t kGroupReductionOps = 2;
+
+TEST(CudnnGraphFinalize, GroupedQueryAttentionForwardAndBackwardGraphs) {
+  int64_t finalized = 0;
+  for (const GqaCase& c : GqaCases()) {
+    SCOPED_TRACE(c.Name());
+    const AttentionOperands o = GqaOperands(c);
+    CudnnGraph fwd;
+    ZS_ASSERT_OK(BuildCudnnAttentionForwardGraph(fwd, GqaLaunchDims(c), o.q, o.k, o.v, o.out, o.lse));
+    EXPECT_EQ(fwd.num_operations(), kForwardOps + (c.causal ? kMaskOps : 0));
+    ZS_ASSERT_OK(fwd.FinalizeGraph(nullptr));
+    CudnnGraph bwd;
+    ZS_ASSERT_OK(BuildCudnnAttentionBackwardGraph(bwd, GqaLaunchDims(c), o.dout, o.q, o.k, o.v,
+                                                  o.out, o.lse, o.dq, o.dk, o.dv));
+    EXPECT_EQ(bwd.num_operations(),
+              kBackwardOps + kGroupReductionOps + (c.causal ? kMaskOps : 0));
+    ZS_ASSERT_OK(bwd.FinalizeGraph(nullptr));
+    EXPECT_TRUE(fwd.graph_finalized() && bwd.graph_finalized());
+    finalized += 2;
+  }
+  EXPECT_EQ(finalized, 2 * 96);
+}
+
+TEST(CudnnGraphFinalize, LlamaProjectionViewsHaveTheirStrides) {
+  const AttentionOperands o = GqaOperands({DType::kBF16, true, 2, 4, 2, 5, 8, true});
+  const int64_t W = 4 + 2 * 2;  // heads in the projection
+  EXPECT_EQ(o.q.strides(), (Shape{5 * W * 8, 8, W * 8, 1}));
+  EXPECT_EQ(o.k.shape(), (Shape{2, 2, 5, 8}));
+  EXPECT_EQ(o.k.strides(), o.q.strides());
+  EXPECT_EQ(static_cast<char*>(o.k.raw_data()) - static_cast<char*>(o.q.raw_data()), 4 * 8 * 2);
+  EXPECT_EQ(static_cast<char*>(o.v.raw_data()) - static_cast<char*>(o.q.raw_data()), 6 * 8 * 2);
+}
+
+// K and V with heads that do not divide Q's: cuDNN refuses the first matmul
+// (the op entry refuses such a call before it gets here).
+TEST(CudnnGraphFinalize, AttentionWithHeadsThatDoNotDivideIsRefusedByCudnn) {
+  GqaCase c{DType::kBF16, true, 1, 4, 3, 64, 64, false};
+  const AttentionOperands o = GqaOperands(c);
+  CudnnGraph g;
+  const absl::Status s =
+      BuildCudnnAttentionForwardGraph(g, GqaLaunchDims(c), o.q, o.k, o.v, o.out, o.lse);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("cuDNN refused to finalize operation 0 (OPERATION_MATMUL)"));
+}
+
+// A grouped reduction whose group does not divide: CudnnGraph refuses it by
+// name, as it does any reduction to an unrelated shape.
+TEST(CudnnGraphFinalize, GroupedReductionNeedsADivisor) {
+  CudnnGraph g;
+  ZS_ASSERT_OK_AND_ASSIGN(auto x, g.Virtual({2, 6, 8, 8}));
+  ZS_ASSERT_OK_AND_ASSIGN(auto y3, g.Virtual({2, 3, 8, 8}));
+  ZS_ASSERT_OK(g.Reduction(CUDNN_REDUCE_TENSOR_ADD, x, y3));
+  ZS_ASSERT_OK_AND_ASSIGN(auto y4, g.Virtual({2, 4, 8, 8}));
+  const absl::Status s = g.Reduction(CUDNN_REDUCE_TENSOR_ADD, x, y4);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("(OPERATION_REDUCTION ADD): dims [2,4,8,8] do not broadcast to "
+                                     "[2,6,8,8] (each must equal the other's or be 1, or divide it)"));
 }
 
 // ---------------------------------------------------------------- convolution
