@@ -29,7 +29,7 @@
 #                 through the op entries, allocator and copies, with stand-ins for
 #                 cudart, cuBLASLt and NCCL; cuDNN cases skip. `make test` runs it too.
 #   make deps     install missing Debian packages (idempotent)
-#   make bench-peers  build and run the peers (libtorch's GPT step) at their best;
+#   make bench-peers  build and run the peers (libtorch's GPT and Llama steps) at their best;
 #                 only where libtorch is installed (WITH_PEERS=1 make deps); the library
 #                 and //... never link or build them (docs/peers.md)
 #   make CUDA=0 … build CPU-only, even where /usr/local/cuda exists
@@ -211,6 +211,8 @@ else
 	@WITH_PEERS=1 ./tools/install_deps.sh
 	@$(MAKE) --no-print-directory build/peers/torch_gpt_step
 	./build/peers/torch_gpt_step --check_golden=tests/testdata/gpt_golden.safetensors --threads=1
+	./build/peers/torch_gpt_step --check_golden=tests/testdata/llama_golden_gqa.safetensors --threads=1
+	./build/peers/torch_gpt_step --check_golden=tests/testdata/llama_golden_tied.safetensors --threads=1
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:step_bench //bench:optim_bench
 	./tools/peers/run_step_peers.sh
 	@if [ -f tools/peers/torch_adamw_bench.py ]; then \

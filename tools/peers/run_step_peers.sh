@@ -3,6 +3,7 @@
 # best settings, one machine-readable line per configuration:
 #   (a) the benchmark of issue 3:  GPT 4 layers, 4 heads, 256 wide, T 128, batch 8, vocab 256
 #   (b) ANCHORS.md's configuration: the same with vocab 512 (anchor: ~235 ms/step)
+#   (c) the Llama at (a)'s shapes (--model=llama, 2 kv heads, SwiGLU width 704, untied)
 #
 #   tools/peers/run_step_peers.sh            # both configurations, best settings
 #   tools/peers/run_step_peers.sh --sweep    # also every setting measured in docs/peers.md
@@ -11,7 +12,8 @@
 # PEER_THREADS, PEER_BLAS (openblas-pthread | openblas-openmp | system), OPENBLAS_CORETYPE,
 # WAIT_IDLE (seconds to wait for an idle machine before each run; default 0),
 # ROUNDS (sweep rounds, default 3), SWEEP_VOCAB (256), SWEEP_SYSTEM=1 (add the system BLAS),
-# SWEEP_SETTINGS ("blas coretype threads wait optim attn;..." instead of the default list).
+# SWEEP_SETTINGS ("blas coretype threads wait optim attn;..." instead of the default list),
+# LLAMA=0 (skip (c)).
 # See docs/peers.md for why these are the best settings.
 set -euo pipefail
 
@@ -32,12 +34,17 @@ fi
 #   but its spinning threads make it collapse when someone else loads the machine.
 # - robust: OpenBLAS with pthreads (2 threads), torch on 1 thread.
 # Both run for each configuration; PEER_BLAS / PEER_THREADS / OPENBLAS_CORETYPE run
-# only the one given instead.
-BEST_SETTINGS=("openblas-openmp ${OPENBLAS_CORETYPE:-SkylakeX} 2 unset flat manual"
-               "openblas-pthread ${OPENBLAS_CORETYPE:-SkylakeX} 1 unset flat manual")
+# only the one given instead. OpenBLAS's SkylakeX kernels need AVX-512: on a CPU
+# without it (an AMD Zen 3, say) they die of SIGILL, so there OpenBLAS picks its own.
+if grep -qw avx512f /proc/cpuinfo; then CORETYPES=(unset SkylakeX); else CORETYPES=(unset); fi
+DEFAULT_CORETYPE=${CORETYPES[-1]}
+BEST_SETTINGS=("openblas-openmp ${OPENBLAS_CORETYPE:-$DEFAULT_CORETYPE} 2 unset flat manual"
+               "openblas-pthread ${OPENBLAS_CORETYPE:-$DEFAULT_CORETYPE} 1 unset flat manual")
 if [[ -n "${PEER_BLAS:-}${PEER_THREADS:-}" ]]; then
-  BEST_SETTINGS=("${PEER_BLAS:-openblas-openmp} ${OPENBLAS_CORETYPE:-SkylakeX} ${PEER_THREADS:-2} ${OMP_WAIT_POLICY:-unset} flat manual")
+  BEST_SETTINGS=("${PEER_BLAS:-openblas-openmp} ${OPENBLAS_CORETYPE:-$DEFAULT_CORETYPE} ${PEER_THREADS:-2} ${OMP_WAIT_POLICY:-unset} flat manual")
 fi
+# (c): the Llama of HF's modeling_llama at (a)'s shapes, grouped-query (4 heads on 2).
+LLAMA_ARGS=(--model=llama --n_kv_head=2)
 read -r BEST_BLAS BEST_CORETYPE BEST_THREADS _ <<<"${BEST_SETTINGS[0]}"
 
 # Percentage of the machine's CPU time that was idle over the last second (other
@@ -80,8 +87,9 @@ run() {
       | sed "s/\$/ load_before=${load// /,} idle_pct_before=${idle}/"
 }
 
-# the two configurations at the best settings, each followed by zeroshard's own step
-# (//bench:step_bench, one rank, the same model and batch) and the ratio to the peer's best
+# the two GPT configurations at the best settings, each followed by zeroshard's own step
+# (//bench:step_bench, one rank, the same model and batch) and the ratio to the peer's best;
+# then the Llama (peer only: step_bench has no Llama)
 best() {
   local vocab setting line ms peer_best
   for vocab in 256 512; do
@@ -96,6 +104,11 @@ best() {
     done
     ours "$vocab" "$peer_best"
   done
+  if [[ "${LLAMA:-1}" != 0 ]]; then
+    for setting in "${BEST_SETTINGS[@]}"; do
+      SWEEP_VOCAB=256 run_setting "$setting" best "${LLAMA_ARGS[@]}"
+    done
+  fi
 }
 
 # zeroshard's single-rank step for the same configuration (median of 3 interleaved runs; OURS_BIN, default the
@@ -116,7 +129,8 @@ ours() {
        "load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,)"
 }
 
-# One setting of the sweep: "blas coretype threads wait_policy optim attn".
+# One setting of the sweep: "blas coretype threads wait_policy optim attn"; the round;
+# extra args go to the peer (LLAMA_ARGS).
 run_setting() {
   local blas ct t wait opt attn
   read -r blas ct t wait opt attn <<<"$1"
@@ -125,7 +139,7 @@ run_setting() {
   [[ $wait != unset ]] && envs+=(OMP_WAIT_POLICY="$wait")
   run "$blas" "${envs[@]}" "$BIN" --n_layer=4 --n_head=4 --n_embd=256 --block_size=128 \
       --batch_size=8 --vocab_size="${SWEEP_VOCAB:-256}" --steps="$STEPS" --warmup="$WARMUP" \
-      --threads="$t" --optim="$opt" --attn="$attn" | sed "s/^/setting=${1// /,} round=$2 /"
+      --threads="$t" --optim="$opt" --attn="$attn" "${@:3}" | sed "s/^/setting=${1// /,} round=$2 /"
 }
 
 # Every setting, ROUNDS times round-robin (the machine is shared: interleaving spreads
@@ -133,7 +147,7 @@ run_setting() {
 sweep() {
   local settings=() blas ct t wait
   for blas in openblas-pthread openblas-openmp; do
-    for ct in unset SkylakeX; do
+    for ct in "${CORETYPES[@]}"; do
       for t in 1 2; do
         for wait in unset PASSIVE; do
           [[ $t == 1 && $wait == PASSIVE ]] && continue  # no idle torch threads to park
