@@ -11,6 +11,7 @@
 #include "kernels/softmax.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
+#include "kernels/rmsnorm.h"
 #include "runtime/status.h"
 
 namespace zeroshard::ops {
@@ -623,6 +624,37 @@ absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& g
     ZS_RETURN_IF_ERROR(DropoutBackward(g[0], p, stream, dx));
     return Grads{dx};
   });
+}
+
+// ================================================================ Llama ops
+
+absl::StatusOr<Variable> RmsNorm(const Variable& x, const Variable& weight, double eps) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "RmsNorm"));
+  const Tensor xv = x.value();
+  if (xv.dim() == 0) {
+    return absl::InvalidArgumentError("RmsNorm: x is 0-d, expected [..., C]");
+  }
+  Shape rows(xv.shape().begin(), xv.shape().end() - 1);
+  ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(xv.shape(), xv.dtype(), xv.allocator()));
+  ZS_ASSIGN_OR_RETURN(Tensor rstd, Tensor::Empty(rows, DType::kF32, xv.allocator()));
+  const Tensor wv = weight.defined() ? weight.value() : Tensor();
+  ZS_RETURN_IF_ERROR(RmsNormForward(xv, wv, eps, y, rstd));
+  if (!autograd::ShouldRecord({&x, &weight})) return Variable(y);
+  const bool need_x = x.requires_grad();
+  const bool need_w = weight.defined() && weight.requires_grad();
+  return Record("RmsNorm", y, {&x, &weight},
+                [xv, wv, rstd, need_x, need_w](std::vector<Tensor>& g) -> GradsOr {
+                  Grads out(2);
+                  if (need_x) {
+                    ZS_ASSIGN_OR_RETURN(out[0], Tensor::Empty(xv.shape(), xv.dtype(), g[0].allocator()));
+                  }
+                  if (need_w) {
+                    ZS_ASSIGN_OR_RETURN(out[1], Tensor::Empty(wv.shape(), wv.dtype(), g[0].allocator()));
+                  }
+                  ZS_RETURN_IF_ERROR(RmsNormBackward(g[0], xv, rstd, wv, out[0], out[1],
+                                                     zeroshard::GradMode::kOverwrite));
+                  return out;
+                });
 }
 
 }  // namespace zeroshard::ops

@@ -93,6 +93,12 @@ absl::StatusOr<Variable> CrossEntropy(const Variable& logits, const Tensor& targ
 absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& generator,
                                  bool training);
 
+// ---------------------------------------------------------------- Llama ops
+// RMSNorm over the last axis (transformers' LlamaRMSNorm, in fp32, rounded
+// once): x rsqrt(mean(x^2) + eps) weight; weight [C] may be undefined (ones).
+// Saves x and the row rstd.
+absl::StatusOr<Variable> RmsNorm(const Variable& x, const Variable& weight, double eps);
+
 }  // namespace zeroshard::ops
 
 #endif  // ZEROSHARD_AUTOGRAD_OPS_H_
