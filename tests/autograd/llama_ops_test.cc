@@ -71,5 +71,72 @@ TEST(LlamaOps, RmsNormWithoutWeightAndWithAFrozenOne) {
   }
 }
 
+// ---------------------------------------------------------------- Silu, SiluGate
+
+double Silu(double x) { return x / (1 + std::exp(-x)); }
+
+TEST(LlamaOps, Silu) {
+  CheckOp("Silu", [](auto& v) { return ops::Silu(v[0]); },
+          [](const std::vector<Vec>& x) {
+            Vec y(x[0].size());
+            for (size_t i = 0; i < y.size(); ++i) y[i] = Silu(x[0][i]);
+            return y;
+          },
+          {R({7, 5}, -6, 6, 51)});
+}
+
+TEST(LlamaOps, SiluGate) {
+  CheckOp("SiluGate", [](auto& v) { return ops::SiluGate(v[0], v[1]); },
+          [](const std::vector<Vec>& x) {
+            Vec y(x[0].size());
+            for (size_t i = 0; i < y.size(); ++i) y[i] = Silu(x[0][i]) * x[1][i];
+            return y;
+          },
+          {R({2, 3, 11}, -6, 6, 52), R({2, 3, 11}, -2, 2, 53)});
+}
+
+TEST(LlamaOps, SiluGateOfMixedDtypesGivesEachItsOwnGradientDtype) {
+  Variable gate(RandomTensor({4, 6}, DType::kBF16, -3, 3, 54), true);
+  Variable up(R({4, 6}, -2, 2, 55), true);
+  ZS_ASSERT_OK_AND_ASSIGN(Variable y, ops::SiluGate(gate, up));
+  ZS_ASSERT_OK_AND_ASSIGN(Variable s, ops::SumAll(y));
+  ZS_ASSERT_OK(autograd::Backward(s));
+  EXPECT_EQ(gate.grad().dtype(), DType::kBF16);
+  EXPECT_EQ(up.grad().dtype(), DType::kF32);
+  // d/dup sum(silu(g) up) = silu(g), in f32 (fp32 silu: a few ulp).
+  const Vec gv = ToDoubles(gate.value()), du = ToDoubles(up.grad());
+  for (size_t i = 0; i < gv.size(); ++i) EXPECT_NEAR(du[i], Silu(gv[i]), 1e-6 * (1 + std::fabs(Silu(gv[i])))) << i;
+}
+
+// ---------------------------------------------------------------- Rope
+
+TEST(LlamaOps, RopeOnAPermutedView) {
+  // x [B, H, T, D] permuted to [B, T, H, D] (a strided view, as attention's
+  // layouts give); the gradient flows back through the permute.
+  const int B = 2, H = 3, T = 4, D = 6;
+  ZS_ASSERT_OK_AND_ASSIGN(RopeTables tables, MakeRopeTables({.theta = 100.0}, 5, D));
+  CheckOp("Rope",
+          [&](auto& v) -> absl::StatusOr<Variable> {
+            ZS_ASSIGN_OR_RETURN(Variable xt, ops::Permute(v[0], {0, 2, 1, 3}));
+            return ops::Rope(xt, tables);
+          },
+          [&](const std::vector<Vec>& x) {
+            Vec y(x[0].size());
+            for (int b = 0; b < B; ++b)
+              for (int t = 0; t < T; ++t)
+                for (int h = 0; h < H; ++h)
+                  for (int i = 0; i < D / 2; ++i) {
+                    const double a = t * std::pow(100.0, -2.0 * i / D);
+                    const double lo = x[0][((b * H + h) * T + t) * D + i];
+                    const double hi = x[0][((b * H + h) * T + t) * D + i + D / 2];
+                    const int o = ((b * T + t) * H + h) * D;
+                    y[o + i] = lo * std::cos(a) - hi * std::sin(a);
+                    y[o + i + D / 2] = hi * std::cos(a) + lo * std::sin(a);
+                  }
+            return y;
+          },
+          {R({B, H, T, D}, -2, 2, 61)});
+}
+
 }  // namespace
 }  // namespace zeroshard
