@@ -11,6 +11,8 @@
 #include "kernels/softmax.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/silu_gate.h"
 #include "runtime/status.h"
 
 namespace zeroshard::ops {
@@ -621,6 +623,86 @@ absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& g
   return Record("Dropout", y, {&x}, [p, stream, dtype](std::vector<Tensor>& g) -> GradsOr {
     ZS_ASSIGN_OR_RETURN(Tensor dx, Tensor::Empty(g[0].shape(), dtype, g[0].allocator()));
     ZS_RETURN_IF_ERROR(DropoutBackward(g[0], p, stream, dx));
+    return Grads{dx};
+  });
+}
+
+// ================================================================ Llama ops
+
+absl::StatusOr<Variable> RmsNorm(const Variable& x, const Variable& weight, double eps) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "RmsNorm"));
+  const Tensor xv = x.value();
+  if (xv.dim() == 0) {
+    return absl::InvalidArgumentError("RmsNorm: x is 0-d, expected [..., C]");
+  }
+  Shape rows(xv.shape().begin(), xv.shape().end() - 1);
+  ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(xv.shape(), xv.dtype(), xv.allocator()));
+  ZS_ASSIGN_OR_RETURN(Tensor rstd, Tensor::Empty(rows, DType::kF32, xv.allocator()));
+  const Tensor wv = weight.defined() ? weight.value() : Tensor();
+  ZS_RETURN_IF_ERROR(RmsNormForward(xv, wv, eps, y, rstd));
+  if (!autograd::ShouldRecord({&x, &weight})) return Variable(y);
+  const bool need_x = x.requires_grad();
+  const bool need_w = weight.defined() && weight.requires_grad();
+  return Record("RmsNorm", y, {&x, &weight},
+                [xv, wv, rstd, need_x, need_w](std::vector<Tensor>& g) -> GradsOr {
+                  Grads out(2);
+                  if (need_x) {
+                    ZS_ASSIGN_OR_RETURN(out[0], Tensor::Empty(xv.shape(), xv.dtype(), g[0].allocator()));
+                  }
+                  if (need_w) {
+                    ZS_ASSIGN_OR_RETURN(out[1], Tensor::Empty(wv.shape(), wv.dtype(), g[0].allocator()));
+                  }
+                  ZS_RETURN_IF_ERROR(RmsNormBackward(g[0], xv, rstd, wv, out[0], out[1],
+                                                     zeroshard::GradMode::kOverwrite));
+                  return out;
+                });
+}
+
+absl::StatusOr<Variable> Silu(const Variable& x) {
+  return UnaryOpWithGrad("Silu", UnaryOp::kSilu, x, /*save_output=*/false,
+                         [](const Tensor& g, const Tensor& xv) {
+                           return Binary(BinaryOp::kSiluBackward, xv, g);
+                         });
+}
+
+absl::StatusOr<Variable> SiluGate(const Variable& gate, const Variable& up) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&gate, &up}, "SiluGate"));
+  const Tensor gv = gate.value(), uv = up.value();
+  ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(gv.shape(), gv.dtype(), gv.allocator()));
+  ZS_RETURN_IF_ERROR(SiluGateForward(gv, uv, y));
+  if (!autograd::ShouldRecord({&gate, &up})) return Variable(y);
+  const bool need_gate = gate.requires_grad(), need_up = up.requires_grad();
+  return Record("SiluGate", y, {&gate, &up},
+                [gv, uv, need_gate, need_up](std::vector<Tensor>& g) -> GradsOr {
+                  Grads out(2);
+                  if (need_gate) {
+                    ZS_ASSIGN_OR_RETURN(out[0], Tensor::Empty(gv.shape(), gv.dtype(), g[0].allocator()));
+                  }
+                  if (need_up) {
+                    ZS_ASSIGN_OR_RETURN(out[1], Tensor::Empty(uv.shape(), uv.dtype(), g[0].allocator()));
+                  }
+                  // One pass for both, unless their dtypes differ (the kernel
+                  // writes dgate and dup in one dtype): then one pass each.
+                  if (!need_gate || !need_up || gv.dtype() == uv.dtype()) {
+                    ZS_RETURN_IF_ERROR(SiluGateBackward(g[0], gv, uv, out[0], out[1]));
+                  } else {
+                    ZS_RETURN_IF_ERROR(SiluGateBackward(g[0], gv, uv, out[0], Tensor()));
+                    ZS_RETURN_IF_ERROR(SiluGateBackward(g[0], gv, uv, Tensor(), out[1]));
+                  }
+                  return out;
+                });
+}
+
+absl::StatusOr<Variable> Rope(const Variable& x, const RopeTables& tables) {
+  ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Rope"));
+  const Tensor xv = x.value();
+  ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(xv.shape(), xv.dtype(), xv.allocator()));
+  ZS_RETURN_IF_ERROR(RopeApply(xv, tables, y));
+  if (!autograd::ShouldRecord({&x})) return Variable(y);
+  const DType dtype = xv.dtype();
+  return Record("Rope", y, {&x}, [tables, dtype](std::vector<Tensor>& g) -> GradsOr {
+    ZS_ASSIGN_OR_RETURN(Tensor dx, Tensor::Empty(g[0].shape(), dtype, g[0].allocator()));
+    ZS_RETURN_IF_ERROR(RopeApply(g[0], tables, dx, /*inverse=*/true));
     return Grads{dx};
   });
 }

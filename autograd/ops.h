@@ -18,6 +18,7 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/math/philox.h"
 #include "kernels/matmul.h"
+#include "kernels/rope.h"
 #include "runtime/tensor.h"
 
 namespace zeroshard::ops {
@@ -95,6 +96,19 @@ absl::StatusOr<Variable> CrossEntropy(const Variable& logits, const Tensor& targ
 // identity when !training or p == 0. Backward replays the same stream.
 absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& generator,
                                  bool training);
+
+// ---------------------------------------------------------------- Llama ops
+// RMSNorm over the last axis (transformers' LlamaRMSNorm, in fp32, rounded
+// once): x rsqrt(mean(x^2) + eps) weight; weight [C] may be undefined (ones).
+// Saves x and the row rstd.
+absl::StatusOr<Variable> RmsNorm(const Variable& x, const Variable& weight, double eps);
+// SiLU (swish): x sigmoid(x), elementwise. Saves x.
+absl::StatusOr<Variable> Silu(const Variable& x);
+// The SwiGLU gate, fused: silu(gate) * up (one shape). Saves gate and up.
+absl::StatusOr<Variable> SiluGate(const Variable& gate, const Variable& up);
+// Rotary position embedding of x [B, T, H, D] (kernels/rope.h), out of place;
+// the backward is the inverse rotation. Saves nothing but the tables.
+absl::StatusOr<Variable> Rope(const Variable& x, const RopeTables& tables);
 
 }  // namespace zeroshard::ops
 

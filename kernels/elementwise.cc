@@ -23,6 +23,7 @@ const char* UnaryOpName(UnaryOp op) {
     case UnaryOp::kSigmoid: return "Sigmoid";
     case UnaryOp::kAbs: return "Abs";
     case UnaryOp::kSquare: return "Square";
+    case UnaryOp::kSilu: return "Silu";
   }
   return "?";
 }
@@ -38,6 +39,7 @@ const char* BinaryOpName(BinaryOp op) {
     case BinaryOp::kMin: return "Minimum";
     case BinaryOp::kGeluBackward: return "GeluBackward";
     case BinaryOp::kReluBackward: return "ReluBackward";
+    case BinaryOp::kSiluBackward: return "SiluBackward";
   }
   return "?";
 }

@@ -4,6 +4,7 @@
 //   ZS_RETURN_IF_ERROR(Add(a, b, out));                 // out = a + b, broadcast to out's shape
 //   ZS_RETURN_IF_ERROR(Gelu(x, y));                     // y = gelu(x), tanh form
 //   ZS_RETURN_IF_ERROR(GeluBackward(x, dy, dx));        // dx = dy * gelu'(x)
+//   ZS_RETURN_IF_ERROR(Silu(x, y));                     // y = x sigmoid(x) (SiluBackward too)
 //   ZS_ASSIGN_OR_RETURN(Tensor s, Binary(BinaryOp::kMul, a, b));   // allocates the result
 //
 // Rules (each violation is an InvalidArgument saying what was found):
@@ -64,6 +65,9 @@ inline absl::Status Minimum(const Tensor& a, const Tensor& b, const Tensor& out)
 inline absl::Status GeluBackward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   return Binary(BinaryOp::kGeluBackward, x, dy, dx);
 }
+inline absl::Status SiluBackward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  return Binary(BinaryOp::kSiluBackward, x, dy, dx);
+}
 inline absl::Status ReluBackward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   return Binary(BinaryOp::kReluBackward, x, dy, dx);
 }
@@ -77,6 +81,7 @@ inline absl::Status Rsqrt(const Tensor& x, const Tensor& out) {
 }
 inline absl::Status Relu(const Tensor& x, const Tensor& out) { return Unary(UnaryOp::kRelu, x, out); }
 inline absl::Status Gelu(const Tensor& x, const Tensor& out) { return Unary(UnaryOp::kGelu, x, out); }
+inline absl::Status Silu(const Tensor& x, const Tensor& out) { return Unary(UnaryOp::kSilu, x, out); }
 inline absl::Status Scale(const Tensor& x, double alpha, const Tensor& out) {
   return Affine(x, alpha, 0.0, out);
 }

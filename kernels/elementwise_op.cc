@@ -1,6 +1,6 @@
 // The elementwise ops in the op registry (kernels/op_registry.h): every
-// UnaryOp and BinaryOp (the two backward BinaryOps as the backward of GELU and
-// ReLU), Affine, PowScalar and Cast.
+// UnaryOp and BinaryOp (the backward BinaryOps as the backward of GELU, ReLU
+// and SiLU), Affine, PowScalar and Cast.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -53,11 +53,12 @@ OpDescriptor UnaryDescriptor(UnaryOp op, double lo, double hi, std::function<dou
       .forward_bound = UnaryBound,
       .no_backward = kComposed,
   };
-  if (op == UnaryOp::kGelu || op == UnaryOp::kRelu) {
+  if (op == UnaryOp::kGelu || op == UnaryOp::kRelu || op == UnaryOp::kSilu) {
     d.backward = [op](const Tensors& in, const Tensors&, const Tensors& dout) -> absl::StatusOr<Tensors> {
       ZS_ASSIGN_OR_RETURN(Tensor dx, EmptyOn(in[0], in[0].shape(), in[0].dtype()));
-      ZS_RETURN_IF_ERROR(op == UnaryOp::kGelu ? GeluBackward(in[0], dout[0], dx)
-                                              : ReluBackward(in[0], dout[0], dx));
+      ZS_RETURN_IF_ERROR(op == UnaryOp::kGelu   ? GeluBackward(in[0], dout[0], dx)
+                         : op == UnaryOp::kSilu ? SiluBackward(in[0], dout[0], dx)
+                                                : ReluBackward(in[0], dout[0], dx));
       return Tensors{dx};
     };
     d.backward_bound = BinaryBound;
@@ -104,6 +105,7 @@ std::vector<OpDescriptor> Describe() {
       UnaryDescriptor(UnaryOp::kSigmoid, -10, 10, [](double x) { return 1 / (1 + std::exp(-x)); }),
       UnaryDescriptor(UnaryOp::kAbs, -5, 5, [](double x) { return std::fabs(x); }),
       UnaryDescriptor(UnaryOp::kSquare, -5, 5, [](double x) { return x * x; }),
+      UnaryDescriptor(UnaryOp::kSilu, -10, 10, [](double x) { return x / (1 + std::exp(-x)); }),
       BinaryDescriptor(BinaryOp::kAdd, -5, 5, [](double a, double b) { return a + b; }),
       BinaryDescriptor(BinaryOp::kSub, -5, 5, [](double a, double b) { return a - b; }),
       BinaryDescriptor(BinaryOp::kMul, -5, 5, [](double a, double b) { return a * b; }),

@@ -14,120 +14,24 @@
 
 namespace zeroshard {
 
-namespace {
-
-// x (or dy) [..., C] with C >= 1; returns C.
-absl::StatusOr<int64_t> CheckRows(absl::string_view op, absl::string_view name, const Tensor& t) {
-  ZS_RETURN_IF_ERROR(CheckFloatRows(op, name, t));
-  if (t.size(-1) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ",
-                                                   ShapeToString(t.shape()),
-                                                   ", expected a last dimension C >= 1"));
-  }
-  return t.size(-1);
-}
-
-absl::Status CheckLike(absl::string_view op, absl::string_view name, const Tensor& t,
-                       const Tensor& like, absl::string_view like_name) {
-  ZS_RETURN_IF_ERROR(CheckFloatRows(op, name, t));
-  if (t.shape() != like.shape()) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ",
-                                                   ShapeToString(t.shape()), ", expected ",
-                                                   ShapeToString(like.shape()), " (the shape of ",
-                                                   like_name, ")"));
-  }
-  return absl::OkStatus();
-}
-
-// An optional [C] float tensor (weight, bias, dweight, dbias).
-absl::Status CheckParam(absl::string_view op, absl::string_view name, const Tensor& t, int64_t c) {
-  if (!t.defined()) return absl::OkStatus();
-  if (!IsFloatingPoint(t.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has dtype ", DTypeName(t.dtype()),
-                                                   ", expected f32, bf16 or f16"));
-  }
-  if (t.dim() != 1 || t.size(0) != c) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ",
-                                                   ShapeToString(t.shape()), ", expected [", c,
-                                                   "] (C, the last dimension of x)"));
-  }
-  return absl::OkStatus();
-}
-
-// mean or rstd: f32, of x's leading shape or [rows].
-absl::Status CheckStat(absl::string_view op, absl::string_view name, const Tensor& t, const Tensor& x) {
-  if (t.dtype() != DType::kF32) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has dtype ", DTypeName(t.dtype()),
-                                                   ", expected f32"));
-  }
-  return CheckPerRowShape(op, name, t, x);
-}
-
-// `t` ([C], optional) as C contiguous floats; `fill` where t is undefined.
-absl::StatusOr<std::vector<float>> ParamValues(const Tensor& t, int64_t c, float fill) {
-  if (!t.defined()) return std::vector<float>(static_cast<size_t>(c), fill);
-  return t.ToVector<float>();
-}
-
-// A contiguous f32 tensor holding `t`'s values (t itself when it already is one).
-absl::StatusOr<Tensor> ContiguousF32(const Tensor& t) {
-  ZS_ASSIGN_OR_RETURN(Tensor f, t.To(DType::kF32));
-  return f.Contiguous();
-}
-
-// An f32 output written through a contiguous buffer when it is not contiguous.
-struct StatOutput {
-  Tensor out, work;
-  float* data() const { return work.defined() ? static_cast<float*>(work.raw_data()) : nullptr; }
-  absl::Status Finish() const {
-    if (!out.defined() || IsSameView(out, work)) return absl::OkStatus();
-    return out.CopyFrom(work);
-  }
-};
-
-absl::StatusOr<StatOutput> ForStat(const Tensor& t) {
-  StatOutput s{t, t};
-  if (t.defined() && !t.is_contiguous()) {
-    ZS_ASSIGN_OR_RETURN(s.work, Tensor::Empty(t.shape(), DType::kF32, DefaultCpuAllocator()));
-  }
-  return s;
-}
-
-// The CUDA kernels write mean and rstd in place: they must be contiguous.
-absl::StatusOr<float*> CudaStat(absl::string_view op, absl::string_view name, const Tensor& t) {
-  if (!t.defined()) return nullptr;
-  if (!t.is_contiguous()) {
-    return absl::UnimplementedError(absl::StrCat(op, " on ", t.device().ToString(), ": ", name,
-                                                 " ", t.DebugString(),
-                                                 " must be contiguous for the CUDA kernel"));
-  }
-  return static_cast<float*>(t.raw_data());
-}
-
-const float* F32Data(const Tensor& t) {
-  return t.defined() ? static_cast<const float*>(t.raw_data()) : nullptr;
-}
-
-}  // namespace
-
 absl::Status LayerNormForward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                               const Tensor& out, const Tensor& mean, const Tensor& rstd) {
   constexpr absl::string_view op = "LayerNormForward";
-  ZS_ASSIGN_OR_RETURN(const int64_t c, CheckRows(op, "x", x));
-  ZS_RETURN_IF_ERROR(CheckLike(op, "out", out, x, "x"));
-  ZS_RETURN_IF_ERROR(CheckParam(op, "weight", weight, c));
-  ZS_RETURN_IF_ERROR(CheckParam(op, "bias", bias, c));
+  ZS_ASSIGN_OR_RETURN(const int64_t c, CheckNormRows(op, "x", x));
+  ZS_RETURN_IF_ERROR(CheckNormLike(op, "out", out, x, "x"));
+  ZS_RETURN_IF_ERROR(CheckNormParam(op, "weight", weight, c));
+  ZS_RETURN_IF_ERROR(CheckNormParam(op, "bias", bias, c));
   if (!(eps >= 0.0) || !std::isfinite(eps)) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": eps = ", eps, ", expected a finite value >= 0"));
   }
   ZS_RETURN_IF_ERROR(CheckRowOutput(op, "out", out, {&x}, /*allow_in_place=*/true));
   ZS_RETURN_IF_ERROR(CheckRowOutput(op, "out", out, {&weight, &bias}, false));
   if (mean.defined()) {
-    ZS_RETURN_IF_ERROR(CheckStat(op, "mean", mean, x));
+    ZS_RETURN_IF_ERROR(CheckNormStat(op, "mean", mean, x));
     ZS_RETURN_IF_ERROR(CheckRowOutput(op, "mean", mean, {&x, &weight, &bias, &out}, false));
   }
   if (rstd.defined()) {
-    ZS_RETURN_IF_ERROR(CheckStat(op, "rstd", rstd, x));
+    ZS_RETURN_IF_ERROR(CheckNormStat(op, "rstd", rstd, x));
     ZS_RETURN_IF_ERROR(CheckRowOutput(op, "rstd", rstd, {&x, &weight, &bias, &out, &mean}, false));
   }
   ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &weight, &bias, &out, &mean, &rstd}, op));
@@ -135,11 +39,11 @@ absl::Status LayerNormForward(const Tensor& x, const Tensor& weight, const Tenso
     case DeviceType::kCpu: {
       if (x.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(Tensor xr, RowMajorInput(x, x.dtype()));
-      ZS_ASSIGN_OR_RETURN(std::vector<float> w, ParamValues(weight, c, 1.0f));
-      ZS_ASSIGN_OR_RETURN(std::vector<float> b, ParamValues(bias, c, 0.0f));
+      ZS_ASSIGN_OR_RETURN(std::vector<float> w, NormParamValues(weight, c, 1.0f));
+      ZS_ASSIGN_OR_RETURN(std::vector<float> b, NormParamValues(bias, c, 0.0f));
       ZS_ASSIGN_OR_RETURN(RowOutput o, RowOutput::For(out));
-      ZS_ASSIGN_OR_RETURN(StatOutput m, ForStat(mean));
-      ZS_ASSIGN_OR_RETURN(StatOutput r, ForStat(rstd));
+      ZS_ASSIGN_OR_RETURN(NormStatOutput m, NormStatOutput::For(mean));
+      ZS_ASSIGN_OR_RETURN(NormStatOutput r, NormStatOutput::For(rstd));
       cpu::LayerNormForward(xr, w.data(), b.data(), static_cast<float>(eps), o.tensor(), m.data(),
                             r.data());
       ZS_RETURN_IF_ERROR(o.Finish());
@@ -152,12 +56,12 @@ absl::Status LayerNormForward(const Tensor& x, const Tensor& weight, const Tenso
       ZS_ASSIGN_OR_RETURN(const int64_t os, cuda::UniformRowStride(op, "out", out));
       ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, DType::kF32));
       ZS_ASSIGN_OR_RETURN(Tensor b, cuda::ContiguousOnDevice(op, bias, DType::kF32));
-      ZS_ASSIGN_OR_RETURN(float* const m, CudaStat(op, "mean", mean));
-      ZS_ASSIGN_OR_RETURN(float* const r, CudaStat(op, "rstd", rstd));
+      ZS_ASSIGN_OR_RETURN(float* const m, CudaNormStat(op, "mean", mean));
+      ZS_ASSIGN_OR_RETURN(float* const r, CudaNormStat(op, "rstd", rstd));
       const RowLayout l = RowLayout::Of(x);
       return cuda::CudaLaunchStatus(
           cuda::LaunchLayerNormForward(static_cast<int>(x.dtype()), static_cast<int>(out.dtype()),
-                                       x.raw_data(), xs, F32Data(w), F32Data(b),
+                                       x.raw_data(), xs, NormF32Data(w), NormF32Data(b),
                                        static_cast<float>(eps), out.raw_data(), os, m, r, l.rows,
                                        l.cols, cuda::kOpStream),
           cuda::LaunchWhat(op, x));
@@ -170,20 +74,20 @@ absl::Status LayerNormBackward(const Tensor& dy, const Tensor& x, const Tensor& 
                                const Tensor& rstd, const Tensor& weight, const Tensor& dx,
                                const Tensor& dweight, const Tensor& dbias, GradMode param_grad) {
   constexpr absl::string_view op = "LayerNormBackward";
-  ZS_ASSIGN_OR_RETURN(const int64_t c, CheckRows(op, "x", x));
-  ZS_RETURN_IF_ERROR(CheckLike(op, "dy", dy, x, "x"));
+  ZS_ASSIGN_OR_RETURN(const int64_t c, CheckNormRows(op, "x", x));
+  ZS_RETURN_IF_ERROR(CheckNormLike(op, "dy", dy, x, "x"));
   for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
     if (!t->defined()) {
       return absl::InvalidArgumentError(
           absl::StrCat(op, ": ", name, " is undefined; expected the one LayerNormForward saved"));
     }
-    ZS_RETURN_IF_ERROR(CheckStat(op, name, *t, x));
+    ZS_RETURN_IF_ERROR(CheckNormStat(op, name, *t, x));
   }
-  ZS_RETURN_IF_ERROR(CheckParam(op, "weight", weight, c));
-  ZS_RETURN_IF_ERROR(CheckParam(op, "dweight", dweight, c));
-  ZS_RETURN_IF_ERROR(CheckParam(op, "dbias", dbias, c));
+  ZS_RETURN_IF_ERROR(CheckNormParam(op, "weight", weight, c));
+  ZS_RETURN_IF_ERROR(CheckNormParam(op, "dweight", dweight, c));
+  ZS_RETURN_IF_ERROR(CheckNormParam(op, "dbias", dbias, c));
   if (dx.defined()) {
-    ZS_RETURN_IF_ERROR(CheckLike(op, "dx", dx, x, "x"));
+    ZS_RETURN_IF_ERROR(CheckNormLike(op, "dx", dx, x, "x"));
     ZS_RETURN_IF_ERROR(CheckRowOutput(op, "dx", dx, {&dy, &x}, /*allow_in_place=*/true));
     ZS_RETURN_IF_ERROR(CheckRowOutput(op, "dx", dx, {&mean, &rstd, &weight}, false));
   }
@@ -206,9 +110,9 @@ absl::Status LayerNormBackward(const Tensor& dy, const Tensor& x, const Tensor& 
       const DType in = x.dtype() == dy.dtype() ? x.dtype() : DType::kF32;
       ZS_ASSIGN_OR_RETURN(Tensor xr, RowMajorInput(x, in));
       ZS_ASSIGN_OR_RETURN(Tensor dyr, RowMajorInput(dy, in));
-      ZS_ASSIGN_OR_RETURN(Tensor m, ContiguousF32(mean));
-      ZS_ASSIGN_OR_RETURN(Tensor r, ContiguousF32(rstd));
-      ZS_ASSIGN_OR_RETURN(std::vector<float> w, ParamValues(weight, c, 1.0f));
+      ZS_ASSIGN_OR_RETURN(Tensor m, NormContiguousF32(mean));
+      ZS_ASSIGN_OR_RETURN(Tensor r, NormContiguousF32(rstd));
+      ZS_ASSIGN_OR_RETURN(std::vector<float> w, NormParamValues(weight, c, 1.0f));
       RowOutput o;
       if (dx.defined()) {
         ZS_ASSIGN_OR_RETURN(o, RowOutput::For(dx));
@@ -254,7 +158,7 @@ absl::Status LayerNormBackward(const Tensor& dy, const Tensor& x, const Tensor& 
       ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
           cuda::LaunchLayerNormBackward(
               static_cast<int>(in), dx.defined() ? static_cast<int>(dx.dtype()) : 0,
-              dyr.raw_data(), ds, xr.raw_data(), xs, F32Data(m), F32Data(r), F32Data(w),
+              dyr.raw_data(), ds, xr.raw_data(), xs, NormF32Data(m), NormF32Data(r), NormF32Data(w),
               dx.defined() ? dx.raw_data() : nullptr, os, pp, l.rows, l.cols, cuda::kOpStream),
           cuda::LaunchWhat(op, x)));
       if (!want_params) return absl::OkStatus();

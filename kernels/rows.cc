@@ -111,4 +111,94 @@ std::string IndexToString(absl::Span<const int64_t> shape, int64_t flat) {
   return ShapeToString(index);
 }
 
+
+// ---------------------------------------------------------------- normalisation entries
+
+absl::StatusOr<int64_t> CheckNormRows(absl::string_view op, absl::string_view name, const Tensor& t) {
+  ZS_RETURN_IF_ERROR(CheckFloatRows(op, name, t));
+  if (t.size(-1) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ",
+                                                   ShapeToString(t.shape()),
+                                                   ", expected a last dimension C >= 1"));
+  }
+  return t.size(-1);
+}
+
+absl::Status CheckNormLike(absl::string_view op, absl::string_view name, const Tensor& t,
+                           const Tensor& like, absl::string_view like_name) {
+  ZS_RETURN_IF_ERROR(CheckFloatRows(op, name, t));
+  if (t.shape() != like.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ",
+                                                   ShapeToString(t.shape()), ", expected ",
+                                                   ShapeToString(like.shape()), " (the shape of ",
+                                                   like_name, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNormParam(absl::string_view op, absl::string_view name, const Tensor& t, int64_t c) {
+  if (!t.defined()) return absl::OkStatus();
+  if (!IsFloatingPoint(t.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has dtype ", DTypeName(t.dtype()),
+                                                   ", expected f32, bf16 or f16"));
+  }
+  if (t.dim() != 1 || t.size(0) != c) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has shape ",
+                                                   ShapeToString(t.shape()), ", expected [", c,
+                                                   "] (C, the last dimension of x)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNormStat(absl::string_view op, absl::string_view name, const Tensor& t,
+                           const Tensor& x) {
+  if (t.dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has dtype ", DTypeName(t.dtype()),
+                                                   ", expected f32"));
+  }
+  return CheckPerRowShape(op, name, t, x);
+}
+
+absl::StatusOr<std::vector<float>> NormParamValues(const Tensor& t, int64_t c, float fill) {
+  if (!t.defined()) return std::vector<float>(static_cast<size_t>(c), fill);
+  return t.ToVector<float>();
+}
+
+absl::StatusOr<Tensor> NormContiguousF32(const Tensor& t) {
+  ZS_ASSIGN_OR_RETURN(Tensor f, t.To(DType::kF32));
+  return f.Contiguous();
+}
+
+absl::StatusOr<NormStatOutput> NormStatOutput::For(const Tensor& t) {
+  NormStatOutput s;
+  s.out_ = s.work_ = t;
+  if (t.defined() && !t.is_contiguous()) {
+    ZS_ASSIGN_OR_RETURN(s.work_, Tensor::Empty(t.shape(), DType::kF32, DefaultCpuAllocator()));
+  }
+  return s;
+}
+
+float* NormStatOutput::data() const {
+  return work_.defined() ? static_cast<float*>(work_.raw_data()) : nullptr;
+}
+
+absl::Status NormStatOutput::Finish() const {
+  if (!out_.defined() || IsSameView(out_, work_)) return absl::OkStatus();
+  return out_.CopyFrom(work_);
+}
+
+absl::StatusOr<float*> CudaNormStat(absl::string_view op, absl::string_view name, const Tensor& t) {
+  if (!t.defined()) return nullptr;
+  if (!t.is_contiguous()) {
+    return absl::UnimplementedError(absl::StrCat(op, " on ", t.device().ToString(), ": ", name,
+                                                 " ", t.DebugString(),
+                                                 " must be contiguous for the CUDA kernel"));
+  }
+  return static_cast<float*>(t.raw_data());
+}
+
+const float* NormF32Data(const Tensor& t) {
+  return t.defined() ? static_cast<const float*>(t.raw_data()) : nullptr;
+}
+
 }  // namespace zeroshard

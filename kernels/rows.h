@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -96,6 +97,52 @@ absl::Status CheckPerRowShape(absl::string_view op, absl::string_view name, cons
 
 // "[2, 5]": the multi-index of element `flat` (row-major) of a tensor of `shape`.
 std::string IndexToString(absl::Span<const int64_t> shape, int64_t flat);
+
+
+// ---------------------------------------------------------------- normalisation entries
+// Checks and buffers shared by the entries of the normalisations over the last
+// axis (kernels/layernorm.cc, kernels/rmsnorm.cc): x [..., C], per-row f32
+// statistics (mean, rstd), optional [C] parameters.
+
+// x (or dy): float [..., C] with C >= 1; returns C.
+absl::StatusOr<int64_t> CheckNormRows(absl::string_view op, absl::string_view name, const Tensor& t);
+
+// `t`: float, of `like`'s shape.
+absl::Status CheckNormLike(absl::string_view op, absl::string_view name, const Tensor& t,
+                           const Tensor& like, absl::string_view like_name);
+
+// An optional [C] float tensor (weight, bias, dweight, dbias); undefined passes.
+absl::Status CheckNormParam(absl::string_view op, absl::string_view name, const Tensor& t, int64_t c);
+
+// A saved statistic (mean, rstd): f32, of x's leading shape or [rows].
+absl::Status CheckNormStat(absl::string_view op, absl::string_view name, const Tensor& t,
+                           const Tensor& x);
+
+// `t` ([C], optional) as C contiguous floats; `fill` where t is undefined.
+absl::StatusOr<std::vector<float>> NormParamValues(const Tensor& t, int64_t c, float fill);
+
+// A contiguous f32 tensor holding `t`'s values (t itself when it already is one).
+absl::StatusOr<Tensor> NormContiguousF32(const Tensor& t);
+
+// An optional f32 statistic output of a CPU kernel, written through a
+// contiguous buffer when it is not contiguous itself.
+class NormStatOutput {
+ public:
+  static absl::StatusOr<NormStatOutput> For(const Tensor& t);
+  // Where the kernel writes; nullptr when the statistic is not wanted.
+  float* data() const;
+  absl::Status Finish() const;
+
+ private:
+  Tensor out_, work_;
+};
+
+// The CUDA kernels write saved statistics in place: `t` (optional) must be
+// contiguous; nullptr when undefined.
+absl::StatusOr<float*> CudaNormStat(absl::string_view op, absl::string_view name, const Tensor& t);
+
+// `t`'s f32 data, or nullptr when undefined.
+const float* NormF32Data(const Tensor& t);
 
 }  // namespace zeroshard
 

@@ -17,6 +17,7 @@ void DispatchBinaryOp(BinaryOp op, Fn&& fn) {
     case BinaryOp::kMin: return fn.template operator()<BinaryOp::kMin>();
     case BinaryOp::kGeluBackward: return fn.template operator()<BinaryOp::kGeluBackward>();
     case BinaryOp::kReluBackward: return fn.template operator()<BinaryOp::kReluBackward>();
+    case BinaryOp::kSiluBackward: return fn.template operator()<BinaryOp::kSiluBackward>();
   }
 }
 

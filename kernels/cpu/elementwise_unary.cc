@@ -21,6 +21,7 @@ void DispatchUnaryOp(UnaryOp op, Fn&& fn) {
     case UnaryOp::kSigmoid: return fn.template operator()<UnaryOp::kSigmoid>();
     case UnaryOp::kAbs: return fn.template operator()<UnaryOp::kAbs>();
     case UnaryOp::kSquare: return fn.template operator()<UnaryOp::kSquare>();
+    case UnaryOp::kSilu: return fn.template operator()<UnaryOp::kSilu>();
   }
 }
 

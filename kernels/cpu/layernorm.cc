@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/row_blocks.h"
 #include "kernels/math/layernorm_ops.h"
 #include "kernels/rows.h"
 
@@ -50,13 +51,6 @@ void ForwardRows(const Tensor& x, const float* w, const float* b, float eps, con
   }
 }
 
-// Rows per block of the dweight/dbias partial sums: a function of the row
-// count only (never of the thread count), with at most kMaxBlocks blocks.
-int64_t RowsPerBlock(int64_t rows) {
-  constexpr int64_t kMinRows = 32, kMaxBlocks = 256;
-  return std::max(kMinRows, (rows + kMaxBlocks - 1) / kMaxBlocks);
-}
-
 template <typename T, typename TOut>
 void BackwardRows(const Tensor& dy, const Tensor& x, const float* mean, const float* rstd,
                   const float* w, const Tensor& dx, float* partial) {
@@ -69,7 +63,7 @@ void BackwardRows(const Tensor& dy, const Tensor& x, const float* mean, const fl
   TOut* const op = want_dx ? static_cast<TOut*>(dx.raw_data()) : nullptr;
   const int64_t rows = lx.rows, cols = lx.cols;
   const float inv_cols = 1.0f / static_cast<float>(cols);
-  const int64_t per_block = RowsPerBlock(rows);
+  const int64_t per_block = ParamGradRowsPerBlock(rows);
   const int64_t blocks = (rows + per_block - 1) / per_block;
 #pragma omp parallel for schedule(static) if (rows * cols >= kRowParallelWork && blocks > 1)
   for (int64_t k = 0; k < blocks; ++k) {
@@ -114,36 +108,6 @@ void BackwardRows(const Tensor& dy, const Tensor& x, const float* mean, const fl
   }
 }
 
-// Writes (or adds) the sum over blocks of partial[k * stride + offset + c], in
-// block order, into the 1-D tensor `grad`.
-void StoreParamGrad(const float* partial, int64_t blocks, int64_t stride, int64_t offset,
-                    int64_t cols, const Tensor& grad, bool accumulate) {
-  if (!grad.defined()) return;
-  constexpr int64_t kChunk = 512;
-  const int64_t chunks = (cols + kChunk - 1) / kChunk;
-  DispatchFloatDType(grad.dtype(), [&]<typename G>() {
-    G* const g = static_cast<G*>(grad.raw_data());
-    const int64_t gs = grad.stride(0);
-#pragma omp parallel for schedule(static) if (blocks * cols >= kRowParallelWork && chunks > 1)
-    for (int64_t t = 0; t < chunks; ++t) {
-      const int64_t c0 = t * kChunk;
-      const int64_t len = std::min(kChunk, cols - c0);
-      float acc[kChunk];
-      RunWithIsa([&] {
-        for (int64_t c = 0; c < len; ++c) acc[c] = 0.0f;
-        for (int64_t k = 0; k < blocks; ++k) {
-          const float* p = partial + k * stride + offset + c0;
-          for (int64_t c = 0; c < len; ++c) acc[c] += p[c];
-        }
-      });
-      for (int64_t c = 0; c < len; ++c) {
-        G* dst = g + (c0 + c) * gs;
-        *dst = ConvertElement<G>(accumulate ? ConvertElement<float>(*dst) + acc[c] : acc[c]);
-      }
-    }
-  });
-}
-
 }  // namespace
 
 void LayerNormForward(const Tensor& x, const float* weight, const float* bias, float eps,
@@ -161,7 +125,7 @@ void LayerNormBackward(const Tensor& dy, const Tensor& x, const float* mean, con
   ZS_CHECK(dy.dtype() == x.dtype(), "LayerNormBackward: dy is ", DTypeName(dy.dtype()), ", x is ",
            DTypeName(x.dtype()));
   const int64_t rows = RowLayout::Of(x).rows, cols = x.size(-1);
-  const int64_t per_block = RowsPerBlock(rows);
+  const int64_t per_block = ParamGradRowsPerBlock(rows);
   const int64_t blocks = (rows + per_block - 1) / per_block;
   const bool want_params = dweight.defined() || dbias.defined();
   std::vector<float> partial(want_params ? blocks * 2 * cols : 0);
@@ -172,8 +136,8 @@ void LayerNormBackward(const Tensor& dy, const Tensor& x, const float* mean, con
     });
   });
   if (want_params) {
-    StoreParamGrad(pp, blocks, 2 * cols, 0, cols, dweight, accumulate);
-    StoreParamGrad(pp, blocks, 2 * cols, cols, cols, dbias, accumulate);
+    StoreParamGradSum(pp, blocks, 2 * cols, 0, cols, dweight, accumulate);
+    StoreParamGradSum(pp, blocks, 2 * cols, cols, cols, dbias, accumulate);
   }
 }
 

@@ -140,6 +140,7 @@ int LaunchUnary(int op, int in_dtype, int out_dtype, const void* x, void* y, int
     ZS_UNARY_CASE(kSigmoid)
     ZS_UNARY_CASE(kAbs)
     ZS_UNARY_CASE(kSquare)
+    ZS_UNARY_CASE(kSilu)
 #undef ZS_UNARY_CASE
   }
   return static_cast<int>(cudaErrorInvalidValue);
@@ -166,6 +167,7 @@ int LaunchBinary(int op, int in_dtype, int out_dtype, const void* a, const void*
     case BinaryOp::kMin: return run(BinaryFn<BinaryOp::kMin>{});
     case BinaryOp::kGeluBackward: return run(BinaryFn<BinaryOp::kGeluBackward>{});
     case BinaryOp::kReluBackward: return run(BinaryFn<BinaryOp::kReluBackward>{});
+    case BinaryOp::kSiluBackward: return run(BinaryFn<BinaryOp::kSiluBackward>{});
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }

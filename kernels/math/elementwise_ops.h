@@ -28,6 +28,7 @@ enum class UnaryOp {
   kSigmoid,
   kAbs,
   kSquare,
+  kSilu,  // x sigmoid(x), Llama's activation
 };
 
 enum class BinaryOp {
@@ -40,6 +41,7 @@ enum class BinaryOp {
   kMin,
   kGeluBackward,  // a = x, b = dy: dy * gelu'(x)
   kReluBackward,  // a = x, b = dy: dy * (x > 0)
+  kSiluBackward,  // a = x, b = dy: dy * silu'(x)
 };
 
 // True for the ops that also accept integer tensors (computed in that type).
@@ -69,6 +71,7 @@ ZS_HOST_DEVICE inline C ApplyUnary(C x) {
     if constexpr (op == UnaryOp::kRsqrt) return 1.0f / sqrtf(x);
     if constexpr (op == UnaryOp::kGelu) return GeluTanh(x);
     if constexpr (op == UnaryOp::kSigmoid) return SigmoidF(x);
+    if constexpr (op == UnaryOp::kSilu) return SiluF(x);
   }
   return x;
 }
@@ -85,6 +88,7 @@ ZS_HOST_DEVICE inline C ApplyBinary(C a, C b) {
     if constexpr (op == BinaryOp::kPow) return powf(a, b);
     if constexpr (op == BinaryOp::kGeluBackward) return b * GeluTanhGrad(a);
     if constexpr (op == BinaryOp::kReluBackward) return a > 0.0f ? b : 0.0f;
+    if constexpr (op == BinaryOp::kSiluBackward) return b * SiluGradF(a);
   }
   return a;
 }

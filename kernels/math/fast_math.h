@@ -1,5 +1,5 @@
 // Per-element float math that vectorises on the CPU and runs unchanged on the
-// GPU: exp, log, tanh, GELU (tanh form) and its derivative.
+// GPU: exp, log, tanh, sigmoid, SiLU, GELU (tanh form) and their derivatives.
 //
 //   y = GeluTanh(x);            // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 //   dx = dy * GeluTanhGrad(x);
@@ -107,7 +107,15 @@ ZS_HOST_DEVICE inline float TanhF(float x) {
   return ax < 0.625f ? small : big;
 }
 
+// sigmoid(x) = 1 / (1 + e^-x): e^-x overflows to +Inf for x < -88.7 and the
+// result goes to 0, never NaN; 1 - sigmoid(x) is best taken as SigmoidF(-x)
+// (no cancellation for large x).
 ZS_HOST_DEVICE inline float SigmoidF(float x) { return 1.0f / (1.0f + ExpF(-x)); }
+
+// SiLU (swish), Llama's MLP activation: x sigmoid(x), and its derivative
+// sigmoid(x) (1 + x (1 - sigmoid(x))), with 1 - sigmoid(x) = sigmoid(-x).
+ZS_HOST_DEVICE inline float SiluF(float x) { return x * SigmoidF(x); }
+ZS_HOST_DEVICE inline float SiluGradF(float x) { return SigmoidF(x) * (1.0f + x * SigmoidF(-x)); }
 
 // GELU, tanh approximation (GPT-2's), and its derivative with respect to x.
 inline constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
