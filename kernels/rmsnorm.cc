@@ -100,13 +100,17 @@ absl::Status RmsNormBackward(const Tensor& dy, const Tensor& x, const Tensor& rs
       return dx.defined() ? o.Finish() : absl::OkStatus();
     }
     case DeviceType::kCuda: {
-      Tensor xr = x, dyr = dy;
-      if (x.dtype() != in) {
-        ZS_ASSIGN_OR_RETURN(xr, cuda::ContiguousOnDevice(op, x, in));
-      }
-      if (dy.dtype() != in) {
-        ZS_ASSIGN_OR_RETURN(dyr, cuda::ContiguousOnDevice(op, dy, in));
-      }
+      // A widened operand: made contiguous on the device first, then cast.
+      auto widen = [&](const Tensor& t) -> absl::StatusOr<Tensor> {
+        if (t.dtype() == in) return t;
+        Tensor c = t;
+        if (!c.is_contiguous()) {
+          ZS_ASSIGN_OR_RETURN(c, c.Contiguous());
+        }
+        return cuda::ContiguousOnDevice(op, c, in);
+      };
+      ZS_ASSIGN_OR_RETURN(const Tensor xr, widen(x));
+      ZS_ASSIGN_OR_RETURN(const Tensor dyr, widen(dy));
       ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "x", xr));
       ZS_ASSIGN_OR_RETURN(const int64_t ds, cuda::UniformRowStride(op, "dy", dyr));
       int64_t os = 0;
