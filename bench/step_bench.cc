@@ -1,6 +1,7 @@
 // Training-step benchmark: step time, tokens/s and per-rank peak memory of a
 // GPT (by default n_layer 4, n_head 4, n_embd 256, block 128, batch 8 per
-// rank, vocab 256, fp32, AdamW) for each sharding strategy and world size,
+// rank, vocab 256, fp32, AdamW), or with --model=llama a Llama of the same
+// sizes (--n_kv_head, --intermediate_size), for each sharding strategy and world size,
 // beside the single-rank unsharded step of the same global batch, and the
 // fraction of step time a rank spends waiting for communication (exposed,
 // not overlapped). Checks that every configuration's first-step loss equals
@@ -19,6 +20,7 @@
 // ms/step is the median over the repeats.
 //
 //   bazel run -c opt //bench:step_bench -- --steps=10 --world_sizes=1,2,4 --repeats=3
+//   bazel run -c opt //bench:step_bench -- --model=llama --n_kv_head=2
 //
 // The peer (the same step in Debian's libtorch) is `make bench-peers`.
 #include <algorithm>
@@ -39,6 +41,7 @@
 #include "autograd/engine.h"
 #include "bench/load_average.h"
 #include "autograd/nn/gpt.h"
+#include "autograd/nn/llama.h"
 #include "collectives/local_communicator.h"
 #include "data/token_data.h"
 #include "optim/adamw.h"
@@ -47,6 +50,9 @@
 #include "runtime/status.h"
 #include "runtime/trace.h"
 
+ABSL_FLAG(std::string, model, "gpt", "gpt or llama");
+ABSL_FLAG(int64_t, n_kv_head, 0, "llama: key/value heads (0: n_head)");
+ABSL_FLAG(int64_t, intermediate_size, 0, "llama: SwiGLU width (0: 8/3 n_embd rounded up to 64)");
 ABSL_FLAG(int64_t, n_layer, 4, "");
 ABSL_FLAG(int64_t, n_head, 4, "");
 ABSL_FLAG(int64_t, n_embd, 256, "");
@@ -100,10 +106,27 @@ nn::GptConfig Config() {
                        .n_embd = absl::GetFlag(FLAGS_n_embd)};
 }
 
+nn::LlamaConfig LlamaConfigOf(const nn::GptConfig& g) {
+  const int64_t kv = absl::GetFlag(FLAGS_n_kv_head), f = absl::GetFlag(FLAGS_intermediate_size);
+  return nn::LlamaConfig{.vocab_size = g.vocab_size, .hidden_size = g.n_embd,
+                         .intermediate_size = f > 0 ? f : (8 * g.n_embd / 3 + 63) / 64 * 64,
+                         .num_hidden_layers = g.n_layer, .num_attention_heads = g.n_head,
+                         .num_key_value_heads = kv > 0 ? kv : g.n_head, .max_position_embeddings = g.block_size,
+                         .rms_norm_eps = 1e-5};
+}
+
+bool IsLlama() { return absl::GetFlag(FLAGS_model) == "llama"; }
+
+// The benchmarked model, shapes only.
+std::shared_ptr<nn::CausalLm> MakeModel() {
+  if (IsLlama()) return std::make_shared<nn::Llama>(LlamaConfigOf(Config()));
+  return std::make_shared<nn::Gpt>(Config());
+}
+
 // The baseline: one rank, the plain module, one AdamW state per parameter.
 absl::StatusOr<Figures> Unsharded(const TokenData& data) {
   CpuAllocator device(CpuAllocator::Options{.name = "unsharded"});
-  auto gpt = std::make_shared<nn::Gpt>(Config());
+  std::shared_ptr<nn::CausalLm> gpt = MakeModel();
   ZS_RETURN_IF_ERROR(gpt->Materialize(1, &device));
   auto params = gpt->NamedParameters();
   std::vector<optim::AdamWState> states;
@@ -119,7 +142,7 @@ absl::StatusOr<Figures> Unsharded(const TokenData& data) {
     for (auto& [n, v] : params) v.reset_grad();
     ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .batch_size = absl::GetFlag(FLAGS_batch_size),
                                                 .block_size = Config().block_size}, &device));
-    ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
+    ZS_ASSIGN_OR_RETURN(nn::LmOutput out, gpt->Forward(b.inputs, b.targets));
     if (step == 0) f.first_loss = out.loss.value().Item().value();
     ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
     for (size_t i = 0; i < params.size(); ++i) {
@@ -141,10 +164,10 @@ absl::StatusOr<Figures> Sharded(const TokenData& data, int world, ShardingStrate
   const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
   std::vector<absl::Status> st = RunRanks(world, [&](Communicator& comm) -> absl::Status {
     CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
-    auto gpt = std::make_shared<nn::Gpt>(Config());
+    std::shared_ptr<nn::CausalLm> gpt = MakeModel();
     ShardingOptions o;
     o.strategy = strategy;
-    o.wrap = WrapPolicy::ByType({"Block"});
+    o.wrap = WrapPolicy::ByType({gpt->layer_type()});
     o.init_seed = 1;
     ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o, &device));
     optim::OptimizerOptions oo{.lr = 6e-4, .weight_decay = 0.1};
@@ -160,7 +183,7 @@ absl::StatusOr<Figures> Sharded(const TokenData& data, int world, ShardingStrate
       ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .rank = comm.rank(), .world_size = world,
                                                   .batch_size = per_rank, .block_size = Config().block_size},
                                                  &device));
-      ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
+      ZS_ASSIGN_OR_RETURN(nn::LmOutput out, gpt->Forward(b.inputs, b.targets));
       if (step == 0) {
         ZS_ASSIGN_OR_RETURN(Tensor l, Tensor::Full({1}, out.loss.value().Item().value(), DType::kF32));
         ZS_RETURN_IF_ERROR(comm.AllReduce(l, ReduceOp::kAvg));
@@ -190,10 +213,20 @@ int Main() {
     std::fprintf(stderr, "%s\n", data.status().ToString().c_str());
     return 1;
   }
+  if (absl::GetFlag(FLAGS_model) != "gpt" && !IsLlama()) {
+    std::fprintf(stderr, "--model: expected gpt or llama, found \"%s\"\n", absl::GetFlag(FLAGS_model).c_str());
+    return 1;
+  }
   const nn::GptConfig c = Config();
+  if (IsLlama()) {
+    if (absl::Status v = LlamaConfigOf(c).Validate(); !v.ok()) {
+      std::fprintf(stderr, "%s\n", v.ToString().c_str());
+      return 1;
+    }
+  }
   const int64_t tokens = absl::GetFlag(FLAGS_batch_size) * c.block_size;
   std::printf("step_bench: %s, global batch %d x %d tokens, %d timed steps after %d warmup\n",
-              c.ToString().c_str(), absl::GetFlag(FLAGS_batch_size), c.block_size, absl::GetFlag(FLAGS_steps),
+              (IsLlama() ? LlamaConfigOf(c).ToString() : c.ToString()).c_str(), absl::GetFlag(FLAGS_batch_size), c.block_size, absl::GetFlag(FLAGS_steps),
               absl::GetFlag(FLAGS_warmup));
   struct Row {
     std::string name;

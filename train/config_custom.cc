@@ -20,7 +20,15 @@ const std::vector<std::string>& ResNetModuleTypes() {
   return *types;
 }
 
+// The module types of the Llama (autograd/nn/llama.h).
+const std::vector<std::string>& LlamaModuleTypes() {
+  static const auto* types =
+      new std::vector<std::string>{"LlamaDecoderLayer", "LlamaAttention", "LlamaMLP", "LlamaRMSNorm", "Linear"};
+  return *types;
+}
+
 const std::vector<std::string>& ModuleTypes(const RunConfig& c) {
+  if (c.model_type == "llama") return LlamaModuleTypes();
   return IsResNet(c) ? ResNetModuleTypes() : GptModuleTypes();
 }
 
@@ -293,9 +301,13 @@ bool ReadActivationCheckpointing(Section& s, const std::string& key, RunConfig* 
   if (s.Strings(key, &ac)) {
     bool ok = true;
     for (const std::string& t : ac) {
-      if (t != "Block") {
-        s.Add(key, absl::StrCat("expected [] or [\"Block\"] (the GPT recomputes whole blocks), found \"", t, "\"",
-                                absl::EqualsIgnoreCase(t, "block") ? " (did you mean \"Block\"?)" : ""));
+      // The GPT recomputes whole blocks, the Llama whole decoder layers.
+      const std::string layer = c->model_type == "llama" ? "LlamaDecoderLayer" : "Block";
+      // (--activation_checkpointing writes ["Block"], which a Llama reads as its layers.)
+      if (t != layer && t != "Block") {
+        s.Add(key, absl::StrCat("expected [] or [\"", layer, "\"] (the ", c->model_type == "llama" ? "Llama" : "GPT",
+                                " recomputes whole layers), found \"", t, "\"",
+                                absl::EqualsIgnoreCase(t, layer) ? absl::StrCat(" (did you mean \"", layer, "\"?)") : ""));
         ok = false;
       }
     }

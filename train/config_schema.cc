@@ -54,14 +54,20 @@ std::vector<ConfigField> MakeFields() {
                 "(in-process, MPI, NCCL), printed at the start")
           .Example("60")),
       // ---------------------------------------------------------------- model
-      Sec("model", "the network: the GPT, or with type \"resnet\" the vision job's ResNet"),
-      std::move(Choice("model.type", {"gpt", "resnet"}).Get([](const RunConfig& c) { return OJson(c.model_type); })
+      Sec("model", "the network: the GPT, with type \"llama\" a Llama, or with type \"resnet\" the vision job's ResNet"),
+      std::move(Choice("model.type", {"gpt", "llama", "resnet"}).Get([](const RunConfig& c) { return OJson(c.model_type); })
           .Set([](RunConfig& c, const Json& v) {
             c.model_type = v.get<std::string>();
+            // gpt and llama are the language-model job (RunTraining); the keys it reads are the same.
+            c.train.model_type = c.model_type == "llama" ? "llama" : "gpt";
             // The vision job (ResNetTrainOptions); train.sharding holds its strategy too.
             if (IsResNet(c)) c.train.sharding.wrap = WrapPolicy::ByType({"BasicBlock"});
+            if (c.model_type == "llama") c.train.sharding.wrap = WrapPolicy::ByType({"LlamaDecoderLayer"});
           })
-          .Help("gpt: RunTraining on a text; resnet: RunResNetTraining on the generated ShapesData set")),
+          .Flag("model", "gpt, llama (sizes from --init_from=HF_DIR/config.json when given) or resnet")
+          .Help("gpt: RunTraining on a text (nanoGPT's GPT-2); llama: the same job with a Llama (Hugging Face "
+                "names; sizes from checkpoint.init_from's config.json when it is a model folder); resnet: "
+                "RunResNetTraining on the generated ShapesData set")),
       std::move(Int("model.vocab_size", 1).Ref([](auto& c) -> auto& { return c.train.model.vocab_size; }).Gpt()
           .Flag("vocab_size", "vocabulary (256 for byte-level text)").Help("vocabulary (256 for byte-level text)")),
       std::move(Int("model.block_size", 1).Ref([](auto& c) -> auto& { return c.train.model.block_size; }).Gpt()
@@ -76,6 +82,28 @@ std::vector<ConfigField> MakeFields() {
           .Flag("dropout", "embedding and residual dropout").Help("embedding and residual dropout")),
       std::move(Bool("model.bias").Ref([](auto& c) -> auto& { return c.train.model.bias; }).Gpt()
           .Help("biases in the linear layers and LayerNorms")),
+      // Llama only (model.type "llama"; a Hugging Face folder's config.json overrides them all).
+      std::move(Int("model.n_kv_head", 0).Ref([](auto& c) -> auto& { return c.train.llama.num_key_value_heads; }).Gpt()
+          .Peer("LlamaConfig.num_key_value_heads")
+          .Flag("n_kv_head", "llama: key/value heads, dividing n_head (1: multi-query; 0: n_head)")
+          .Help("llama: key/value heads of grouped-query attention, a divisor of n_head (1: multi-query; 0: n_head)")
+          .Example("2")),
+      std::move(Int("model.intermediate_size", 0).Ref([](auto& c) -> auto& { return c.train.llama.intermediate_size; })
+          .Gpt().Peer("LlamaConfig.intermediate_size")
+          .Flag("intermediate_size", "llama: SwiGLU width (0: 8/3 n_embd rounded up to a multiple of 64)")
+          .Help("llama: the SwiGLU MLP's width (0: 8/3 n_embd rounded up to a multiple of 64)").Example("352")),
+      std::move(Int("model.max_position_embeddings", 0)
+          .Ref([](auto& c) -> auto& { return c.train.llama.max_position_embeddings; }).Gpt()
+          .Peer("LlamaConfig.max_position_embeddings")
+          .Help("llama: the longest sequence the model is for (0: block_size)")),
+      std::move(Num("model.rope_theta", Above(1)).Ref([](auto& c) -> auto& { return c.train.llama.rope_theta; }).Gpt()
+          .Peer("LlamaConfig.rope_theta").Flag("rope_theta", "llama: rotary base")
+          .Help("llama: the rotary embeddings' base").Example("500000")),
+      std::move(Num("model.rms_norm_eps", Above(0)).Ref([](auto& c) -> auto& { return c.train.llama.rms_norm_eps; })
+          .Gpt().Peer("LlamaConfig.rms_norm_eps").Help("llama: RMSNorm's epsilon")),
+      std::move(Bool("model.tie_word_embeddings").Ref([](auto& c) -> auto& { return c.train.llama.tie_word_embeddings; })
+          .Gpt().Peer("LlamaConfig.tie_word_embeddings")
+          .Help("llama: lm_head.weight is model.embed_tokens.weight (the GPT always ties)")),
       std::move(Custom("model.widths", "list of int", "non-empty, each >= 1", config_internal::ReadIntList)
           .Ref([](auto& c) -> auto& { return c.resnet.model.widths; }).ResNet()
           .Help("channels of each stage").Example("[8, 16, 32, 64]")),
@@ -242,13 +270,20 @@ std::vector<ConfigField> MakeFields() {
       // ---------------------------------------------------------------- checkpoint
       Sec("checkpoint", "weights in and out, checkpoints under work_dir/experiment_name"),
       std::move(Str("checkpoint.init_from").Gpt().Ref([](auto& c) -> auto& { return c.train.init_from; })
-          .Flag("init_from", "start from these weights (.safetensors, nanoGPT names)")
-          .Help("start from these weights (.safetensors, nanoGPT names)")),
+          .Flag("init_from", "start from these weights (.safetensors with the model's names; for a llama also a "
+                             "Hugging Face folder, whose config.json gives the sizes)")
+          .Help("start from these weights: a .safetensors with the model's names (nanoGPT's for the GPT), or for "
+                "model.type \"llama\" a Hugging Face folder (config.json and model.safetensors or its sharded "
+                "index; its config gives the sizes; each rank reads only its shards' bytes)")),
       std::move(Str("checkpoint.save_weights")
           .Ref([](auto& c) -> auto& { return IsResNet(c) ? c.resnet.save : c.train.save; })
-          .Flag("save", "write the trained weights (.safetensors, nanoGPT names)")
+          .Flag("save", "write the trained weights (.safetensors, nanoGPT names; llama: a Hugging Face folder)")
           .Help("write the trained weights at the end (.safetensors; nanoGPT names, or torchvision's with "
-                "BatchNorm buffers)")),
+                "BatchNorm buffers; model.type \"llama\": a Hugging Face folder that transformers loads)")),
+      std::move(Int("checkpoint.save_shard_bytes", 1).Gpt().Ref([](auto& c) -> auto& { return c.train.save_shard_bytes; })
+          .Peer("save_pretrained max_shard_size")
+          .Help("llama: the largest safetensors file checkpoint.save_weights writes (a larger tensor gets its own)")
+          .Example("2000000000")),
       std::move(Int("checkpoint.save_every", 0).Gpt().Ref([](auto& c) -> auto& { return c.train.save_every; })
           .Flag("save_every", "save a checkpoint every n steps (0: never)").Help("a checkpoint every n steps (0: never)")),
       std::move(Str("checkpoint.resume").Gpt().Ref([](auto& c) -> auto& { return c.train.resume; })

@@ -229,7 +229,8 @@ void AppendStrategyFields(std::vector<ConfigField>* t) {
       std::move(Custom("strategy.activation_checkpointing", "list of strings", "[] | [\"Block\"]",
                        config_internal::ReadActivationCheckpointing).Gpt()
           .Get([](const RunConfig& c) {
-            return OJson(c.train.model.activation_checkpointing ? std::vector<std::string>{"Block"}
+            const std::string layer = c.model_type == "llama" ? "LlamaDecoderLayer" : "Block";
+            return OJson(c.train.model.activation_checkpointing ? std::vector<std::string>{layer}
                                                                : std::vector<std::string>{});
           })
           .Peer("Lightning activation_checkpointing_policy")

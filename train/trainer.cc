@@ -7,6 +7,9 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
+
+#include <sys/stat.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +22,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_folder.h"
 #include "checkpoint/safetensors.h"
 #include "train/log_sink.h"
 #include "train/metrics.h"
@@ -38,13 +42,56 @@ namespace zeroshard {
 using autograd::Variable;
 
 std::string TrainOptions::ToString() const {
+  std::string model_line = model.ToString();
+  if (model_type == "llama") {
+    absl::StatusOr<nn::LlamaConfig> c = LlamaConfigFor(*this);
+    model_line = c.ok() ? c->ToString() : absl::StrCat("Llama (", c.status().message(), ")");
+    if (IsHfFolder(init_from)) absl::StrAppend(&model_line, " from ", init_from, "/config.json");
+  }
   return absl::StrCat(
-      model.ToString(), "\n  data ", data, tokenizer == "bytes" ? "" : absl::StrCat(", tokenizer ", tokenizer), " (validation: last ", val_fraction * 100, "%)",
+      model_line, "\n  data ", data, tokenizer == "bytes" ? "" : absl::StrCat(", tokenizer ", tokenizer), " (validation: last ", val_fraction * 100, "%)",
       "\n  batch ", batch_size, " rows/rank x ", model.block_size, " tokens, grad_accum_steps ",
       grad_accum_steps, no_sync ? " (no_sync)" : "", ", steps ", steps,
       "\n  optimizer ", optim::OptimizerKindName(optimizer.kind), " weight_decay ", optimizer.weight_decay,
       ", lr ", lr.ToString(), ", grad_clip ", grad_clip, ", seed ", seed,
       "\n  sharding ", sharding.ToString());
+}
+
+bool IsHfFolder(const std::string& path) {
+  if (path.empty()) return false;
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+         ::stat((path + "/config.json").c_str(), &st) == 0;
+}
+
+absl::StatusOr<nn::LlamaConfig> LlamaConfigFor(const TrainOptions& o) {
+  nn::LlamaConfig c = o.llama;
+  if (IsHfFolder(o.init_from)) {
+    ZS_ASSIGN_OR_RETURN(const std::string text, ReadDataFile(o.init_from + "/config.json"));
+    absl::StatusOr<nn::LlamaConfig> read = nn::LlamaConfig::FromHfJson(text);
+    if (!read.ok()) {
+      return absl::Status(read.status().code(), absl::StrCat(o.init_from, "/", read.status().message()));
+    }
+    c = *read;
+  } else {
+    c.vocab_size = o.model.vocab_size;
+    c.hidden_size = o.model.n_embd;
+    c.num_hidden_layers = o.model.n_layer;
+    c.num_attention_heads = o.model.n_head;
+    if (c.num_key_value_heads == 0) c.num_key_value_heads = o.model.n_head;
+    // SwiGLU's three matrices at about the parameters of a 4x GELU MLP (8/3 C),
+    // rounded up to a multiple of 64 as Llama rounds (to 256 at scale).
+    if (c.intermediate_size == 0) c.intermediate_size = (8 * o.model.n_embd / 3 + 63) / 64 * 64;
+    if (c.max_position_embeddings == 0) c.max_position_embeddings = o.model.block_size;
+    ZS_RETURN_IF_ERROR(c.Validate());
+  }
+  c.activation_checkpointing = o.model.activation_checkpointing;
+  if (o.model.block_size > c.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat("model.block_size (the sequence length trained on): expected at most "
+                                                   "the Llama's max_position_embeddings ",
+                                                   c.max_position_embeddings, ", found ", o.model.block_size));
+  }
+  return c;
 }
 
 namespace {
@@ -83,7 +130,7 @@ absl::Status OnDevice(Batch& b, Allocator* device) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> EvalLoss(nn::Gpt& gpt, const TokenData& val, const TrainOptions& o,
+absl::StatusOr<double> EvalLoss(nn::CausalLm& gpt, const TokenData& val, const TrainOptions& o,
                                 Communicator& comm, Communicator& host, Allocator* device) {
   autograd::NoGradGuard no_grad;
   gpt.Eval();
@@ -103,13 +150,13 @@ absl::StatusOr<double> EvalLoss(nn::Gpt& gpt, const TokenData& val, const TrainO
 
 // Samples `n` tokens after `prompt` (every rank runs the same forwards; the
 // random draws are the same everywhere).
-absl::StatusOr<std::vector<int64_t>> Generate(nn::Gpt& gpt, std::vector<int64_t> tokens, int64_t n,
+absl::StatusOr<std::vector<int64_t>> Generate(nn::CausalLm& gpt, std::vector<int64_t> tokens, int64_t n,
                                               double temperature, int64_t top_k, uint64_t seed,
                                               Allocator* device) {
   autograd::NoGradGuard no_grad;
   gpt.Eval();
   std::mt19937_64 rng(seed);
-  const int64_t block = gpt.config().block_size;
+  const int64_t block = gpt.max_positions();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - block);
     std::vector<int64_t> ctx(tokens.begin() + start, tokens.end());
@@ -184,16 +231,28 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(const LogSink log,
                       LogSink::Open({.lead = lead, .log_file = o.log_file, .progress_bar = o.progress_bar}));
   ZS_RETURN_IF_ERROR(o.lr.Validate());
+  if (o.model_type != "gpt" && o.model_type != "llama") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.type: expected \"gpt\" or \"llama\", found \"", o.model_type, "\""));
+  }
+  const bool llama = o.model_type == "llama";
+  std::optional<nn::LlamaConfig> llama_config;
+  if (llama) {
+    ZS_ASSIGN_OR_RETURN(llama_config, LlamaConfigFor(o));
+  }
+  const int64_t vocab_size = llama ? llama_config->vocab_size : o.model.vocab_size;
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(o.tokenizer));
-  if (tokenizer->vocab_size() > o.model.vocab_size) {
+  // Text is encoded by the tokenizer, so its ids must fit the model; a token
+  // file's ids are checked below (the tokenizer then only decodes the sample).
+  if (!absl::EndsWith(o.data, ".bin") && tokenizer->vocab_size() > vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat("data.tokenizer \"", o.tokenizer, "\" has ", tokenizer->vocab_size(),
                                                    " tokens: expected model.vocab_size >= ", tokenizer->vocab_size(),
-                                                   ", found ", o.model.vocab_size));
+                                                   ", found ", vocab_size));
   }
   ZS_ASSIGN_OR_RETURN(TokenData all, LoadTokens(o.data, *tokenizer));
-  if (all.vocab_size() > o.model.vocab_size) {
+  if (all.vocab_size() > vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat("the data holds token ids up to ", all.vocab_size() - 1,
-                                                   " but the model's vocab_size is ", o.model.vocab_size));
+                                                   " but the model's vocab_size is ", vocab_size));
   }
   ZS_ASSIGN_OR_RETURN(TokenData train, all.Split(0.0, 1.0 - o.val_fraction));
   ZS_ASSIGN_OR_RETURN(TokenData val, all.Split(1.0 - o.val_fraction, 1.0));
@@ -221,8 +280,16 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
         .name = absl::StrCat("rank", comm.rank()), .capacity_bytes = o.device_memory_limit});
   }
   Allocator& device = *device_allocator;
-  auto gpt = std::make_shared<nn::Gpt>(o.model, o.seed + 1000003ull * comm.rank());
-  if (!o.init_from.empty()) {
+  // The model, shapes only: ShardedModel::Create initialises each rank's shard
+  // alone (deferred init), so no rank ever holds the whole model.
+  std::shared_ptr<nn::CausalLm> gpt;
+  if (llama) {
+    gpt = std::make_shared<nn::Llama>(*llama_config);
+  } else {
+    gpt = std::make_shared<nn::Gpt>(o.model, o.seed + 1000003ull * comm.rank());
+  }
+  const bool hf_init = IsHfFolder(o.init_from);
+  if (!o.init_from.empty() && !hf_init) {
     ZS_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(o.init_from));
     nn::NamedTensors state;
     for (const auto& [name, slot] : gpt->NamedParameterSlots()) {
@@ -239,7 +306,16 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   }
   ShardingOptions sharding = o.sharding;
   sharding.init_seed = o.seed;
+  // The job's default unit is a GPT Block; a Llama's is its decoder layer.
+  if (llama && sharding.wrap.kind == WrapPolicy::Kind::kByType && sharding.wrap.types == std::set<std::string>{"Block"}) {
+    sharding.wrap = WrapPolicy::ByType({gpt->layer_type()});
+  }
   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
+  if (hf_init) {
+    // A Hugging Face folder: every rank reads the byte ranges of its own shards.
+    ZS_ASSIGN_OR_RETURN(const HfLoadResult r, LoadHfWeights(o.init_from, *sharded));
+    log.Line(absl::StrFormat("  init_from %s: rank 0 read %s of tensor data\n", o.init_from, FormatBytes(r.bytes_read)));
+  }
   log.Line(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
                            sharded->Plan().ToString()));
   // Where each tied parameter lives under the wrap policy (Note [Tied parameters]).
@@ -343,6 +419,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     return absl::OkStatus();
   };
   const int64_t tokens_per_step = o.batch_size * o.model.block_size * comm.size() * o.grad_accum_steps;
+  const double flops_per_token = gpt->TrainFlopsPerToken(o.model.block_size);
   const double start = Now();
   double window_start = start;
   // Tracing: in-process ranks record into the caller's shared recorder (rank
@@ -432,7 +509,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       window_start = Now();
     }
     if (lead && o.progress_bar) {
-      const double flops = GptTrainFlopsPerToken(o.model, gpt->NumParameters()) * row.tokens_per_s;
+      const double flops = flops_per_token * row.tokens_per_s;
       log.Bar(ProgressLine({.step = step, .steps = o.steps, .loss = loss, .lr = lr,
                             .tokens_per_s = row.tokens_per_s, .ms_per_step = row.ms_per_step,
                             .mfu = o.peak_flops > 0 ? flops / o.peak_flops : -1.0,
@@ -497,7 +574,14 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     ZS_ASSIGN_OR_RETURN(const std::string str, tokenizer->Decode(ids));
     log.Line(absl::StrCat("sample (temperature ", o.temperature, ", top-k ", o.top_k, "):\n", str, "\n"));
   }
-  if (!o.save.empty()) {
+  if (!o.save.empty() && llama) {
+    // Hugging Face's layout: config.json, shards and their index, f32.
+    ZS_RETURN_IF_ERROR(SaveHfWeights(o.save, *sharded,
+                                     {.max_shard_bytes = o.save_shard_bytes,
+                                      .dtype = DType::kF32,
+                                      .config_json = llama_config->ToHfJson("float32")}));
+    log.Line(absl::StrCat("saved ", o.save, " (Hugging Face layout)\n"));
+  } else if (!o.save.empty()) {
     ZS_RETURN_IF_ERROR(sharded->SummonFullParams([&]() -> absl::Status {
       if (!lead) return absl::OkStatus();
       const std::map<std::string, std::string> tied = TiedAliases(*gpt);  // Note [Tied parameters in files]
@@ -522,8 +606,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     std::nth_element(steady.begin(), steady.begin() + steady.size() / 2, steady.end());
     const double ms = steady[steady.size() / 2];
     const double tokens_per_s = tokens_per_step / (ms / 1000.0);
-    const double flops_per_token = GptTrainFlopsPerToken(o.model, gpt->NumParameters());
-    EmitFigure("train_gpt", absl::StrCat("tokens/s ", o.model.n_layer, "x", o.model.n_embd, " T",
+    const int64_t layers = llama ? llama_config->num_hidden_layers : o.model.n_layer;
+    const int64_t width = llama ? llama_config->hidden_size : o.model.n_embd;
+    EmitFigure("train_gpt", absl::StrCat("tokens/s ", llama ? "llama " : "", layers, "x", width, " T",
                                          o.model.block_size, " batch ", o.batch_size, " x", comm.size(), " ",
                                          comm.size() > 1 ? "ranks" : "rank"),
                tokens_per_s, "tokens/s",

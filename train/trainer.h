@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "autograd/nn/gpt.h"
+#include "autograd/nn/llama.h"
 #include "collectives/communicator.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
@@ -27,7 +28,18 @@
 namespace zeroshard {
 
 struct TrainOptions {
+  // "gpt" (nn::Gpt) or "llama" (nn::Llama). Both read model.{vocab_size,
+  // n_layer, n_head, n_embd} as their sizes and model.block_size as the
+  // sequence length trained on; a Llama takes the rest from `llama`, or all of
+  // its sizes from HF_DIR/config.json when init_from is a Hugging Face folder.
+  std::string model_type = "gpt";
   nn::GptConfig model{.vocab_size = 256, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128};
+  // Llama only: num_key_value_heads (0: n_head), intermediate_size (0: 8/3
+  // n_embd rounded up to a multiple of 64), max_position_embeddings (0:
+  // block_size), rms_norm_eps, rope_theta, rope_scaling, tie_word_embeddings,
+  // attention_bias, mlp_bias, initializer_range.
+  nn::LlamaConfig llama{.intermediate_size = 0, .num_key_value_heads = 0, .max_position_embeddings = 0,
+                        .rms_norm_eps = 1e-5};
   std::string data = "data/tinyshakespeare.txt";
   double val_fraction = 0.1;   // the last 10% of the tokens
   // How a text file becomes tokens and the final sample becomes text: "bytes"
@@ -44,8 +56,15 @@ struct TrainOptions {
   optim::OptimizerOptions optimizer{.kind = optim::OptimizerKind::kAdamW, .lr = 1e-3, .weight_decay = 0.1};
   double grad_clip = 1.0;      // 0: off
   uint64_t seed = 1337;
-  std::string init_from;       // a .safetensors with nanoGPT names (optional)
-  std::string save;            // write the trained weights here (optional)
+  // Start from these weights (optional): a .safetensors with the model's
+  // names (nanoGPT's for GPT), or for a Llama a Hugging Face folder
+  // (config.json + model.safetensors or its sharded index; each rank reads
+  // only the byte ranges of its own shards: checkpoint/hf_folder.h).
+  std::string init_from;
+  // Write the trained weights here (optional): GPT a .safetensors file; Llama
+  // a Hugging Face folder (config.json, index, shards of save_shard_bytes).
+  std::string save;
+  int64_t save_shard_bytes = 5'000'000'000;
   int64_t log_every = 10;
   int64_t eval_every = 100;    // 0: only at the end
   int64_t eval_iters = 10;
@@ -124,6 +143,13 @@ struct TrainSummary {
 // supported on GPUs: refused with an error naming the option.
 absl::Status RunTraining(const TrainOptions& options, Communicator& comm,
                          TrainSummary* summary = nullptr, Communicator* host = nullptr);
+
+// The Llama a run of `options` builds (model_type "llama"): from the init_from
+// folder's config.json, or from options.model and options.llama. Checks the
+// sequence length (model.block_size) fits max_position_embeddings.
+absl::StatusOr<nn::LlamaConfig> LlamaConfigFor(const TrainOptions& options);
+// Whether `path` is a Hugging Face model folder (a directory with config.json).
+bool IsHfFolder(const std::string& path);
 
 }  // namespace zeroshard
 

@@ -17,7 +17,8 @@ class Container : public Module {
 }  // namespace
 
 Gpt::Gpt(const GptConfig& c, uint64_t dropout_seed)
-    : Module("GPT"), config_(c), generator_{.seed = dropout_seed} {
+    : CausalLm("GPT"), config_(c) {
+  generator_ = PhiloxGenerator{.seed = dropout_seed};
   const DropoutContext dropout{c.dropout, &generator_};
   transformer_ = RegisterModule("transformer", std::make_shared<Container>());
   wte_ = transformer_->RegisterModule(
@@ -32,6 +33,11 @@ Gpt::Gpt(const GptConfig& c, uint64_t dropout_seed)
   // Weight tying: lm_head.weight is transformer.wte.weight (same shape [V, C]).
   absl::Status tied = lm_head_->TieParameter("weight", *wte_->FindParameter("weight"));
   ZS_CHECK(tied.ok(), tied.ToString());
+}
+
+double Gpt::TrainFlopsPerToken(int64_t seq_len) {
+  return 6.0 * static_cast<double>(NumParameters()) +
+         12.0 * static_cast<double>(config_.n_layer * seq_len * config_.n_embd);
 }
 
 absl::StatusOr<GptOutput> Gpt::Forward(const Tensor& ids, const Tensor& targets) {

@@ -27,30 +27,32 @@
 
 #include <memory>
 
+#include "autograd/nn/causal_lm.h"
 #include "autograd/nn/layers.h"
 
 namespace zeroshard::nn {
 
-struct GptOutput {
-  Variable logits;  // [B, T, V]
-  Variable loss;    // 0-d mean cross-entropy; undefined without targets
-};
+using GptOutput = LmOutput;
 
-class Gpt : public Module {
+class Gpt : public CausalLm {
  public:
   explicit Gpt(const GptConfig& config, uint64_t dropout_seed = 0);
   // ids, targets: [B, T] (i32/i64), T <= block_size. targets may be undefined.
-  absl::StatusOr<GptOutput> Forward(const Tensor& ids, const Tensor& targets = Tensor());
+  absl::StatusOr<GptOutput> Forward(const Tensor& ids, const Tensor& targets = Tensor()) override;
+  int64_t max_positions() const override { return config_.block_size; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  std::string layer_type() const override { return "Block"; }
+  // 6 N + 12 n_layer T n_embd (N counts the tied matrix once).
+  double TrainFlopsPerToken(int64_t seq_len) override;
+  std::string ConfigString() const override { return config_.ToString(); }
 
   const GptConfig& config() const { return config_; }
   ModuleList& blocks() { return *h_; }
-  PhiloxGenerator& dropout_generator() { return generator_; }
   // Parameters that get weight decay: 2-D weights (nanoGPT's groups).
   static bool DecaysWeight(const Shape& shape) { return shape.size() >= 2; }
 
  private:
   GptConfig config_;
-  PhiloxGenerator generator_;
   std::shared_ptr<Module> transformer_;
   std::shared_ptr<Embedding> wte_, wpe_;
   std::shared_ptr<ModuleList> h_;
