@@ -2,6 +2,7 @@
 """Writes the Llama golden files that zeroshard's parity tests compare against.
 
     /usr/bin/python3 tools/golden/llama_golden.py --out_dir tests/testdata
+    /usr/bin/python3 tools/golden/llama_golden.py check --dir SAVED_DIR   # a folder train_gpt saved
 
 Two tiny Llamas with Hugging Face's module names, parameter layouts and math
 (transformers' modeling_llama.py, written out here because the oracle machine has
@@ -21,7 +22,9 @@ folder (config.json, model.safetensors.index.json and two shards, as save_pretra
 writes them with a small max_shard_size), for the init_from tests.
 
 Needs Debian's python3-torch (1.13); the tests that read the files need no torch. The
-output is deterministic: running the script again gives the same bytes.
+tensors are deterministic (the same bytes on every run: float64 on one thread); only the
+metadata's fp32_max_abs_diff, torch's own float32 run, depends on the BLAS torch loads
+(the reference BLAS or OpenBLAS give different last bits).
 """
 
 import argparse
@@ -347,12 +350,60 @@ def make_golden(key, out_dir, hf_dir=None):
         print(f"wrote {hf_dir}/")
 
 
+def read_hf_folder(path):
+    """A Hugging Face folder as transformers reads it: config.json, then model.safetensors
+    or the index's weight_map and the files it names."""
+    with open(os.path.join(path, "config.json")) as f:
+        cfg = json.load(f)
+    single = os.path.join(path, "model.safetensors")
+    if os.path.exists(single):
+        tensors, _ = safetensors_io.read(single)
+        return cfg, tensors
+    with open(os.path.join(path, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    tensors = {}
+    for name in sorted(set(index["weight_map"].values())):
+        got, meta = safetensors_io.read(os.path.join(path, name))
+        assert meta.get("format") == "pt", (name, meta)
+        tensors.update(got)
+    assert set(tensors) == set(index["weight_map"]), "the index and the files disagree"
+    return cfg, tensors
+
+
+def check(folder, golden):
+    """Loads a folder zeroshard saved (train_gpt --model=llama --save=DIR) into the PyTorch
+    transcription of LlamaForCausalLM with load_state_dict(strict=True), restoring a tied
+    lm_head.weight as transformers' tie_weights() does, and compares its logits on the
+    golden batch with the golden ones (the folder must hold the golden initial weights,
+    e.g. saved after --lr=0 steps from llama_hf_gqa/)."""
+    cfg, tensors = read_hf_folder(folder)
+    model = LlamaForCausalLM(cfg).double()
+    state = {n: t.double() for n, t in tensors.items()}
+    if cfg.get("tie_word_embeddings") and "lm_head.weight" not in state:
+        state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    model.load_state_dict(state, strict=True)
+    want, _ = safetensors_io.read(golden)
+    with torch.no_grad():
+        logits, loss = model(want["input_ids"], want["targets"])
+    diff = max_abs_diff(logits, want["logits"])
+    print(f"{folder}: {len(tensors)} tensors loaded strictly; logits max |diff| vs {golden}: {diff:.3g}; "
+          f"loss {float(loss):.9f} (golden {float(want['loss']):.9f})")
+    # The golden logits are the float64 logits rounded to float32 (half an ulp of ~1).
+    assert diff < 1e-6, diff
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", nargs="?", default="write", choices=["write", "check"])
     parser.add_argument("--out_dir", default="tests/testdata")
+    parser.add_argument("--dir", help="check: the Hugging Face folder zeroshard saved")
+    parser.add_argument("--golden", default="tests/testdata/llama_golden_gqa.safetensors")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    if args.command == "check":
+        check(args.dir, args.golden)
+        return
     make_golden("gqa", args.out_dir, hf_dir=os.path.join(args.out_dir, "llama_hf_gqa"))
     make_golden("tied", args.out_dir)
 
