@@ -158,13 +158,23 @@ TEST(TrainLlama, ActivationCheckpointingAndBf16) {
 
 // Checkpoints of a Llama run: 6 steps saving every 3, then a resume to step
 // 12, bit for bit the straight 12 (SmallLlama fixes the schedule), in both
-// formats; the same with CPU offload of parameters, gradients and optimizer
-// state, which changes where the bytes live, not the arithmetic.
+// formats; the same losses with CPU offload of parameters, gradients and
+// optimizer state, and with NVMe offload, which change where the bytes live,
+// not the arithmetic.
 TEST(TrainLlama, ResumeContinuesBitwiseAndOffloadChangesNothing) {
   const TrainSummary straight = Train(SmallLlama(), 2);
   TrainOptions offload = SmallLlama();
   offload.sharding.offload = {.params = true, .grads = true, .optimizer = true};
   EXPECT_EQ(Train(offload, 2).losses, straight.losses);
+  // NVMe offload (ZeRO-Infinity) of the optimizer state and master shards: the
+  // same host arithmetic, the bytes through swap files.
+  TrainOptions nvme = SmallLlama();
+  OffloadPolicy& off = nvme.sharding.offload;
+  off.nvme_optimizer = off.nvme_params = true;
+  const std::string swap = TempDir("llama_nvme_swap");
+  off.optimizer_nvme = {.path = swap, .buffer_count = 2};
+  off.param_nvme = {.path = swap, .buffer_count = 2};
+  EXPECT_EQ(Train(nvme, 2).losses, straight.losses);
   for (const std::string type : {"sharded", "full"}) {
     TrainOptions first = SmallLlama();
     first.work_dir = TempDir("llama_resume_" + type);
