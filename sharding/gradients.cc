@@ -60,6 +60,11 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
                                                          schedule_->Collective()));
     reduce_order_.push_back(&unit);
   }
+  // Note [Unsharded gradients are freed as their reductions finish]
+  while (reduce_order_.size() > kReductionsInFlight) {
+    ZS_RETURN_IF_ERROR(CompleteReduction(*reduce_order_.front()));
+    reduce_order_.erase(reduce_order_.begin());
+  }
   if (options_.backward_prefetch == BackwardPrefetch::kBackwardPost) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
   }
@@ -72,38 +77,57 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
   return MaybeFreeFrozen(unit);
 }
 
+// Note [Unsharded gradients are freed as their reductions finish]
+// A unit's unsharded flat gradient (full_grad, padded_numel elements) exists
+// from its pre-backward until its reduction has been consumed. Were every
+// reduction awaited only at the end of backward, a rank would hold every
+// unit's full gradient at once: Psi elements, the very memory ZeRO-2/3 shards
+// away. So at most kReductionsInFlight reductions are outstanding: launching
+// one more completes the oldest (waits for it, adds this rank's slice into its
+// gradient shard, frees the unsharded gradient and the parameters' gradient
+// views of it), and backward's peak holds a few units' gradients, as
+// FSDP's post-backward stream does. Each unit's shard receives the same
+// values in the same order either way, so the bits do not change. Inside
+// NoSync() nothing is reduced and the unsharded gradients stay.
+absl::Status ShardedModel::CompleteReduction(ShardedUnit& unit) {
+  ShardedUnit* u = &unit;
+  const double wait_start = trace_ ? trace_->NowUs() : 0;
+  ZS_RETURN_IF_ERROR(schedule_->Await(*u->reduce_work));
+  u->reduce_work.reset();
+  if (trace_ != nullptr) {
+    const double now = trace_->NowUs();
+    const std::string what = options_.ReplicatesGradients() ? "all-reduce " : "reduce-scatter ";
+    trace_->AddSpan("wait " + what + u->name, "wait", 2 * world_.rank(), wait_start, now);
+    trace_->AddSpan(what + u->name, "comm", 2 * world_.rank() + 1, u->reduce_issue_us, now);
+  }
+  // SHARD_OPTIMIZER: the whole reduced gradient into replicated_grad
+  // (Note [Replicated gradients]); else this rank's slice into grad_shard.
+  Tensor mine = u->full_grad;
+  const Tensor& dst = GradStorage(*u);
+  if (!options_.ReplicatesGradients()) {
+    ZS_ASSIGN_OR_RETURN(mine, u->full_grad.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
+  }
+  if (replica_group_->size() > 1) {
+    ZS_RETURN_IF_ERROR(replica_group_->AllReduce(mine, ReduceOp::kAvg, schedule_->Collective()));
+  }
+  if (dst.device() != mine.device()) {  // gradients offloaded to the host
+    ZS_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty({mine.numel()}, mine.dtype(), dst.allocator()));
+    ZS_RETURN_IF_ERROR(schedule_->Copy(host, mine));
+    mine = host;
+  }
+  ZS_RETURN_IF_ERROR(Add(dst, mine, dst));
+  // The unsharded gradient is consumed: free it (the parameters' .grad are views of it).
+  u->full_grad = Tensor();
+  for (const FlatParamSlot& p : u->flat.params()) p.var.reset_grad();
+  return absl::OkStatus();
+}
+
 absl::Status ShardedModel::FinishBackward() {
   callback_queued_ = false;
   for (auto& u : units_) {
     if (u->backward_started && !u->reduced) ZS_RETURN_IF_ERROR(ReduceUnit(*u));  // unused parameters
   }
-  for (ShardedUnit* u : reduce_order_) {
-    const double wait_start = trace_ ? trace_->NowUs() : 0;
-    ZS_RETURN_IF_ERROR(schedule_->Await(*u->reduce_work));
-    u->reduce_work.reset();
-    if (trace_ != nullptr) {
-      const double now = trace_->NowUs();
-      const std::string what = options_.ReplicatesGradients() ? "all-reduce " : "reduce-scatter ";
-      trace_->AddSpan("wait " + what + u->name, "wait", 2 * world_.rank(), wait_start, now);
-      trace_->AddSpan(what + u->name, "comm", 2 * world_.rank() + 1, u->reduce_issue_us, now);
-    }
-    // SHARD_OPTIMIZER: the whole reduced gradient into replicated_grad
-    // (Note [Replicated gradients]); else this rank's slice into grad_shard.
-    Tensor mine = u->full_grad;
-    const Tensor& dst = GradStorage(*u);
-    if (!options_.ReplicatesGradients()) {
-      ZS_ASSIGN_OR_RETURN(mine, u->full_grad.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
-    }
-    if (replica_group_->size() > 1) {
-      ZS_RETURN_IF_ERROR(replica_group_->AllReduce(mine, ReduceOp::kAvg, schedule_->Collective()));
-    }
-    if (dst.device() != mine.device()) {  // gradients offloaded to the host
-      ZS_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty({mine.numel()}, mine.dtype(), dst.allocator()));
-      ZS_RETURN_IF_ERROR(schedule_->Copy(host, mine));
-      mine = host;
-    }
-    ZS_RETURN_IF_ERROR(Add(dst, mine, dst));
-  }
+  for (ShardedUnit* u : reduce_order_) ZS_RETURN_IF_ERROR(CompleteReduction(*u));
   reduce_order_.clear();
   for (auto& u : units_) {
     if (!u->backward_started) continue;

@@ -411,7 +411,10 @@ class ShardedModel {
   bool in_forward_ = false;
   bool callback_queued_ = false;
   bool sync_gradients_ = true;
-  std::vector<ShardedUnit*> reduce_order_;  // units in the order their reductions started
+  std::vector<ShardedUnit*> reduce_order_;  // outstanding reductions, in the order they started
+  // Note [Unsharded gradients are freed as their reductions finish] (gradients.cc).
+  static constexpr size_t kReductionsInFlight = 2;
+  absl::Status CompleteReduction(ShardedUnit& unit);
   TraceRecorder* trace_ = nullptr;
 };
 

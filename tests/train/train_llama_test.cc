@@ -199,6 +199,41 @@ TEST(TrainLlama, ResumeContinuesBitwiseAndOffloadChangesNothing) {
   }
 }
 
+// Deferred, shard-only initialisation: a Llama whose f32 weights alone are
+// more than a rank's device budget is built sharded from the start (each rank
+// initialises only its shard; nothing ever holds the whole model) and trains
+// under FULL_SHARD with CPU offload and per-layer activation checkpointing,
+// where the device holds only a layer or two gathered at a time (and a couple
+// of units' unsharded gradients: Note [Unsharded gradients are freed as their
+// reductions finish]; before it, backward held every unit's, 7.7 MiB here).
+// The same model replicated (NO_SHARD) cannot be built within the budget.
+TEST(TrainLlama, AModelLargerThanARanksMemoryIsBuiltSharded) {
+  TrainOptions o = SmallLlama();
+  o.model.n_layer = 8;
+  o.model.n_embd = 128;
+  o.model.n_head = 4;
+  o.llama.intermediate_size = 352;
+  o.batch_size = 2;
+  o.model.activation_checkpointing = true;
+  o.steps = 3;
+  o.sample_tokens = 0;
+  ZS_ASSERT_OK_AND_ASSIGN(nn::LlamaConfig config, LlamaConfigFor(o));
+  const int64_t full_bytes = 4 * nn::Llama(config).NumParameters();
+  o.device_memory_limit = full_bytes * 3 / 4;
+  o.sharding.offload = {.params = true, .grads = true, .optimizer = true};
+  o.sharding.limit_all_gathers = 1;
+  const TrainSummary s = Train(o, 4);
+  ASSERT_EQ(s.losses.size(), 3u);
+  EXPECT_LT(s.peak_bytes, o.device_memory_limit);
+  // Replicated (NO_SHARD, no offload), every rank holds the whole model: the
+  // budget refuses it with a clear ResourceExhausted.
+  TrainOptions replicated = o;
+  replicated.sharding.strategy = ShardingStrategy::kNoShard;
+  replicated.sharding.offload = {};
+  std::vector<absl::Status> st = RunRanks(2, [&](Communicator& comm) { return RunTraining(replicated, comm); });
+  EXPECT_THAT(st[0], testing::StatusIs(absl::StatusCode::kResourceExhausted, ::testing::_));
+}
+
 // A token file of ids below the folder's vocabulary (32): nanoGPT's raw
 // uint16. Each id follows from the one before (t -> 7 t + 3 mod 32, a cycle of
 // all 32), so there is something to learn: the loss can fall from ~ln 32 to 0.
