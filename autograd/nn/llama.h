@@ -106,6 +106,10 @@ class RmsNorm : public UnaryModule {
 
 // The rotary tables every layer shares: cos/sin [rows, D/2] on the device the
 // activations are on, grown when a longer sequence (or another device) comes.
+// Off the CPU they come from the activations' allocator (in the job, the
+// rank's caching allocator on the compute stream, which the ops use too) and
+// are kept across steps, so that allocator must outlive the model (the job
+// and tests/autograd/cuda_llama_model_test.cc declare it first).
 class LlamaRotary {
  public:
   LlamaRotary(RopeOptions options, int64_t head_dim) : options_(options), head_dim_(head_dim) {}

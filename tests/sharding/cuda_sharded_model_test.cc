@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "autograd/nn/llama.h"
 #include "collectives/local_communicator.h"
 #include "collectives/nccl_communicator.h"
 #include "runtime/cuda/cuda_allocator.h"
@@ -151,6 +152,45 @@ TEST(CudaShardedModel, Bf16GathersMatchTheSameRunOnTheCpu) {
   // the losses track, the parameters within a few Adam steps of each other.
   ExpectMatchesCpu(TrainOnGpus(run, 1), want, 2e-2, 3 * kLr * kSteps, 0,
                    "FULL_SHARD bf16 params on 1 GPU");
+}
+
+// A sharded Llama (grouped-query attention, 4 query heads on 2 kv heads,
+// untied) on the GPU against the same sharded run on the CPU (world 1, the
+// same units and rounding points): RMSNorm, rotary embeddings (tables built
+// on the rank's device), SiluGate and grouped attention between the gathers.
+// fp32 within the GPT's fp32 bounds (above: the same kinds of sums in another
+// order), and bf16 gathered parameters within the GPT's bf16 ones.
+std::shared_ptr<nn::CausalLm> TinyLlama() {
+  nn::LlamaConfig c;
+  c.vocab_size = 32;  // TinyData's tokens
+  c.hidden_size = 16;
+  c.intermediate_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;  // a multiple of 8: bf16 attention may take cuDNN's path on a GPU
+  c.max_position_embeddings = 8;  // TinyData's sequences
+  c.rms_norm_eps = 1e-5;
+  return std::make_shared<nn::Llama>(c);
+}
+
+TEST(CudaShardedModel, LlamaMatchesTheSameShardedRunOnTheCpu) {
+  if (!::zeroshard::testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  for (const DType param_dtype : {DType::kF32, DType::kBF16}) {
+    ShardedRun run;
+    run.model = TinyLlama;
+    run.options = BlockOptions(ShardingStrategy::kFullShard, BackwardPrefetch::kBackwardPre, true);
+    run.options.wrap = WrapPolicy::ByType({"LlamaDecoderLayer"});
+    run.options.mixed_precision.param_dtype = param_dtype;
+    const Result want = testing::TrainSharded(run, kSteps, kGlobalBatch);  // CPU, world 1
+    const std::string what = absl::StrCat("Llama FULL_SHARD ", DTypeName(param_dtype), " params on 1 GPU");
+    std::printf("%s\n", what.c_str());
+    if (param_dtype == DType::kF32) {
+      ExpectMatchesCpu(TrainOnGpus(run, 1), want, 1e-4, 2e-4, 1e-4, what);
+    } else {
+      ExpectMatchesCpu(TrainOnGpus(run, 1), want, 2e-2, 3 * kLr * kSteps, 0, what);
+    }
+  }
 }
 
 }  // namespace

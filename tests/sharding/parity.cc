@@ -74,9 +74,14 @@ absl::Status TrainShardedRank(Communicator& comm, const ShardedRun& run, int ste
                               Result* rank0) {
   Result& r = *rank0;  // written by rank 0 only
   const int per_rank = global_batch / (comm.size() * run.accum);
-  nn::GptConfig config = TinyConfig();
-  config.activation_checkpointing = run.checkpoint;
-  auto gpt = std::make_shared<nn::Gpt>(config);  // shapes only: each rank inits its shard
+  std::shared_ptr<nn::CausalLm> gpt;  // shapes only: each rank inits its shard
+  if (run.model) {
+    gpt = run.model();
+  } else {
+    nn::GptConfig config = TinyConfig();
+    config.activation_checkpointing = run.checkpoint;
+    gpt = std::make_shared<nn::Gpt>(config);
+  }
   CpuAllocator cpu_device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
   Allocator* device = run.device ? run.device(comm.rank()) : &cpu_device;
   const bool on_gpu = device->device().is_cuda();

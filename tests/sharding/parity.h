@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "autograd/nn/causal_lm.h"
 #include "autograd/nn/gpt.h"
 #include "collectives/communicator.h"
 #include "data/token_data.h"
@@ -88,6 +90,10 @@ struct ShardedRun {
   int accum = 1;         // micro-batches per step
   bool no_sync = false;  // accumulate unsharded (no_sync) instead of reduce-scattering each micro-batch
   bool checkpoint = false;
+  // The model, shapes only (unset: a TinyConfig GPT, its layers checkpointed
+  // with `checkpoint`). It must take TinyData's 32 tokens in sequences of 8;
+  // its decoder layers are the units `options.wrap` names.
+  std::function<std::shared_ptr<nn::CausalLm>()> model;
 };
 
 // The reference run.

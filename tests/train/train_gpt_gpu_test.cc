@@ -1,7 +1,7 @@
-// The main job's loop on GPUs (backend nccl: one in-process rank per device,
-// NCCL for the model, the in-process communicator for the run's numbers)
-// against the same run on CPU ranks: per-step losses, the final validation
-// loss and the text sample. Skips without a CUDA device; on the simulated
+// The main job's loop, a GPT's and a Llama's, on GPUs (backend nccl: one
+// in-process rank per device, NCCL for the model, the in-process communicator
+// for the run's numbers) against the same run on CPU ranks: per-step losses
+// and the final validation loss. Skips without a CUDA device; on the simulated
 // device (`make sim-test`) it runs on the CPU simulator.
 #include <gtest/gtest.h>
 
@@ -60,32 +60,58 @@ TrainSummary TrainOnGpus(const TrainOptions& o, int world) {
   return s;
 }
 
-TEST(TrainGptOnGpus, LossesMatchTheCpuRun) {
-  if (!testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+// The run of `o` on `world` GPUs against the same run on CPU ranks.
+void ExpectGpuRunMatchesCpu(const TrainOptions& o, int world) {
+  const TrainSummary want = TrainOnCpu(o, world);
+  const TrainSummary got = TrainOnGpus(o, world);
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t i = 0; i < want.losses.size(); ++i) {
+    // fp32 sums in another order (cuBLASLt, the kernels' reductions).
+    EXPECT_NEAR(got.losses[i], want.losses[i], 1e-4 * std::fabs(want.losses[i])) << "step " << i;
+  }
+  EXPECT_NEAR(got.final_val_loss, want.final_val_loss, 1e-4 * std::fabs(want.final_val_loss));
+  EXPECT_LT(got.losses.back(), got.losses.front());
+  EXPECT_GT(got.peak_bytes, 0);
+  // The caching allocator is warm after two steps: the steps after them (and
+  // the validation between them) take no cudaMalloc. Host synchronisations
+  // are counted (printed in the run's summary), not yet bounded.
+  EXPECT_EQ(got.cuda_mallocs_per_step, 0.0);
+  EXPECT_GE(got.host_syncs_per_step, 0.0);
+  EXPECT_EQ(want.cuda_mallocs_per_step, -1.0);  // not measured on CPU ranks
+}
+
+std::vector<int> Worlds() {
   std::vector<int> worlds = {1};
   if (Gpus() >= 2) worlds.push_back(2);
-  for (int world : worlds) {
+  return worlds;
+}
+
+TEST(TrainGptOnGpus, LossesMatchTheCpuRun) {
+  if (!testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  for (int world : Worlds()) {
     for (ShardingStrategy strategy : {ShardingStrategy::kFullShard, ShardingStrategy::kShardGradOp}) {
       SCOPED_TRACE(::testing::Message() << world << " GPU(s), " << ShardingStrategyName(strategy));
       TrainOptions o = Small();
       o.sharding.strategy = strategy;
-      const TrainSummary want = TrainOnCpu(o, world);
-      const TrainSummary got = TrainOnGpus(o, world);
-      ASSERT_EQ(got.losses.size(), want.losses.size());
-      for (size_t i = 0; i < want.losses.size(); ++i) {
-        // fp32 sums in another order (cuBLASLt, the kernels' reductions).
-        EXPECT_NEAR(got.losses[i], want.losses[i], 1e-4 * std::fabs(want.losses[i])) << "step " << i;
-      }
-      EXPECT_NEAR(got.final_val_loss, want.final_val_loss, 1e-4 * std::fabs(want.final_val_loss));
-      EXPECT_LT(got.losses.back(), got.losses.front());
-      EXPECT_GT(got.peak_bytes, 0);
-      // The caching allocator is warm after two steps: the steps after them (and
-      // the validation between them) take no cudaMalloc. Host synchronisations
-      // are counted (printed in the run's summary), not yet bounded.
-      EXPECT_EQ(got.cuda_mallocs_per_step, 0.0);
-      EXPECT_GE(got.host_syncs_per_step, 0.0);
-      EXPECT_EQ(want.cuda_mallocs_per_step, -1.0);  // not measured on CPU ranks
+      ExpectGpuRunMatchesCpu(o, world);
     }
+  }
+}
+
+// The job's Llama (model_type "llama": RMSNorm, rotary tables built on the
+// device by the first step, grouped-query attention, SwiGLU; the decoder
+// layer the unit), with the GPT's bounds: the same kinds of fp32 sums.
+TEST(TrainGptOnGpus, LlamaLossesMatchTheCpuRun) {
+  if (!testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  for (int world : Worlds()) {
+    SCOPED_TRACE(::testing::Message() << world << " GPU(s), FULL_SHARD");
+    TrainOptions o = Small();
+    o.model_type = "llama";
+    o.model.n_head = 4;  // head_dim 8, on 2 kv heads
+    o.llama.num_key_value_heads = 2;
+    o.llama.intermediate_size = 64;
+    o.sharding.wrap = WrapPolicy::ByType({"LlamaDecoderLayer"});
+    ExpectGpuRunMatchesCpu(o, world);
   }
 }
 
