@@ -57,6 +57,10 @@ absl::StatusOr<std::string> ReadDataFile(const std::string& path, const TokenFil
 
 absl::StatusOr<TokenData> TokenData::Load(const std::string& path, const TokenFileReadOptions& read) {
   ZS_ASSIGN_OR_RETURN(const std::string bytes, ReadDataFile(path, read));
+  return Parse(bytes, path);
+}
+
+absl::StatusOr<TokenData> TokenData::Parse(absl::string_view bytes, const std::string& path) {
   std::vector<uint16_t> tokens;
   int64_t vocab = 256;
   if (absl::EndsWith(path, ".bin")) {

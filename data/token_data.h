@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/tensor.h"
 
 namespace zeroshard {
@@ -66,8 +67,12 @@ absl::StatusOr<std::string> ReadDataFile(const std::string& path, const TokenFil
 
 class TokenData {
  public:
-  // Reads the whole file with ReadDataFile (its errors are Load's).
+  // Reads the whole file with ReadDataFile (its errors are Load's), then Parse.
   static absl::StatusOr<TokenData> Load(const std::string& path, const TokenFileReadOptions& read = {});
+  // The tokens of a file's `bytes`: `path` says the format (".bin": uint16
+  // tokens, raw or after llm.c's header; else text as bytes) and names it in
+  // errors. The fuzz target tests/data/fuzz/token_data_fuzz.cc calls this.
+  static absl::StatusOr<TokenData> Parse(absl::string_view bytes, const std::string& path);
   static TokenData FromTokens(std::vector<uint16_t> tokens, int64_t vocab_size);
 
   // Tokens [begin_fraction * N, end_fraction * N).

@@ -27,6 +27,7 @@ namespace zeroshard {
 using config_internal::Closest;
 using config_internal::Context;
 using config_internal::Found;
+using config_internal::FirstInvalidUtf8;
 using config_internal::ParseConfigJson;
 using config_internal::JoinPath;
 using config_internal::Quoted;
@@ -201,6 +202,15 @@ void ApplyOverride(const std::string& text, const OrderedJson& defaults, Json* r
   const std::string where = absl::StrCat("--set \"", text, "\"");
   if (eq == std::string::npos || eq == 0) {
     ctx->Add(where, "expected key.path=value");
+    return;
+  }
+  // Note [Config JSON is checked as it is parsed]: a config file's strings are
+  // UTF-8 (nlohmann's lexer refuses anything else), but a --set value may be
+  // taken as a raw string, and one that is not UTF-8 cannot be printed
+  // (nlohmann's dump throws type_error.316) in a message or the resolved config.
+  if (const size_t bad = FirstInvalidUtf8(text); bad != std::string::npos) {
+    ctx->Add(where, absl::StrCat("expected UTF-8 text, found an invalid byte at ", bad, " (0x",
+                                 absl::Hex(static_cast<uint8_t>(text[bad]), absl::kZeroPad2), ")"));
     return;
   }
   const std::string key = text.substr(0, eq), raw = text.substr(eq + 1);

@@ -64,6 +64,12 @@ absl::StatusOr<Json> ParseConfigJson(const std::string& text, const std::string&
     std::string what = e.what();
     if (size_t p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
     return absl::InvalidArgumentError(absl::StrCat("config ", source, ": expected JSON, found a ", what));
+  } catch (const Json::out_of_range& e) {
+    // 1e400: nlohmann throws out_of_range.406, not a parse error.
+    std::string what = e.what();
+    if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    return absl::InvalidArgumentError(
+        absl::StrCat("config ", source, ": expected numbers within the range of a double, found ", what));
   }
   if (deepest > kMaxJsonDepth) {
     return absl::InvalidArgumentError(absl::StrCat("config ", source, ": expected JSON nested at most ",
@@ -75,6 +81,40 @@ absl::StatusOr<Json> ParseConfigJson(const std::string& text, const std::string&
         " more than once (JSON would keep only the last value)"));
   }
   return root;
+}
+
+size_t FirstInvalidUtf8(const std::string& text) {
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = b[i];
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    if (b[i + 1] < lo || b[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k) {
+      if (b[i + k] < 0x80 || b[i + k] > 0xBF) return i;
+    }
+    i += len;
+  }
+  return std::string::npos;
 }
 
 std::string Found(const Json& v) {

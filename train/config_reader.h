@@ -43,6 +43,10 @@ inline constexpr int kMaxJsonDepth = 32;
 // `text` parsed (// and /* */ comments allowed). Errors name `source`; an
 // invalid text is InvalidArgument "expected JSON, found a parse error ...".
 absl::StatusOr<Json> ParseConfigJson(const std::string& text, const std::string& source);
+// The index of the first byte of `text` that is not part of well-formed UTF-8
+// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF, which
+// is what nlohmann's parser and dump accept), or npos.
+size_t FirstInvalidUtf8(const std::string& text);
 // "\"a\", \"b\"".
 std::string Quoted(const std::vector<std::string>& names);
 // The closest of `candidates` to `word`, when close enough to be a likely typo ("" otherwise).

@@ -237,5 +237,38 @@ TEST(ConfigProblems, DeeplyNestedJsonOfTheWrongTypeIsAnErrorNotACrash) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("train.steps: expected")));
 }
 
+// Found by the config fuzz target (tests/train/fuzz/config_fuzz.cc, issue 26).
+// Before the fix nlohmann threw out_of_range.406 out of ConfigFromText (an
+// uncaught exception: train_gpt died with std::terminate); ParseConfigJson
+// caught parse errors only.
+TEST(ConfigProblems, NumberBeyondTheRangeOfADoubleIsAnErrorNotACrash) {
+  EXPECT_THAT(ConfigFromText(R"({"optimizer": {"lr": 1e400}})", {}, "big.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("config big.json: expected numbers within the range of a double, found "
+                                 "number overflow parsing '1e400'")));
+  // On the command line too, and not taken as the string "-1e999".
+  EXPECT_THAT(ConfigFromText("{}", {"optimizer.lr=-1e999"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("--set \"optimizer.lr=-1e999\""),
+                             HasSubstr("expected numbers within the range of a double"))));
+  ZS_EXPECT_OK(ConfigFromText(R"({"optimizer": {"lr": 1e-300}, "lr_schedule": {"min_lr": 0}})", {}).status());
+}
+
+// Found by the config fuzz target: a --set value (or key) that is not UTF-8
+// became a JSON string that nlohmann refuses to print (type_error.316, an
+// uncaught exception) when a message or the resolved config dumped it.
+TEST(ConfigProblems, SetTextThatIsNotUtf8IsAnErrorNotACrash) {
+  for (const std::string& set : {std::string("experiment_name=run\xb8"), std::string("data.path=\xff.txt"),
+                                 std::string("model.n_l\xc3yer=2"), std::string("train.steps=\"\xe2\x82\"")}) {
+    SCOPED_TRACE(set);
+    EXPECT_THAT(ConfigFromText("{}", {set}),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("expected UTF-8 text, found an invalid byte at")));
+  }
+  // UTF-8 beyond ASCII is fine.
+  ZS_ASSERT_OK_AND_ASSIGN(const RunConfig c, ConfigFromText("{}", {"experiment_name=caf\xc3\xa9"}));
+  EXPECT_EQ(c.experiment_name, "caf\xc3\xa9");
+}
+
 }  // namespace
 }  // namespace zeroshard
