@@ -263,17 +263,24 @@ __global__ void __launch_bounds__(kThreads)
   float dk_acc[L], dv_acc[L];
 #pragma unroll
   for (int e = 0; e < L; ++e) dk_acc[e] = dv_acc[e] = 0.0f;
-  for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
-    const T* qp = Head<T>(q, b, h);
-    const T* gp = Head<T>(dout, b, h);
-    const float* lp = static_cast<const float*>(lse.data) + b * lse.stride[0] + h * lse.stride[1];
-    const float* dp = delta + (b * dims.heads + h) * seq;
-    for (int64_t q0 = q_start; q0 < seq; q0 += kTile) {
+  // One loop over (query head of the group, query tile), heads outer, with
+  // 32-bit counters and the head's pointers formed where they are used: two
+  // nested 64-bit loops holding four pointers pushed the kernel past 64
+  // registers and into spills (tools/cuda/check_resources.sh). Same order of
+  // accumulation, so the same bits.
+  const int tiles = static_cast<int>((seq - q_start + kTile - 1) / kTile);
+  const int steps = static_cast<int>(G) * tiles;
+  for (int step = 0; step < steps; ++step) {
+    const int64_t h = kvh * G + step / tiles;
+    const int64_t q0 = q_start + static_cast<int64_t>(step % tiles) * kTile;
+    {
       __syncthreads();
-      LoadTile(qp, q.stride[2], q.stride[3], q0, seq, D, qt);
-      LoadTile(gp, dout.stride[2], dout.stride[3], q0, seq, D, gt);
+      LoadTile(Head<T>(q, b, h), q.stride[2], q.stride[3], q0, seq, D, qt);
+      LoadTile(Head<T>(dout, b, h), dout.stride[2], dout.stride[3], q0, seq, D, gt);
       if (threadIdx.x < kTile) {
         const int64_t t = q0 + threadIdx.x;
+        const float* lp = static_cast<const float*>(lse.data) + b * lse.stride[0] + h * lse.stride[1];
+        const float* dp = delta + (b * dims.heads + h) * seq;
         lse_t[threadIdx.x] = t < seq ? lp[t * lse.stride[2]] : 0.0f;
         delta_t[threadIdx.x] = t < seq ? dp[t] : 0.0f;
       }
