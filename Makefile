@@ -32,6 +32,11 @@
 #   make bench-peers  build and run the peers (libtorch's GPT and Llama steps) at their best;
 #                 only where libtorch is installed (WITH_PEERS=1 make deps); the library
 #                 and //... never link or build them (docs/peers.md)
+#   make sanitize the tests under ASan + LSan + UBSan and TSan (a chosen set:
+#                 SANITIZE_TESTS, TSAN_TESTS; docs/reliability.md)
+#   make fuzz     libFuzzer + ASan + UBSan on the safetensors reader, the
+#                 manifest, token files and the config reader, FUZZ_SECONDS each
+#                 (default 600); their corpora also run in make test
 #   make CUDA=0 … build CPU-only, even where /usr/local/cuda exists
 
 BAZEL       ?= bazel
@@ -45,7 +50,7 @@ BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train config-doc bench bench-peers fuzz plot clean gpu-test gpu-bench sim-test isa-test \
+.PHONY: deps test train config-doc bench bench-peers fuzz sanitize plot clean gpu-test gpu-bench sim-test isa-test \
 	gpu-bundle gpu-check bundle-sim-test
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
@@ -183,13 +188,49 @@ plot:
 	  { echo "installing gnuplot-nox"; $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq gnuplot-nox; }
 	./tools/plot/plot_metrics.sh $(RUN)
 
-# libFuzzer runs of the safetensors and checkpoint-manifest parsers with clang,
-# FUZZ_SECONDS each (default 60). Needs clang-14, libclang-rt-14-dev, libomp-14-dev.
+# libFuzzer runs (clang-14, libFuzzer + ASan + UBSan, built by Bazel with
+# --config=fuzz) of the safetensors reader, the checkpoint manifest, token files
+# and the config reader, FUZZ_SECONDS each (default 600), on copies of their
+# committed corpora; FUZZ_TARGETS=config,token_data picks some (tools/fuzz.sh).
+# Needs clang-14, libclang-rt-14-dev, libomp-14-dev (installed if missing).
 fuzz: deps
 	@for p in clang-14 libclang-rt-14-dev libomp-14-dev; do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || \
 	  { echo "installing $$p"; $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq $$p; }; done
-	./tools/fuzz.sh
+	BAZEL="$(BAZEL)" BAZEL_FLAGS="$(BAZEL_FLAGS)" ./tools/fuzz.sh
+
+# The tests again under the sanitizers (.bazelrc configs; docs/reliability.md,
+# "Sanitizers and fuzzing"), CPU-only, each config in its own output directory:
+#   ASan + LSan + UBSan (fatal) over SANITIZE_TESTS,
+#   TSan over TSAN_TESTS (threads: in-process ranks, communication threads,
+#   async saves, NVMe swap I/O; OpenMP teams capped at one thread, as libgomp is
+#   not instrumented).
+# GPU-tagged tests are left out (no CUDA in these builds).
+SANITIZE_TESTS ?= //tests/runtime/... //tests/collectives/... //tests/checkpoint/... //tests/data/... \
+	//tests/train:config_read_test //tests/train:config_errors_test //tests/train:config_deepspeed_test \
+	//tests/train:config_resnet_test //tests/train:config_schema_test //tests/train:config_fuzz_test \
+	//tests/train:log_sink_test //tests/train:progress_test //tests/train:tensorboard_test \
+	//tests/kernels:flat_buffer_test //tests/kernels:attention_test //tests/kernels:dropout_test \
+	//tests/optim/...
+TSAN_TESTS ?= //tests/collectives:local_communicator_test //tests/checkpoint:checkpoint_test \
+	//tests/checkpoint:safetensors_test //tests/runtime/nvme:swap_test //tests/sharding:nvme_offload_test
+sanitize: deps
+	$(BAZEL) test $(BAZEL_FLAGS) --config=asan-ubsan --test_tag_filters=-gpu --keep_going $(SANITIZE_TESTS); \
+	  status=$$?; \
+	  echo "ASan + UBSan:"; \
+	  q=$$(echo $(SANITIZE_TESTS) | sed 's/ / + /g'); \
+	  $(BAZEL) query $(QUERY_FLAGS) "tests($$q) except attr(tags, '\bgpu\b', tests($$q))" 2>/dev/null | \
+	    ./tools/test_summary.sh $$($(BAZEL) info $(BAZEL_FLAGS) --config=asan-ubsan bazel-testlogs 2>/dev/null); \
+	  summary=$$?; \
+	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
+	$(BAZEL) test $(BAZEL_FLAGS) --config=tsan --test_tag_filters=-gpu --keep_going $(TSAN_TESTS); \
+	  status=$$?; \
+	  echo "TSan:"; \
+	  q=$$(echo $(TSAN_TESTS) | sed 's/ / + /g'); \
+	  $(BAZEL) query $(QUERY_FLAGS) "tests($$q) except attr(tags, '\bgpu\b', tests($$q))" 2>/dev/null | \
+	    ./tools/test_summary.sh $$($(BAZEL) info $(BAZEL_FLAGS) --config=tsan bazel-testlogs 2>/dev/null); \
+	  summary=$$?; \
+	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
 
 # The peers: built with g++ against Debian's libtorch, outside Bazel, into build/peers/.
 TORCH_HEADER   := /usr/include/torch/csrc/api/include/torch/torch.h

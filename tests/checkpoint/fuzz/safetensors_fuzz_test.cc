@@ -6,9 +6,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/fuzz_corpus.h"
 #include "tests/testing.h"
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -46,6 +45,15 @@ TEST(SafetensorsFuzzTargetTest, SeedsPrefixesAndByteFlips) {
       }
     }
   }
+}
+
+// The committed corpus (tests/checkpoint/fuzz/corpus/safetensors: the seeds
+// above, the [0, 2^62, 4] entry issue 26 reported, empty and two-tensor
+// files), every prefix and every header byte flipped.
+TEST(SafetensorsFuzzTargetTest, CommittedCorpus) {
+  const zeroshard::testing::CorpusRun run =
+      zeroshard::testing::RunFuzzCorpus("tests/checkpoint/fuzz/corpus/safetensors", {.flip_bytes = 512});
+  EXPECT_GE(run.files, 5);
 }
 
 }  // namespace
