@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "autograd/nn/gpt.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/isa.h"
 
@@ -34,7 +35,7 @@ PeakFlops MeasurePeakFlops() {
 }
 
 double GptTrainFlopsPerToken(const nn::GptConfig& c, int64_t num_params) {
-  return 6.0 * num_params + 12.0 * c.n_layer * c.block_size * c.n_embd;
+  return nn::Gpt::TrainFlopsPerToken(c, num_params, c.block_size);
 }
 
 std::string ProgressLine(const ProgressState& s, int bar_width) {

@@ -35,10 +35,11 @@ Gpt::Gpt(const GptConfig& c, uint64_t dropout_seed)
   ZS_CHECK(tied.ok(), tied.ToString());
 }
 
-double Gpt::TrainFlopsPerToken(int64_t seq_len) {
-  return 6.0 * static_cast<double>(NumParameters()) +
-         12.0 * static_cast<double>(config_.n_layer * seq_len * config_.n_embd);
+double Gpt::TrainFlopsPerToken(const GptConfig& c, int64_t num_params, int64_t seq_len) {
+  return 6.0 * static_cast<double>(num_params) + 12.0 * static_cast<double>(c.n_layer * seq_len * c.n_embd);
 }
+
+double Gpt::TrainFlopsPerToken(int64_t seq_len) { return TrainFlopsPerToken(config_, NumParameters(), seq_len); }
 
 absl::StatusOr<GptOutput> Gpt::Forward(const Tensor& ids, const Tensor& targets) {
   if (ids.dim() != 2) {

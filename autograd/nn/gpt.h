@@ -44,6 +44,7 @@ class Gpt : public CausalLm {
   std::string layer_type() const override { return "Block"; }
   // 6 N + 12 n_layer T n_embd (N counts the tied matrix once).
   double TrainFlopsPerToken(int64_t seq_len) override;
+  static double TrainFlopsPerToken(const GptConfig& config, int64_t num_params, int64_t seq_len);
   std::string ConfigString() const override { return config_.ToString(); }
 
   const GptConfig& config() const { return config_; }
