@@ -32,11 +32,24 @@ void CollectiveTrace::Issued(const CollectiveDesc& desc) {
 }
 
 void CollectiveTrace::SetState(int64_t seq, CollectiveState state, absl::string_view note) {
+  Set(seq, state, note, /*only_in_progress=*/false);
+}
+
+void CollectiveTrace::Finish(int64_t seq, CollectiveState state, absl::string_view note) {
+  Set(seq, state, note, /*only_in_progress=*/true);
+}
+
+void CollectiveTrace::Set(int64_t seq, CollectiveState state, absl::string_view note,
+                          bool only_in_progress) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t first = std::max<int64_t>(0, next_ - capacity_);
   for (int64_t i = next_ - 1; i >= first; --i) {
     Entry& e = ring_[i % capacity_];
     if (e.desc.seq != seq) continue;
+    if (only_in_progress && e.state != CollectiveState::kIssued &&
+        e.state != CollectiveState::kRunning) {
+      return;
+    }
     e.state = state;
     if (state == CollectiveState::kRunning) {
       e.started = absl::Now();

@@ -55,6 +55,9 @@ class CollectiveTrace {
   void Issued(const CollectiveDesc& desc);
   // No-op for a sequence number that has left the ring.
   void SetState(int64_t seq, CollectiveState state, absl::string_view note = "");
+  // SetState unless the entry already has an outcome (completed, failed,
+  // timed out): for callers that make sure no entry stays in progress.
+  void Finish(int64_t seq, CollectiveState state, absl::string_view note = "");
 
   // Oldest first.
   std::vector<Entry> Entries() const;
@@ -62,6 +65,8 @@ class CollectiveTrace {
   std::string ToString(absl::string_view who) const;
 
  private:
+  void Set(int64_t seq, CollectiveState state, absl::string_view note, bool only_in_progress);
+
   const int capacity_;
   // std::mutex: see Note [std::mutex on the collective path] in work.h.
   mutable std::mutex mu_;  // guards the two below

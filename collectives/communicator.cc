@@ -15,14 +15,65 @@ std::string CommunicatorOptions::ToString() const {
                       check_mode ? "true" : "false", " trace_capacity=", trace_capacity);
 }
 
+// What the process watchdog sees of a communicator. Registered at the first
+// collective (the object is complete by then), removed by StopWatchdog.
+class Communicator::WatchdogAdapter final : public WatchdogClient {
+ public:
+  explicit WatchdogAdapter(Communicator* comm) : comm_(comm), who_(comm->Who()) {}
+
+  std::optional<Pending> OldestPending() const override {
+    std::optional<Pending> p = comm_->OldestPending();
+    if (p.has_value()) p->what = absl::StrCat(who_, ": ", p->what);
+    return p;
+  }
+  int WatchdogRank() const override { return comm_->world_rank_; }
+  std::string FlightRecord() const override {
+    // Not RecentCollectives(): Who() is a virtual call, and the owner may be
+    // in its destructor.
+    std::string s = comm_->trace_.ToString(who_);
+    const std::string arrivals = comm_->DescribeArrivals();
+    if (!arrivals.empty()) absl::StrAppend(&s, "  ", arrivals, "\n");
+    return s;
+  }
+  void AbortForWatchdog(const absl::Status& why) override {
+    comm_->Abort(why);
+    comm_->AbortBackend(why);
+  }
+
+ private:
+  Communicator* const comm_;
+  const std::string who_;
+};
+
 Communicator::Communicator(int rank, int size, Device device, CommunicatorOptions options)
     : rank_(rank),
       size_(size),
       device_(device),
       options_(std::move(options)),
+      world_rank_(rank),
       trace_(options_.trace_capacity) {}
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() { StopWatchdog(); }
+
+void Communicator::StopWatchdog() {
+  if (watchdog_ != nullptr) {
+    Watchdog::Process().Remove(watchdog_.get());
+    watchdog_.reset();
+  }
+}
+
+std::optional<WatchdogClient::Pending> Communicator::OldestPending() const {
+  for (const CollectiveTrace::Entry& e : trace_.Entries()) {
+    if (e.state != CollectiveState::kIssued && e.state != CollectiveState::kRunning) continue;
+    if (IsCollectiveComplete(e.desc.seq)) continue;
+    const bool running = e.state == CollectiveState::kRunning;
+    return WatchdogClient::Pending{
+        .what = absl::StrCat(e.desc.ToString(), " ", CollectiveStateName(e.state)),
+        .since = running ? e.started : e.issued,
+        .allowed = options_.timeout};
+  }
+  return std::nullopt;
+}
 
 std::string Communicator::Who() const {
   return absl::StrCat("rank ", rank_, " of ", size_, " (", backend(), ")");
@@ -166,6 +217,7 @@ absl::StatusOr<CollectiveCall> Communicator::Prepare(CollectiveOp op, const Tens
                                                      int root, const CollectiveOptions& opts,
                                                      bool blocking) {
   ZS_RETURN_IF_ERROR(health());
+  Watch();
   CollectiveCall call;
   call.desc.seq = ++next_seq_;
   call.desc.op = op;
@@ -208,7 +260,11 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(CollectiveOp op, const
                                                           const CollectiveOptions& opts) {
   ZS_ASSIGN_OR_RETURN(CollectiveCall call,
                       Prepare(op, input, output, reduce_op, root, opts, /*blocking=*/false));
-  return Launch(std::move(call));
+  const int64_t seq = call.desc.seq;
+  absl::StatusOr<std::shared_ptr<Work>> work = Launch(std::move(call));
+  // Not started: the ring must not show it in progress (the watchdog reads it).
+  if (!work.ok()) trace_.Finish(seq, CollectiveState::kFailed, work.status().message());
+  return work;
 }
 
 absl::Status Communicator::IssueBlocking(CollectiveOp op, const Tensor& input,
@@ -216,7 +272,12 @@ absl::Status Communicator::IssueBlocking(CollectiveOp op, const Tensor& input,
                                          const CollectiveOptions& opts) {
   ZS_ASSIGN_OR_RETURN(CollectiveCall call,
                       Prepare(op, input, output, reduce_op, root, opts, /*blocking=*/true));
-  return RunBlocking(std::move(call));
+  const int64_t seq = call.desc.seq;
+  absl::Status status = RunBlocking(std::move(call));
+  // Backends record the outcome; an error before they could (a failed launch)
+  // must not leave the collective "in progress" in the ring.
+  if (!status.ok()) trace_.Finish(seq, CollectiveState::kFailed, status.message());
+  return status;
 }
 
 absl::Status Communicator::RunBlocking(CollectiveCall call) {
@@ -287,8 +348,21 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   desc.op = CollectiveOp::kSplit;
   desc.color = color < 0 ? -1 : color;
   desc.key = key;
+  Watch();
   trace_.Issued(desc);
-  return DoSplit(desc);
+  absl::StatusOr<std::unique_ptr<Communicator>> child = DoSplit(desc);
+  if (!child.ok()) {
+    trace_.Finish(desc.seq, CollectiveState::kFailed, child.status().message());
+  } else if (*child != nullptr) {
+    (*child)->world_rank_ = world_rank_;  // its flight record goes with this rank's
+  }
+  return child;
+}
+
+void Communicator::Watch() {
+  if (watchdog_ != nullptr) return;
+  watchdog_ = std::make_unique<WatchdogAdapter>(this);
+  Watchdog::Process().Add(watchdog_.get());
 }
 
 }  // namespace zeroshard

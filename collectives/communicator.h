@@ -52,6 +52,11 @@
 //     The communicator is then aborted: later collectives fail with Aborted.
 //   Each rank keeps a ring of its last collectives (collective_trace.h) and
 //   prints it to stderr on a timeout, a mismatch or an abort.
+//   Every communicator is watched by the process's watchdog (runtime/watchdog.h)
+//   from its first collective: one in progress for longer than the timeout
+//   plus the watchdog's grace (which a backend's own timeout should have
+//   caught) writes the flight records, aborts the communicators and ends the
+//   process. Nothing is watched until the job starts the watchdog.
 //
 // Threading: a Communicator is used by one thread at a time (its collectives
 // are ordered by the order of the calls). Asynchronous collectives of host
@@ -64,6 +69,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -79,6 +85,7 @@
 #include "runtime/device.h"
 #include "runtime/stream.h"
 #include "runtime/tensor.h"
+#include "runtime/watchdog.h"
 
 namespace zeroshard {
 
@@ -182,6 +189,9 @@ class Communicator {
   absl::Status health() const;
   // "rank 1 of 4 (local)".
   std::string Who() const;
+  // The rank this communicator's flight record is filed under: its own rank,
+  // or for a group split from another, the parent's (the world rank).
+  int world_rank() const { return world_rank_; }
 
  protected:
   Communicator(int rank, int size, Device device, CommunicatorOptions options);
@@ -205,7 +215,27 @@ class Communicator {
 
   CollectiveTrace& trace() { return trace_; }
 
+  // ------------------------------------------------------------ watchdog
+  // Backends that can make a collective in progress fail (wake the in-process
+  // group, ncclCommAbort) do it here; Abort(why) has already marked this
+  // communicator. Called on the watchdog's thread, once.
+  virtual void AbortBackend(const absl::Status& why) { (void)why; }
+  // What the backend knows about the collective in progress, for the flight
+  // record: which ranks arrived ("" when it cannot tell).
+  virtual std::string DescribeArrivals() const { return ""; }
+  // Whether a collective the ring shows in progress has in fact completed. A
+  // backend whose ring learns of completions late (NCCL: at the next launch)
+  // answers from its own state; the watchdog asks. Thread-safe.
+  virtual bool IsCollectiveComplete(int64_t seq) const {
+    (void)seq;
+    return false;
+  }
+  // No longer watched. Every backend calls it first in its destructor (the
+  // base destructor calls it too, too late for the virtual calls above).
+  void StopWatchdog();
+
  private:
+  class WatchdogAdapter;
   // The validated call with its sequence number; on invalid arguments the
   // error (after joining the collective so the peers fail too).
   absl::StatusOr<CollectiveCall> Prepare(CollectiveOp op, const Tensor& input,
@@ -216,6 +246,10 @@ class Communicator {
                                               const CollectiveOptions& opts);
   absl::Status ValidateArgs(const CollectiveDesc& desc, const Tensor& input,
                             const Tensor& output) const;
+  // Registers with the process watchdog (first collective; issuing thread).
+  void Watch();
+  // The oldest collective in progress, for the watchdog.
+  std::optional<WatchdogClient::Pending> OldestPending() const;
   absl::Status IssueBlocking(CollectiveOp op, const Tensor& input, const Tensor& output,
                              ReduceOp reduce_op, int root, const CollectiveOptions& opts);
 
@@ -223,7 +257,9 @@ class Communicator {
   const int size_;
   const Device device_;
   const CommunicatorOptions options_;
+  int world_rank_;
   CollectiveTrace trace_;
+  std::unique_ptr<WatchdogAdapter> watchdog_;  // registered at the first collective
   int64_t next_seq_ = 0;  // touched only by the (single) issuing thread
   mutable absl::Mutex health_mu_;
   absl::Status health_ ABSL_GUARDED_BY(health_mu_);

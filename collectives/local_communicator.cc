@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -94,6 +96,40 @@ class LocalGroup {
       aborted_.store(true, std::memory_order_release);
     }
     cv_.SignalAll();
+  }
+
+  // The watchdog gave up on the group: ranks waiting in a collective, and
+  // every later one, fail with Aborted naming `why`.
+  void Abort(const absl::Status& why) {
+    absl::MutexLock lock(&mu_);
+    if (!aborted_.load(std::memory_order_acquire)) {
+      abort_reason_ = absl::AbortedError(why.message());
+      aborted_.store(true, std::memory_order_release);
+    }
+    cv_.SignalAll();
+  }
+
+  // Where every rank is, for the flight record: "rank 0 arrived at #5, rank 1
+  // finished #4 (its thread returned OK), ...".
+  std::string DescribeProgress() const {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> parts;
+    for (int r = 0; r < size_; ++r) {
+      const int64_t p = progress_[r].value.load(std::memory_order_acquire);
+      std::string where;
+      if (p == 0) {
+        where = "has entered no collective";
+      } else if (p % 4 == kDone) {
+        where = absl::StrCat("finished #", p / 4);
+      } else if (p % 4 == kArrived) {
+        where = absl::StrCat("arrived at #", p / 4);
+      } else {
+        where = absl::StrCat("made its split in #", p / 4);
+      }
+      if (!exited_[r].empty()) absl::StrAppend(&where, " (its thread returned ", exited_[r], ")");
+      parts.push_back(absl::StrCat("rank ", r, " ", where));
+    }
+    return absl::StrJoin(parts, ", ");
   }
 
   // OK, or the reason the group was aborted.
@@ -249,7 +285,13 @@ LocalCommunicator::LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank
                      omp_set_num_threads(threads);
                    }) {}
 
-LocalCommunicator::~LocalCommunicator() = default;
+LocalCommunicator::~LocalCommunicator() { StopWatchdog(); }
+
+void LocalCommunicator::AbortBackend(const absl::Status& why) { group_->Abort(why); }
+
+std::string LocalCommunicator::DescribeArrivals() const {
+  return absl::StrCat("where the group's ranks are: ", group_->DescribeProgress());
+}
 
 void LocalCommunicator::MarkExited(const absl::Status& status) {
   group_->MarkExited(rank(), status);
@@ -428,15 +470,66 @@ std::vector<absl::Status> RunRanks(int world_size,
   if (!comms.ok()) return {comms.status()};
   const int threads = ThreadsPerRank(options, world_size);
   std::vector<absl::Status> statuses(world_size);
+  // Which ranks have returned, and the first error (Note [A hung rank]).
+  std::mutex mu;
+  std::condition_variable returned_cv;
+  std::vector<bool> returned(world_size, false);
+  int n_returned = 0;
+  int first_error = -1;
+  absl::Time first_error_at;
   std::vector<std::thread> ranks;
   for (int r = 0; r < world_size; ++r) {
     ranks.emplace_back([&, r] {
       omp_set_num_threads(threads);
       std::unique_ptr<Communicator>& comm = (*comms)[r];
-      statuses[r] = fn(*comm);
-      static_cast<LocalCommunicator&>(*comm).MarkExited(statuses[r]);
+      const absl::Status status = fn(*comm);
+      static_cast<LocalCommunicator&>(*comm).MarkExited(status);
       comm.reset();  // drains its communication thread
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        statuses[r] = status;
+        returned[r] = true;
+        ++n_returned;
+        if (!status.ok() && first_error < 0) {
+          first_error = r;
+          first_error_at = absl::Now();
+        }
+      }
+      returned_cv.notify_all();
     });
+  }
+  {
+    const absl::Duration grace = options.hung_rank_grace < absl::ZeroDuration()
+                                     ? options.comm.timeout
+                                     : options.hung_rank_grace;
+    std::unique_lock<std::mutex> lock(mu);
+    bool reported = false;
+    while (n_returned < world_size) {
+      if (first_error < 0 || reported || grace == absl::InfiniteDuration()) {
+        returned_cv.wait(lock);
+        continue;
+      }
+      const absl::Time deadline = first_error_at + grace;
+      if (absl::Now() < deadline) {
+        returned_cv.wait_for(lock, absl::ToChronoNanoseconds(deadline - absl::Now()));
+        continue;
+      }
+      std::vector<int> hung;
+      for (int r = 0; r < world_size; ++r) {
+        if (!returned[r]) hung.push_back(r);
+      }
+      const std::string why = absl::StrCat(
+          hung.size() == 1 ? "rank " : "ranks ", absl::StrJoin(hung, ", "), " of ", world_size,
+          hung.size() == 1 ? " has" : " have", " not returned ", absl::FormatDuration(grace),
+          " after rank ", first_error, " failed (", statuses[first_error].ToString(),
+          "): hung outside the group's collectives");
+      reported = true;
+      lock.unlock();
+      // Ends the process (flight records first); returns only under a test's
+      // terminate hook, after which the ranks are joined as usual.
+      Watchdog::Process().Expire(why);
+      lock.lock();
+    }
   }
   for (std::thread& t : ranks) t.join();
   return statuses;

@@ -36,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "collectives/communicator.h"
 
 namespace zeroshard {
@@ -46,6 +47,11 @@ struct LocalOptions {
   // the kernels the rank runs. 0: max(1, hardware threads / world size), so
   // ranks do not oversubscribe the cores.
   int threads_per_rank = 0;
+  // RunRanks: how long after a rank returned an error the others may take to
+  // return before the ones still running are named hung and the process ends
+  // through the watchdog (Note [A hung rank]). Negative: comm.timeout (the
+  // patience a collective has); InfiniteDuration: wait forever.
+  absl::Duration hung_rank_grace = absl::Seconds(-1);
 
   std::string ToString() const;
 };
@@ -74,6 +80,10 @@ class LocalCommunicator final : public Communicator {
   absl::StatusOr<std::shared_ptr<Work>> Launch(CollectiveCall call) override;
   absl::Status RunBlocking(CollectiveCall call) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc& desc) override;
+  // The watchdog: wakes every rank waiting in the group with Aborted.
+  void AbortBackend(const absl::Status& why) override;
+  // Every rank's progress through the group's collectives.
+  std::string DescribeArrivals() const override;
 
  private:
   absl::Status Execute(const CollectiveCall& call);
@@ -86,8 +96,19 @@ class LocalCommunicator final : public Communicator {
 
 // Runs `fn` on `world_size` threads, rank r with the group's rank-r
 // communicator, and returns each rank's status (index = rank). A rank whose
-// function returns early leaves its peers to time out in their next
-// collective (the error names it and says that it has exited).
+// function returns an error aborts the group: its peers fail at their next
+// collective (or the one they wait in) naming it. A rank that returns OK early
+// leaves its peers to time out in their next collective (the error names it
+// and says that it has exited).
+//
+// Note [A hung rank]
+//   A rank stuck outside the group's collectives (an endless loop, a wait on
+//   something else) cannot be woken by an abort. Once some rank has returned
+//   an error, RunRanks waits LocalOptions::hung_rank_grace for the others;
+//   the ones still running are then named hung, and the process watchdog
+//   expires (runtime/watchdog.h): flight records of every rank, then the
+//   process ends with kWatchdogExitCode. A thread cannot be cancelled, so
+//   there is nothing better to do than PyTorch's watchdog does.
 std::vector<absl::Status> RunRanks(int world_size,
                                    const std::function<absl::Status(Communicator&)>& fn,
                                    const LocalOptions& options = {});

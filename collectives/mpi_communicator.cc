@@ -362,6 +362,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, int rank, int size, const MpiOpt
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  StopWatchdog();
   comm_thread_.Drain();  // queued collectives still use comm_
   if (health().ok()) MPI_Comm_free(&comm_);
 }

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -152,6 +154,8 @@ struct NcclCommunicator::Impl {
   std::vector<std::shared_ptr<Event>> group_events;          // recorded at GroupEnd
   std::vector<std::function<absl::Status()>> after_group;    // narrowing casts, at GroupEnd
   std::vector<std::pair<int64_t, std::shared_ptr<Event>>> in_flight;  // for the ring
+  // Guards in_flight's changes (issuing thread) against the watchdog's reads.
+  mutable std::mutex in_flight_mu;
 };
 
 namespace {
@@ -179,7 +183,12 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> InitRank(const ncclUniqueId& i
   }
   ZS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
   ncclComm_t comm = nullptr;
-  ZS_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comm, size, id, rank));
+  {
+    // ncclCommInitRank waits for every rank with no deadline (issue 26).
+    WatchdogWait wait(absl::StrCat("ncclCommInitRank (rank ", rank, " of ", size, ")"),
+                      options.comm.timeout);
+    ZS_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comm, size, id, rank));
+  }
   return Wrap(comm, rank, size, device, options);
 }
 
@@ -254,6 +263,7 @@ NcclCommunicator::NcclCommunicator(int rank, int size, Device device, const Nccl
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  StopWatchdog();
   {
     absl::MutexLock lock(&impl_->shared->mu);
     impl_->shared->on_error = nullptr;
@@ -271,6 +281,28 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 const Stream& NcclCommunicator::stream() const { return impl_->stream; }
+
+// ================================================================ watchdog
+
+bool NcclCommunicator::IsCollectiveComplete(int64_t seq) const {
+  std::shared_ptr<Event> event;
+  {
+    std::lock_guard<std::mutex> lock(impl_->in_flight_mu);
+    for (const auto& [s, e] : impl_->in_flight) {
+      if (s == seq) event = e;
+    }
+  }
+  if (event == nullptr) return false;
+  absl::StatusOr<bool> q = event->Query();
+  return q.ok() && *q;
+}
+
+void NcclCommunicator::AbortBackend(const absl::Status& why) {
+  // Kernels waiting for a peer that will never come end; Work::Wait and later
+  // collectives fail with Aborted.
+  (void)why;  // Abort(why) has recorded it
+  if (!impl_->shared->aborted.exchange(true)) ncclCommAbort(impl_->shared->comm);
+}
 
 // ================================================================ groups
 
@@ -309,6 +341,7 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
     absl::StatusOr<bool> q = it->second->Query();
     if (q.ok() && *q) {
       trace().SetState(it->first, CollectiveState::kCompleted);
+      std::lock_guard<std::mutex> lock(im.in_flight_mu);
       it = im.in_flight.erase(it);
     } else {
       ++it;
@@ -423,11 +456,15 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
   } else {
     ZS_RETURN_IF_ERROR(done->Record(im.stream));
   }
-  im.in_flight.emplace_back(d.seq, done);
+  {
+    std::lock_guard<std::mutex> lock(im.in_flight_mu);
+    im.in_flight.emplace_back(d.seq, done);
+  }
   auto work = std::make_shared<NcclWork>(im.shared, d, prefix, done);
   if (call.blocking) {
     ZS_RETURN_IF_ERROR(work->Wait());
     trace().SetState(d.seq, CollectiveState::kCompleted);
+    std::lock_guard<std::mutex> lock(im.in_flight_mu);
     im.in_flight.pop_back();
   }
   return std::shared_ptr<Work>(work);

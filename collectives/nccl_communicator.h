@@ -85,6 +85,11 @@ class NcclCommunicator final : public Communicator {
  protected:
   absl::StatusOr<std::shared_ptr<Work>> Launch(CollectiveCall call) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc& desc) override;
+  // The watchdog: ncclCommAbort.
+  void AbortBackend(const absl::Status& why) override;
+  // The ring learns of completions at the next launch; the watchdog asks the
+  // collective's event.
+  bool IsCollectiveComplete(int64_t seq) const override;
 
  private:
   const NcclOptions nccl_options_;

@@ -53,6 +53,7 @@
 #include "train/trainer.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
+#include "runtime/watchdog.h"
 
 ABSL_FLAG(std::string, config, "", "JSON config (examples/configs/); flags and --set override it");
 ABSL_FLAG(std::string, set, "", "key.path=value: override one config key (repeat the flag for more)");
@@ -111,6 +112,32 @@ bool PrintHelpIfAsked(int argc, char** argv) {
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "train_gpt: %s\n", s.ToString().c_str());
   return 1;
+}
+
+// The process watchdog (runtime/watchdog.h, issue 26): a collective in progress
+// past distributed.timeout_s plus a grace, or a device wait (or NCCL init)
+// past distributed.timeout_s, writes the flight records into the run folder,
+// aborts the communicators and ends the process; under MPI through MPI_Abort,
+// which ends every process of the job.
+absl::Status StartWatchdog(const RunConfig& config, const std::string& run_dir, int mpi_rank) {
+  WatchdogOptions w;
+  w.grace = absl::Seconds(30);
+  w.wait_timeout = absl::Seconds(config.timeout_s);
+  w.dump_dir = run_dir;
+  w.process_rank = mpi_rank;
+  if (mpi_rank >= 0) {
+    w.terminate = [](int code) {
+      std::fflush(nullptr);
+      MPI_Abort(MPI_COMM_WORLD, code);
+    };
+  }
+  ZS_RETURN_IF_ERROR(Watchdog::Process().Start(w));
+  if (mpi_rank <= 0) {
+    std::printf("watchdog: a collective %s past the timeout (%.0f s) or a device wait past it ends the job%s%s\n",
+                absl::FormatDuration(w.grace).c_str(), config.timeout_s,
+                run_dir.empty() ? "" : "; flight records in ", run_dir.c_str());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -175,16 +202,31 @@ int main(int argc, char** argv) {
         run.resize(n);
         MPI_Bcast(run.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
         if (!run.empty()) PointOutputsInto(&*config, RunDir::At(run));
+        status = StartWatchdog(*config, run, (*comm)->rank());
+      }
+      if (status.ok()) {
         status = config->model_type == "resnet" ? RunResNetTraining(config->resnet, **comm).status()
                                                 : RunTraining(options, **comm);
       }
+      if (!status.ok()) {
+        // A peer may be dead or stopped: MPI_Finalize (and the communicator's
+        // MPI_Comm_free) would wait for it forever, so the survivors of a
+        // timeout hung there (issue 26). MPI_Abort ends every process of the
+        // job, this one with status 1.
+        Fail(status);
+        std::fflush(nullptr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
     }
+    Watchdog::Process().Stop();
     MPI_Finalize();
-    return status.ok() ? 0 : Fail(status);
+    return 0;
   }
   const int world = config->world_size;
   if (absl::Status s = options.sharding.Validate(world); !s.ok()) return Fail(s);
-  if (absl::StatusOr<std::string> opened = open_run_dir(); !opened.ok()) return Fail(opened.status());
+  absl::StatusOr<std::string> opened = open_run_dir();
+  if (!opened.ok()) return Fail(opened.status());
+  if (absl::Status s = StartWatchdog(*config, *opened, /*mpi_rank=*/-1); !s.ok()) return Fail(s);
   if (config->model_type == "resnet") {
     if (config->backend == "nccl") {
       return Fail(absl::UnimplementedError(

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/device_api.h"
+#include "runtime/watchdog.h"
 
 namespace zeroshard::cuda {
 
@@ -105,6 +106,7 @@ absl::Status CudaStreamDestroy(void* stream) {
 
 absl::Status CudaStreamSynchronize(void* stream) {
   ++thread_counts.host_syncs;
+  zeroshard::WatchdogWait wait("cudaStreamSynchronize");  // no deadline of its own (issue 26)
   ZS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
   return absl::OkStatus();
 }
@@ -146,6 +148,7 @@ absl::StatusOr<bool> CudaEventQuery(void* event) {
 
 absl::Status CudaEventSynchronize(void* event) {
   ++thread_counts.host_syncs;
+  zeroshard::WatchdogWait wait("cudaEventSynchronize");  // no deadline of its own (issue 26)
   ZS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
   return absl::OkStatus();
 }
