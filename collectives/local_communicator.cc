@@ -86,27 +86,53 @@ class LocalGroup {
   // within microseconds naming the rank and its error, instead of waiting out
   // the timeout for a rank that will never arrive. (A rank that returns OK while
   // its peers still call collectives is a program error the timeout names.)
-  // Groups split from this one (HYBRID_SHARD's) keep their own timeout.
+  // Groups split from this one (HYBRID_SHARD's) are aborted with it.
   void MarkExited(int rank, const absl::Status& status) {
-    absl::MutexLock lock(&mu_);
-    exited_[rank] = std::string(status.ok() ? "OK" : status.ToString());
-    exited_any_.store(true);
-    if (!status.ok() && !aborted_.load(std::memory_order_acquire)) {
-      abort_reason_ = absl::AbortedError(absl::StrCat("rank ", rank, " returned ", status.ToString()));
-      aborted_.store(true, std::memory_order_release);
+    std::vector<std::weak_ptr<LocalGroup>> children;
+    absl::Status reason;
+    {
+      absl::MutexLock lock(&mu_);
+      exited_[rank] = std::string(status.ok() ? "OK" : status.ToString());
+      exited_any_.store(true);
+      if (!status.ok() && !aborted_.load(std::memory_order_acquire)) {
+        abort_reason_ = absl::AbortedError(absl::StrCat("rank ", rank, " returned ", status.ToString()));
+        aborted_.store(true, std::memory_order_release);
+        reason = abort_reason_;
+        children = children_;
+      }
+      cv_.SignalAll();
     }
-    cv_.SignalAll();
+    // The groups split from this one (HYBRID_SHARD's shard and replica
+    // groups) go too: the rank is a member of some, and the others' ranks
+    // fail at their next collective of this group anyway.
+    for (const std::weak_ptr<LocalGroup>& c : children) {
+      if (std::shared_ptr<LocalGroup> child = c.lock()) child->Abort(reason);
+    }
   }
 
-  // The watchdog gave up on the group: ranks waiting in a collective, and
-  // every later one, fail with Aborted naming `why`.
-  void Abort(const absl::Status& why) {
+  // A group split from this one: aborted with it.
+  void AddChild(std::weak_ptr<LocalGroup> child) {
     absl::MutexLock lock(&mu_);
-    if (!aborted_.load(std::memory_order_acquire)) {
-      abort_reason_ = absl::AbortedError(why.message());
-      aborted_.store(true, std::memory_order_release);
+    children_.push_back(std::move(child));
+  }
+
+  // The watchdog gave up on the group, or a rank failed in the group it was
+  // split from: ranks waiting in a collective, and every later one, fail with
+  // Aborted naming `why`; so do the groups split from this one.
+  void Abort(const absl::Status& why) {
+    std::vector<std::weak_ptr<LocalGroup>> children;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!aborted_.load(std::memory_order_acquire)) {
+        abort_reason_ = absl::AbortedError(why.message());
+        aborted_.store(true, std::memory_order_release);
+        children = children_;
+      }
+      cv_.SignalAll();
     }
-    cv_.SignalAll();
+    for (const std::weak_ptr<LocalGroup>& c : children) {
+      if (std::shared_ptr<LocalGroup> child = c.lock()) child->Abort(why);
+    }
   }
 
   // Where every rank is, for the flight record: "rank 0 arrived at #5, rank 1
@@ -176,6 +202,7 @@ class LocalGroup {
   std::atomic<bool> aborted_{false};
   std::atomic<bool> exited_any_{false};
   absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<LocalGroup>> children_ ABSL_GUARDED_BY(mu_);  // split from this one
 };
 
 std::string LocalGroup::DescribeMissing(int64_t target) const {
@@ -432,6 +459,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> LocalCommunicator::ExecuteSplit(
     if (members[0] == rank()) {
       g.split_slot(d.seq, rank()) =
           std::make_shared<LocalGroup>(static_cast<int>(members.size()), g.options());
+      g.AddChild(g.split_slot(d.seq, rank()));
     }
   }
   if (absl::Status s = g.Rendezvous(rank(), d, LocalGroup::kSplitMade); !s.ok()) {

@@ -91,6 +91,31 @@ TEST(RunRanksTest, AnErrorReachesThePeersAtOnce) {
   }
 }
 
+// The error reaches groups split from the failing rank's group too (issue 26):
+// ranks waiting in a shard group's or a replica group's collective, as under
+// HYBRID_SHARD, fail at once naming it instead of waiting for the timeout.
+TEST(RunRanksTest, AnErrorReachesSplitGroupsAtOnce) {
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> statuses = RunRanks(4, [](Communicator& comm) -> absl::Status {
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> shard, comm.Split(comm.rank() / 2, comm.rank()));
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> replica, comm.Split(comm.rank() % 2, comm.rank()));
+    for (int i = 0; i < 20; ++i) {
+      if (comm.rank() == 2 && i == 5) return absl::InternalError("rank 2 broke at step 5");
+      ZS_RETURN_IF_ERROR(shard->Barrier());
+      ZS_RETURN_IF_ERROR(replica->Barrier());
+    }
+    return absl::OkStatus();
+  });
+  const absl::Duration took = absl::Now() - start;
+  // The default timeout is 10 minutes; 5 s bounds a loaded 2-core machine.
+  EXPECT_LT(took, absl::Seconds(5)) << "the peers waited for the timeout";
+  for (int r : {0, 1, 3}) {
+    EXPECT_THAT(statuses[r], StatusIs(absl::StatusCode::kAborted,
+                                      HasSubstr("rank 2 returned INTERNAL: rank 2 broke at step 5")))
+        << "rank " << r;
+  }
+}
+
 // A rank that returns an error after its last collective does not fail its
 // peers' completed collectives.
 TEST(RunRanksTest, AnErrorAfterTheLastCollectiveLeavesThePeersOk) {

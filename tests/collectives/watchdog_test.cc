@@ -201,8 +201,9 @@ TEST(Watchdog, AHungRankIsNamedAfterTheGrace) {
   EXPECT_THAT(record, HasSubstr("rank 1 of 4 has not returned 200ms after rank 0 failed (INTERNAL: "
                                 "rank 0 broke): hung outside the group's collectives"));
   EXPECT_THAT(record, HasSubstr("last 1 collectives of rank 1 of 4 (local)"));
+  // (Ranks 2 and 3 may or may not have arrived at #2 before the abort.)
   EXPECT_THAT(record, HasSubstr("where the group's ranks are: rank 0 finished #1 (its thread returned "
-                                "INTERNAL: rank 0 broke), rank 1 finished #1, rank 2 arrived at #2"));
+                                "INTERNAL: rank 0 broke), rank 1 finished #1, rank 2 "));
 }
 
 // Without a hook the process really ends, with the watchdog's status, naming
