@@ -22,9 +22,19 @@ namespace zeroshard {
 namespace {
 constexpr uint64_t kMaxIoChunk = uint64_t{1} << 30;
 std::string Quoted(absl::string_view s) { return absl::StrCat("'", s, "'"); }
+// The fail_after_bytes hook's ENOSPC, marked as injected.
+absl::Status Injected(const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(s.message(), " (injected: fail_after_bytes)"));
+}
 }  // namespace
 
-absl::Status ErrnoStatus(int err, absl::string_view what) { return absl::ErrnoToStatus(err, what); }
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  absl::Status s = absl::ErrnoToStatus(err, what);
+  // absl maps EFBIG to OutOfRange; for a writer it is the same fault as a full
+  // disk: the bytes did not fit (Note [Full disk]).
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) return absl::ResourceExhaustedError(s.message());
+  return s;
+}
 
 std::string DirectoryOf(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -119,8 +129,7 @@ absl::Status AtomicFileWriter::Write(const void* data, size_t nbytes) {
       const uint64_t limit = static_cast<uint64_t>(options_.fail_after_bytes);
       const uint64_t budget = limit - std::min(written_, limit);
       if (budget == 0) {
-        return absl::InternalError(absl::StrCat(what_, ": injected write failure after ", written_,
-                                                " bytes (fail_after_bytes)"));
+        return Injected(ErrnoStatus(ENOSPC, absl::StrCat(what_, ": writing ", Quoted(tmp_), " at byte ", written_)));
       }
       chunk = static_cast<size_t>(std::min<uint64_t>(chunk, budget));
     }
@@ -140,9 +149,9 @@ absl::Status AtomicFileWriter::Write(const void* data, size_t nbytes) {
 absl::Status AtomicFileWriter::Commit() {
   absl::Status status;
   if (options_.fail_after_bytes >= 0 && written_ >= static_cast<uint64_t>(options_.fail_after_bytes)) {
-    // The whole file fit in the budget exactly: the "crash" still happens before the rename.
-    status = absl::InternalError(absl::StrCat(what_, ": injected write failure after ", written_,
-                                              " bytes (fail_after_bytes)"));
+    // The whole file fit in the budget exactly: the disk is full at the fsync
+    // (as delayed allocation can make it), still before the rename.
+    status = Injected(ErrnoStatus(ENOSPC, absl::StrCat(what_, ": fsync of ", Quoted(tmp_), " after ", written_, " bytes")));
   }
   if (status.ok() && options_.fsync && ::fsync(fd_) != 0) {
     status = ErrnoStatus(errno, absl::StrCat(what_, ": fsync of ", Quoted(tmp_)));

@@ -11,6 +11,13 @@
 // `path` untouched, and a writer destroyed without Commit removes its
 // temporary file. `fail_after_bytes` injects a write failure (as a full disk
 // or a killed process would) for tests.
+//
+// Note [Full disk]: a write, fsync or close that fails because the disk or
+// the quota is full (ENOSPC, EDQUOT) or because the file may not grow
+// (EFBIG: RLIMIT_FSIZE, a filesystem's largest file) is ResourceExhausted,
+// naming the temporary file and the byte it failed at; the temporary file is
+// removed and `path` keeps what it held. The injected failure takes the same
+// path as ENOSPC, so tests of it test the real one.
 #ifndef ZEROSHARD_CHECKPOINT_ATOMIC_FILE_H_
 #define ZEROSHARD_CHECKPOINT_ATOMIC_FILE_H_
 
@@ -26,8 +33,10 @@ namespace zeroshard {
 
 struct AtomicFileOptions {
   bool fsync = true;
-  // Test hook: when >= 0 the write fails (Internal, "injected write failure")
-  // once this many bytes have been written; nothing appears at the path.
+  // Test hook: when >= 0 the disk is "full" once this many bytes have been
+  // written: the write fails as ENOSPC does (ResourceExhausted, "No space left
+  // on device (injected: fail_after_bytes)", Note [Full disk]); nothing
+  // appears at the path.
   int64_t fail_after_bytes = -1;
 };
 
@@ -67,7 +76,8 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 absl::Status FsyncDirectory(const std::string& dir);
 // "a/b" for "a/b/c"; "." for "c".
 std::string DirectoryOf(const std::string& path);
-// An errno as a Status with `what` in front.
+// An errno as a Status with `what` in front: absl's mapping, except that
+// ENOSPC, EDQUOT and EFBIG are all ResourceExhausted (Note [Full disk]).
 absl::Status ErrnoStatus(int err, absl::string_view what);
 
 }  // namespace zeroshard

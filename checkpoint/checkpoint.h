@@ -56,8 +56,13 @@
 // Integrity: files are written under a temporary directory and the directory
 // is renamed into place only when complete (checkpoint.json is written last),
 // so a crash mid-save never damages an earlier checkpoint. Every file's
-// CRC-32C is in checkpoint.json and checked on load. Truncated, corrupted or
-// mismatched checkpoints give a Status naming the file and the fault.
+// CRC-32C is in checkpoint.json, and checkpoint.json's own (Note [Manifest
+// checksum] in manifest.h), checked on load. Truncated, corrupted, missing,
+// replaced (a symbolic link, Note [Checkpoint files are regular files] in
+// checkpoint_internal.h) or mismatched files give a Status naming the file
+// and the fault, the same on every rank. A full disk gives ResourceExhausted
+// naming the file and the rank (Note [Full disk] in atomic_file.h); the
+// previous checkpoint stays, and nothing is left behind.
 #ifndef ZEROSHARD_CHECKPOINT_CHECKPOINT_H_
 #define ZEROSHARD_CHECKPOINT_CHECKPOINT_H_
 
@@ -136,24 +141,40 @@ absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& 
 // into host memory (the only time the training loop is blocked) and writes it
 // on a thread; the next Start() or Wait() waits for the previous save. Ranks
 // coordinate through marker files, not collectives, so training goes on.
+//
+// Failures (issue 26): a save that fails in the background (a full disk:
+// ResourceExhausted, Note [Full disk] in atomic_file.h) leaves the previous
+// checkpoint at `dir` as it was and nothing behind (the lead removes
+// <dir>.tmp once every rank is done with it). The failure is reported by the
+// next Wait() or Start(), the same status on every rank: the first failing
+// rank's, "rank <r>: ..." naming the file. That is the next save or the end
+// of training in a trainer (train/trainer.cc waits before each save and at
+// the end), not the next step: a per-step check would cost a collective per
+// step.
 class AsyncCheckpointer {
  public:
   AsyncCheckpointer() = default;
+  // Waits for the save in flight, but reports nothing (Wait is collective).
   ~AsyncCheckpointer();
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
 
   // Collective (the snapshot of a full checkpoint gathers). Returns once the
-  // snapshot is taken; `blocked_seconds` (optional) receives how long that took.
+  // snapshot is taken; `blocked_seconds` (optional) receives how long that
+  // took. When the previous save failed, returns its status (as Wait) and
+  // starts nothing; that failure is then reported, and the next Start saves.
   absl::Status Start(const std::string& dir, ShardedModel& model, optim::ShardedOptimizer* optimizer,
                      const TrainingState& state, const SaveOptions& options,
                      double* blocked_seconds = nullptr);
-  // The status of the last save, after it finished.
+  // Collective over the last Start's world: waits for the last save and
+  // returns its status, agreed by every rank.
   absl::Status Wait();
 
  private:
   std::thread thread_;
-  absl::Status status_;
+  Communicator* world_ = nullptr;  // the last Start's model's world
+  absl::Status status_;            // this rank's own failure
+  bool peer_failed_ = false;       // the lead saw a peer's ".failed" marker
 };
 
 // Newest complete checkpoint directory ("step-<n>") under `work_dir`, or NotFound.

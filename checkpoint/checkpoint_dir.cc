@@ -78,6 +78,36 @@ void RemoveTree(const std::string& path) {
   ::rmdir(path.c_str());
 }
 
+absl::Status CheckRegularFile(const std::string& dir, const std::string& name, uint64_t* bytes) {
+  const std::string path = dir + "/" + name;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    const std::string what = absl::StrCat("checkpoint ", Quoted(dir), ": file ", Quoted(name));
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(what, " is missing"));
+    return ErrnoStatus(err, what);
+  }
+  if (S_ISLNK(st.st_mode)) {
+    char target[4096];
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint ", Quoted(dir), ": file ", Quoted(name), " is a symbolic link (to ",
+        n >= 0 ? Quoted(absl::string_view(target, static_cast<size_t>(n))) : std::string("an unreadable target"),
+        "); a save writes regular files only, so another file stands in its place (Note [Checkpoint files are "
+        "regular files])"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    return absl::DataLossError(absl::StrCat("checkpoint ", Quoted(dir), ": file ", Quoted(name), " is ", kind,
+                                            ", not a regular file"));
+  }
+  if (bytes != nullptr) *bytes = static_cast<uint64_t>(st.st_size);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", Quoted(path)));
@@ -95,7 +125,7 @@ absl::Status PrepareTmpDir(const DirNames& d) {
 }
 
 absl::Status Finalize(const DirNames& d, const json& manifest, const AtomicFileOptions& file) {
-  ZS_RETURN_IF_ERROR(WriteFileAtomically(d.tmp_dir + "/" + kManifest, manifest.dump(2), file));
+  ZS_RETURN_IF_ERROR(WriteFileAtomically(d.tmp_dir + "/" + kManifest, SealCheckpointManifest(manifest.dump(2)), file));
   return SwapIntoPlace(d, file);
 }
 
@@ -133,9 +163,10 @@ absl::Status Agree(Communicator& comm, const absl::Status& mine) {
   ZS_ASSIGN_OR_RETURN(double v, flag->Item());
   if (v == 0) return absl::OkStatus();
   const int failed = comm.size() - static_cast<int>(v);
-  // The failing rank's code and message to everyone: [code, length], then the
-  // message's bytes one per i32 element (there is no byte dtype).
-  const std::string text(mine.message());
+  // The failing rank's code and message, with its rank in front, to everyone:
+  // [code, length], then the message's bytes one per i32 element (there is no
+  // byte dtype). The failing rank returns the same status as its peers.
+  const std::string text = mine.ok() ? std::string() : absl::StrCat("rank ", comm.rank(), ": ", mine.message());
   ZS_ASSIGN_OR_RETURN(Tensor head, Tensor::FromVector(std::vector<int64_t>{static_cast<int64_t>(mine.code()),
                                                                            static_cast<int64_t>(text.size())},
                                                       {2}, DType::kI64, DefaultCpuAllocator()));
@@ -148,7 +179,6 @@ absl::Status Agree(Communicator& comm, const absl::Status& mine) {
     ZS_RETURN_IF_ERROR(comm.Broadcast(body, failed));
     ZS_ASSIGN_OR_RETURN(bytes, body.ToVector<int32_t>());
   }
-  if (!mine.ok() && comm.rank() == failed) return mine;
   std::string message(bytes.size(), '\0');
   for (size_t i = 0; i < bytes.size(); ++i) message[i] = static_cast<char>(bytes[i]);
   const absl::StatusCode code = static_cast<absl::StatusCode>(h[0]);

@@ -51,6 +51,21 @@ bool Exists(const std::string& path);
 // rm -rf for the checkpoint's own directories (files and one level of subdirectories).
 void RemoveTree(const std::string& path);
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+// Note [Checkpoint files are regular files] (issue 26): a save writes every
+// file of a checkpoint itself, as a regular file in the checkpoint's
+// directory, so a load takes nothing else in a file's place. A symbolic link
+// (to another checkpoint's file, say) is DataLoss naming the file and its
+// target, even when the bytes behind it would pass the size and CRC-32C
+// checks: the target belongs to another directory's life (retention deletes
+// it, a later save to that directory replaces it), and with
+// verify_checksums = false, or a file of the same size whose CRC happens to
+// match, another step's state would load as this one's. Anything else that
+// is not a regular file (a FIFO would block the open forever, a directory)
+// is DataLoss too. The directory itself may be reached through a link.
+// Hugging Face folders (hf_folder.h) are exempt: its cache links every file
+// to a blob. OK with the file's size in *bytes (may be null); NotFound when
+// the file is absent.
+absl::Status CheckRegularFile(const std::string& dir, const std::string& name, uint64_t* bytes);
 
 // ================================================================ the directory protocol (checkpoint_dir.cc)
 
@@ -68,8 +83,9 @@ absl::Status Finalize(const DirNames& d, const nlohmann::json& manifest, const A
 // step; Hugging Face folders (hf_folder.cc), which have no manifest, end with it.
 absl::Status SwapIntoPlace(const DirNames& d, const AtomicFileOptions& file);
 // A status every rank agrees on: the first non-OK (in rank order), its code
-// and message broadcast to every rank, or OK. One all-reduce when every rank
-// is OK, two broadcasts more otherwise.
+// and "rank <r>: <its message>" the same on every rank (the failing one
+// included), or OK. One all-reduce when every rank is OK, two broadcasts more
+// otherwise.
 absl::Status Agree(Communicator& comm, const absl::Status& mine);
 // Records a written file's {bytes, crc32c} in the manifest.
 void AddFile(nlohmann::json& manifest, const std::string& name, std::pair<uint64_t, uint32_t> info);

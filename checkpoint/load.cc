@@ -23,6 +23,7 @@ namespace zeroshard {
 
 using checkpoint_internal::AddFile;
 using checkpoint_internal::Agree;
+using checkpoint_internal::CheckRegularFile;
 using checkpoint_internal::DirNames;
 using checkpoint_internal::Finalize;
 using checkpoint_internal::kBuffersFile;
@@ -64,18 +65,20 @@ class CheckpointReader {
     CheckpointReader r;
     r.dir_ = dir;
     r.options_ = o;
+    // Regular files only (Note [Checkpoint files are regular files]); no
+    // manifest: not a (complete) checkpoint, NotFound.
+    ZS_RETURN_IF_ERROR(CheckRegularFile(dir, kManifest, nullptr));
     ZS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(dir + "/" + kManifest));
     ZS_ASSIGN_OR_RETURN(r.manifest_, ParseCheckpointManifest(text, dir + "/" + kManifest));
     r.type_ = r.manifest_.type;
-    // Every file the manifest lists must be there with its size.
+    // Every file the manifest lists must be there, a regular file, with its size.
     for (const auto& [name, info] : r.manifest_.files) {
-      struct stat st;
-      const std::string path = dir + "/" + name;
-      if (::stat(path.c_str(), &st) != 0) {
-        return absl::DataLossError(absl::StrCat("checkpoint ", Quoted(dir), ": file ", Quoted(name), " is missing"));
+      uint64_t bytes = 0;
+      if (absl::Status s = CheckRegularFile(dir, name, &bytes); !s.ok()) {
+        return absl::IsNotFound(s) ? absl::DataLossError(s.message()) : s;
       }
-      if (static_cast<uint64_t>(st.st_size) != info.first) {
-        return absl::DataLossError(absl::StrCat("checkpoint ", Quoted(dir), ": file ", Quoted(name), " has ", st.st_size,
+      if (bytes != info.first) {
+        return absl::DataLossError(absl::StrCat("checkpoint ", Quoted(dir), ": file ", Quoted(name), " has ", bytes,
                                                 " bytes, expected ", info.first, " (truncated or replaced)"));
       }
     }
@@ -334,6 +337,9 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
   // The new manifest: the old one with another type and file list.
   ZS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(sharded_dir + "/" + kManifest));
   json manifest = json::parse(text);  // already validated by the reader
+  // Sealed again by Finalize, in this version's format (Note [Manifest checksum]).
+  manifest.erase(kManifestChecksumKey);
+  manifest["version"] = kCheckpointFormatVersion;
   manifest["type"] = "full";
   manifest["files"] = json::object();
   const DirNames d(full_dir);

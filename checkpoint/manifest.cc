@@ -2,10 +2,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/crc32c.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -26,7 +33,26 @@ TrainingState StateFromJson(const json& j) {
   return s;
 }
 
+// Where SealCheckpointManifest puts the checksum: the first member, as dump(2) indents it.
+constexpr absl::string_view kChecksumPrefix = "{\n  \"manifest_crc32c\": \"";
+constexpr absl::string_view kZeroChecksum = "00000000";
+
+uint32_t ManifestCrc(std::string text, size_t digits_at) {
+  text.replace(digits_at, kZeroChecksum.size(), kZeroChecksum.data(), kZeroChecksum.size());
+  return Crc32c(text.data(), text.size());
+}
+
 }  // namespace
+
+std::string SealCheckpointManifest(absl::string_view json_text) {
+  absl::string_view rest = json_text;
+  if (absl::StartsWith(rest, "{")) rest.remove_prefix(1);
+  const bool empty = absl::StartsWith(absl::StripLeadingAsciiWhitespace(rest), "}");
+  std::string text = absl::StrCat(kChecksumPrefix, kZeroChecksum, "\"", empty ? "" : ",", rest);
+  const uint32_t crc = ManifestCrc(text, kChecksumPrefix.size());
+  text.replace(kChecksumPrefix.size(), kZeroChecksum.size(), absl::StrFormat("%08x", crc));
+  return text;
+}
 
 absl::string_view StateDictTypeName(StateDictType t) {
   return t == StateDictType::kFull ? "full" : "sharded";
@@ -44,11 +70,58 @@ absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view tex
   auto fail = [&](const std::string& what) {
     return absl::DataLossError(absl::StrCat("checkpoint manifest ", Quoted(source), ": ", what));
   };
+  // Duplicate keys are caught while parsing (nlohmann keeps the last of two).
+  std::vector<absl::flat_hash_set<std::string>> keys_per_object;
+  std::string duplicate;
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        keys_per_object.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!keys_per_object.empty()) keys_per_object.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!keys_per_object.empty() && parsed.is_string() &&
+            !keys_per_object.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
   json m;
   try {
-    m = json::parse(text.begin(), text.end());
+    m = json::parse(text.begin(), text.end(), check);
   } catch (const json::exception& e) {
     return fail(absl::StrCat("not valid JSON: ", e.what()));
+  }
+  if (!duplicate.empty()) {
+    return fail(absl::StrCat("the key ", Quoted(duplicate),
+                             " appears twice in one object (duplicate keys are not allowed)"));
+  }
+  // Note [Manifest checksum]: before any value is believed.
+  const bool sealed = m.is_object() && m.contains(kManifestChecksumKey);
+  if (sealed) {
+    const json& stored = m[kManifestChecksumKey];
+    uint32_t want = 0;
+    // Exactly as SealCheckpointManifest writes it: lower-case digits only (an
+    // 'A' for an 'a' is one flipped bit that a number parser would forgive).
+    const absl::string_view digits = text.substr(std::min(text.size(), kChecksumPrefix.size()), 8);
+    const bool lower_hex = digits.size() == 8 && std::all_of(digits.begin(), digits.end(), [](char c) {
+      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    });
+    if (!absl::StartsWith(text, kChecksumPrefix) || !lower_hex || !stored.is_string() ||
+        stored.get<std::string>() != digits || !absl::SimpleHexAtoi(digits, &want)) {
+      return fail(absl::StrCat("\"", kManifestChecksumKey, "\" should be the first member, 8 hex digits, found ",
+                               stored.dump(), " (was the file edited?)"));
+    }
+    const uint32_t got = ManifestCrc(std::string(text), kChecksumPrefix.size());
+    if (got != want) {
+      return fail(absl::StrFormat("CRC-32C %08x, expected %08x as written (corrupted)", got, want));
+    }
   }
   // Every integer is read through this: a JSON integer within [lo, hi], named
   // by its path. nlohmann's get<int>() converts whatever it finds (2^32 + 2
@@ -74,9 +147,14 @@ absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view tex
     if (!m.is_object() || m.value("format", "") != "zeroshard-checkpoint") {
       return fail("not a zeroshard checkpoint manifest (\"format\" is not \"zeroshard-checkpoint\")");
     }
-    if (m.value("version", 0) != kCheckpointFormatVersion) {
+    const int version = m.value("version", 0);
+    if (version < 1 || version > kCheckpointFormatVersion) {
       return absl::UnimplementedError(absl::StrCat("checkpoint manifest ", Quoted(source), ": format version ",
-                                                   m.value("version", 0), ", expected ", kCheckpointFormatVersion));
+                                                   version, ", expected 1 to ", kCheckpointFormatVersion));
+    }
+    if (version >= 2 && !sealed) {
+      return fail(absl::StrCat("format version ", version, " but no \"", kManifestChecksumKey,
+                               "\" (its own checksum): the file was altered"));
     }
     absl::StatusOr<StateDictType> type = ParseStateDictType(m.at("type").get<std::string>());
     if (!type.ok()) return fail(std::string(type.status().message()));

@@ -5,6 +5,22 @@
 //
 //   ZS_ASSIGN_OR_RETURN(CheckpointManifest m, ParseCheckpointManifest(text, path));
 //   m.layout[0].params[0].name;   // "transformer.h.0.ln_1.weight"
+//   std::string file = SealCheckpointManifest(json.dump(2));   // what the writer stores
+//
+// Note [Manifest checksum] (issue 26): the manifest holds every other file's
+// size and CRC-32C, and nothing checked the manifest itself, so one flipped
+// bit in it (state.step 1 -> 0, a shard's numel, an optimizer step) loaded as
+// if it were true. Since format version 2 its first member is
+//   "manifest_crc32c": "<8 hex digits>"
+// the CRC-32C of the file's bytes with those 8 digits written as "00000000".
+// The parser checks it before anything else it reads (so a flipped bit
+// anywhere, the "version" digit included, is DataLoss "corrupted", never a
+// wrong value or a misleading "unsupported version"), and a version-2 manifest
+// without it is refused (a flip in the key's name would otherwise skip the
+// check). Version-1 manifests (written before it) have none and are read as
+// before. The checksum is of bytes, not of the parsed value: re-indenting the
+// file breaks it, as it would any other file's CRC. Keys are also checked for
+// duplicates while parsing (nlohmann keeps the last of two silently).
 #ifndef ZEROSHARD_CHECKPOINT_MANIFEST_H_
 #define ZEROSHARD_CHECKPOINT_MANIFEST_H_
 
@@ -20,7 +36,9 @@
 
 namespace zeroshard {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// 2: the manifest's own checksum (Note [Manifest checksum]). 1 is still read.
+inline constexpr int kCheckpointFormatVersion = 2;
+inline constexpr char kManifestChecksumKey[] = "manifest_crc32c";
 
 enum class StateDictType { kFull, kSharded };
 absl::string_view StateDictTypeName(StateDictType t);  // "full", "sharded"
@@ -62,7 +80,8 @@ struct CheckpointManifest {
   std::map<std::string, std::pair<uint64_t, uint32_t>> files;  // name -> (bytes, crc32c)
   std::vector<ManifestUnit> layout;
 };
-// Parses and validates a manifest: well-formed JSON of the expected shape,
+// Parses and validates a manifest: its checksum (Note [Manifest checksum]),
+// JSON without duplicate keys, of the expected shape,
 // consistent layout (every parameter inside its unit, shards tiling the
 // padded buffer). Every integer must be a JSON integer in its field's range,
 // and the sums and products the layout is checked with must not overflow
@@ -71,6 +90,10 @@ struct CheckpointManifest {
 // ("layout[0].params[2].offset") and the fault otherwise; never throws.
 absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view text,
                                                            absl::string_view source = "<memory>");
+
+// `json_text`, a JSON object as nlohmann's dump(2) writes it, with its
+// checksum inserted as its first member (Note [Manifest checksum]).
+std::string SealCheckpointManifest(absl::string_view json_text);
 
 }  // namespace zeroshard
 

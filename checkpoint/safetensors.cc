@@ -410,7 +410,10 @@ absl::Status PreadAll(int fd, void* dst, uint64_t nbytes, uint64_t offset,
 }  // namespace
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in the file's place would block open(2) until a writer
+  // came, i.e. forever; with it the open returns and the fstat below refuses
+  // the FIFO. Reads of a regular file ignore the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoError(errno, absl::StrCat("opening safetensors file ", Quoted(path)));
   // From here on the descriptor belongs to `file`, which closes it on any return.
   SafetensorsFile file(path, fd, 0, SafetensorsHeader{});

@@ -212,9 +212,10 @@ struct SafetensorsWriteOptions {
   // fsync the file before the rename and the directory after it. Tests may turn
   // it off for speed; a checkpoint never should.
   bool fsync = true;
-  // Test hook: when >= 0, the write fails (Internal, "injected write failure")
-  // once this many bytes of the file have been written, as a crash or a full disk
-  // would. The temporary file is removed and the file at `path` is untouched.
+  // Test hook: when >= 0, the write fails once this many bytes of the file have
+  // been written, as a full disk does (ResourceExhausted, "No space left on
+  // device (injected: fail_after_bytes)": Note [Full disk] in atomic_file.h).
+  // The temporary file is removed and the file at `path` is untouched.
   int64_t fail_after_bytes = -1;
 };
 

@@ -2,6 +2,7 @@
 // on disk) and AsyncCheckpointer (snapshot to host memory, write on a thread,
 // ranks coordinating through marker files). What is written comes from
 // state_dict.cc, how the directory appears complete from checkpoint_dir.cc.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +41,23 @@ using checkpoint_internal::StreamWriter;
 using checkpoint_internal::WriteShardFile;
 using nlohmann::json;
 
+namespace {
+
+// Rank 0's buffers.safetensors (the model's buffers are replicated), recorded in the manifest.
+absl::Status WriteBuffersFile(const DirNames& d, const SafetensorsTensors& buffers, const AtomicFileOptions& file,
+                              json& manifest) {
+  const std::string path = d.tmp_dir + "/" + kBuffersFile;
+  ZS_RETURN_IF_ERROR(
+      WriteSafetensors(path, buffers, {}, {.fsync = file.fsync, .fail_after_bytes = file.fail_after_bytes}));
+  ZS_ASSIGN_OR_RETURN(uint32_t crc, Crc32cOfFile(path));
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat of '", path, "'"));
+  AddFile(manifest, kBuffersFile, {static_cast<uint64_t>(st.st_size), crc});
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 // ================================================================ SaveCheckpoint
 
 absl::Status SaveCheckpoint(const std::string& dir, ShardedModel& model, optim::ShardedOptimizer* optimizer,
@@ -59,16 +77,7 @@ absl::Status SaveCheckpoint(const std::string& dir, ShardedModel& model, optim::
       mine = r.status();
       if (r.ok()) info = *r;
     }
-    if (mine.ok() && lead && !Buffers(model).empty()) {
-      SafetensorsWriteOptions wo{.fsync = o.file.fsync, .fail_after_bytes = o.file.fail_after_bytes};
-      mine = WriteSafetensors(d.tmp_dir + "/" + kBuffersFile, Buffers(model), {}, wo);
-      if (mine.ok()) {
-        ZS_ASSIGN_OR_RETURN(uint32_t crc, Crc32cOfFile(d.tmp_dir + "/" + kBuffersFile));
-        struct stat st;
-        ::stat((d.tmp_dir + "/" + kBuffersFile).c_str(), &st);
-        AddFile(manifest, kBuffersFile, {static_cast<uint64_t>(st.st_size), crc});
-      }
-    }
+    if (mine.ok() && lead && !Buffers(model).empty()) mine = WriteBuffersFile(d, Buffers(model), o.file, manifest);
     if (absl::Status agreed = Agree(world, mine); !agreed.ok()) {
       if (lead) RemoveTree(d.tmp_dir);
       return agreed;
@@ -118,6 +127,8 @@ absl::Status SaveCheckpoint(const std::string& dir, ShardedModel& model, optim::
         if (r2.ok()) AddFile(manifest, kOptimizerFile, *r2);
       }
     }
+    model_w.reset();  // an unfinished file's temporary goes before its directory
+    opt_w.reset();
     if (absl::Status agreed = Agree(world, mine); !agreed.ok()) {
       if (lead) RemoveTree(d.tmp_dir);
       return agreed;
@@ -130,19 +141,62 @@ absl::Status SaveCheckpoint(const std::string& dir, ShardedModel& model, optim::
 
 // ================================================================ async
 
-AsyncCheckpointer::~AsyncCheckpointer() { (void)Wait(); }
+namespace {
+
+// Tells the lead that this rank's shard file `name` is complete
+// ("<name>.done": {"bytes", "crc32c"}) or not ("<name>.failed": the error).
+// Returns the rank's own status: `written`'s, or the marker's failure. On a
+// full disk the marker's bytes may not fit either: an empty "<name>.failed"
+// is made then, which needs an inode and no data block, so the lead never
+// waits for a marker that cannot come; the rank reports its error itself
+// (AsyncCheckpointer::Wait agrees on it).
+absl::Status WriteMarker(const DirNames& d, const std::string& name,
+                         const absl::StatusOr<std::pair<uint64_t, uint32_t>>& written) {
+  const std::string base = d.tmp_dir + "/" + name;
+  const json info = {{"bytes", written.ok() ? written->first : 0},
+                     {"crc32c", written.ok() ? written->second : 0},
+                     {"error", written.status().ToString()}};
+  const absl::Status marked =
+      WriteFileAtomically(base + (written.ok() ? ".done" : ".failed"), info.dump(), {.fsync = false});
+  if (marked.ok()) return written.status();
+  const int fd = ::open((base + ".failed").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd >= 0) ::close(fd);
+  return written.ok() ? marked : written.status();
+}
+
+}  // namespace
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+  // Not Wait(): that is collective, and a destructor may run on one rank alone
+  // (an error unwinding the training loop). The save finishes; nobody hears of it.
+  if (thread_.joinable()) thread_.join();
+}
 
 absl::Status AsyncCheckpointer::Wait() {
   if (thread_.joinable()) thread_.join();
-  return status_;
+  if (world_ == nullptr) return status_;  // nothing was ever started
+  // The lead's thread saw a peer's ".failed" marker: that peer reports its own
+  // error (which names its file and errno), so the lead contributes OK.
+  absl::Status agreed = Agree(*world_, status_);
+  if (agreed.ok() && peer_failed_) {
+    // Cannot happen: a ".failed" marker is written only by a rank whose save failed.
+    return absl::InternalError("async checkpoint: a peer marked its shard file failed but reports OK");
+  }
+  return agreed;
 }
 
 absl::Status AsyncCheckpointer::Start(const std::string& dir, ShardedModel& model,
                                       optim::ShardedOptimizer* optimizer, const TrainingState& state,
                                       const SaveOptions& o, double* blocked_seconds) {
   const auto start = std::chrono::steady_clock::now();
-  ZS_RETURN_IF_ERROR(Wait());  // one save at a time
+  // One save at a time. A failure of the previous save is reported here, once:
+  // this save does not start, and the next Start does.
+  const absl::Status previous = Wait();
+  status_ = absl::OkStatus();
+  peer_failed_ = false;
+  if (!previous.ok()) return previous;
   Communicator& world = model.world();
+  world_ = &world;
   const bool lead = world.rank() == 0;
   const DirNames d(dir);
   ZS_RETURN_IF_ERROR(Agree(world, lead ? PrepareTmpDir(d) : absl::OkStatus()));
@@ -153,72 +207,82 @@ absl::Status AsyncCheckpointer::Start(const std::string& dir, ShardedModel& mode
   auto full = std::make_shared<std::vector<std::pair<bool, std::pair<std::string, Tensor>>>>();
   FullPlan full_plan;
   SafetensorsTensors buffers;
+  absl::Status snapshot;
   if (o.type == StateDictType::kSharded) {
-    ZS_ASSIGN_OR_RETURN(*plan, PlanShardFile(model, optimizer, o, /*snapshot=*/true));
-    if (lead) {
+    absl::StatusOr<ShardFilePlan> planned = PlanShardFile(model, optimizer, o, /*snapshot=*/true);
+    snapshot = planned.status();
+    if (planned.ok()) *plan = *std::move(planned);
+    if (snapshot.ok() && lead) {
       for (auto& [n, t] : Buffers(model)) {
-        ZS_ASSIGN_OR_RETURN(Tensor c, t.Clone(DefaultCpuAllocator()));
-        buffers.emplace_back(n, c);
+        absl::StatusOr<Tensor> c = t.Clone(DefaultCpuAllocator());
+        if (!c.ok()) {
+          snapshot = c.status();
+          break;
+        }
+        buffers.emplace_back(n, *c);
       }
     }
   } else {
     full_plan = PlanFull(model, optimizer, o);
-    ZS_RETURN_IF_ERROR(GatherFull(model, optimizer, o, [&](bool model_file, const std::string& name,
-                                                           const Tensor& t) -> absl::Status {
+    snapshot = GatherFull(model, optimizer, o, [&](bool model_file, const std::string& name,
+                                                   const Tensor& t) -> absl::Status {
       ZS_ASSIGN_OR_RETURN(Tensor c, t.Clone(DefaultCpuAllocator()));
       full->push_back({model_file, {name, c}});
       return absl::OkStatus();
-    }));
+    });
+  }
+  // Every rank's snapshot or no save: a rank that started no writer would
+  // leave the lead waiting for its marker.
+  if (absl::Status agreed = Agree(world, snapshot); !agreed.ok()) {
+    if (lead) RemoveTree(d.tmp_dir);
+    return agreed;
   }
   if (blocked_seconds != nullptr) {
     *blocked_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   const AtomicFileOptions file = o.file;
   const StateDictType type = o.type;
-  status_ = absl::OkStatus();
-  thread_ = std::thread([this, d, manifest, plan, full, full_plan, buffers, file, type, lead, writers]() mutable {
-    auto marker = [&](const std::string& name, const std::string& text) {
-      return WriteFileAtomically(d.tmp_dir + "/" + name, text, {.fsync = false});
-    };
-    absl::Status s;
+  const int my_shard = plan->writes ? model.shard_group().rank() : -1;
+  thread_ = std::thread([this, d, manifest, plan, full, full_plan, buffers, file, type, lead, writers,
+                         my_shard]() mutable {
+    absl::Status s;            // this rank's own failure
+    bool peer_failed = false;  // lead: a peer's shard file failed (that peer reports why)
     if (type == StateDictType::kSharded) {
       if (plan->writes) {
-        auto r = WriteShardFile(d, *plan, file);
-        s = r.status();
-        const std::string done = plan->name + (s.ok() ? ".done" : ".failed");
-        json info = {{"bytes", r.ok() ? r->first : 0}, {"crc32c", r.ok() ? r->second : 0}, {"error", s.ToString()}};
-        (void)marker(done, info.dump());
-      }
-      if (lead && s.ok() && !buffers.empty()) {
-        s = WriteSafetensors(d.tmp_dir + "/" + kBuffersFile, buffers, {},
-                             {.fsync = file.fsync, .fail_after_bytes = file.fail_after_bytes});
-        if (s.ok()) {
-          absl::StatusOr<uint32_t> crc = Crc32cOfFile(d.tmp_dir + "/" + kBuffersFile);
-          struct stat st;
-          ::stat((d.tmp_dir + "/" + kBuffersFile).c_str(), &st);
-          if (crc.ok()) AddFile(manifest, kBuffersFile, {static_cast<uint64_t>(st.st_size), *crc});
+        const absl::StatusOr<std::pair<uint64_t, uint32_t>> written = WriteShardFile(d, *plan, file);
+        if (lead) {  // the lead needs no marker of its own
+          s = written.status();
+          if (written.ok()) AddFile(manifest, plan->name, *written);
+        } else {
+          s = WriteMarker(d, plan->name, written);
         }
       }
+      if (lead && s.ok() && !buffers.empty()) s = WriteBuffersFile(d, buffers, file, manifest);
       if (lead) {
-        // Wait for every shard file's marker (the other ranks write in parallel).
-        for (int r = 0; r < writers && s.ok(); ++r) {
+        // Every peer's marker, even after a failure here: the directory is
+        // removed only once no rank writes in it any more.
+        for (int r = 0; r < writers; ++r) {
+          if (r == my_shard) continue;
           const std::string base = d.tmp_dir + "/" + ShardFile(r);
           for (int tries = 0;; ++tries) {
             if (Exists(base + ".failed")) {
-              s = absl::AbortedError(absl::StrCat("async checkpoint: writing ", ShardFile(r), " failed"));
+              peer_failed = true;
               break;
             }
             if (Exists(base + ".done")) {
               absl::StatusOr<std::string> text = ReadWholeFile(base + ".done");
-              if (text.ok()) {
-                const json info = json::parse(*text);
+              const json info = text.ok() ? json::parse(*text, nullptr, /*allow_exceptions=*/false) : json();
+              if (info.is_object() && info.contains("bytes") && info.contains("crc32c")) {
                 AddFile(manifest, ShardFile(r), {info["bytes"].get<uint64_t>(), info["crc32c"].get<uint32_t>()});
                 ::unlink((base + ".done").c_str());
                 break;
               }
             }
             if (tries > 600000) {
-              s = absl::DeadlineExceededError(absl::StrCat("async checkpoint: no ", ShardFile(r), " after 10 minutes"));
+              if (s.ok()) {
+                s = absl::DeadlineExceededError(
+                    absl::StrCat("async checkpoint: no marker of ", ShardFile(r), " after 10 minutes"));
+              }
               break;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -250,10 +314,11 @@ absl::Status AsyncCheckpointer::Start(const std::string& dir, ShardedModel& mode
       }
     }
     if (lead) {
-      if (s.ok()) s = Finalize(d, manifest, file);
-      if (!s.ok()) RemoveTree(d.tmp_dir);
+      if (s.ok() && !peer_failed) s = Finalize(d, manifest, file);
+      if (!s.ok() || peer_failed) RemoveTree(d.tmp_dir);
     }
     status_ = s;
+    peer_failed_ = peer_failed;
   });
   return absl::OkStatus();
 }

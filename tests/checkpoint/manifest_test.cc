@@ -2,7 +2,8 @@
 // offsets near 2^63, products that wrap, numbers that do not fit their field.
 // Each such manifest passed validation before it checked arithmetic for
 // overflow (signed overflow: undefined behaviour, wrapping in practice, so
-// 2^63 - 8 + 16 came out negative and "fit" any unit).
+// 2^63 - 8 + 16 came out negative and "fit" any unit). Then the manifest's
+// own checksum (Note [Manifest checksum]) and duplicate keys.
 #include "checkpoint/manifest.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint.h"
@@ -141,6 +144,95 @@ TEST(ManifestValidation, AReaderRefusesTheManifestNamingItsFile) {
   EXPECT_THAT(ConvertShardedToFull(dir, dir + "_full"),
               StatusIs(absl::StatusCode::kDataLoss,
                        AllOf(HasSubstr(dir + "/checkpoint.json"), HasSubstr("layout[0].params[0].offset"))));
+}
+
+// ================================================================ Note [Manifest checksum]
+
+// The hand-written manifest as a version-2 writer stores it.
+std::string Sealed(const Numbers& n = {}) {
+  nlohmann::json j = nlohmann::json::parse(Manifest(n));
+  j["version"] = 2;
+  return SealCheckpointManifest(j.dump(2));
+}
+
+TEST(ManifestChecksum, EveryFlippedBitOfASealedManifestIsRefused) {
+  const std::string text = Sealed();
+  ASSERT_EQ(text.find("{\n  \"manifest_crc32c\": \""), 0u) << text;
+  ZS_ASSERT_OK_AND_ASSIGN(CheckpointManifest m, ParseCheckpointManifest(text, kSource));
+  EXPECT_EQ(m.state.step, 3);
+  // Each of the 8 bits of every byte. Without the checksum some flips parse
+  // to other values: "3" -> "2" in state.step, "16" -> "17"... (below).
+  int accepted = 0;
+  std::string example;
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = text;
+      flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
+      if (ParseCheckpointManifest(flipped, kSource).ok() && accepted++ == 0) {
+        example = absl::StrCat("byte ", i, " bit ", bit, ": ", flipped);
+      }
+    }
+  }
+  EXPECT_EQ(accepted, 0) << "e.g. " << example;
+}
+
+TEST(ManifestChecksum, AFlipInsideAValueIsCorruptionNamingTheFile) {
+  std::string text = Sealed();
+  const size_t at = text.find("\"step\": 3");
+  ASSERT_NE(at, std::string::npos);
+  text[at + 8] = '2';  // '3' ^ 1: state.step 3 -> 2, valid JSON
+  EXPECT_THAT(ParseCheckpointManifest(text, kSource),
+              StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr(kSource), HasSubstr("CRC-32C"),
+                                                          HasSubstr("corrupted"))));
+  // A version-1 manifest has no checksum: the same flip loads as step 2.
+  std::string old = Manifest(Numbers{});
+  old.replace(old.find("\"step\": 3"), 9, "\"step\": 2");
+  ZS_ASSERT_OK_AND_ASSIGN(CheckpointManifest m, ParseCheckpointManifest(old, kSource));
+  EXPECT_EQ(m.state.step, 2);
+}
+
+TEST(ManifestChecksum, VersionTwoNeedsItVersionOneIsReadWithoutIt) {
+  nlohmann::json j = nlohmann::json::parse(Manifest(Numbers{}));
+  j["version"] = 2;
+  EXPECT_THAT(ParseCheckpointManifest(j.dump(2), kSource),
+              StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr(kSource), HasSubstr("manifest_crc32c"),
+                                                          HasSubstr("altered"))));
+  j["version"] = 1;
+  ZS_EXPECT_OK(ParseCheckpointManifest(j.dump(2), kSource));
+  // A version-1 manifest that carries one has it checked.
+  const std::string sealed_v1 = SealCheckpointManifest(j.dump(2));
+  ZS_EXPECT_OK(ParseCheckpointManifest(sealed_v1, kSource));
+  std::string bad = sealed_v1;
+  bad[bad.size() / 2] = static_cast<char>(bad[bad.size() / 2] ^ 1);
+  EXPECT_FALSE(ParseCheckpointManifest(bad, kSource).ok());
+  // The digits exactly as written: upper case is one flipped bit per letter.
+  std::string upper = Sealed();
+  const size_t digits = std::string("{\n  \"manifest_crc32c\": \"").size();
+  bool changed = false;
+  for (size_t i = digits; i < digits + 8; ++i) {
+    if (upper[i] >= 'a' && upper[i] <= 'f') {
+      upper[i] = static_cast<char>(upper[i] - 'a' + 'A');
+      changed = true;
+    }
+  }
+  if (changed) {
+    EXPECT_THAT(ParseCheckpointManifest(upper, kSource),
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr("8 hex digits")));
+  }
+}
+
+TEST(ManifestChecksum, ADuplicateKeyIsRefusedNamingIt) {
+  // nlohmann keeps the last of two keys; the first would be read by another tool.
+  std::string text = Manifest(Numbers{});
+  text.replace(text.find("\"world_size\": 2"), 15, "\"world_size\": 4, \"world_size\": 2");
+  EXPECT_THAT(ParseCheckpointManifest(text, kSource),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr(kSource), HasSubstr("'world_size' appears twice"))));
+  // At any depth.
+  std::string nested = Manifest(Numbers{});
+  nested.replace(nested.find("\"step\": 3"), 9, "\"step\": 3, \"step\": 4");
+  EXPECT_THAT(ParseCheckpointManifest(nested, kSource),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("'step' appears twice")));
 }
 
 }  // namespace
