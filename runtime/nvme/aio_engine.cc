@@ -56,9 +56,17 @@ int64_t TakeWriteBudget(IoFaults* faults, int64_t want) {
   return want;
 }
 
+// The errno's status, except: a write that does not fit (ENOSPC, EDQUOT,
+// EFBIG: a full disk or quota, RLIMIT_FSIZE) is ResourceExhausted, as the
+// checkpoint writer says it (Note [Full disk] in checkpoint/atomic_file.h),
+// and EIO (the device could not return or store the bytes) is DataLoss, the
+// region being lost (absl has Unknown for it).
 absl::Status IoError(int err, IoKind kind, const std::string& what, int64_t bytes, int64_t offset) {
-  return absl::ErrnoToStatus(err, absl::StrCat(what, ": ", kind == IoKind::kRead ? "reading " : "writing ", bytes,
-                                               " bytes at offset ", offset));
+  const absl::Status s = absl::ErrnoToStatus(
+      err, absl::StrCat(what, ": ", kind == IoKind::kRead ? "reading " : "writing ", bytes, " bytes at offset ", offset));
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) return absl::ResourceExhaustedError(s.message());
+  if (err == EIO) return absl::DataLossError(s.message());
+  return s;
 }
 
 absl::Status Truncated(const std::string& what, int64_t bytes, int64_t offset) {
@@ -86,7 +94,14 @@ class AioEngine::Worker {
     return rc;
   }
 
-  absl::Status Run(const Part& p) { return has_ring_ ? RunUring(p) : RunThreads(p); }
+  absl::Status Run(const Part& p) {
+    if (p.kind == IoKind::kRead && faults_ != nullptr) {
+      if (const int err = faults_->read_errno.load(); err != 0) {
+        return IoError(err, p.kind, absl::StrCat(p.what, " (injected)"), p.bytes, p.offset);
+      }
+    }
+    return has_ring_ ? RunUring(p) : RunThreads(p);
+  }
 
  private:
   // pread/pwrite, one block at a time.

@@ -13,8 +13,9 @@
 // `block_size` bytes in flight. With O_DIRECT files the buffer, offset and
 // length must be 4096-aligned (the swap file guarantees it). Short transfers
 // are resumed where they stopped; a read that meets the end of the file
-// before the range is complete is a DataLoss ("truncated"), a write error is
-// the errno's status (ENOSPC: ResourceExhausted), both naming `what`.
+// before the range is complete is a DataLoss ("truncated"), an I/O error is
+// the errno's status (ENOSPC, EDQUOT, EFBIG: ResourceExhausted; EIO:
+// DataLoss), all naming `what`. IoFaults (aio_options.h) injects faults.
 #ifndef ZEROSHARD_RUNTIME_NVME_AIO_ENGINE_H_
 #define ZEROSHARD_RUNTIME_NVME_AIO_ENGINE_H_
 

@@ -17,8 +17,11 @@
 // O_DIRECT (EINVAL at open: tmpfs before Linux 6.6, some overlayfs), a kernel
 // without io_uring (ENOSYS: io_uring_disabled, seccomp in containers), and an
 // errno for creating the swap file (EROFS: a read-only mount, which root
-// cannot simulate with chmod). Truncated or altered files need no hook: the
-// tests truncate and overwrite the real swap files.
+// cannot simulate with chmod), and an errno for reads (EIO: a device that can
+// no longer return what it stored; the file is untouched). Truncated or
+// altered files need no hook: the tests truncate and overwrite the real swap
+// files. A test that gives IoFaults to one rank's swap files only
+// (OffloadPolicy::nvme_faults of that rank) makes the fault that rank's.
 #ifndef ZEROSHARD_RUNTIME_NVME_AIO_OPTIONS_H_
 #define ZEROSHARD_RUNTIME_NVME_AIO_OPTIONS_H_
 
@@ -53,6 +56,8 @@ struct IoFaults {
   std::atomic<bool> refuse_o_direct{false};
   std::atomic<bool> refuse_io_uring{false};
   std::atomic<int> create_errno{0};
+  // Nonzero: every read issued from now on fails with this errno (EIO).
+  std::atomic<int> read_errno{0};
 };
 
 }  // namespace zeroshard

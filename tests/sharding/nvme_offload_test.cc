@@ -1,19 +1,22 @@
 // NVMe offload (ZeRO-Infinity): bitwise parity with host offload and with no
 // offload over several steps with gradient accumulation at world sizes 1 and
 // 2; the faults (missing or read-only path, full disk, a file truncated or
-// changed underneath); swap files removed at the end and stale ones cleaned.
+// changed underneath, EIO on read, each also on one rank of 4); swap files
+// removed at the end and stale ones cleaned.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
@@ -67,6 +70,8 @@ struct Setup {
   int steps = 3;
   std::string dir;          // the NVMe path
   std::shared_ptr<IoFaults> faults;
+  int fault_rank = -1;      // >= 0: only this rank's swap files get `faults`
+  absl::Duration timeout = absl::Seconds(20);  // the collective timeout
   // Runs on rank 0 after step `at_step` (before the next), e.g. to damage a swap file.
   int at_step = -1;
   std::function<void(const std::string& dir)> between_steps;
@@ -81,7 +86,14 @@ struct Outcome {
   std::string summary;                                       // rank 0's NvmeSummary
   int64_t param_reads = 0, optimizer_reads = 0;              // rank 0's swap statistics
   absl::Status status;                                       // the first failing rank's
+  std::vector<absl::Status> statuses;                        // every rank's
+  double seconds = 0;                                        // the whole run
 };
+
+// A hang ends at the collective timeout (Setup::timeout, 20 s); a run of this
+// tiny model takes well under a second, and half the timeout leaves a loaded
+// 2-core box a wide margin.
+constexpr double kNoHangSeconds = 10;
 
 OffloadPolicy PolicyFor(const Setup& s) {
   OffloadPolicy p;
@@ -107,6 +119,7 @@ OffloadPolicy PolicyFor(const Setup& s) {
 Outcome Train(const Setup& s) {
   Outcome out;
   std::mutex mu;
+  const auto start = std::chrono::steady_clock::now();
   std::vector<absl::Status> st = RunRanks(s.world, [&](Communicator& comm) -> absl::Status {
     const bool lead = comm.rank() == 0;
     nn::GptConfig c = TinyConfig();
@@ -117,6 +130,7 @@ Outcome Train(const Setup& s) {
     ShardingOptions o = BlockOptions(ShardingStrategy::kFullShard);
     o.init_seed = 3;
     o.offload = PolicyFor(s);
+    if (s.fault_rank >= 0 && comm.rank() != s.fault_rank) o.offload.nvme_faults = nullptr;
     o.mixed_precision.param_dtype = s.param_dtype;
     ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o, &device, &host));
     optim::OptimizerOptions oo{.kind = s.kind, .lr = 1e-2, .weight_decay = 0.1};
@@ -181,7 +195,9 @@ Outcome Train(const Setup& s) {
       }
       return absl::OkStatus();
     });
-  });
+  }, LocalOptions{.comm = {.timeout = s.timeout}});
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.statuses = st;
   for (const absl::Status& x : st) {
     if (!x.ok()) {
       out.status = x;
@@ -304,8 +320,11 @@ TEST(NvmeOffload, FullDiskDuringTrainingIsResourceExhausted) {
   EXPECT_LT(out.losses.size(), 4u);
 }
 
-void DamageEverySwapFile(const std::string& dir, bool truncate) {
+// Truncates or scribbles on every swap file in `dir` whose name holds `only`
+// ("-rank2-": one rank's).
+void DamageEverySwapFile(const std::string& dir, bool truncate, const std::string& only = "") {
   for (const std::string& f : SwapFiles(dir)) {
+    if (!absl::StrContains(f, only)) continue;
     if (truncate) {
       ASSERT_EQ(::truncate(f.c_str(), 4096), 0);
     } else {
@@ -328,6 +347,54 @@ TEST(NvmeOffload, ChangedOrTruncatedUnderneathIsDataLoss) {
                                      AllOf(HasSubstr("NVMe swap of"),
                                            HasSubstr(truncate ? "truncated" : "changed underneath"))));
     EXPECT_EQ(out.losses.size(), 1u);
+  }
+}
+
+// One rank of 4 meets a swap fault (Note [Swap faults]): its swap files
+// changed or truncated underneath, its disk full, or its device failing reads
+// (EIO). That rank's error names its swap file and the region; the other three
+// return at once (the failing rank's error aborts the in-process group and the
+// groups split from it, where every ShardedModel collective runs) with Aborted
+// naming rank 2 and its error, never a timeout.
+TEST(NvmeOffload, OneRanksSwapFaultNamesTheRegionThereAndTheRankEverywhere) {
+  constexpr int kFaulty = 2;
+  struct Case {
+    std::string name;
+    absl::StatusCode code;  // rank 2's
+    std::string says;       // in rank 2's message
+    std::function<void(const std::string& dir, IoFaults& faults)> inject;
+    size_t max_steps;       // steps completed: a read fails in the next step; a write
+                            // behind may surface a step later
+  };
+  const std::vector<Case> cases = {
+      {"a bit flipped", absl::StatusCode::kDataLoss, "changed underneath",
+       [](const std::string& d, IoFaults&) { DamageEverySwapFile(d, /*truncate=*/false, "-rank2-"); }, 1},
+      {"truncated", absl::StatusCode::kDataLoss, "truncated",
+       [](const std::string& d, IoFaults&) { DamageEverySwapFile(d, /*truncate=*/true, "-rank2-"); }, 1},
+      {"full disk", absl::StatusCode::kResourceExhausted, "No space left on device",
+       [](const std::string&, IoFaults& f) { f.write_budget = 0; }, 2},
+      {"EIO on read", absl::StatusCode::kDataLoss, "Input/output error",
+       [](const std::string&, IoFaults& f) { f.read_errno = EIO; }, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto faults = std::make_shared<IoFaults>();
+    const Outcome out = Train({.world = 4, .where = Where::kNvmeAll, .buffers = 1, .steps = 3,
+                               .dir = FreshDir("one_rank"), .faults = faults, .fault_rank = kFaulty, .at_step = 0,
+                               .between_steps = [&](const std::string& d) { c.inject(d, *faults); }});
+    ASSERT_EQ(out.statuses.size(), 4u);
+    EXPECT_THAT(out.statuses[kFaulty],
+                StatusIs(c.code, AllOf(HasSubstr("NVMe swap of"), ::testing::ContainsRegex("-rank2-[a-z]+\\.swap' region [0-9]+ \\("),
+                                       HasSubstr(c.says))));
+    EXPECT_GE(out.losses.size(), 1u);
+    EXPECT_LE(out.losses.size(), c.max_steps);
+    for (int r = 0; r < 4; ++r) {
+      if (r == kFaulty) continue;
+      EXPECT_THAT(out.statuses[r], StatusIs(absl::StatusCode::kAborted,
+                                            AllOf(HasSubstr("rank 2 "), HasSubstr("returned"), HasSubstr(c.says))))
+          << "rank " << r;
+    }
+    EXPECT_LT(out.seconds, kNoHangSeconds);
   }
 }
 

@@ -441,5 +441,32 @@ TEST(SwapSpace, ChangedUnderneathSurfacesAtAcquire) {
               StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr("region 0 (unit 0)"), HasSubstr("CRC-32C"))));
 }
 
+// Note [Swap faults]: a device that can no longer return what it stored (EIO
+// on read, injected) fails the Acquire with DataLoss naming the file and the
+// region, on both backends; the error is sticky, and the file was not touched.
+TEST(SwapSpace, AnIoErrorOnReadIsDataLossNamingTheRegion) {
+  for (bool uring : {true, false}) {
+    SCOPED_TRACE(uring ? "io_uring" : "threads");
+    auto faults = std::make_shared<IoFaults>();
+    faults->refuse_io_uring = !uring;
+    SwapSpaceOptions o{.name = "optimizer state", .file = {.dir = FreshDir("eio"), .tag = "t", .faults = faults},
+                       .aio = {.block_size = 4096}, .buffer_count = 1};
+    ZS_ASSERT_OK_AND_ASSIGN(auto space, SwapSpace::Create(o, {8192, 8192}, {"unit 0", "unit 1"}));
+    for (int r = 0; r < 2; ++r) {
+      ZS_ASSERT_OK_AND_ASSIGN(char* p, space->Acquire(r, true));
+      FillRegion(p, r, 2048, 0);
+      ZS_ASSERT_OK(space->Release(r, true));
+    }
+    ZS_ASSERT_OK(space->Flush());
+    faults->read_errno = EIO;
+    const absl::Status s = space->Acquire(0).status();  // region 0 was evicted: read from the file
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss,
+                            AllOf(HasSubstr("NVMe swap of optimizer state"), HasSubstr(space->file().path()),
+                                  HasSubstr("region 0 (unit 0)"), HasSubstr("Input/output error"))));
+    faults->read_errno = 0;
+    EXPECT_EQ(space->Acquire(0).status(), s);  // sticky
+  }
+}
+
 }  // namespace
 }  // namespace zeroshard
