@@ -13,9 +13,9 @@
 //     directory lists it (a new kind of file is covered without a change
 //     here), truncated, with a bit flipped, deleted, replaced by a symbolic
 //     link to the same file of another valid checkpoint, and with a key written
-//     twice. A load at world 4 fails on every rank with the same status naming
-//     the file, well within the collective timeout (no rank waits for a peer
-//     that has given up).
+//     twice (and replaced by a FIFO). A load at world 4 fails on every rank
+//     with the same status naming the file, well within the collective timeout
+//     (no rank waits for a peer that has given up, nor blocks in open(2)).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -442,7 +442,7 @@ std::string DuplicateSafetensorsKey(const std::string& bytes) {
   return prefix + grown + bytes.substr(8 + n);
 }
 
-enum class Damage { kTruncate, kBitFlip, kDelete, kSymlink, kDuplicateKey };
+enum class Damage { kTruncate, kBitFlip, kDelete, kSymlink, kDuplicateKey, kFifo };
 
 struct DamageCase {
   Damage damage;
@@ -452,7 +452,9 @@ const DamageCase kDamages[] = {{Damage::kTruncate, "truncated to half"},
                                {Damage::kBitFlip, "one bit flipped"},
                                {Damage::kDelete, "deleted"},
                                {Damage::kSymlink, "a symbolic link to another valid checkpoint's file"},
-                               {Damage::kDuplicateKey, "a key written twice"}};
+                               {Damage::kDuplicateKey, "a key written twice"},
+                               // Not in the list: a FIFO blocks open(2) until a writer comes.
+                               {Damage::kFifo, "replaced by a FIFO"}};
 
 bool IsJson(const std::string& name) { return absl::EndsWith(name, ".json"); }
 
@@ -488,6 +490,10 @@ void Apply(Damage damage, const std::string& dir, const std::string& name, const
     case Damage::kDuplicateKey:
       WriteBytes(path, IsJson(name) ? DuplicateLastKey(bytes) : DuplicateSafetensorsKey(bytes));
       break;
+    case Damage::kFifo:
+      ASSERT_EQ(::unlink(path.c_str()), 0);
+      ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+      break;
   }
 }
 
@@ -507,6 +513,8 @@ void Apply(Damage damage, const std::string& dir, const std::string& name, const
       // (and the parser, with checksums off: below).
       if (IsJson(name)) return HasSubstr("appears twice");  // before the checksum is looked at
       return ::testing::AnyOf(HasSubstr("CRC-32C"), HasSubstr("bytes, expected"));
+    case Damage::kFifo:
+      return HasSubstr("is a FIFO, not a regular file");
   }
   return HasSubstr("?");
 }

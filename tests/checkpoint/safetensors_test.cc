@@ -528,6 +528,16 @@ TEST(SafetensorsOpenTest, MissingFileAndDirectory) {
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("not a regular file")));
 }
 
+// A FIFO in a file's place (issue 26): open(2) of a FIFO for reading blocks
+// until a writer comes, i.e. forever; Open refuses it at once instead.
+TEST(SafetensorsOpenTest, AFifoIsRefusedWithoutBlocking) {
+  const std::string fifo = TempPath("fifo.safetensors");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_THAT(SafetensorsFile::Open(fifo),
+              StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr("fifo.safetensors"), HasSubstr("not a regular file"))));
+}
+
 // ---------------------------------------------------------------- corruption
 
 struct CorruptCase {

@@ -367,7 +367,7 @@ TEST(NvmeOffload, OneRanksSwapFaultNamesTheRegionThereAndTheRankEverywhere) {
                             // behind may surface a step later
   };
   const std::vector<Case> cases = {
-      {"a bit flipped", absl::StatusCode::kDataLoss, "changed underneath",
+      {"a byte changed in every 4 KiB", absl::StatusCode::kDataLoss, "changed underneath",
        [](const std::string& d, IoFaults&) { DamageEverySwapFile(d, /*truncate=*/false, "-rank2-"); }, 1},
       {"truncated", absl::StatusCode::kDataLoss, "truncated",
        [](const std::string& d, IoFaults&) { DamageEverySwapFile(d, /*truncate=*/true, "-rank2-"); }, 1},
