@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -224,14 +226,29 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateFromFi
   ncclUniqueId id;
   if (rank == 0) {
     ZS_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
-    const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out.write(reinterpret_cast<const char*>(&id), sizeof(id));
-      if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+    // The id lets anyone join the group: written into a file only this user
+    // can read (mkstemp: mode 0600), under a name no one can guess or plant a
+    // link at beforehand (O_EXCL, random suffix), then renamed into place
+    // (issue 26).
+    std::string tmp = absl::StrCat(path, ".tmp.XXXXXX");
+    const int fd = ::mkstemp(tmp.data());
+    if (fd < 0) {
+      return absl::UnavailableError(absl::StrCat("NcclCommunicator::CreateFromFile: creating a file next to ",
+                                                 path, ": ", std::strerror(errno)));
+    }
+    const bool written = ::write(fd, &id, sizeof(id)) == static_cast<ssize_t>(sizeof(id));
+    const int write_errno = errno;
+    ::close(fd);
+    if (!written) {
+      ::unlink(tmp.c_str());
+      return absl::UnavailableError(absl::StrCat("NcclCommunicator::CreateFromFile: writing ", tmp, ": ",
+                                                 std::strerror(write_errno)));
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+      const int rename_errno = errno;
+      ::unlink(tmp.c_str());
+      return absl::UnavailableError(absl::StrCat("NcclCommunicator::CreateFromFile: renaming ", tmp, " to ",
+                                                 path, ": ", std::strerror(rename_errno)));
     }
   } else {
     const absl::Time deadline = absl::Now() + options.comm.timeout;

@@ -64,7 +64,9 @@ class NcclCommunicator final : public Communicator {
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
       Communicator& bootstrap, Device device, const NcclOptions& options = {});
   // Without a host communicator: rank 0 writes the unique id to `path`
-  // (atomically, by rename), the others wait for the file (up to the timeout).
+  // (a 0600 file of an unpredictable temporary name, renamed into place),
+  // the others wait for the file (up to the timeout). `path` must be new to
+  // this job: a file left by an earlier run is read as this one's.
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> CreateFromFile(
       const std::string& path, int rank, int size, Device device, const NcclOptions& options = {});
 

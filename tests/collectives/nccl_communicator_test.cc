@@ -3,6 +3,10 @@
 // GPUs (and in CPU-only builds), so it passes on machines without a GPU.
 #include "collectives/nccl_communicator.h"
 
+#include <sys/stat.h>
+
+#include <cstdlib>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -45,6 +49,30 @@ Backend NcclBackend(int world_size) {
 INSTANTIATE_TEST_SUITE_P(Nccl, CollectivesTest,
                          ::testing::Values(NcclBackend(1), NcclBackend(2), NcclBackend(4)),
                          BackendName);
+
+// The shared-file rendezvous (issue 26): rank 0's id file is readable by its
+// owner only, no temporary file is left, and the group works.
+TEST(NcclCommunicatorTest, FileRendezvousWritesAPrivateFileAndFormsTheGroup) {
+  if (std::string missing = MissingGpus(2); !missing.empty()) GTEST_SKIP() << missing;
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/nccl_rendezvous");
+  std::system(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir).c_str());
+  const std::string path = dir + "/id";
+  std::vector<absl::Status> statuses = RunRanks(2, [&](Communicator& local) -> absl::Status {
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
+                        NcclCommunicator::CreateFromFile(path, local.rank(), 2, Device::Cuda(local.rank())));
+    ZS_ASSIGN_OR_RETURN(Tensor x, Tensor::Full({4}, local.rank() + 1.0, DType::kF32, TensorAllocator(*nccl)));
+    ZS_RETURN_IF_ERROR(nccl->AllReduce(x));
+    ZS_ASSIGN_OR_RETURN(Tensor host, x.To(DefaultCpuAllocator()));
+    EXPECT_EQ(host.data<float>()[3], 3.0f);  // 1 + 2, exact
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) ZS_EXPECT_OK(s);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Only the id itself is in the folder.
+  EXPECT_EQ(std::system(absl::StrCat("test $(ls -A ", dir, " | wc -l) -eq 1").c_str()), 0);
+}
 
 TEST(NcclCommunicatorTest, CreateFailsCleanlyWithoutAGpu) {
   if (MissingGpus(1).empty()) GTEST_SKIP() << "a GPU is present";
