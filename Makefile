@@ -37,6 +37,12 @@
 #   make fuzz     libFuzzer + ASan + UBSan on the safetensors reader, the
 #                 manifest, token files and the config reader, FUZZ_SECONDS each
 #                 (default 600); their corpora also run in make test
+#   make faults   the fault-injection suite (tools/faults.sh): kill -9 during
+#                 saves, resumed bitwise, FAULT_TRIALS each (default 20); writes
+#                 its table into docs/reliability.md; a few trials run in make test
+#   make soak     the main job for SOAK_STEPS steps (default 20000) with async
+#                 saves, watching memory, descriptors and checkpoints on disk
+#                 (tools/soak.sh); neither is part of make test
 #   make CUDA=0 … build CPU-only, even where /usr/local/cuda exists
 
 BAZEL       ?= bazel
@@ -50,8 +56,8 @@ BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train config-doc bench bench-peers fuzz sanitize plot clean gpu-test gpu-bench sim-test isa-test \
-	gpu-bundle gpu-check bundle-sim-test
+.PHONY: deps test train config-doc bench bench-peers fuzz sanitize faults soak plot clean gpu-test gpu-bench sim-test \
+	isa-test gpu-bundle gpu-check bundle-sim-test
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
 # bundled Shakespeare (bytes), as examples/configs/default.json says; the run
@@ -231,6 +237,25 @@ sanitize: deps
 	    ./tools/test_summary.sh $$($(BAZEL) info $(BAZEL_FLAGS) --config=tsan bazel-testlogs 2>/dev/null); \
 	  summary=$$?; \
 	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
+
+# The fault-injection suite (issue 26; docs/reliability.md, "The fault suite"):
+# tools/faults.sh builds train_gpt with -c opt, runs each scenario script of its
+# SCENARIOS list (tests/faults/save_kill.sh: kill -9 at random moments of runs
+# that save every step, resumed with --resume=auto, bitwise against an
+# uninterrupted run) FAULT_TRIALS times each (default 20; FAULT_SEED, default 26,
+# makes the kill moments repeat) and writes their summary table into
+# docs/reliability.md. Minutes; //tests/faults:* run a couple of trials in make test.
+faults: deps
+	BAZEL="$(BAZEL)" BAZEL_FLAGS="$(BAZEL_FLAGS)" ./tools/faults.sh
+
+# A soak (tools/soak.sh): examples/configs/default.json for SOAK_STEPS steps
+# (default 20000: over an hour on 2 cores) with an async save every 50 steps
+# and keep_last 3, sampling RSS, open descriptors and the checkpoints on disk;
+# fails if the disk held more than 4 checkpoints or descriptors or memory grew
+# after warm-up (the bound is derived in the script). SOAK_ARGS adds flags.
+soak: deps
+	$(BAZEL) build $(BAZEL_FLAGS) -c opt //examples:train_gpt
+	./tools/soak.sh "$$($(BAZEL) info $(BAZEL_FLAGS) -c opt bazel-bin 2>/dev/null)/examples/train_gpt"
 
 # The peers: built with g++ against Debian's libtorch, outside Bazel, into build/peers/.
 TORCH_HEADER   := /usr/include/torch/csrc/api/include/torch/torch.h
