@@ -8,9 +8,11 @@
 #   reference  one uninterrupted run of FAULT_STEPS (12) steps saving every step;
 #              it also measures when the first save appears and when the run ends
 #   trials     the same run in a fresh work dir, killed with SIGKILL a random time
-#              after its first save appeared (a uniform fraction of the reference's
-#              remaining time, so the kill lands anywhere in the run's saving part:
-#              inside a save or between two), then the same command with
+#              after a random save k (uniform in 1..N) began, i.e. its
+#              step-<k>.tmp folder appeared: a uniform fraction of the
+#              reference's time from one save's start to the next's, so the kill
+#              lands anywhere in or after save k, inside the save or in the step
+#              after it (after save N: inside it or at the run's end); then the same command with
 #              --resume=auto to the same step count. A trial passes when
 #                - the resumed run exits 0 and says it resumed from the newest
 #                  *complete* checkpoint (a step-<n> folder with checkpoint.json)
@@ -36,9 +38,10 @@
 #
 # Randomness: bash's $RANDOM seeded with FAULT_SEED (default 26, printed) plus
 # the configuration's index, so configuration c's trial t always draws the same
-# fraction whatever FAULT_CONFIGS selects; a failure prints the seed, the trial,
-# the fraction and the delay in ms (the delay scales with this machine's
-# measured run time, so the moment itself is reproducible only as a fraction).
+# save and fraction whatever FAULT_CONFIGS selects; a failure prints the seed,
+# the trial, the save, the fraction and the delay in ms (the delay scales with
+# this machine's measured save interval, so the moment itself is reproducible
+# only as a fraction of it).
 #
 # Environment: FAULT_TRIALS, FAULT_SEED, FAULT_STEPS (12), FAULT_CONFIGS (a
 # subset of "sharded/sync sharded/async full/sync full/async"), FAULT_CONFIG
@@ -92,10 +95,10 @@ train_args() {  # format async work_dir [flags...]
   printf '%s\n' "${a[@]}" "$@"
 }
 
-# Waits until a step-* entry appears under $1 or process $2 has exited.
-wait_first_save() {
-  local ckpt="$1" pid="$2"
-  until compgen -G "$ckpt/step-*" > /dev/null; do
+# Waits until an entry matching the glob $1 appears or process $2 has exited.
+wait_for() {
+  local glob="$1" pid="$2"
+  until compgen -G "$glob" > /dev/null; do
     kill -0 "$pid" 2> /dev/null || return 1
     sleep 0.002
   done
@@ -133,19 +136,23 @@ for cfg in "${configs[@]}"; do
   RANDOM=$((seed * 8 + ci))
   echo "== save_kill $cfg: $trials trials of $steps steps, seed $seed (RANDOM=$((seed * 8 + ci)))"
 
-  # The reference, timed: from its start, when the first save appears, when it ends.
+  # The reference, timed: from its start, when its first save appears (the
+  # step-000001.tmp folder) and when its last one is complete (step-<N>): N - 1
+  # intervals from one save's start to the next's.
   ref="$root/$format-$async/ref"
   mkdir -p "$ref"
   mapfile -t args < <(train_args "$format" "$async" "$ref")
   t0=$(now_ms)
   "$bin" "${args[@]}" > "$ref.log" 2>&1 &
   pid=$!
-  wait_first_save "$ref/$experiment" "$pid"
+  final=$(printf '%s/%s/step-%06d' "$ref" "$experiment" "$steps")
+  wait_for "$ref/$experiment/step-*" "$pid"
   t_first=$(now_ms)
+  wait_for "$final" "$pid"
+  t_last=$(now_ms)
   wait "$pid"
   rc=$?
   t_end=$(now_ms)
-  final=$(printf '%s/%s/step-%06d' "$ref" "$experiment" "$steps")
   if [[ $rc -ne 0 || ! -f "$final/checkpoint.json" ]]; then
     echo "FAIL: the reference run exited $rc without $final; its log:"
     tail -20 "$ref.log"
@@ -153,15 +160,17 @@ for cfg in "${configs[@]}"; do
     failures=$((failures + 1))
     continue
   fi
-  span=$((t_end - t_first))
-  ((span < 1)) && span=1
-  echo "   reference: $((t_end - t0)) ms, the first save after $((t_first - t0)) ms; kills at U[0,1) x $span ms after it"
+  gap=$(((t_last - t_first) / (steps > 1 ? steps - 1 : 1)))
+  ((gap < 1)) && gap=1
+  echo "   reference: $((t_end - t0)) ms, its saves from $((t_first - t0)) to $((t_last - t0)) ms;" \
+       "kills at U[0,1) x $gap ms after a random save begins"
 
   passed=0 mid_save=0 finished=0
   declare -A hist=()
   for ((t = 1; t <= trials; t++)); do
+    k=$((1 + RANDOM % steps))  # the save to wait for
     r=$RANDOM
-    delay=$((r * span / 32768))
+    delay=$((r * gap / 32768))
     frac=$(awk -v r="$r" 'BEGIN { printf "%.4f", r / 32768 }')
     wd="$root/$format-$async/trial"
     rm -rf "$wd" "$wd".*.log
@@ -170,7 +179,7 @@ for cfg in "${configs[@]}"; do
     mapfile -t args < <(train_args "$format" "$async" "$wd")
     "$bin" "${args[@]}" > "$wd.killed.log" 2>&1 &
     pid=$!
-    wait_first_save "$ckpt" "$pid"
+    wait_for "$(printf '%s/step-%06d' "$ckpt" "$k")*" "$pid"
     sleep "$(awk -v ms="$delay" 'BEGIN { printf "%.3f", ms / 1000 }')"
     kill -KILL "$pid" 2> /dev/null
     wait "$pid" 2> /dev/null  # no "Killed" line from bash
@@ -218,7 +227,7 @@ for cfg in "${configs[@]}"; do
     ((n_resumed == steps - ${got:-0})) || problems+=("the resumed run logged $n_resumed steps, expected $((steps - ${got:-0}))")
 
     hist[$expected]=$((${hist[$expected]:-0} + 1))
-    note="killed after $delay ms (fraction $frac)"
+    note="killed $delay ms (fraction $frac) after save $k began"
     if ((${#problems[@]} == 0)); then
       passed=$((passed + 1))
       echo "   trial $t: $note, orphans it left: ${#left[@]}; resumed from step $got: ok"
