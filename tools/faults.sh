@@ -24,7 +24,7 @@
 # (names to run, e.g. "save_kill"; default all), FAULT_DOC (the markdown file,
 # default docs/reliability.md; "" writes none), BAZEL, BAZEL_FLAGS.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 SCENARIOS=(
   "tests/faults/save_kill.sh 20"
