@@ -28,6 +28,8 @@ cd "$(dirname "$0")/.." || exit 2
 
 SCENARIOS=(
   "tests/faults/save_kill.sh 20"
+  "tests/faults/mpi_kill.sh 3"
+  "tests/faults/mpi_sigstop.sh 2"
 )
 
 BAZEL="${BAZEL:-bazel}"
