@@ -209,8 +209,10 @@ fuzz: deps
 # "Sanitizers and fuzzing"), CPU-only, each config in its own output directory:
 #   ASan + LSan + UBSan (fatal) over SANITIZE_TESTS,
 #   TSan over TSAN_TESTS (threads: in-process ranks, communication threads,
-#   async saves, NVMe swap I/O; OpenMP teams capped at one thread, as libgomp is
-#   not instrumented).
+#   async saves, NVMe swap I/O, the watchdog; OpenMP teams capped at one thread,
+#   as libgomp is not instrumented; Debian's Abseil is not instrumented either,
+#   and tools/sanitizers:absl_tsan, linked into the tests, tells TSan about
+#   absl::Mutex and friends).
 # GPU-tagged tests are left out (no CUDA in these builds).
 SANITIZE_TESTS ?= //tests/runtime/... //tests/collectives/... //tests/checkpoint/... //tests/data/... \
 	//tests/train:config_read_test //tests/train:config_errors_test //tests/train:config_deepspeed_test \
@@ -218,8 +220,9 @@ SANITIZE_TESTS ?= //tests/runtime/... //tests/collectives/... //tests/checkpoint
 	//tests/train:log_sink_test //tests/train:progress_test //tests/train:tensorboard_test \
 	//tests/kernels:flat_buffer_test //tests/kernels:attention_test //tests/kernels:dropout_test \
 	//tests/optim/...
-TSAN_TESTS ?= //tests/collectives:local_communicator_test //tests/checkpoint:checkpoint_test \
-	//tests/checkpoint:safetensors_test //tests/runtime/nvme:swap_test //tests/sharding:nvme_offload_test
+TSAN_TESTS ?= //tests/collectives:local_communicator_test //tests/collectives:watchdog_test \
+	//tests/checkpoint:checkpoint_test //tests/checkpoint:safetensors_test //tests/runtime/nvme:swap_test \
+	//tests/sharding:nvme_offload_test //tools/sanitizers:absl_tsan_test
 sanitize: deps
 	$(BAZEL) test $(BAZEL_FLAGS) --config=asan-ubsan --test_tag_filters=-gpu --keep_going $(SANITIZE_TESTS); \
 	  status=$$?; \

@@ -21,12 +21,26 @@ constexpr int64_t kBlock = 1024;
 // collectives_bench: the next use still found the data in L3.)
 constexpr int64_t kStreamingBytes = int64_t{16} << 20;
 
+// The hot loop is compiled for AVX-512, AVX2 and baseline x86-64 and picked at
+// load time: target_clones makes a GCC ifunc whose resolver the dynamic linker
+// runs while it relocates the library, before any constructor. Under
+// -fsanitize=thread GCC instruments the resolver too (__tsan_func_entry),
+// which then runs before the TSan runtime is initialised, and the process dies
+// with SIGSEGV before main. TSan builds (--config=tsan) therefore compile the
+// baseline loop only: it gives bitwise the same results (-ffp-contract=off,
+// .bazelrc), and TSan checks threads, not vector code.
+#if defined(__SANITIZE_THREAD__)
+#define ZS_REDUCE_CLONES
+#else
+#define ZS_REDUCE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 // out[i] = Store(Finish(in[0][i] op in[1][i] op ... op in[N-1][i])).
 // N is a compile-time count (the inner loop unrolls and the outer one
 // vectorises); N == 0 takes the count at run time (slower, any number).
 // `out` may be exactly one of the inputs: element i is read before written.
 template <typename T, ReduceOp kOp, int N>
-__attribute__((target_clones("avx512f", "avx2", "default")))
+ZS_REDUCE_CLONES
 void ReduceFused(const T* const* in, int num_inputs, T* out, int64_t count) {
   using Tr = ReduceTraits<T>;
   using Acc = typename Tr::Acc;
