@@ -54,3 +54,31 @@ wait_for() {
   done
 }
 
+
+# fail MESSAGE: ends the trial (a subshell), showing the job's output ($out).
+fail() { echo "FAIL $SCENARIO: $*"; echo "---- output"; tail -n 40 "$out"; exit 1; }
+
+# start_job ARGS...: train_gpt under mpirun -np 4 with ARGS, its output in
+# $out; returns once the job logged step 5, with mpirun_pid, RANK_PIDS and
+# P2 (rank 2's process) set.
+start_job() {
+  mpirun --oversubscribe --bind-to none -np 4 "$BIN" "$@" > "$out" 2>&1 &
+  mpirun_pid=$!
+  wait_for '^step 5 ' "$out" 120 || fail "the job did not reach step 5 in 120 s"
+  rank_pids "$mpirun_pid"
+  P2="$(pid_of_rank 2)" || fail "no process is rank 2 among mpirun's children ($RANK_PIDS)"
+}
+
+# wait_job_gone SECONDS: waits, at most SECONDS, until mpirun and every rank
+# process have ended; fails if any is left or mpirun exited 0; sets rc to
+# mpirun's status.
+wait_job_gone() {
+  local deadline=$(( $(date +%s) + $1 ))
+  while { kill -0 "$mpirun_pid" 2>/dev/null || [ "$(alive)" -gt 0 ]; } && [ "$(date +%s)" -lt "$deadline" ]; do
+    sleep 0.1
+  done
+  kill -0 "$mpirun_pid" 2>/dev/null && fail "mpirun still running $1 s after the fault"
+  wait "$mpirun_pid"; rc=$?
+  [ "$(alive)" -eq 0 ] || fail "$(alive) processes of the job left"
+  [ "$rc" -ne 0 ] || fail "mpirun exited 0"
+}

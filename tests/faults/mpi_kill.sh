@@ -9,6 +9,7 @@
 set -uo pipefail
 BIN="$(realpath "$1")"; TRIALS="${2:-${FAULT_TRIALS:-1}}"
 CONFIG=examples/configs/default.json
+SCENARIO=mpi_kill
 source "$(dirname "$0")/mpi_common.sh"
 
 trial() {  # in a subshell: `fail` ends the trial
@@ -16,23 +17,10 @@ trial() {  # in a subshell: `fail` ends the trial
   trap 'kill_job; rm -rf "$work"' EXIT
   common=(--config="$CONFIG" --world_size=4 --log_every=1 --eval_every=0 --sample_tokens=0
           --timeout_s=20 --work_dir="$work/runs" --save_every=1 --keep_last=3)
-  mpirun --oversubscribe --bind-to none -np 4 "$BIN" "${common[@]}" --backend=mpi --steps=100000 \
-    > "$out" 2>&1 &
-  mpirun_pid=$!
-  fail() { echo "FAIL mpi_kill: $*"; echo "---- output"; tail -n 40 "$out"; exit 1; }
-  wait_for '^step 5 ' "$out" 120 || fail "the job did not reach step 5 in 120 s"
-  rank_pids "$mpirun_pid"
-  p2="$(pid_of_rank 2)" || fail "no process is rank 2 among mpirun's children ($RANK_PIDS)"
-  kill -KILL "$p2"; killed=$(now)
-  deadline=$(( $(date +%s) + 30 ))
-  while { kill -0 "$mpirun_pid" 2>/dev/null || [ "$(alive)" -gt 0 ]; } && [ "$(date +%s)" -lt "$deadline" ]; do
-    sleep 0.1
-  done
-  kill -0 "$mpirun_pid" 2>/dev/null && fail "mpirun still running 30 s after the kill"
-  wait "$mpirun_pid"; rc=$?
+  start_job "${common[@]}" --backend=mpi --steps=100000
+  kill -KILL "$P2"; killed=$(now)
+  wait_job_gone 30
   gone="$(elapsed "$killed")"
-  [ "$(alive)" -eq 0 ] || fail "$(alive) processes of the job left"
-  [ "$rc" -ne 0 ] || fail "mpirun exited 0"
   pattern='rank 2 .*(signal 9|Killed)|DEADLINE_EXCEEDED.*rank 2'
   grep -Eq "$pattern" "$out" || fail "rank 2 is not named"
   named="$(grep -Em1 "$pattern" "$out" | sed 's/^ *//' | cut -c1-160)"

@@ -9,31 +9,19 @@ set -uo pipefail
 BIN="$(realpath "$1")"; TRIALS="${2:-${FAULT_TRIALS:-1}}"
 CONFIG=examples/configs/default.json
 TIMEOUT_S="${FAULT_TIMEOUT_S:-20}"
+SCENARIO=mpi_sigstop
 source "$(dirname "$0")/mpi_common.sh"
 
 trial() {  # in a subshell: `fail` ends the trial
   work="$(mktemp -d)"; out="$work/out.txt"
   trap 'kill_job; rm -rf "$work"' EXIT
-  mpirun --oversubscribe --bind-to none -np 4 "$BIN" --config="$CONFIG" --backend=mpi --world_size=4 \
-    --steps=100000 --log_every=1 --eval_every=0 --sample_tokens=0 --timeout_s="$TIMEOUT_S" \
-    --work_dir="$work/runs" > "$out" 2>&1 &
-  mpirun_pid=$!
-  fail() { echo "FAIL mpi_sigstop: $*"; echo "---- output"; tail -n 40 "$out"; exit 1; }
-  wait_for '^step 5 ' "$out" 120 || fail "the job did not reach step 5 in 120 s"
-  rank_pids "$mpirun_pid"
-  p2="$(pid_of_rank 2)" || fail "no process is rank 2 among mpirun's children ($RANK_PIDS)"
-  kill -STOP "$p2"; stopped=$(now)
+  start_job --config="$CONFIG" --backend=mpi --world_size=4 --steps=100000 --log_every=1 \
+    --eval_every=0 --sample_tokens=0 --timeout_s="$TIMEOUT_S" --work_dir="$work/runs"
+  kill -STOP "$P2"; stopped=$(now)
   wait_for 'DEADLINE_EXCEEDED.*rank 2' "$out" $((TIMEOUT_S + 60)) || fail "no DeadlineExceeded naming rank 2"
   named="$(elapsed "$stopped")"
-  deadline=$(( $(date +%s) + 60 ))
-  while { kill -0 "$mpirun_pid" 2>/dev/null || [ "$(alive)" -gt 0 ]; } && [ "$(date +%s)" -lt "$deadline" ]; do
-    sleep 0.1
-  done
-  kill -0 "$mpirun_pid" 2>/dev/null && fail "mpirun still running $(elapsed "$stopped") s after the stop"
-  wait "$mpirun_pid"; rc=$?
+  wait_job_gone 60
   gone="$(elapsed "$stopped")"
-  [ "$(alive)" -eq 0 ] || fail "$(alive) processes of the job left"
-  [ "$rc" -ne 0 ] || fail "mpirun exited 0"
   awk -v n="$named" -v t="$TIMEOUT_S" 'BEGIN { exit !(n <= t + 5) }' || fail "named after $named s (timeout $TIMEOUT_S s)"
   awk -v g="$gone" 'BEGIN { exit !(g <= 60) }' || fail "job ended after $gone s"
   echo "PASS mpi_sigstop: rank 2 stopped at step 5; DeadlineExceeded naming it after $named s; every process gone after $gone s (mpirun status $rc)"
