@@ -14,6 +14,7 @@
 #include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/math/attention_math.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -254,6 +255,13 @@ absl::Status AttentionForward(const Tensor& q, const Tensor& k, const Tensor& v,
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": out and lse overlap"));
   }
   switch (out.device().type) {
+    case DeviceType::kVirtual: {  // QK^T and PV: 4 B H T T D, halved when causal
+      const double tt = static_cast<double>(dims.seq) * static_cast<double>(dims.seq) * (dims.causal ? 0.5 : 1.0);
+      return ChargeVirtual(out.device(), OpCost{.op = kOp,
+          .flops = 4.0 * static_cast<double>(dims.batch * dims.heads * dims.head_dim) * tt,
+          .bytes = TrafficBytes(q) + TrafficBytes(k) + TrafficBytes(v) + TrafficBytes(out) + TrafficBytes(lse),
+          .dtype = q.dtype()});
+    }
     case DeviceType::kCpu:
       if (q.numel() > 0) cpu::AttentionForward(dims, q, k, v, out, lse);
       return absl::OkStatus();
@@ -278,6 +286,14 @@ absl::Status AttentionBackward(const Tensor& dout, const Tensor& q, const Tensor
       kOp, {{&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}},
       {{&dout, "dout"}, {&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&lse, "lse"}}));
   switch (dq.device().type) {
+    case DeviceType::kVirtual: {  // five T x T x D products (FlashAttention's backward: 2.5x the forward)
+      const double tt = static_cast<double>(dims.seq) * static_cast<double>(dims.seq) * (dims.causal ? 0.5 : 1.0);
+      return ChargeVirtual(dq.device(), OpCost{.op = kOp,
+          .flops = 10.0 * static_cast<double>(dims.batch * dims.heads * dims.head_dim) * tt,
+          .bytes = TrafficBytes(dout) + TrafficBytes(q) + TrafficBytes(k) + TrafficBytes(v) + TrafficBytes(out) +
+                   TrafficBytes(lse) + TrafficBytes(dq) + TrafficBytes(dk) + TrafficBytes(dv),
+          .dtype = q.dtype()});
+    }
     case DeviceType::kCpu:
       if (q.numel() > 0) cpu::AttentionBackward(dims, dout, q, k, v, out, lse, dq, dk, dv);
       return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include "kernels/math/batchnorm_ops.h"
 #include "kernels/nchw.h"
 #include "kernels/rows.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -103,6 +104,7 @@ absl::Status BatchNormForward(const Tensor& x, const Tensor& weight, const Tenso
   }
   ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &weight, &bias, &running_mean, &running_var, &y, &save_mean, &save_rstd}, op));
   switch (x.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&y, &save_mean, &save_rstd}, {&x, &x, &weight, &bias}, 8);
     case DeviceType::kCpu: {
       if (x.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(Tensor xf, F32Input(x));
@@ -177,6 +179,7 @@ absl::Status BatchNormBackward(const Tensor& dy, const Tensor& x, const Tensor& 
   ZS_RETURN_IF_ERROR(CheckSameDevice({&dy, &x, &save_mean, &save_rstd, &weight, &dx, &dweight, &dbias}, op));
   const bool accumulate = param_grad == GradMode::kAccumulate;
   switch (x.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&dx, &dweight, &dbias}, {&dy, &x, &dy, &x}, 10);
     case DeviceType::kCpu: {
       ZS_ASSIGN_OR_RETURN(Tensor dyf, F32Input(dy));
       ZS_ASSIGN_OR_RETURN(Tensor xf, F32Input(x));

@@ -7,6 +7,7 @@
 #include "kernels/math/conv_geometry.h"
 #include "kernels/nchw.h"
 #include "kernels/rows.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -87,6 +88,10 @@ absl::Status Conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& 
   ZS_RETURN_IF_ERROR(CheckRowOutput(op, "y", y, {&x, &weight, &bias}, false));
   ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &weight, &bias, &y}, op));
   switch (x.device().type) {
+    case DeviceType::kVirtual:  // an implicit GEMM: [N Ho Wo] x [C/g kh kw] x [O]
+      return ChargeGemm(op, x.device(), 1, y.numel() / std::max<int64_t>(g.o, 1), g.o,
+                        weight.numel() / std::max<int64_t>(g.o, 1), x.dtype(),
+                        TrafficBytes(x) + TrafficBytes(weight) + TrafficBytes(y));
     case DeviceType::kCpu: {
       if (y.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(Tensor xf, F32Input(x));
@@ -136,6 +141,13 @@ absl::Status Conv2dBackward(const Tensor& dy, const Tensor& x, const Tensor& wei
   ZS_RETURN_IF_ERROR(CheckSameDevice({&dy, &x, &weight, &dx, &dweight, &dbias}, op));
   const bool accumulate = param_grad == GradMode::kAccumulate;
   switch (x.device().type) {
+    case DeviceType::kVirtual: {  // dx and dweight: two GEMMs of the forward's size each
+      const int64_t rows = dy.numel() / std::max<int64_t>(g.o, 1), inner = weight.numel() / std::max<int64_t>(g.o, 1);
+      const int products = (dx.defined() ? 1 : 0) + (dweight.defined() ? 1 : 0);
+      if (products == 0) return ChargeMemoryBound(op, {&dbias}, {&dy}, 1);
+      return ChargeGemm(op, x.device(), products, rows, g.o, inner, x.dtype(),
+                        TrafficBytes(dy) + TrafficBytes(x) + TrafficBytes(weight) + TrafficBytes(dx) + TrafficBytes(dweight));
+    }
     case DeviceType::kCpu: {
       ZS_ASSIGN_OR_RETURN(Tensor dyf, F32Input(dy));
       ZS_ASSIGN_OR_RETURN(Tensor xf, F32Input(dweight.defined() ? x : Tensor()));

@@ -6,6 +6,7 @@
 #include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/math/dropout_math.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -76,6 +77,7 @@ absl::Status ApplyDropout(absl::string_view op, const char* in_name, const char*
                                                    " (only exact in-place is allowed)"));
   }
   switch (out.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise(op, out, {&in}, 12);  // Philox bits and a select
     case DeviceType::kCpu: {
       if (p == 0.0) return IsSameView(out, in) ? absl::OkStatus() : out.CopyFrom(in);  // identity
       const DropoutParams dp = MakeDropoutParams(p);
@@ -129,6 +131,7 @@ absl::Status DropoutMask(double p, const PhiloxStream& stream, const Tensor& mas
                                                    " has a broadcast (stride 0) dimension"));
   }
   switch (mask.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise("DropoutMask", mask, {}, 12);
     case DeviceType::kCpu: {
       const DropoutParams dp = MakeDropoutParams(p);
       if (mask.is_contiguous()) {

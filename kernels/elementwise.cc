@@ -6,6 +6,7 @@
 #include "kernels/cuda/elementwise_launch.h"
 #include "runtime/cuda/device_api.h"
 #include "kernels/device_check.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -164,6 +165,7 @@ absl::Status Unary(UnaryOp op, const Tensor& x, const Tensor& out) {
                       PrepareDTypes(name, UnaryOpSupportsIntegers(op), x, nullptr, out));
   ZS_RETURN_IF_ERROR(ExpandTo(name, p.a, out, "x"));
   switch (out.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise(name, out, {&p.a}, 1);
     case DeviceType::kCpu: cpu::Unary(op, p.a, out); return absl::OkStatus();
     case DeviceType::kCuda:
       return RunCuda(name, out, {&p.a}, [&](const Tensor& o) {
@@ -192,6 +194,7 @@ absl::Status Binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor&
   ZS_RETURN_IF_ERROR(ExpandTo(name, p.a, out, "a"));
   ZS_RETURN_IF_ERROR(ExpandTo(name, p.b, out, "b"));
   switch (out.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise(name, out, {&p.a, &p.b}, 1);
     case DeviceType::kCpu: cpu::Binary(op, p.a, p.b, out); return absl::OkStatus();
     case DeviceType::kCuda:
       return RunCuda(name, out, {&p.a, &p.b}, [&](const Tensor& o) {
@@ -211,6 +214,7 @@ absl::Status Affine(const Tensor& x, double alpha, double beta, const Tensor& ou
   ZS_ASSIGN_OR_RETURN(Prepared p, PrepareDTypes("Affine", false, x, nullptr, out));
   ZS_RETURN_IF_ERROR(ExpandTo("Affine", p.a, out, "x"));
   switch (out.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise("Affine", out, {&p.a}, 2);
     case DeviceType::kCpu:
       cpu::Affine(p.a, static_cast<float>(alpha), static_cast<float>(beta), out);
       return absl::OkStatus();
@@ -232,6 +236,7 @@ absl::Status PowScalar(const Tensor& x, double exponent, const Tensor& out) {
   ZS_ASSIGN_OR_RETURN(Prepared p, PrepareDTypes("PowScalar", false, x, nullptr, out));
   ZS_RETURN_IF_ERROR(ExpandTo("PowScalar", p.a, out, "x"));
   switch (out.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise("PowScalar", out, {&p.a}, 4);
     case DeviceType::kCpu: cpu::PowScalar(p.a, static_cast<float>(exponent), out); return absl::OkStatus();
     case DeviceType::kCuda:
       return RunCuda("PowScalar", out, {&p.a}, [&](const Tensor& o) {

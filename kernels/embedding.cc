@@ -9,6 +9,7 @@
 #include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/rows.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -105,6 +106,7 @@ absl::Status Embedding(const Tensor& weight, const Tensor& ids, const Tensor& ou
   ZS_RETURN_IF_ERROR(CheckRowOutput(op, "out", out, {&weight, &ids}, false));
   ZS_RETURN_IF_ERROR(CheckSameDevice({&weight, &ids, &out}, op));
   switch (out.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&out}, {&ids, &out}, 0);  // gathered rows
     case DeviceType::kCpu: {
       ZS_ASSIGN_OR_RETURN(std::vector<int64_t> v, ReadIds(op, ids, weight.size(0)));
       if (out.numel() == 0) return absl::OkStatus();
@@ -149,6 +151,7 @@ absl::Status EmbeddingBackward(const Tensor& dout, const Tensor& ids, const Tens
   ZS_RETURN_IF_ERROR(CheckRowOutput(op, "dweight", dweight, {&dout, &ids}, false));
   ZS_RETURN_IF_ERROR(CheckSameDevice({&dout, &ids, &dweight}, op));
   switch (dweight.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&dweight}, {&ids, &dout, &dweight}, 1);
     case DeviceType::kCpu: {
       ZS_ASSIGN_OR_RETURN(std::vector<int64_t> v, ReadIds(op, ids, dweight.size(0)));
       // dweight's rows must have a unit stride: otherwise work on a contiguous

@@ -8,6 +8,7 @@
 #include "kernels/cuda/flat_buffer_launch.h"
 #include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -72,6 +73,7 @@ absl::Status Move(absl::string_view op, absl::Span<const Tensor> pieces,
   const size_t item = flat.itemsize();
   char* const base = static_cast<char*>(flat.raw_data());
   switch (flat.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&flat}, {&flat}, 0);  // every piece read and written once
     case DeviceType::kCpu: {
       const int64_t n = static_cast<int64_t>(pieces.size());
 #pragma omp parallel for schedule(dynamic, 1) if (flat.numel() >= (int64_t{1} << 20) && n > 1)

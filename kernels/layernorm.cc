@@ -9,6 +9,7 @@
 #include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/rows.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -36,6 +37,7 @@ absl::Status LayerNormForward(const Tensor& x, const Tensor& weight, const Tenso
   }
   ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &weight, &bias, &out, &mean, &rstd}, op));
   switch (x.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&out, &mean, &rstd}, {&x, &weight, &bias}, 8);
     case DeviceType::kCpu: {
       if (x.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(Tensor xr, RowMajorInput(x, x.dtype()));
@@ -100,6 +102,7 @@ absl::Status LayerNormBackward(const Tensor& dy, const Tensor& x, const Tensor& 
   }
   ZS_RETURN_IF_ERROR(CheckSameDevice({&dy, &x, &mean, &rstd, &weight, &dx, &dweight, &dbias}, op));
   switch (x.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&dx, &dweight, &dbias}, {&dy, &x, &mean, &rstd, &weight}, 10);
     case DeviceType::kCpu: {
       if (x.numel() == 0) {  // no rows: the parameter gradients are empty sums
         if (param_grad == GradMode::kAccumulate) return absl::OkStatus();

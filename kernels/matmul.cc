@@ -12,6 +12,7 @@
 #include "kernels/cuda/op_util.h"
 #include "kernels/device_check.h"
 #include "kernels/elementwise.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/status.h"
 
 namespace zeroshard {
@@ -269,8 +270,13 @@ absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const M
       return absl::InvalidArgumentError("MatMul: the output overlaps the bias");
     }
   }
-  if (!out.device().is_cpu() && !out.device().is_cuda()) return NoDeviceKernel("MatMul", out.device());
   if (out.numel() == 0) return absl::OkStatus();
+  if (out.device().is_virtual()) {  // one (batched) GEMM with the bias in its epilogue
+    return ChargeGemm("MatMul", out.device(), p.batch, p.m, p.n, p.k, a.dtype(),
+                      TrafficBytes(a) + TrafficBytes(b) + TrafficBytes(out) * (o.beta != 0.0f ? 2 : 1) +
+                          TrafficBytes(o.bias));
+  }
+  if (!out.device().is_cpu() && !out.device().is_cuda()) return NoDeviceKernel("MatMul", out.device());
   if (p.k == 0) {  // empty sum
     if (o.beta == 0.0f) ZS_RETURN_IF_ERROR(out.Fill(0.0));
     return o.bias.defined() ? Add(out, o.bias, out) : absl::OkStatus();

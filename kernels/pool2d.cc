@@ -10,6 +10,7 @@
 #include "kernels/math/conv_geometry.h"
 #include "kernels/nchw.h"
 #include "kernels/rows.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -171,6 +172,7 @@ cuda::PoolShape CudaShape(const Tensor& x, const Tensor& y) {
 absl::Status AvgForward(absl::string_view op, const Tensor& x, AxisWindows rows, AxisWindows cols,
                         const Tensor& y) {
   switch (x.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&y}, {&x}, 1);
     case DeviceType::kCpu: {
       if (y.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(Tensor xf, F32Input(x));
@@ -197,6 +199,7 @@ absl::Status AvgForward(absl::string_view op, const Tensor& x, AxisWindows rows,
 absl::Status AvgBackward(absl::string_view op, const Tensor& dy, AxisWindows rows, AxisWindows cols,
                          const Tensor& dx) {
   switch (dy.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&dx}, {&dy}, 1);
     case DeviceType::kCpu: {
       if (dx.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(Tensor dyf, F32Input(dy));
@@ -260,6 +263,7 @@ absl::Status MaxPool2dForward(const Tensor& x, const Pool2dOptions& options, con
                            o.padding[0], o.padding[1], o.dilation[0], o.dilation[1]};
   int64_t* const idx = indices.defined() ? static_cast<int64_t*>(indices.raw_data()) : nullptr;
   switch (x.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&y, &indices}, {&x}, 1);
     case DeviceType::kCpu: {
       if (y.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(Tensor xf, F32Input(x));
@@ -299,6 +303,7 @@ absl::Status MaxPool2dBackward(const Tensor& dy, const Tensor& indices, const Po
   ZS_RETURN_IF_ERROR(CheckSameDevice({&dy, &indices, &dx}, op));
   const int64_t* const idx = static_cast<const int64_t*>(indices.raw_data());
   switch (dx.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&dx}, {&dy, &indices}, 1);
     case DeviceType::kCpu: {
       if (dx.numel() == 0) return absl::OkStatus();
       const int64_t plane = dx.size(2) * dx.size(3);

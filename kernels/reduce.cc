@@ -6,6 +6,7 @@
 #include "kernels/cuda/reduce_launch.h"
 #include "kernels/device_check.h"
 #include "kernels/elementwise.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -97,6 +98,15 @@ absl::StatusOr<double> SumAllCuda(absl::string_view op, const Tensor& x, bool sq
   return host;
 }
 
+// The CUDA path's shape on a virtual device: one reduction kernel, then the
+// host reads the 8-byte result (a synchronising copy). The value reads 0.
+absl::StatusOr<double> SumAllVirtual(absl::string_view name, const Tensor& x) {
+  ZS_RETURN_IF_ERROR(ChargeVirtual(x.device(), OpCost{.op = name, .flops = 2.0 * static_cast<double>(x.numel()),
+                                                      .bytes = TrafficBytes(x), .dtype = x.dtype()}));
+  ZS_RETURN_IF_ERROR(ChargeVirtualCopy(x.device(), VirtualDevice::kCompute, sizeof(double), /*async=*/false));
+  return 0.0;
+}
+
 }  // namespace
 
 absl::Status Reduce(ReduceKind kind, const Tensor& x, int64_t dim, const Tensor& out) {
@@ -132,6 +142,7 @@ absl::Status Reduce(ReduceKind kind, const Tensor& x, int64_t dim, const Tensor&
         cuda::LaunchWhat(name, x)));
     return IsSameView(work, out) ? absl::OkStatus() : out.CopyFrom(work);
   }
+  if (x.device().is_virtual()) return ChargeMemoryBound(name, {&out}, {&x}, 1.0 * p.r);
   if (!x.device().is_cpu()) return NoDeviceKernel(name, x.device());
   // Integers reduce into i64 (sum) or their own type (max); floats into out's
   // dtype directly when it is a float type.
@@ -168,6 +179,7 @@ absl::Status ArgMax(const Tensor& x, int64_t dim, const Tensor& out) {
     ZS_RETURN_IF_ERROR(ArgMax(host_x, dim, host_out));
     return out.CopyFrom(host_out);
   }
+  if (x.device().is_virtual()) return ChargeMemoryBound("ArgMax", {&out}, {&x}, 1.0 * p.r);
   if (!x.device().is_cpu()) return NoDeviceKernel("ArgMax", x.device());
   return WithContiguous(x, out, out.dtype(), [&](const Tensor& xc, const Tensor& oc) {
     cpu::ArgMaxAxis(xc, p.outer, p.r, p.inner, oc);
@@ -208,6 +220,7 @@ absl::Status SumToShape(const Tensor& x, const Tensor& out) {
 absl::StatusOr<double> SumAll(const Tensor& x) {
   if (!x.defined()) return absl::InvalidArgumentError("SumAll: undefined input");
   if (x.device().is_cuda()) return SumAllCuda("SumAll", x, /*square=*/false);
+  if (x.device().is_virtual()) return SumAllVirtual("SumAll", x);
   if (!x.device().is_cpu()) return NoDeviceKernel("SumAll", x.device());
   ZS_ASSIGN_OR_RETURN(Tensor xc, x.Contiguous());
   return cpu::SumAll(xc, false);
@@ -216,6 +229,7 @@ absl::StatusOr<double> SumAll(const Tensor& x) {
 absl::StatusOr<double> SumOfSquares(const Tensor& x) {
   if (!x.defined()) return absl::InvalidArgumentError("SumOfSquares: undefined input");
   if (x.device().is_cuda()) return SumAllCuda("SumOfSquares", x, /*square=*/true);
+  if (x.device().is_virtual()) return SumAllVirtual("SumOfSquares", x);
   if (!x.device().is_cpu()) return NoDeviceKernel("SumOfSquares", x.device());
   ZS_ASSIGN_OR_RETURN(Tensor xc, x.Contiguous());
   return cpu::SumAll(xc, true);

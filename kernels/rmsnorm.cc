@@ -9,6 +9,7 @@
 #include "kernels/cuda/rmsnorm_launch.h"
 #include "kernels/device_check.h"
 #include "kernels/rows.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -32,6 +33,7 @@ absl::Status RmsNormForward(const Tensor& x, const Tensor& weight, double eps, c
   ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &weight, &out, &rstd}, op));
   if (x.numel() == 0) return absl::OkStatus();
   switch (x.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&out, &rstd}, {&x, &weight}, 5);
     case DeviceType::kCpu: {
       ZS_ASSIGN_OR_RETURN(Tensor xr, RowMajorInput(x, x.dtype()));
       ZS_ASSIGN_OR_RETURN(std::vector<float> w, NormParamValues(weight, c, 1.0f));
@@ -86,6 +88,7 @@ absl::Status RmsNormBackward(const Tensor& dy, const Tensor& x, const Tensor& rs
   // x and dy of different dtypes: both widened to f32 first.
   const DType in = x.dtype() == dy.dtype() ? x.dtype() : DType::kF32;
   switch (x.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&dx, &dweight}, {&dy, &x, &rstd, &weight}, 8);
     case DeviceType::kCpu: {
       ZS_ASSIGN_OR_RETURN(Tensor xr, RowMajorInput(x, in));
       ZS_ASSIGN_OR_RETURN(Tensor dyr, RowMajorInput(dy, in));

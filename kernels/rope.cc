@@ -8,6 +8,7 @@
 #include "kernels/cuda/op_util.h"
 #include "kernels/cuda/rope_launch.h"
 #include "kernels/device_check.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -137,6 +138,7 @@ absl::Status RopeApply(const Tensor& x, const RopeTables& tables, const Tensor& 
   const float* const c = static_cast<const float*>(tables.cos.raw_data());
   const float* const s = static_cast<const float*>(tables.sin.raw_data());
   switch (x.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise(op, out, {&x}, 3);
     case DeviceType::kCpu:
       cpu::RopeApply(x, c, s, out, inverse);
       return absl::OkStatus();

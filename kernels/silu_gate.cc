@@ -8,6 +8,7 @@
 #include "kernels/cuda/op_util.h"
 #include "kernels/cuda/silu_gate_launch.h"
 #include "kernels/device_check.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -105,6 +106,7 @@ absl::Status SiluGateForward(const Tensor& gate, const Tensor& up, const Tensor&
   if (out.numel() == 0) return absl::OkStatus();
   ZS_ASSIGN_OR_RETURN(std::vector<Tensor> in, CommonDType({gate, up}));
   switch (out.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise(op, out, {&gate, &up}, 6);
     case DeviceType::kCpu:
       cpu::SiluGateForward(in[0], in[1], out);
       return absl::OkStatus();
@@ -145,6 +147,7 @@ absl::Status SiluGateBackward(const Tensor& dy, const Tensor& gate, const Tensor
   if (gate.numel() == 0 || (!dgate.defined() && !dup.defined())) return absl::OkStatus();
   ZS_ASSIGN_OR_RETURN(std::vector<Tensor> in, CommonDType({dy, gate, up}));
   switch (gate.device().type) {
+    case DeviceType::kVirtual: return ChargeMemoryBound(op, {&dgate, &dup}, {&dy, &gate, &up}, 10);
     case DeviceType::kCpu:
       cpu::SiluGateBackward(in[0], in[1], in[2], dgate, dup);
       return absl::OkStatus();

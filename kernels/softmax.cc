@@ -6,6 +6,7 @@
 #include "kernels/cuda/softmax_launch.h"
 #include "kernels/device_check.h"
 #include "kernels/rows.h"
+#include "kernels/virtual_cost.h"
 #include "runtime/cuda/device_api.h"
 #include "runtime/status.h"
 
@@ -31,6 +32,7 @@ absl::Status SoftmaxForward(absl::string_view op, bool log, const Tensor& x, con
   ZS_RETURN_IF_ERROR(CheckRowOutput(op, "out", out, {&x}, /*allow_in_place=*/true));
   ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &out}, op));
   switch (out.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise(op, out, {&x}, 5);
     case DeviceType::kCpu: {
       if (out.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(Tensor xr, RowMajorInput(x, x.dtype()));
@@ -63,6 +65,7 @@ absl::Status SoftmaxBackwardImpl(absl::string_view op, bool log, const Tensor& y
   ZS_RETURN_IF_ERROR(CheckRowOutput(op, "dx", dx, {&y, &dy}, /*allow_in_place=*/true));
   ZS_RETURN_IF_ERROR(CheckSameDevice({&y, &dy, &dx}, op));
   switch (dx.device().type) {
+    case DeviceType::kVirtual: return ChargeElementwise(op, dx, {&y, &dy}, 4);
     case DeviceType::kCpu: {
       if (dx.numel() == 0) return absl::OkStatus();
       const DType in = y.dtype() == dy.dtype() ? y.dtype() : DType::kF32;

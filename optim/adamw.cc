@@ -11,6 +11,7 @@
 #include "runtime/cuda/device_api.h"
 #include "optim/step_checks.h"
 #include "runtime/status.h"
+#include "runtime/virtual_device.h"
 
 namespace zeroshard::optim {
 
@@ -78,7 +79,7 @@ absl::Status CheckStepArguments(absl::Span<const ParamGroup> groups, const Tenso
                                 const StepOptions& step) {
   constexpr absl::string_view kOp = "AdamWStep";
   const int64_t n = param.numel();
-  const bool cuda = param.device().is_cuda();
+  const bool cuda = param.device().is_accelerator();  // CUDA or virtual: the CUDA kernel's rules
   auto check_buffer = [&](absl::string_view what, const Tensor& t, bool f32_only) {
     if (cuda) return CheckCudaBuffer(what, t, param.device(), n, f32_only);
     return f32_only ? internal::CheckFlatBuffer(kOp, what, t, n, {DType::kF32})
@@ -143,6 +144,23 @@ absl::Status AdamWStepCuda(const AdamWOptions& options, absl::Span<const ParamGr
   return absl::OkStatus();
 }
 
+// The CUDA path's launches on a virtual device: one fused kernel per segment,
+// reading and writing param, exp_avg and exp_avg_sq (f32), reading the grad
+// and writing the low-precision param copy.
+absl::Status AdamWStepVirtual(absl::Span<const ParamGroup> groups, const Tensor& param,
+                              const Tensor& grad, AdamWState& state, const StepOptions& step) {
+  const double per_element = 3 * 2 * sizeof(float) + static_cast<double>(grad.itemsize()) +
+                             (step.param_copy.defined() ? static_cast<double>(step.param_copy.itemsize()) : 0);
+  for (const cpu::Segment& seg : internal::Segments(groups)) {
+    ZS_RETURN_IF_ERROR(ChargeVirtual(param.device(),
+                                     OpCost{.op = "AdamWStep",
+                                            .flops = 16.0 * static_cast<double>(seg.numel),
+                                            .bytes = per_element * static_cast<double>(seg.numel)}));
+  }
+  state.step += 1;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status AdamWStep(const AdamWOptions& options, absl::Span<const ParamGroup> groups,
@@ -152,6 +170,7 @@ absl::Status AdamWStep(const AdamWOptions& options, absl::Span<const ParamGroup>
   if (!param.defined()) return absl::InvalidArgumentError("AdamWStep: param is undefined");
   ZS_RETURN_IF_ERROR(CheckStepArguments(groups, param, grad, state, step));
   if (param.device().is_cuda()) return AdamWStepCuda(options, groups, param, grad, state, step);
+  if (param.device().is_virtual()) return AdamWStepVirtual(groups, param, grad, state, step);
 
   const int64_t t = state.step + 1;
   const AdamHyper hyper{options.beta1, options.beta2, options.eps};

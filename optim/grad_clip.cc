@@ -55,8 +55,8 @@ absl::StatusOr<bool> HasNonFinite(const Tensor& x) {
     return absl::InvalidArgumentError(absl::StrCat("HasNonFinite: dtype ", DTypeName(x.dtype()),
                                                    ", expected f32, bf16 or f16"));
   }
-  if (x.device().is_cuda()) {
-    // An Inf or NaN anywhere makes the double sum of the CUDA reduction non-finite
+  if (x.device().is_accelerator()) {
+    // An Inf or NaN anywhere makes the double sum of the device reduction non-finite
     // (a sum of finite floats cannot overflow a double).
     ZS_ASSIGN_OR_RETURN(const double sum, SumAll(x));
     return !std::isfinite(sum);

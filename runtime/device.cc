@@ -7,7 +7,12 @@
 namespace zeroshard {
 
 std::string Device::ToString() const {
-  return is_cpu() ? std::string("cpu") : absl::StrCat("cuda:", index);
+  switch (type) {
+    case DeviceType::kCpu: return "cpu";
+    case DeviceType::kCuda: return absl::StrCat("cuda:", index);
+    case DeviceType::kVirtual: return absl::StrCat("virtual:", index);
+  }
+  return absl::StrCat("device(", static_cast<int>(type), "):", index);
 }
 
 absl::StatusOr<Device> ParseDevice(absl::string_view text) {
@@ -18,8 +23,12 @@ absl::StatusOr<Device> ParseDevice(absl::string_view text) {
   if (absl::ConsumePrefix(&rest, "cuda:") && absl::SimpleAtoi(rest, &index) && index >= 0) {
     return Device::Cuda(index);
   }
+  rest = text;
+  if (absl::ConsumePrefix(&rest, "virtual:") && absl::SimpleAtoi(rest, &index) && index >= 0) {
+    return Device::Virtual(index);
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown device \"", text, "\": expected \"cpu\", \"cuda\" or \"cuda:<n>\""));
+      absl::StrCat("unknown device \"", text, "\": expected \"cpu\", \"cuda\", \"cuda:<n>\" or \"virtual:<n>\""));
 }
 
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.ToString(); }

@@ -13,6 +13,7 @@
 #include "runtime/cuda/strided_copy.h"
 #include "runtime/status.h"
 #include "runtime/strided_loop.h"
+#include "runtime/virtual_device.h"
 
 namespace zeroshard {
 
@@ -88,6 +89,12 @@ void CopyCpu(const Tensor& dst, const Tensor& src) {
 // dst <- src on one GPU by the strided-copy kernel (runtime/cuda/strided_copy.h):
 // same shape (src already broadcast), any strides, a dtype pair it supports.
 absl::Status DeviceStridedCopy(const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_virtual()) {  // read src's elements, write dst's
+    return ChargeVirtual(dst.device(),
+                         OpCost{.op = "StridedCopy",
+                                .bytes = static_cast<double>(dst.numel()) *
+                                         static_cast<double>(dst.itemsize() + src.itemsize())});
+  }
   if (dst.dim() > cuda::kStridedCopyMaxDims) {
     return absl::UnimplementedError(absl::StrCat("CopyFrom: a strided ", dst.device().ToString(),
                                                  " copy of ", dst.dim(), " dims; the kernel takes up to ",
@@ -110,6 +117,7 @@ absl::Status DeviceStridedCopy(const Tensor& dst, const Tensor& src) {
 }
 
 bool CanCopyOnDevice(const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_virtual()) return true;  // any layout and dtype pair: nothing is read
   return dst.dim() <= cuda::kStridedCopyMaxDims &&
          cuda::StridedCopySupported(static_cast<int>(dst.dtype()), static_cast<int>(src.dtype()));
 }
@@ -251,6 +259,10 @@ absl::Status Tensor::Fill(double value) const {
                                                    " has a broadcast (stride 0) dimension"));
   }
   if (numel_ == 0) return absl::OkStatus();
+  if (device().is_virtual()) {  // a fill kernel writing every element
+    return ChargeVirtual(device(), OpCost{.op = "Fill", .bytes = static_cast<double>(numel_) *
+                                                                 static_cast<double>(itemsize())});
+  }
   if (!device().is_cpu()) {
     // One element set on the host, sent over, and broadcast on the device.
     ZS_ASSIGN_OR_RETURN(Tensor host, Empty({}, dtype_, DefaultCpuAllocator()));

@@ -43,7 +43,7 @@ DeviceSchedule::DeviceSchedule(Stream compute, Stream copy, int limit, Event rea
 
 absl::StatusOr<std::unique_ptr<DeviceSchedule>> DeviceSchedule::Create(Device device,
                                                                        int limit_all_gathers) {
-  const bool gpu = device.is_cuda();
+  const bool gpu = device.is_accelerator();  // CUDA, or a virtual device running its schedule
   Stream copy = Stream::Cpu();
   if (gpu) {
     ZS_ASSIGN_OR_RETURN(copy, Stream::Create(device));

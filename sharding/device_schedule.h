@@ -83,7 +83,7 @@ class DeviceSchedule {
                                                                 int limit_all_gathers);
 
   Device device() const { return compute_.device(); }
-  bool on_gpu() const { return compute_.device().is_cuda(); }
+  bool on_gpu() const { return compute_.device().is_accelerator(); }
   const Stream& compute() const { return compute_; }
 
   // The options every collective of the model is issued with.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/cuda/device_api.h"
+#include "runtime/virtual_device.h"
 
 namespace zeroshard {
 
@@ -30,11 +31,20 @@ absl::Status CopyAsync(const Tensor& dst, const Tensor& src, const Stream& strea
     return absl::OkStatus();
   }
   for (const Device& side : {d, s}) {
-    if (side.is_cuda() && side != stream.device()) {
+    if (side.is_accelerator() && side != stream.device()) {
       return absl::InvalidArgumentError(absl::StrCat("CopyAsync: a tensor on ", side.ToString(),
                                                      " copied on a stream of ",
                                                      stream.device().ToString()));
     }
+  }
+  if (stream.device().is_virtual()) {  // the transfer's time on the stream; the host reads zeros
+    if (d.is_cpu() && dst.nbytes() > 0) std::memset(dst.raw_data(), 0, dst.nbytes());
+    const int stream_index = VirtualStreamIndex(stream.native_handle());
+    if (d.is_virtual() && s.is_virtual()) {
+      return ChargeVirtual(d, OpCost{.op = "CopyAsync", .bytes = 2.0 * static_cast<double>(dst.nbytes())});
+    }
+    return ChargeVirtualCopy(stream.device(), stream_index, static_cast<int64_t>(dst.nbytes()),
+                             /*async=*/true);
   }
   const cuda::CopyKind kind = s.is_cpu()   ? cuda::CopyKind::kHostToDevice
                               : d.is_cpu() ? cuda::CopyKind::kDeviceToHost

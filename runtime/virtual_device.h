@@ -1,0 +1,164 @@
+// VirtualDevice: a device whose tensors have shapes, dtypes and addresses but
+// no bytes. Every op on it advances a clock instead of computing, so the real
+// runtime (ShardedModel, its hooks, DeviceSchedule, the optimizer) can run a
+// training step of a model of any size - a 405B Llama on a laptop - and say
+// how long it would take and how much memory it would hold (sim/, issue 24).
+//
+//   MyCostModel cost;                                   // seconds per op (sim/cost_model.h)
+//   ZS_ASSIGN_OR_RETURN(auto dev, VirtualDevice::Create(0, {.cost = &cost}));
+//   ZS_ASSIGN_OR_RETURN(Tensor w, Tensor::Empty({8192, 8192}, DType::kBF16, dev->allocator()));
+//   ... MatMul(x, w, y) charges a GEMM to the compute stream ...
+//   dev->stream_time(VirtualDevice::kCompute);           // seconds of device time so far
+//   dev->memory().peak_reserved_bytes;                   // as the caching allocator would hold
+//
+// Note [Virtual device]
+// - Device "virtual:<index>". Created devices register under their index so
+//   that a Stream, an Event or an op entry finds its device from a Device value.
+// - Memory: the project's own CachingAllocator (runtime/cuda/caching_allocator.h)
+//   over a backing that hands out address ranges nobody may read. Rounding,
+//   pools, splitting, coalescing, segments and the out-of-memory retry are the
+//   real allocator's, so peak reserved bytes include its fragmentation.
+// - Time: a host clock (the thread issuing work) and one clock per stream, in
+//   seconds. A launch costs the host `launch_seconds` and starts on its stream
+//   at max(stream clock, host clock); it ends `OpSeconds(cost)` later. An
+//   event records its stream's clock; Block makes a stream wait for it;
+//   Synchronize makes the host wait. The GPU rules exactly, so a schedule's
+//   overlap (or lack of it) shows in the clocks.
+// - Data: kernels never run. Reading a virtual tensor on the host gives zeros
+//   (a loss reads 0, a grad norm 0), writing one is charged and dropped.
+// - Thread-safe: one mutex around the clocks and spans.
+#ifndef ZEROSHARD_RUNTIME_VIRTUAL_DEVICE_H_
+#define ZEROSHARD_RUNTIME_VIRTUAL_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/allocator.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/device.h"
+#include "runtime/dtype.h"
+
+namespace zeroshard {
+
+// What one op does, as the cost model needs it.
+struct OpCost {
+  absl::string_view op;  // "MatMul", "Binary", "AdamW", ... (a literal: spans keep it)
+  double flops = 0;     // arithmetic operations
+  double bytes = 0;     // bytes read from and written to device memory
+  // A matrix product when gemm_batch > 0: batch x [m, k] x [k, n] in `dtype`.
+  int64_t gemm_batch = 0, gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  DType dtype = DType::kF32;
+};
+
+// Seconds per op, launch and host transfer (sim/ implements it from a hardware profile).
+class VirtualCostModel {
+ public:
+  virtual ~VirtualCostModel() = default;
+  virtual double OpSeconds(const OpCost& cost) const = 0;
+  virtual double LaunchSeconds() const = 0;
+  // A transfer of `bytes` between host and device memory.
+  virtual double HostCopySeconds(int64_t bytes) const = 0;
+};
+
+// One piece of work on a stream, for traces and breakdowns.
+struct VirtualSpan {
+  int stream = 0;
+  absl::string_view name;      // the op or collective
+  absl::string_view category;  // "compute", "comm", "copy"
+  double start = 0, end = 0;  // seconds
+  double flops = 0, bytes = 0;
+};
+
+class VirtualDevice {
+ public:
+  static constexpr int kCompute = 0;  // the default stream: where op entries launch
+
+  struct Options {
+    const VirtualCostModel* cost = nullptr;  // required; must outlive the device
+    int64_t capacity_bytes = 0;              // device memory; 0 = unlimited
+    bool record_spans = true;                // keep every span (traces)
+  };
+
+  // Registers virtual:<index>; AlreadyExists if a live device has the index.
+  // Unregistered when destroyed (after every tensor on it is gone).
+  static absl::StatusOr<std::unique_ptr<VirtualDevice>> Create(int index, Options options);
+  // The live device with that index, or nullptr.
+  static VirtualDevice* Find(int index);
+  ~VirtualDevice();
+  VirtualDevice(const VirtualDevice&) = delete;
+  VirtualDevice& operator=(const VirtualDevice&) = delete;
+
+  Device device() const { return Device::Virtual(index_); }
+  // Tensors on this device (a view of the caching allocator on the compute stream).
+  Allocator* allocator();
+  const VirtualCostModel& cost() const { return *options_.cost; }
+  // The caching allocator's figures: allocated, reserved and their peaks.
+  CachingAllocatorStats memory() const;
+  void ResetPeakMemory();
+
+  // ------------------------------------------------------------ clocks
+  int NewStream(std::string name);
+  int num_streams() const;
+  std::string stream_name(int stream) const;
+  double host_time() const;
+  double stream_time(int stream) const;
+  // The latest clock of all (host and streams): when everything issued is done.
+  double Now() const;
+
+  // An op on `stream` (the op entries: ChargeVirtual).
+  void Launch(int stream, const OpCost& cost);
+  // Work of known duration on `stream` that also waits for `after` (e.g. a
+  // collective's peers or its producer stream); no launch cost. Returns its end.
+  double Enqueue(int stream, absl::string_view name, absl::string_view category, double seconds,
+                 double after = 0, double bytes = 0);
+  void StreamWait(int stream, double time);
+  void HostWait(double time);
+  void HostAdvance(double seconds);
+
+  std::vector<VirtualSpan> spans() const;
+  void ClearSpans();
+  // Every clock to Now() and the spans cleared: the start of a measured step.
+  void Settle();
+
+ private:
+  VirtualDevice(int index, Options options);
+  void AddSpan(int stream, absl::string_view name, absl::string_view category, double start,
+               double end, double flops, double bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  class Backing;
+  const int index_;
+  const Options options_;
+  std::unique_ptr<Backing> backing_;
+  std::unique_ptr<CachingAllocator> cache_;
+  std::unique_ptr<Allocator> allocator_;
+
+  mutable absl::Mutex mu_;
+  double host_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<double> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> stream_names_ ABSL_GUARDED_BY(mu_);
+  std::vector<VirtualSpan> spans_ ABSL_GUARDED_BY(mu_);
+};
+
+// The stream index a virtual Stream's native handle carries (0: compute).
+inline int VirtualStreamIndex(const void* native_handle) {
+  return static_cast<int>(reinterpret_cast<intptr_t>(native_handle));
+}
+
+// The op entries' virtual kernel: charges `cost` to the compute stream of
+// `device` (FailedPrecondition if no virtual device has its index).
+absl::Status ChargeVirtual(Device device, const OpCost& cost);
+
+// A host <-> device transfer of `bytes` on `stream` of a virtual device,
+// synchronous (the host waits) unless `async`.
+absl::Status ChargeVirtualCopy(Device device, int stream, int64_t bytes, bool async);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_RUNTIME_VIRTUAL_DEVICE_H_
