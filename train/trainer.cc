@@ -205,6 +205,36 @@ absl::StatusOr<std::vector<int64_t>> GatherPerRank(Communicator& comm, int64_t b
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<nn::CausalLm>> MakeJobModel(const TrainOptions& o, int rank) {
+  if (o.model_type == "llama") {
+    ZS_ASSIGN_OR_RETURN(const nn::LlamaConfig config, LlamaConfigFor(o));
+    return std::shared_ptr<nn::CausalLm>(std::make_shared<nn::Llama>(config));
+  }
+  return std::shared_ptr<nn::CausalLm>(std::make_shared<nn::Gpt>(o.model, o.seed + 1000003ull * rank));
+}
+
+ShardingOptions JobShardingOptions(const TrainOptions& o, const nn::CausalLm& model) {
+  ShardingOptions sharding = o.sharding;
+  sharding.init_seed = o.seed;
+  // The job's default unit is a GPT Block; a Llama's is its decoder layer.
+  if (sharding.wrap.kind == WrapPolicy::Kind::kByType && sharding.wrap.types == std::set<std::string>{"Block"}) {
+    sharding.wrap = WrapPolicy::ByType({model.layer_type()});
+  }
+  return sharding;
+}
+
+optim::OptimWrapperOptions JobStepOptions(const TrainOptions& o) {
+  const bool scaling = o.loss_scaling || o.sharding.mixed_precision.param_dtype == DType::kF16;
+  return {.optimizer = o.optimizer,
+          .lr = o.lr,
+          .accumulative_counts = static_cast<int>(o.grad_accum_steps),
+          .no_sync = o.no_sync,
+          .clip_grad_max_norm = o.grad_clip,
+          .loss_scaling = scaling,
+          .loss_scaler = o.loss_scaler,
+          .inject_inf_at_step = o.inject_inf_at_step};
+}
+
 absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary* summary,
                          Communicator* host_comm) {
   const bool lead = comm.rank() == 0;
@@ -282,12 +312,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   Allocator& device = *device_allocator;
   // The model, shapes only: ShardedModel::Create initialises each rank's shard
   // alone (deferred init), so no rank ever holds the whole model.
-  std::shared_ptr<nn::CausalLm> gpt;
-  if (llama) {
-    gpt = std::make_shared<nn::Llama>(*llama_config);
-  } else {
-    gpt = std::make_shared<nn::Gpt>(o.model, o.seed + 1000003ull * comm.rank());
-  }
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> gpt, MakeJobModel(o, comm.rank()));
   const bool hf_init = IsHfFolder(o.init_from);
   if (!o.init_from.empty() && !hf_init) {
     ZS_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(o.init_from));
@@ -304,12 +329,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                                                      r.missing_keys[0]));
     }
   }
-  ShardingOptions sharding = o.sharding;
-  sharding.init_seed = o.seed;
-  // The job's default unit is a GPT Block; a Llama's is its decoder layer.
-  if (llama && sharding.wrap.kind == WrapPolicy::Kind::kByType && sharding.wrap.types == std::set<std::string>{"Block"}) {
-    sharding.wrap = WrapPolicy::ByType({gpt->layer_type()});
-  }
+  const ShardingOptions sharding = JobShardingOptions(o, *gpt);
   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
   if (hf_init) {
     // A Hugging Face folder: every rank reads the byte ranges of its own shards.
@@ -322,15 +342,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   for (const TiedPlacement& t : sharded->ties()) log.Line(absl::StrCat("  ", t.ToString(), "\n"));
   const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
   ZS_ASSIGN_OR_RETURN(TrainStep train_step,
-                      TrainStep::Create(*sharded, {.optimizer = o.optimizer,
-                                                   .lr = o.lr,
-                                                   .accumulative_counts = static_cast<int>(o.grad_accum_steps),
-                                                   .no_sync = o.no_sync,
-                                                   .clip_grad_max_norm = o.grad_clip,
-                                                   .loss_scaling = scaling,
-                                                   .loss_scaler = o.loss_scaler,
-                                                   .inject_inf_at_step = o.inject_inf_at_step},
-                                        &host));
+                      TrainStep::Create(*sharded, JobStepOptions(o), &host));
   optim::ShardedOptimizer& opt = train_step.optim().optimizer();
   optim::LrScheduler& scheduler = train_step.optim().scheduler();
   optim::DynamicLossScaler& scaler = train_step.optim().loss_scaler();

@@ -21,6 +21,7 @@
 #include "collectives/communicator.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
+#include "optim/optim_wrapper.h"
 #include "optim/sharded_optimizer.h"
 #include "sharding/sharding_options.h"
 #include "runtime/trace.h"
@@ -148,6 +149,15 @@ absl::Status RunTraining(const TrainOptions& options, Communicator& comm,
 // folder's config.json, or from options.model and options.llama. Checks the
 // sequence length (model.block_size) fits max_position_embeddings.
 absl::StatusOr<nn::LlamaConfig> LlamaConfigFor(const TrainOptions& options);
+// The job's model, shapes only (a GPT from options.model seeded for `rank`'s
+// dropout, or the Llama of LlamaConfigFor), as RunTraining and the simulator
+// (sim/simulator.h) build it.
+absl::StatusOr<std::shared_ptr<nn::CausalLm>> MakeJobModel(const TrainOptions& options, int rank);
+// options.sharding as the job runs it: the default unit (a GPT Block) becomes
+// the model's own layer type; init_seed is the run's seed.
+ShardingOptions JobShardingOptions(const TrainOptions& options, const nn::CausalLm& model);
+// The optimizer step of the job (optimizer, schedule, accumulation, clipping, loss scaling).
+optim::OptimWrapperOptions JobStepOptions(const TrainOptions& options);
 // Whether `path` is a Hugging Face model folder (a directory with config.json).
 bool IsHfFolder(const std::string& path);
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "runtime/status.h"
+#include "runtime/virtual_device.h"
 
 namespace zeroshard::nn {
 
@@ -54,6 +55,10 @@ absl::Status FillInit(const InitSpec& spec, uint64_t seed, absl::string_view nam
     default: break;
   }
   const int64_t n = out.numel();
+  if (out.device().is_virtual()) {  // the values would be drawn on the host and sent over
+    return ChargeVirtualCopy(out.device(), VirtualDevice::kCompute, n * static_cast<int64_t>(out.itemsize()),
+                             /*async=*/false);
+  }
   const uint64_t key = NameHash(name);
   std::vector<float> values(static_cast<size_t>(n));
 #pragma omp parallel for schedule(static) if (n >= (1 << 16))
