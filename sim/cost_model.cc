@@ -1,0 +1,233 @@
+#include "sim/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/check.h"
+
+namespace zeroshard::sim {
+
+// ---------------------------------------------------------------------------
+// Compute
+// ---------------------------------------------------------------------------
+
+double PeakFlops(const HardwareProfile& p, DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return p.peak_flops_bf16;
+    case DType::kF16: return p.peak_flops_fp16;
+    case DType::kF32: return p.peak_flops_fp32;
+    case DType::kI32:
+    case DType::kI64: break;
+  }
+  ZS_CHECK(false, "PeakFlops: a GEMM's dtype is floating (f32, bf16, f16), found ", DTypeName(dtype));
+  return 0;
+}
+
+double GemmFlops(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  ZS_CHECK(batch >= 0 && m >= 0 && n >= 0 && k >= 0, "GEMM dimensions must be >= 0, found batch ", batch,
+           " m ", m, " n ", n, " k ", k);
+  return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) *
+         static_cast<double>(k);
+}
+
+namespace {
+
+// gemm_latency_s + F / (peak * gemm_efficiency_max): Note [GEMM efficiency curve].
+double GemmComputeSeconds(const HardwareProfile& p, double flops, DType dtype) {
+  return p.gemm_latency_s + flops / (PeakFlops(p, dtype) * p.gemm_efficiency_max);
+}
+
+double StreamBytesPerSecond(const HardwareProfile& p) { return p.hbm_bytes_per_s * p.memory_efficiency; }
+
+}  // namespace
+
+double GemmEfficiency(const HardwareProfile& p, double flops, DType dtype) {
+  ZS_CHECK(flops >= 0, "GemmEfficiency: flops must be >= 0, found ", flops);
+  if (flops == 0) return 0;
+  return flops / (PeakFlops(p, dtype) * GemmComputeSeconds(p, flops, dtype));
+}
+
+double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype) {
+  const double flops = GemmFlops(batch, m, n, k);
+  if (flops == 0) return 0;
+  const double b = static_cast<double>(batch);
+  const double elements = b * (static_cast<double>(m) * static_cast<double>(k) +
+                               static_cast<double>(k) * static_cast<double>(n) +
+                               static_cast<double>(m) * static_cast<double>(n));
+  const double memory_s = static_cast<double>(DTypeSize(dtype)) * elements / StreamBytesPerSecond(p);
+  return std::max(GemmComputeSeconds(p, flops, dtype), memory_s);
+}
+
+double MemoryBoundSeconds(const HardwareProfile& p, double bytes, double flops) {
+  ZS_CHECK(bytes >= 0 && flops >= 0, "MemoryBoundSeconds: bytes and flops must be >= 0, found ", bytes, " and ",
+           flops);
+  return std::max(bytes / StreamBytesPerSecond(p), flops / p.peak_flops_fp32);
+}
+
+// ---------------------------------------------------------------------------
+// Collectives
+// ---------------------------------------------------------------------------
+
+std::string_view CollectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
+std::string_view CollectiveAlgorithmName(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case CollectiveAlgorithm::kNone: return "none";
+    case CollectiveAlgorithm::kRing: return "ring";
+    case CollectiveAlgorithm::kTree: return "tree";
+  }
+  return "?";
+}
+
+namespace {
+
+// ceil(log2(x)) for x >= 1: the depth of a binary tree over x nodes.
+int CeilLog2(int x) {
+  int depth = 0;
+  while ((int64_t{1} << depth) < x) ++depth;
+  return depth;
+}
+
+}  // namespace
+
+CollectiveCost EstimateCollective(const HardwareProfile& p, CollectiveKind kind, int64_t bytes, GroupShape g) {
+  ZS_CHECK(g.size >= 1 && g.ranks_per_node >= 1, "GroupShape: size and ranks_per_node must be >= 1, found ",
+           g.size, " and ", g.ranks_per_node);
+  ZS_CHECK(bytes >= 0, "EstimateCollective: bytes must be >= 0, found ", bytes);
+  CollectiveCost cost;
+  const int n = g.size;
+  if (n == 1) return cost;
+  const int r = std::min(g.ranks_per_node, n);
+  const int nodes = (n + r - 1) / r;
+  cost.nodes = nodes;
+
+  // B: the bottleneck per-rank bandwidth (Note [Collective model]).
+  double bw = p.intra_node_bytes_per_s * p.collective_efficiency;
+  if (nodes > 1) {
+    const int rails = std::min(r, p.gpus_per_node);
+    bw = std::min(bw, p.inter_node_bytes_per_s * p.inter_node_efficiency * rails / p.gpus_per_node);
+  }
+  cost.bus_bytes_per_s = bw;
+
+  // One pass around the ring: n - 1 hops, N - 1 of them between nodes.
+  const double ring_pass_s = (n - nodes) * p.intra_node_alpha_s + (nodes - 1) * p.inter_node_alpha_s;
+  const double s = static_cast<double>(bytes);
+  const double ring_fraction = static_cast<double>(n - 1) / n;  // (n-1)/n
+
+  double latency = 0;
+  double transfer = 0;
+  cost.algorithm = CollectiveAlgorithm::kRing;
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      latency = ring_pass_s;
+      transfer = ring_fraction * s / bw;
+      break;
+    case CollectiveKind::kBroadcast:
+      latency = ring_pass_s;
+      transfer = s / bw;
+      break;
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBarrier: {
+      const double s_ar = kind == CollectiveKind::kBarrier ? 0.0 : s;
+      const double ring_latency = 2 * ring_pass_s;
+      const double ring_transfer = 2 * ring_fraction * s_ar / bw;
+      const double tree_latency = 2 * ((r - 1) * p.intra_node_alpha_s + CeilLog2(nodes) * p.inter_node_alpha_s);
+      const double tree_transfer = 2 * s_ar / bw;
+      if (tree_latency + tree_transfer < ring_latency + ring_transfer) {
+        cost.algorithm = CollectiveAlgorithm::kTree;
+        latency = tree_latency;
+        transfer = tree_transfer;
+      } else {
+        latency = ring_latency;
+        transfer = ring_transfer;
+      }
+      break;
+    }
+  }
+  cost.latency_s = p.collective_base_s + latency;
+  cost.bandwidth_s = transfer;
+  cost.seconds = cost.latency_s + cost.bandwidth_s;
+  return cost;
+}
+
+double CollectiveSeconds(const HardwareProfile& p, CollectiveKind kind, int64_t bytes, GroupShape g) {
+  return EstimateCollective(p, kind, bytes, g).seconds;
+}
+
+double CollectiveBytesSent(CollectiveKind kind, int64_t bytes, int group_size) {
+  ZS_CHECK(group_size >= 1 && bytes >= 0, "CollectiveBytesSent: group_size >= 1 and bytes >= 0, found ",
+           group_size, " and ", bytes);
+  const double n = group_size;
+  const double s = static_cast<double>(bytes);
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kBroadcast: return s * (n - 1) / n;
+    case CollectiveKind::kAllReduce: return 2 * s * (n - 1) / n;
+    case CollectiveKind::kBarrier: return 0;
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Host
+// ---------------------------------------------------------------------------
+
+double HostCopySeconds(const HardwareProfile& p, int64_t bytes) {
+  ZS_CHECK(bytes >= 0, "HostCopySeconds: bytes must be >= 0, found ", bytes);
+  return static_cast<double>(bytes) / p.host_link_bytes_per_s;
+}
+
+double HostAdamSeconds(const HardwareProfile& p, double state_bytes) {
+  ZS_CHECK(state_bytes >= 0, "HostAdamSeconds: state_bytes must be >= 0, found ", state_bytes);
+  return state_bytes / p.host_adam_bytes_per_s;
+}
+
+// ---------------------------------------------------------------------------
+// Allocator
+// ---------------------------------------------------------------------------
+
+namespace {
+
+int64_t RoundUp(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+int64_t RoundAllocation(const HardwareProfile& p, int64_t bytes) {
+  ZS_CHECK(bytes >= 0, "RoundAllocation: bytes must be >= 0, found ", bytes);
+  return RoundUp(bytes, p.alloc_round_bytes);  // 1..512 -> 512 with 512-byte rounding
+}
+
+bool IsSmallPoolAllocation(const HardwareProfile& p, int64_t bytes) {
+  return p.alloc_caching && bytes > 0 && RoundAllocation(p, bytes) <= p.alloc_small_request_bytes;
+}
+
+int64_t SegmentBytes(const HardwareProfile& p, int64_t bytes) {
+  const int64_t rounded = RoundAllocation(p, bytes);
+  if (!p.alloc_caching || bytes == 0) return rounded;
+  if (rounded <= p.alloc_small_request_bytes) return p.alloc_small_segment_bytes;
+  if (rounded < p.alloc_min_large_bytes) return p.alloc_large_segment_bytes;
+  return RoundUp(rounded, p.alloc_large_round_bytes);
+}
+
+bool ShouldSplitBlock(const HardwareProfile& p, int64_t block_bytes, int64_t bytes) {
+  const int64_t rounded = RoundAllocation(p, bytes);
+  ZS_CHECK(block_bytes >= rounded, "ShouldSplitBlock: the block (", block_bytes, " B) must hold the request (",
+           rounded, " B rounded)");
+  if (!p.alloc_caching) return false;
+  const int64_t remaining = block_bytes - rounded;
+  return IsSmallPoolAllocation(p, bytes) ? remaining >= p.alloc_round_bytes
+                                         : remaining > p.alloc_small_request_bytes;
+}
+
+}  // namespace zeroshard::sim

@@ -1,0 +1,394 @@
+#include "sim/profile.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "runtime/status.h"
+
+namespace zeroshard::sim {
+namespace {
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------
+// The figures, each declared once: its group and key in the file, its unit, the
+// member it fills and the values it may take. ParseProfile, ToString and the
+// "every figure has a source" test all read this table.
+// ---------------------------------------------------------------------------
+
+enum class Range {
+  kPositive,     // number > 0
+  kNonNegative,  // number >= 0
+  kFraction,     // number in (0, 1]
+  kAtLeastOne,   // integer >= 1
+  kAtLeastZero,  // integer >= 0
+  kBool,         // true or false
+};
+
+using Member = std::variant<double HardwareProfile::*, int64_t HardwareProfile::*, int HardwareProfile::*,
+                            bool HardwareProfile::*>;
+
+struct Field {
+  const char* group;
+  const char* key;
+  const char* unit;
+  Range range;
+  Member member;
+};
+
+using P = HardwareProfile;
+const Field kFields[] = {
+    {"compute", "peak_flops_bf16", "FLOP/s", Range::kPositive, &P::peak_flops_bf16},
+    {"compute", "peak_flops_fp16", "FLOP/s", Range::kPositive, &P::peak_flops_fp16},
+    {"compute", "peak_flops_tf32", "FLOP/s", Range::kPositive, &P::peak_flops_tf32},
+    {"compute", "peak_flops_fp32", "FLOP/s", Range::kPositive, &P::peak_flops_fp32},
+    {"compute", "gemm_efficiency_max", "of peak", Range::kFraction, &P::gemm_efficiency_max},
+    {"compute", "gemm_latency_s", "s", Range::kNonNegative, &P::gemm_latency_s},
+    {"compute", "launch_overhead_s", "s", Range::kNonNegative, &P::launch_overhead_s},
+    {"memory", "hbm_bytes_per_s", "B/s", Range::kPositive, &P::hbm_bytes_per_s},
+    {"memory", "memory_efficiency", "of hbm_bytes_per_s", Range::kFraction, &P::memory_efficiency},
+    {"memory", "memory_bytes", "B", Range::kAtLeastOne, &P::memory_bytes},
+    {"allocator", "caching", "", Range::kBool, &P::alloc_caching},
+    {"allocator", "round_bytes", "B", Range::kAtLeastOne, &P::alloc_round_bytes},
+    {"allocator", "small_request_bytes", "B", Range::kAtLeastZero, &P::alloc_small_request_bytes},
+    {"allocator", "small_segment_bytes", "B", Range::kAtLeastZero, &P::alloc_small_segment_bytes},
+    {"allocator", "large_segment_bytes", "B", Range::kAtLeastZero, &P::alloc_large_segment_bytes},
+    {"allocator", "min_large_bytes", "B", Range::kAtLeastZero, &P::alloc_min_large_bytes},
+    {"allocator", "large_round_bytes", "B", Range::kAtLeastZero, &P::alloc_large_round_bytes},
+    {"network", "gpus_per_node", "", Range::kAtLeastOne, &P::gpus_per_node},
+    {"network", "intra_node_bytes_per_s", "B/s per GPU per direction", Range::kPositive, &P::intra_node_bytes_per_s},
+    {"network", "intra_node_alpha_s", "s per step", Range::kNonNegative, &P::intra_node_alpha_s},
+    {"network", "inter_node_bytes_per_s", "B/s per node per direction", Range::kPositive, &P::inter_node_bytes_per_s},
+    {"network", "inter_node_alpha_s", "s per step", Range::kNonNegative, &P::inter_node_alpha_s},
+    {"network", "collective_base_s", "s per call", Range::kNonNegative, &P::collective_base_s},
+    {"network", "collective_efficiency", "of intra_node_bytes_per_s", Range::kFraction, &P::collective_efficiency},
+    {"network", "inter_node_efficiency", "of inter_node_bytes_per_s", Range::kFraction, &P::inter_node_efficiency},
+    {"host", "host_link_bytes_per_s", "B/s per GPU", Range::kPositive, &P::host_link_bytes_per_s},
+    {"host", "host_adam_bytes_per_s", "B/s per GPU", Range::kPositive, &P::host_adam_bytes_per_s},
+};
+
+const char* const kGroups[] = {"compute", "memory", "allocator", "network", "host"};
+
+// The allocator figures that must be >= 1 when caching is on (the pool sizes).
+const char* const kCachingKeys[] = {"small_request_bytes", "small_segment_bytes", "large_segment_bytes",
+                                    "min_large_bytes", "large_round_bytes"};
+
+const char* Expected(Range r) {
+  switch (r) {
+    case Range::kPositive: return "a number > 0";
+    case Range::kNonNegative: return "a number >= 0";
+    case Range::kFraction: return "a number in (0, 1]";
+    case Range::kAtLeastOne: return "an integer >= 1";
+    case Range::kAtLeastZero: return "an integer >= 0";
+    case Range::kBool: return "true or false";
+  }
+  return "?";
+}
+
+// `"fast" (a string)`, `-3 (a number)`, `null`: what a key held, for errors.
+std::string Found(const Json& v) {
+  if (v.is_null()) return "null";
+  std::string text = v.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  const std::string type = v.type_name();
+  const char* article = (type == "object" || type == "array") ? "an " : "a ";
+  return absl::StrCat(text, " (", article, type, ")");
+}
+
+// Debian's Abseil has its own string_view, which StrCat takes; ours are std::string_view.
+absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+absl::Status KeyError(std::string_view source, std::string_view path, std::string_view expected,
+                      std::string_view found) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("profile ", Sv(source), ": key '", Sv(path), "': expected ", Sv(expected), ", found ", Sv(found)));
+}
+
+// Stores `v` into the member of `f`, or says why it cannot.
+absl::Status SetField(const Field& f, const Json& v, std::string_view source, HardwareProfile& p) {
+  const std::string path = absl::StrCat(f.group, ".", f.key);
+  auto bad = [&] { return KeyError(source, path, Expected(f.range), Found(v)); };
+  if (f.range == Range::kBool) {
+    if (!v.is_boolean()) return bad();
+    p.*std::get<bool HardwareProfile::*>(f.member) = v.get<bool>();
+    return absl::OkStatus();
+  }
+  if (!v.is_number()) return bad();
+  if (f.range == Range::kAtLeastOne || f.range == Range::kAtLeastZero) {
+    // An integer; 2e6 is accepted (nlohmann reads exponents as floats) when it is whole.
+    int64_t i = 0;
+    if (v.is_number_unsigned()) {
+      if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return bad();
+      i = static_cast<int64_t>(v.get<uint64_t>());
+    } else if (v.is_number_integer()) {
+      i = v.get<int64_t>();
+    } else {
+      const double d = v.get<double>();
+      if (!(std::abs(d) < 9.2e18) || d != std::floor(d)) return bad();
+      i = static_cast<int64_t>(d);
+    }
+    if (i < (f.range == Range::kAtLeastOne ? 1 : 0)) return bad();
+    if (auto* m = std::get_if<int64_t HardwareProfile::*>(&f.member)) {
+      p.**m = i;
+    } else {
+      if (i > std::numeric_limits<int>::max()) return bad();
+      p.*std::get<int HardwareProfile::*>(f.member) = static_cast<int>(i);
+    }
+    return absl::OkStatus();
+  }
+  const double d = v.get<double>();
+  const bool ok = std::isfinite(d) && (f.range == Range::kPositive      ? d > 0
+                                       : f.range == Range::kNonNegative ? d >= 0
+                                                                        : d > 0 && d <= 1);
+  if (!ok) return bad();
+  p.*std::get<double HardwareProfile::*>(f.member) = d;
+  return absl::OkStatus();
+}
+
+std::string FieldValue(const Field& f, const HardwareProfile& p) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        using T = std::remove_reference_t<decltype(p.*member)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return (p.*member) ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          return absl::StrFormat("%.4g", p.*member);
+        } else {
+          return absl::StrCat(p.*member);
+        }
+      },
+      f.member);
+}
+
+// ---------------------------------------------------------------------------
+// Finding the shipped files.
+// ---------------------------------------------------------------------------
+
+// Note [Finding sim/profiles]
+// The shipped profiles are data of //sim:profile (BUILD `data`), so every
+// binary and test that links it has them in its runfiles as
+// "zeroshard/sim/profiles/<name>.json". ProfileDirectory() takes the first of
+// these that is a directory:
+//   1. $ZEROSHARD_SIM_PROFILES, when set (and then only it: a user who names a
+//      directory means it, and a wrong one is an error, not a silent fallback);
+//   2. $RUNFILES_DIR/zeroshard/sim/profiles (`bazel run`, launcher scripts);
+//   3. $TEST_SRCDIR/zeroshard/sim/profiles (`bazel test`);
+//   4. <the binary, symlinks resolved>.runfiles/zeroshard/sim/profiles: a
+//      `bazel-bin/sim/zs_simulate` run by hand from any directory (Linux
+//      /proc/self/exe);
+//   5. $BUILD_WORKSPACE_DIRECTORY/sim/profiles (`bazel run` sets it);
+//   6. sim/profiles under the current directory (a binary copied out of
+//      bazel-bin and run from the workspace root).
+// The runfiles tree is used directly (Linux builds it by default); a
+// manifest-only runfiles setup (--noenable_runfiles, Windows) is not read.
+constexpr char kRunfilesSubdir[] = "zeroshard/sim/profiles";
+
+std::string ExecutablePath() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return exe.string();
+}
+
+bool IsDirectory(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && fs::is_directory(path, ec);
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("profile ", path, ": cannot open it (", std::strerror(errno), ")"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("profile ", path, ": read failed"));
+  return text.str();
+}
+
+bool LooksLikePath(std::string_view s) {
+  return s.find('/') != std::string_view::npos ||
+         (s.size() >= 5 && s.substr(s.size() - 5) == ".json");
+}
+
+}  // namespace
+
+std::string HardwareProfile::ToString() const {
+  std::string out = absl::StrCat("profile ", name, ": ", description, "\n");
+  for (const Field& f : kFields) {
+    absl::StrAppend(&out, "  ", f.group, ".", f.key, " = ", FieldValue(f, *this),
+                    f.unit[0] != '\0' ? " " : "", f.unit, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<HardwareProfile> ParseProfile(std::string_view json_text, std::string_view source_view) {
+  const std::string source_name(source_view);
+  Json root;
+  try {
+    root = Json::parse(json_text.begin(), json_text.end(), /*cb=*/nullptr, /*allow_exceptions=*/true,
+                       /*ignore_comments=*/true);
+  } catch (const Json::exception& e) {
+    std::string what = e.what();
+    if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    return absl::InvalidArgumentError(absl::StrCat("profile ", source_name, ": expected JSON, found ", what));
+  }
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("profile ", source_name, ": expected a JSON object, found ", Found(root)));
+  }
+
+  HardwareProfile p;
+  // Top level: the two strings, the five groups, "sources"; nothing else.
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string& key = it.key();
+    const bool known = key == "name" || key == "description" || key == "sources" ||
+                       std::find(std::begin(kGroups), std::end(kGroups), key) != std::end(kGroups);
+    if (!known) {
+      return KeyError(source_name, key, "one of name, description, compute, memory, allocator, network, host, sources",
+                      "an unknown key");
+    }
+  }
+  for (const char* key : {"name", "description"}) {
+    auto it = root.find(key);
+    if (it == root.end()) return KeyError(source_name, key, "a non-empty string", "no such key");
+    if (!it->is_string() || it->get<std::string>().empty()) {
+      return KeyError(source_name, key, "a non-empty string", Found(*it));
+    }
+  }
+  p.name = root["name"].get<std::string>();
+  p.description = root["description"].get<std::string>();
+
+  for (const char* group : kGroups) {
+    auto g = root.find(group);
+    if (g == root.end()) return KeyError(source_name, group, "an object", "no such key");
+    if (!g->is_object()) return KeyError(source_name, group, "an object", Found(*g));
+    for (auto it = g->begin(); it != g->end(); ++it) {
+      const bool known = std::any_of(std::begin(kFields), std::end(kFields), [&](const Field& f) {
+        return f.group == std::string_view(group) && f.key == it.key();
+      });
+      if (!known) {
+        std::vector<std::string> keys;
+        for (const Field& f : kFields) {
+          if (f.group == std::string_view(group)) keys.push_back(f.key);
+        }
+        return KeyError(source_name, absl::StrCat(group, ".", it.key()),
+                        absl::StrCat("one of ", absl::StrJoin(keys, ", ")), "an unknown key");
+      }
+    }
+  }
+  for (const Field& f : kFields) {
+    const Json& g = root[f.group];
+    auto it = g.find(f.key);
+    if (it == g.end()) {
+      return KeyError(source_name, absl::StrCat(f.group, ".", f.key), Expected(f.range), "no such key");
+    }
+    ZS_RETURN_IF_ERROR(SetField(f, *it, source_name, p));
+  }
+  if (p.alloc_caching) {
+    for (const char* key : kCachingKeys) {
+      const Field& f = *std::find_if(std::begin(kFields), std::end(kFields), [&](const Field& f) {
+        return f.group == std::string_view("allocator") && f.key == std::string_view(key);
+      });
+      if (p.*std::get<int64_t HardwareProfile::*>(f.member) < 1) {
+        return KeyError(source_name, absl::StrCat("allocator.", key),
+                        "an integer >= 1 when allocator.caching is true", Found(root["allocator"][key]));
+      }
+    }
+  }
+
+  if (auto s = root.find("sources"); s != root.end()) {
+    if (!s->is_object()) return KeyError(source_name, "sources", "an object of strings", Found(*s));
+    for (auto it = s->begin(); it != s->end(); ++it) {
+      const bool known = std::any_of(std::begin(kFields), std::end(kFields), [&](const Field& f) {
+        return absl::StrCat(f.group, ".", f.key) == it.key();
+      });
+      const std::string path = absl::StrCat("sources.", it.key());
+      if (!known) return KeyError(source_name, path, "the \"group.key\" of a figure", "an unknown key");
+      if (!it->is_string()) return KeyError(source_name, path, "a string", Found(*it));
+      p.sources[it.key()] = it->get<std::string>();
+    }
+  }
+  return p;
+}
+
+std::vector<std::string> ProfileFigureKeys() {
+  std::vector<std::string> keys;
+  for (const Field& f : kFields) keys.push_back(absl::StrCat(f.group, ".", f.key));
+  return keys;
+}
+
+std::vector<std::string> ProfileNames() { return {"a100_80g", "cpu", "h100_dgx", "h200"}; }
+
+absl::StatusOr<std::string> ProfileDirectory() {
+  if (const char* env = std::getenv("ZEROSHARD_SIM_PROFILES"); env != nullptr && env[0] != '\0') {
+    if (IsDirectory(env)) return std::string(env);
+    return absl::NotFoundError(
+        absl::StrCat("ZEROSHARD_SIM_PROFILES is '", env, "': expected a directory of profile files, found none"));
+  }
+  std::vector<std::string> tried;
+  auto consider = [&](const std::string& dir) {
+    tried.push_back(dir);
+    return IsDirectory(dir);
+  };
+  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* root = std::getenv(var); root != nullptr && root[0] != '\0') {
+      if (std::string d = absl::StrCat(root, "/", kRunfilesSubdir); consider(d)) return d;
+    }
+  }
+  if (std::string exe = ExecutablePath(); !exe.empty()) {
+    if (std::string d = absl::StrCat(exe, ".runfiles/", kRunfilesSubdir); consider(d)) return d;
+  }
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"); ws != nullptr && ws[0] != '\0') {
+    if (std::string d = absl::StrCat(ws, "/sim/profiles"); consider(d)) return d;
+  }
+  if (consider("sim/profiles")) return std::string("sim/profiles");
+  return absl::NotFoundError(absl::StrCat(
+      "the shipped hardware profiles: expected a directory sim/profiles, found none of ", absl::StrJoin(tried, ", "),
+      " (run from the workspace root, or set ZEROSHARD_SIM_PROFILES)"));
+}
+
+absl::StatusOr<HardwareProfile> LoadProfile(std::string_view name_or_path) {
+  std::string path;
+  const std::string name(name_or_path);
+  if (LooksLikePath(name_or_path)) {
+    path = std::string(name_or_path);
+  } else {
+    const bool plain = !name_or_path.empty() && std::all_of(name_or_path.begin(), name_or_path.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    });
+    if (!plain) {
+      return absl::InvalidArgumentError(absl::StrCat("profile '", name,
+                                                     "': expected a profile name (letters, digits, '_', '-') or a "
+                                                     "path to a .json file"));
+    }
+    ZS_ASSIGN_OR_RETURN(std::string dir, ProfileDirectory());
+    path = absl::StrCat(dir, "/", name, ".json");
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      return absl::NotFoundError(absl::StrCat("profile '", name, "': expected one of ",
+                                              absl::StrJoin(ProfileNames(), ", "), " (files in ", dir,
+                                              ") or a path to a .json file, found no ", path));
+    }
+  }
+  ZS_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseProfile(text, path);
+}
+
+}  // namespace zeroshard::sim

@@ -1,0 +1,537 @@
+// The simulator's hardware profiles and cost model (sim/profile.h,
+// sim/cost_model.h): the shipped profiles load with a source for every figure;
+// bad files fail naming the file and the key; every formula equals its closed
+// form in the header's notes.
+//
+// Tolerances: the closed forms are evaluated here with the same operations in
+// the same order where the test says "exactly" (EXPECT_EQ); where the order of
+// operations differs, EXPECT_DOUBLE_EQ (4 ulps) covers the few roundings of a
+// handful of multiplications and divisions (each at most 0.5 ulp).
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/dtype.h"
+#include "sim/cost_model.h"
+#include "sim/profile.h"
+
+namespace zeroshard::sim {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr int64_t kMiB = 1 << 20;
+
+HardwareProfile MustLoad(const std::string& name) {
+  absl::StatusOr<HardwareProfile> p = LoadProfile(name);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : HardwareProfile{};
+}
+
+std::string ShippedText(const std::string& name) {
+  absl::StatusOr<std::string> dir = ProfileDirectory();
+  EXPECT_TRUE(dir.ok()) << dir.status();
+  std::ifstream in(absl::StrCat(*dir, "/", name, ".json"));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : testing::TempDir();
+}
+
+// Sets an environment variable for one scope, restoring the old value after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// Profiles
+// ---------------------------------------------------------------------------
+
+TEST(Profile, EveryShippedProfileLoadsWithASourceForEveryFigure) {
+  for (const std::string& name : ProfileNames()) {
+    SCOPED_TRACE(name);
+    HardwareProfile p = MustLoad(name);
+    EXPECT_EQ(p.name, name);
+    EXPECT_FALSE(p.description.empty());
+    for (const std::string& key : ProfileFigureKeys()) {
+      auto it = p.sources.find(key);
+      EXPECT_TRUE(it != p.sources.end() && !it->second.empty()) << "no source note for " << key;
+    }
+    EXPECT_EQ(p.sources.size(), ProfileFigureKeys().size());
+    EXPECT_THAT(p.ToString(), HasSubstr("memory.hbm_bytes_per_s = "));
+  }
+}
+
+TEST(Profile, ProfileNamesAreTheFilesInTheDirectory) {
+  absl::StatusOr<std::string> dir = ProfileDirectory();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  std::set<std::string> files;
+  for (const auto& e : fs::directory_iterator(*dir)) {
+    if (e.path().extension() == ".json") files.insert(e.path().stem().string());
+  }
+  const std::vector<std::string> names = ProfileNames();
+  EXPECT_EQ(files, std::set<std::string>(names.begin(), names.end()));
+}
+
+TEST(Profile, TheIssuesFiguresAreTheShippedOnes) {
+  const HardwareProfile h100 = MustLoad("h100_dgx");
+  EXPECT_EQ(h100.peak_flops_bf16, 989e12);
+  EXPECT_EQ(h100.hbm_bytes_per_s, 3.35e12);
+  EXPECT_EQ(h100.intra_node_bytes_per_s, 450e9);
+  EXPECT_EQ(h100.inter_node_bytes_per_s, 8 * 400e9 / 8);  // 8 x 400 Gb/s
+  EXPECT_EQ(h100.gpus_per_node, 8);
+  const HardwareProfile a100 = MustLoad("a100_80g");
+  EXPECT_EQ(a100.peak_flops_bf16, 312e12);
+  EXPECT_EQ(a100.hbm_bytes_per_s, 2.039e12);
+  EXPECT_EQ(a100.intra_node_bytes_per_s, 300e9);
+  EXPECT_EQ(a100.inter_node_bytes_per_s, 8 * 200e9 / 8);
+  const HardwareProfile h200 = MustLoad("h200");
+  EXPECT_EQ(h200.peak_flops_bf16, h100.peak_flops_bf16);
+  EXPECT_EQ(h200.hbm_bytes_per_s, 4.8e12);
+  EXPECT_GT(h200.memory_bytes, int64_t{140} * 1000 * 1000 * 1000);
+  const HardwareProfile cpu = MustLoad("cpu");
+  EXPECT_FALSE(cpu.alloc_caching);
+  EXPECT_THAT(cpu.description, HasSubstr("calibrate with sim calibration; these are defaults"));
+}
+
+TEST(Profile, LoadsAPathAndRejectsAnUnknownName) {
+  absl::StatusOr<std::string> dir = ProfileDirectory();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  absl::StatusOr<HardwareProfile> by_path = LoadProfile(absl::StrCat(*dir, "/a100_80g.json"));
+  ASSERT_TRUE(by_path.ok()) << by_path.status();
+  EXPECT_EQ(by_path->name, "a100_80g");
+
+  absl::StatusOr<HardwareProfile> unknown = LoadProfile("h100");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unknown.status().message(), AllOf(HasSubstr("'h100'"), HasSubstr("h100_dgx"), HasSubstr("h100.json")));
+
+  absl::StatusOr<HardwareProfile> missing = LoadProfile("/nonexistent/x.json");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/x.json"));
+
+  EXPECT_EQ(LoadProfile("../h100_dgx").status().code(), absl::StatusCode::kNotFound);  // a path: no such file
+  EXPECT_EQ(LoadProfile("h100 dgx").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Note [Finding sim/profiles]: the runfiles of the binary itself, without the
+// variables `bazel test` sets (as when bazel-bin/... is run by hand).
+TEST(Profile, FindsTheRunfilesOfTheBinaryWithoutBazelsVariables) {
+  ScopedEnv a("TEST_SRCDIR", nullptr), b("RUNFILES_DIR", nullptr), c("BUILD_WORKSPACE_DIRECTORY", nullptr);
+  absl::StatusOr<std::string> dir = ProfileDirectory();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_TRUE(fs::exists(absl::StrCat(*dir, "/h100_dgx.json"))) << *dir;
+}
+
+TEST(Profile, TheEnvironmentVariableNamesTheDirectory) {
+  const std::string dir = absl::StrCat(TempDir(), "/my_profiles");
+  fs::create_directories(dir);
+  Json j = Json::parse(ShippedText("cpu"));
+  j["name"] = "my_box";
+  std::ofstream(absl::StrCat(dir, "/my_box.json")) << j.dump(2);
+  {
+    ScopedEnv env("ZEROSHARD_SIM_PROFILES", dir.c_str());
+    absl::StatusOr<HardwareProfile> p = LoadProfile("my_box");
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->name, "my_box");
+  }
+  {
+    ScopedEnv env("ZEROSHARD_SIM_PROFILES", "/nonexistent/profiles");
+    absl::StatusOr<HardwareProfile> p = LoadProfile("h100_dgx");
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(p.status().message(), HasSubstr("ZEROSHARD_SIM_PROFILES is '/nonexistent/profiles'"));
+  }
+}
+
+// The shipped h100 file with `edit` applied, parsed as "bad.json".
+absl::Status ParseEdited(const std::function<void(Json&)>& edit) {
+  Json j = Json::parse(ShippedText("h100_dgx"));
+  edit(j);
+  return ParseProfile(j.dump(), "bad.json").status();
+}
+
+TEST(Profile, AMissingKeyIsNamedWithTheFile) {
+  absl::Status s = ParseEdited([](Json& j) { j["compute"].erase("peak_flops_bf16"); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "profile bad.json: key 'compute.peak_flops_bf16': expected a number > 0, found no such key");
+
+  s = ParseEdited([](Json& j) { j.erase("network"); });
+  EXPECT_EQ(s.message(), "profile bad.json: key 'network': expected an object, found no such key");
+
+  s = ParseEdited([](Json& j) { j.erase("name"); });
+  EXPECT_EQ(s.message(), "profile bad.json: key 'name': expected a non-empty string, found no such key");
+}
+
+TEST(Profile, AWrongTypeOrRangeIsNamedWithWhatWasFound) {
+  absl::Status s = ParseEdited([](Json& j) { j["memory"]["memory_bytes"] = "lots"; });
+  EXPECT_EQ(s.message(),
+            "profile bad.json: key 'memory.memory_bytes': expected an integer >= 1, found \"lots\" (a string)");
+
+  s = ParseEdited([](Json& j) { j["memory"]["memory_bytes"] = 8.5; });
+  EXPECT_EQ(s.message(), "profile bad.json: key 'memory.memory_bytes': expected an integer >= 1, found 8.5 (a number)");
+
+  s = ParseEdited([](Json& j) { j["network"]["collective_efficiency"] = 1.5; });
+  EXPECT_EQ(s.message(),
+            "profile bad.json: key 'network.collective_efficiency': expected a number in (0, 1], found 1.5 (a number)");
+
+  s = ParseEdited([](Json& j) { j["allocator"]["caching"] = 1; });
+  EXPECT_EQ(s.message(), "profile bad.json: key 'allocator.caching': expected true or false, found 1 (a number)");
+
+  s = ParseEdited([](Json& j) { j["compute"] = Json::array(); });
+  EXPECT_EQ(s.message(), "profile bad.json: key 'compute': expected an object, found [] (an array)");
+
+  s = ParseEdited([](Json& j) { j["allocator"]["small_segment_bytes"] = 0; });
+  EXPECT_EQ(s.message(),
+            "profile bad.json: key 'allocator.small_segment_bytes': expected an integer >= 1 when "
+            "allocator.caching is true, found 0 (a number)");
+}
+
+TEST(Profile, AnUnknownKeyIsAnError) {
+  absl::Status s = ParseEdited([](Json& j) { j["compute"]["peak_flop_bf16"] = 1e15; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("key 'compute.peak_flop_bf16'"), HasSubstr("peak_flops_bf16"),
+                                 HasSubstr("found an unknown key")));
+  s = ParseEdited([](Json& j) { j["sources"]["compute.peak_flop_bf16"] = "x"; });
+  EXPECT_THAT(s.message(), HasSubstr("key 'sources.compute.peak_flop_bf16'"));
+  s = ParseEdited([](Json& j) { j["gpus"] = 8; });
+  EXPECT_THAT(s.message(), HasSubstr("key 'gpus'"));
+}
+
+TEST(Profile, AWholeNumberInExponentFormIsAnInteger) {
+  absl::Status s = ParseEdited([](Json& j) { j["memory"]["memory_bytes"] = 8e10; });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(Profile, ABadFileIsNamedByItsPath) {
+  const std::string path = absl::StrCat(TempDir(), "/broken.json");
+  std::ofstream(path) << "{\"name\": \"x\",";
+  absl::StatusOr<HardwareProfile> p = LoadProfile(path);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), AllOf(HasSubstr(absl::StrCat("profile ", path, ": expected JSON"))));
+
+  Json j = Json::parse(ShippedText("h100_dgx"));
+  j["host"].erase("host_link_bytes_per_s");
+  const std::string path2 = absl::StrCat(TempDir(), "/no_host_link.json");
+  std::ofstream(path2) << j.dump();
+  p = LoadProfile(path2);
+  EXPECT_EQ(p.status().message(), absl::StrCat("profile ", path2,
+                                               ": key 'host.host_link_bytes_per_s': expected a number > 0, "
+                                               "found no such key"));
+}
+
+// ---------------------------------------------------------------------------
+// GEMM and memory-bound ops
+// ---------------------------------------------------------------------------
+
+TEST(Gemm, MonotoneInEachDimension) {
+  for (const std::string& name : ProfileNames()) {
+    const HardwareProfile p = MustLoad(name);
+    for (DType dtype : kFloatDTypes) {
+      // From every base shape (square, skinny, batched), grow one dimension at a time
+      // through compute-bound and memory-bound regimes.
+      for (std::array<int64_t, 4> base : {std::array<int64_t, 4>{1, 1, 1, 1}, {1, 4096, 4096, 16},
+                                          {8, 128, 2048, 64}, {1, 1, 8192, 8192}}) {
+        for (int dim = 0; dim < 4; ++dim) {
+          double previous = 0;
+          for (int64_t v = 1; v <= (int64_t{1} << 17); v *= 2) {
+            std::array<int64_t, 4> s = base;
+            s[dim] = v;
+            const double t = GemmSeconds(p, s[0], s[1], s[2], s[3], dtype);
+            EXPECT_GE(t, previous) << name << " " << DTypeName(dtype) << " dim " << dim << " = " << v;
+            previous = t;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, NeverBeatsPeak) {
+  // flops / t <= peak exactly: t >= gemm_latency_s + F / (peak * eff_max) and every
+  // shipped eff_max <= 0.9, so the quotient sits >= 10% below peak, far beyond the
+  // few roundings (~1e-16 relative) in between.
+  for (const std::string& name : ProfileNames()) {
+    const HardwareProfile p = MustLoad(name);
+    for (DType dtype : kFloatDTypes) {
+      for (int64_t m : {1, 7, 128, 4096, 65536}) {
+        for (int64_t n : {1, 64, 3072, 50304}) {
+          for (int64_t k : {1, 768, 16384}) {
+            const double t = GemmSeconds(p, 1, m, n, k, dtype);
+            EXPECT_LE(GemmFlops(1, m, n, k) / t, PeakFlops(p, dtype)) << name << " " << m << "x" << n << "x" << k;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, LargeSquareBf16OnH100ReachesTheCurvesEfficiency) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  const double f = 2.0 * 8192 * 8192 * 8192;
+  const double f_half = p.gemm_latency_s * p.peak_flops_bf16 * p.gemm_efficiency_max;
+  const double eff = p.gemm_efficiency_max * f / (f + f_half);  // Note [GEMM efficiency curve]
+  const double t = GemmSeconds(p, 1, 8192, 8192, 8192, DType::kBF16);
+  EXPECT_DOUBLE_EQ(f / t, eff * p.peak_flops_bf16);
+  EXPECT_DOUBLE_EQ(GemmEfficiency(p, f, DType::kBF16), eff);
+  // With the shipped figures (0.76, 3 us) that is 750 TFLOP/s, inside the 700-780
+  // measured on H100/H200 for this shape (the profile's sources).
+  EXPECT_GT(f / t, 700e12);
+  EXPECT_LT(f / t, 780e12);
+  // Compute-bound: its bytes alone would take under a tenth of it.
+  EXPECT_LT(2.0 * 3 * 8192 * 8192 / (p.hbm_bytes_per_s * p.memory_efficiency), t / 10);
+  // Half the plateau at F_half.
+  EXPECT_DOUBLE_EQ(GemmEfficiency(p, f_half, DType::kBF16), p.gemm_efficiency_max / 2);
+}
+
+TEST(Gemm, SkinnyGemmIsMemoryBoundAndEmptyGemmIsFree) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  // [4096 x 16] x [16 x 4096] bf16: 0.5 GFLOP but 32 MiB of output.
+  const double bytes = 2.0 * (4096.0 * 16 + 16.0 * 4096 + 4096.0 * 4096);
+  EXPECT_EQ(GemmSeconds(p, 1, 4096, 4096, 16, DType::kBF16), bytes / (p.hbm_bytes_per_s * p.memory_efficiency));
+  // f32 runs on the CUDA cores (no TF32): the fp32 peak.
+  const double f = 2.0 * 4096 * 4096 * 4096;
+  EXPECT_EQ(GemmSeconds(p, 1, 4096, 4096, 4096, DType::kF32),
+            p.gemm_latency_s + f / (p.peak_flops_fp32 * p.gemm_efficiency_max));
+  EXPECT_EQ(GemmSeconds(p, 0, 4096, 4096, 4096, DType::kBF16), 0);
+  EXPECT_EQ(GemmSeconds(p, 3, 4096, 0, 4096, DType::kBF16), 0);
+}
+
+TEST(MemoryBound, ClosedForm) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  // Bytes-bound: 1 GB at 3.35 TB/s x 0.88.
+  EXPECT_EQ(MemoryBoundSeconds(p, 1e9, 1e6), 1e9 / (3.35e12 * 0.88));
+  // FLOP-bound (a transcendental-heavy op): 1 TFLOP on the fp32 CUDA cores.
+  EXPECT_EQ(MemoryBoundSeconds(p, 1e3, 1e12), 1e12 / p.peak_flops_fp32);
+  EXPECT_EQ(MemoryBoundSeconds(p, 0, 0), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Collectives (Note [Collective model])
+// ---------------------------------------------------------------------------
+
+TEST(Collective, TwoRanksInANodeAllGather) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  const int64_t s = 256 * kMiB;
+  const double bw = p.intra_node_bytes_per_s * p.collective_efficiency;
+  const CollectiveCost c = EstimateCollective(p, CollectiveKind::kAllGather, s, {.size = 2, .ranks_per_node = 8});
+  EXPECT_EQ(c.latency_s, p.collective_base_s + p.intra_node_alpha_s);
+  EXPECT_DOUBLE_EQ(c.bandwidth_s, s / 2.0 / bw);
+  EXPECT_DOUBLE_EQ(c.seconds, p.collective_base_s + p.intra_node_alpha_s + s / 2.0 / bw);
+  EXPECT_EQ(c.algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_EQ(c.nodes, 1);
+  EXPECT_EQ(c.bus_bytes_per_s, bw);
+  EXPECT_EQ(CollectiveSeconds(p, CollectiveKind::kReduceScatter, s, {2, 2}), c.seconds);
+}
+
+TEST(Collective, RingAllReduceAndBroadcastInANode) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  const int64_t s = 1024 * kMiB;
+  const double bw = p.intra_node_bytes_per_s * p.collective_efficiency;
+  const CollectiveCost ar = EstimateCollective(p, CollectiveKind::kAllReduce, s, {8, 8});
+  EXPECT_EQ(ar.algorithm, CollectiveAlgorithm::kRing);  // in one node the tree is a chain: never faster
+  EXPECT_DOUBLE_EQ(ar.seconds, p.collective_base_s + 14 * p.intra_node_alpha_s + 2.0 * 7 / 8 * s / bw);
+  const CollectiveCost bc = EstimateCollective(p, CollectiveKind::kBroadcast, s, {8, 8});
+  EXPECT_DOUBLE_EQ(bc.seconds, p.collective_base_s + 7 * p.intra_node_alpha_s + s / bw);
+  const CollectiveCost barrier = EstimateCollective(p, CollectiveKind::kBarrier, s, {8, 8});
+  EXPECT_EQ(barrier.bandwidth_s, 0);
+  EXPECT_DOUBLE_EQ(barrier.seconds, p.collective_base_s + 14 * p.intra_node_alpha_s);
+}
+
+TEST(Collective, AcrossNodesTheNicsAreTheBottleneck) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  const int64_t s = 1024 * kMiB;
+  // 64 ranks, 8 per node: all 8 rails, 400 GB/s x 0.9 = 360 GB/s < NVLink's 450 x 0.81.
+  const CollectiveCost full = EstimateCollective(p, CollectiveKind::kAllGather, s, {64, 8});
+  EXPECT_EQ(full.nodes, 8);
+  EXPECT_DOUBLE_EQ(full.bus_bytes_per_s, 360e9);
+  EXPECT_DOUBLE_EQ(full.seconds, p.collective_base_s + 56 * p.intra_node_alpha_s + 7 * p.inter_node_alpha_s +
+                                     63.0 / 64 * s / 360e9);
+  // A HYBRID_SHARD replica group: one rank per node, one rail of 50 GB/s x 0.9.
+  const CollectiveCost replica = EstimateCollective(p, CollectiveKind::kAllReduce, s, {8, 1});
+  EXPECT_DOUBLE_EQ(replica.bus_bytes_per_s, 45e9);
+  EXPECT_EQ(replica.algorithm, CollectiveAlgorithm::kRing);  // 2 * 7/8 S beats the tree's 2 S at 1 GiB
+  EXPECT_DOUBLE_EQ(replica.seconds, p.collective_base_s + 14 * p.inter_node_alpha_s + 2.0 * 7 / 8 * s / 45e9);
+}
+
+TEST(Collective, TheTreeWinsSmallAllReducesOnManyNodes) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  // 1024 ranks on 128 nodes, 1 KiB: ring 2 * (896 a_intra + 127 a_inter), tree 2 * (7 a_intra + 7 a_inter).
+  const CollectiveCost c = EstimateCollective(p, CollectiveKind::kAllReduce, 1024, {1024, 8});
+  EXPECT_EQ(c.algorithm, CollectiveAlgorithm::kTree);
+  EXPECT_DOUBLE_EQ(c.latency_s, p.collective_base_s + 2 * (7 * p.intra_node_alpha_s + 7 * p.inter_node_alpha_s));
+  EXPECT_DOUBLE_EQ(c.bandwidth_s, 2.0 * 1024 / c.bus_bytes_per_s);
+  // At 1 GiB on 2 nodes the ring's bandwidth term wins.
+  EXPECT_EQ(EstimateCollective(p, CollectiveKind::kAllReduce, 1024 * kMiB, {16, 8}).algorithm,
+            CollectiveAlgorithm::kRing);
+}
+
+TEST(Collective, AGroupOfOneCostsNothing) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce,
+                              CollectiveKind::kBroadcast, CollectiveKind::kBarrier}) {
+    EXPECT_EQ(CollectiveSeconds(p, kind, 1024 * kMiB, {1, 8}), 0) << CollectiveKindName(kind);
+    EXPECT_EQ(CollectiveBytesSent(kind, 1024 * kMiB, 1), 0) << CollectiveKindName(kind);
+  }
+}
+
+TEST(Collective, InterNodeIsSlowerThanIntraNodeForTheSameGroupSize) {
+  for (const std::string& name : ProfileNames()) {
+    const HardwareProfile p = MustLoad(name);
+    for (int64_t s : {int64_t{1024}, 16 * kMiB, 1024 * kMiB}) {
+      for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                                  CollectiveKind::kAllReduce, CollectiveKind::kBroadcast}) {
+        const double intra = CollectiveSeconds(p, kind, s, {8, 8});
+        const double inter = CollectiveSeconds(p, kind, s, {8, 1});
+        const double half = CollectiveSeconds(p, kind, s, {8, 4});
+        EXPECT_LT(intra, inter) << name << " " << CollectiveKindName(kind) << " " << s;
+        EXPECT_LE(half, inter) << name << " " << CollectiveKindName(kind) << " " << s;
+      }
+    }
+  }
+}
+
+TEST(Collective, BytesSentAreTheRingVolumesExactly) {
+  // (n-1)/n and 2(n-1)/n of a power of two by 4 and 8: exact in binary.
+  EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kAllGather, 1 * kMiB, 4), 786432.0);
+  EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kReduceScatter, 1 * kMiB, 4), 786432.0);
+  EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kAllReduce, 1 * kMiB, 4), 1572864.0);
+  EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kBroadcast, 1 * kMiB, 8), 917504.0);
+  EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kBarrier, 1 * kMiB, 8), 0);
+  // 3 ranks, 3 MiB: 2 MiB all-gathered, 4 MiB all-reduced per rank.
+  EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kAllGather, 3 * kMiB, 3), 2.0 * kMiB);
+  EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kAllReduce, 3 * kMiB, 3), 4.0 * kMiB);
+  // The bandwidth term is these bytes over the bus bandwidth.
+  const HardwareProfile p = MustLoad("a100_80g");
+  const CollectiveCost c = EstimateCollective(p, CollectiveKind::kAllGather, 3 * kMiB, {3, 8});
+  EXPECT_DOUBLE_EQ(c.bandwidth_s, CollectiveBytesSent(CollectiveKind::kAllGather, 3 * kMiB, 3) / c.bus_bytes_per_s);
+}
+
+// ---------------------------------------------------------------------------
+// Host
+// ---------------------------------------------------------------------------
+
+TEST(Host, CopyAndOptimizerClosedForms) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  EXPECT_EQ(HostCopySeconds(p, 50'000'000'000), 1.0);  // 50 GB over 50 GB/s
+  EXPECT_EQ(HostCopySeconds(p, 0), 0);
+  EXPECT_EQ(HostAdamSeconds(p, 3e10), 1.0);
+}
+
+// ---------------------------------------------------------------------------
+// Allocator: PyTorch's CUDACachingAllocator, worked by hand
+// ---------------------------------------------------------------------------
+
+TEST(Allocator, RoundsAsPyTorchsCachingAllocator) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  EXPECT_EQ(RoundAllocation(p, 0), 0);
+  EXPECT_EQ(RoundAllocation(p, 1), 512);
+  EXPECT_EQ(RoundAllocation(p, 512), 512);
+  EXPECT_EQ(RoundAllocation(p, 513), 1024);
+  EXPECT_EQ(RoundAllocation(p, kMiB), kMiB);
+  EXPECT_EQ(RoundAllocation(p, kMiB + 1), kMiB + 512);
+
+  // The pool boundary: <= 1 MiB after rounding is small.
+  EXPECT_TRUE(IsSmallPoolAllocation(p, 1));
+  EXPECT_TRUE(IsSmallPoolAllocation(p, kMiB - 1));
+  EXPECT_TRUE(IsSmallPoolAllocation(p, kMiB));
+  EXPECT_FALSE(IsSmallPoolAllocation(p, kMiB + 1));
+
+  // Segments: 2 MiB for the small pool, 20 MiB below 10 MiB, else rounded to 2 MiB.
+  EXPECT_EQ(SegmentBytes(p, 1), 2 * kMiB);
+  EXPECT_EQ(SegmentBytes(p, kMiB), 2 * kMiB);
+  EXPECT_EQ(SegmentBytes(p, kMiB + 1), 20 * kMiB);
+  EXPECT_EQ(SegmentBytes(p, 10 * kMiB - 512), 20 * kMiB);
+  EXPECT_EQ(SegmentBytes(p, 10 * kMiB - 1), 10 * kMiB);  // rounds to 10 MiB first: its own segment
+  EXPECT_EQ(SegmentBytes(p, 23 * kMiB / 2), 12 * kMiB);  // 11.5 MiB
+
+  // Splitting: the small pool keeps any rest >= 512 B; the large pool only a rest > 1 MiB.
+  EXPECT_TRUE(ShouldSplitBlock(p, 2 * kMiB, kMiB));
+  EXPECT_FALSE(ShouldSplitBlock(p, 2 * kMiB, 2 * kMiB - 256));
+  EXPECT_TRUE(ShouldSplitBlock(p, 20 * kMiB, 5 * kMiB));
+  EXPECT_FALSE(ShouldSplitBlock(p, 12 * kMiB, 23 * kMiB / 2));  // 0.5 MiB left: the request holds 12 MiB
+  EXPECT_FALSE(ShouldSplitBlock(p, 12 * kMiB, 11 * kMiB));      // exactly 1 MiB left: not more than kSmallSize
+  EXPECT_TRUE(ShouldSplitBlock(p, 12 * kMiB, 11 * kMiB - 512));
+}
+
+// A backing of host memory whose events are always complete: enough to run the
+// runtime's CachingAllocator bookkeeping for one request at a time.
+class HostBacking final : public CachingBacking {
+ public:
+  absl::StatusOr<void*> Malloc(size_t bytes) override { return std::malloc(bytes); }
+  absl::Status Free(void* ptr) override {
+    std::free(ptr);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<void*> CreateEvent() override { return this; }
+  absl::Status DestroyEvent(void*) override { return absl::OkStatus(); }
+  absl::Status RecordEvent(void*, void*) override { return absl::OkStatus(); }
+  absl::StatusOr<bool> QueryEvent(void*) override { return true; }
+  absl::Status SynchronizeEvent(void*) override { return absl::OkStatus(); }
+};
+
+// The profile's rules against the runtime's own CachingAllocator (whose defaults
+// are PyTorch's): one request in a fresh cache reserves SegmentBytes and holds
+// RoundAllocation, or the whole segment when ShouldSplitBlock says no.
+TEST(Allocator, MatchesTheRuntimesCachingAllocator) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  for (int64_t bytes : {int64_t{1}, int64_t{512}, int64_t{513}, kMiB - 1, kMiB, kMiB + 1, 5 * kMiB,
+                        10 * kMiB - 512, 10 * kMiB - 1, 10 * kMiB, 11 * kMiB, 23 * kMiB / 2, 100 * kMiB + 3}) {
+    HostBacking backing;
+    CachingAllocator cache(&backing, {.device = Device::Cpu()});
+    absl::StatusOr<void*> ptr = cache.Allocate(static_cast<size_t>(bytes), /*stream=*/nullptr);
+    ASSERT_TRUE(ptr.ok()) << ptr.status();
+    const int64_t segment = SegmentBytes(p, bytes);
+    const int64_t held = ShouldSplitBlock(p, segment, bytes) ? RoundAllocation(p, bytes) : segment;
+    EXPECT_EQ(cache.stats().reserved_bytes, segment) << bytes;
+    EXPECT_EQ(cache.stats().allocated_bytes, held) << bytes;
+    ASSERT_TRUE(cache.Free(*ptr).ok());
+  }
+}
+
+TEST(Allocator, TheCpuAllocatorCountsTheRequest) {
+  const HardwareProfile p = MustLoad("cpu");
+  EXPECT_EQ(RoundAllocation(p, 1), 1);
+  EXPECT_EQ(RoundAllocation(p, 1000), 1000);
+  EXPECT_EQ(SegmentBytes(p, 1000), 1000);
+  EXPECT_FALSE(IsSmallPoolAllocation(p, 1000));
+  EXPECT_FALSE(ShouldSplitBlock(p, 4096, 1000));
+}
+
+}  // namespace
+}  // namespace zeroshard::sim
