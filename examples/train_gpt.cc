@@ -64,31 +64,6 @@ ABSL_FLAG(bool, print_config, false, "print the resolved config and exit");
 namespace zeroshard {
 namespace {
 
-// Takes every --set out of argv (absl keeps only a flag's last value, and a
-// value may hold commas): "--set=k=v", "--set k=v", "-set ...".
-std::vector<std::string> TakeSetArgs(int* argc, char** argv) {
-  std::vector<std::string> sets;
-  int out = 1;
-  for (int i = 1; i < *argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      for (; i < *argc; ++i) argv[out++] = argv[i];
-      break;
-    }
-    if (a == "--set" || a == "-set") {
-      if (i + 1 < *argc) sets.push_back(argv[++i]);
-      continue;
-    }
-    if (absl::StartsWith(a, "--set=") || absl::StartsWith(a, "-set=")) {
-      sets.push_back(a.substr(a.find('=') + 1));
-      continue;
-    }
-    argv[out++] = argv[i];
-  }
-  *argc = out;
-  return sets;
-}
-
 // --help (and --helpfull, -help): this program's own flags and the config
 // flags of the field table, with their defaults.
 bool PrintHelpIfAsked(int argc, char** argv) {
@@ -146,7 +121,7 @@ absl::Status StartWatchdog(const RunConfig& config, const std::string& run_dir, 
 int main(int argc, char** argv) {
   using namespace zeroshard;
   if (PrintHelpIfAsked(argc, argv)) return 0;
-  const std::vector<std::string> sets = TakeSetArgs(&argc, argv);
+  const std::vector<std::string> sets = TakeFlagValues(&argc, argv, "set");
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> given = TakeConfigFlags(&argc, argv);
   if (!given.ok()) return Fail(given.status());
   absl::ParseCommandLine(argc, argv);

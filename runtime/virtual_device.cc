@@ -109,10 +109,11 @@ VirtualDevice* VirtualDevice::Find(int index) {
 
 VirtualDevice::VirtualDevice(int index, Options options)
     : index_(index), options_(options), backing_(std::make_unique<Backing>()) {
-  cache_ = std::make_unique<CachingAllocator>(
-      backing_.get(), CachingAllocatorOptions{.name = absl::StrCat("virtual:", index),
-                                              .device = Device::Virtual(index),
-                                              .capacity_bytes = options.capacity_bytes});
+  CachingAllocatorOptions cache_options = options.allocator;
+  cache_options.name = absl::StrCat("virtual:", index);
+  cache_options.device = Device::Virtual(index);
+  cache_options.capacity_bytes = options.capacity_bytes;
+  cache_ = std::make_unique<CachingAllocator>(backing_.get(), cache_options);
   allocator_ = std::make_unique<VirtualAllocator>(Device::Virtual(index), cache_.get());
   streams_.push_back(0);
   stream_names_.push_back("compute");

@@ -84,6 +84,9 @@ class VirtualDevice {
     const VirtualCostModel* cost = nullptr;  // required; must outlive the device
     int64_t capacity_bytes = 0;              // device memory; 0 = unlimited
     bool record_spans = true;                // keep every span (traces)
+    // The caching allocator's sizes (rounding, pools, segments); its name,
+    // device and capacity come from the fields above.
+    CachingAllocatorOptions allocator;
   };
 
   // Registers virtual:<index>; AlreadyExists if a live device has the index.

@@ -11,6 +11,7 @@
 #   optim        ... sharding optim
 #   checkpoint   ... optim checkpoint
 #   train        ... checkpoint data train
+#   sim          ... train sim (the simulator runs the real step)
 #   examples, bench, tools, tests: anything
 #
 # Only project includes ("folder/...") are checked; Abseil, the standard
@@ -33,6 +34,7 @@ declare -A allowed=(
   [optim]="runtime kernels collectives autograd sharding optim"
   [checkpoint]="runtime kernels collectives autograd sharding optim checkpoint"
   [train]="runtime kernels collectives autograd sharding optim checkpoint data train"
+  [sim]="runtime kernels collectives autograd sharding optim checkpoint data train sim"
 )
 # Folders that are not layers: anything below them may be included from anywhere
 # above, nothing in a layer may include them.

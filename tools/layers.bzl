@@ -10,15 +10,17 @@ BUILD dependency that points up a layer fails the build:
 
 # Bottom to top; each layer with the layers that may depend on it.
 _ABOVE = {
-    "runtime": ["kernels", "data", "collectives", "autograd", "sharding", "optim", "checkpoint", "train"],
-    "kernels": ["collectives", "autograd", "sharding", "optim", "checkpoint", "train"],
-    "data": ["train"],
-    "collectives": ["sharding", "optim", "checkpoint", "train"],
-    "autograd": ["sharding", "optim", "checkpoint", "train"],
-    "sharding": ["optim", "checkpoint", "train"],
-    "optim": ["checkpoint", "train"],
-    "checkpoint": ["train"],
-    "train": [],
+    "runtime": ["kernels", "data", "collectives", "autograd", "sharding", "optim", "checkpoint", "train", "sim"],
+    "kernels": ["collectives", "autograd", "sharding", "optim", "checkpoint", "train", "sim"],
+    "data": ["train", "sim"],
+    "collectives": ["sharding", "optim", "checkpoint", "train", "sim"],
+    "autograd": ["sharding", "optim", "checkpoint", "train", "sim"],
+    "sharding": ["optim", "checkpoint", "train", "sim"],
+    "optim": ["checkpoint", "train", "sim"],
+    "checkpoint": ["train", "sim"],
+    "train": ["sim"],
+    # The simulator and planner run the real schedule (train's step) on a virtual cluster.
+    "sim": [],
 }
 
 # Not layers: the programs, benchmarks, build tools and tests use any layer.

@@ -27,6 +27,30 @@ bool ParseBool(const std::string& text, bool* out) {
 
 }  // namespace
 
+std::vector<std::string> TakeFlagValues(int* argc, char** argv, const std::string& name) {
+  std::vector<std::string> values;
+  const std::string one = "-" + name, two = "--" + name;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      for (; i < *argc; ++i) argv[out++] = argv[i];
+      break;
+    }
+    if (a == two || a == one) {
+      if (i + 1 < *argc) values.push_back(argv[++i]);
+      continue;
+    }
+    if (absl::StartsWith(a, two + "=") || absl::StartsWith(a, one + "=")) {
+      values.push_back(a.substr(a.find('=') + 1));
+      continue;
+    }
+    argv[out++] = argv[i];
+  }
+  *argc = out;
+  return values;
+}
+
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> TakeConfigFlags(int* argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> given;
   int out = 1;

@@ -26,6 +26,11 @@ namespace zeroshard {
 // "false". Errors: a missing value, a boolean flag's value that is not one.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> TakeConfigFlags(int* argc, char** argv);
 
+// Takes every occurrence of --<name> out of argv and returns the values in
+// order (Abseil keeps only a flag's last value, and a value may hold commas):
+// "--name=v", "--name v", "-name=v", "-name v". "--" ends the flags.
+// train_gpt's and zs_simulate's --set; zs_simulate's --model (a config flag's name too).
+std::vector<std::string> TakeFlagValues(int* argc, char** argv, const std::string& name);
 // The table's flags for --help: one entry per flag with its help, the config
 // key it sets and its default, grouped by the key's section.
 std::string ConfigFlagsHelp();

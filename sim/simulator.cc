@@ -1,0 +1,357 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "autograd/nn/gpt.h"
+#include "autograd/nn/llama.h"
+#include "collectives/local_communicator.h"
+#include "sharding/sharded_model.h"
+#include "train/train_step.h"
+#include "runtime/status.h"
+
+namespace zeroshard::sim {
+
+namespace {
+
+CollectiveKind KindOf(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllGather: return CollectiveKind::kAllGather;
+    case CollectiveOp::kReduceScatter: return CollectiveKind::kReduceScatter;
+    case CollectiveOp::kAllReduce: return CollectiveKind::kAllReduce;
+    case CollectiveOp::kBroadcast: return CollectiveKind::kBroadcast;
+    default: return CollectiveKind::kBarrier;
+  }
+}
+
+GroupShape ShapeOf(const VirtualGroup& g) { return GroupShape{.size = g.size, .ranks_per_node = g.ranks_per_node}; }
+
+// Total length of the union of [start, end) intervals.
+double UnionLength(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, cur_start = 0, cur_end = -1;
+  for (const auto& [s, e] : v) {
+    if (e <= s) continue;
+    if (s > cur_end) {
+      if (cur_end > cur_start) total += cur_end - cur_start;
+      cur_start = s;
+      cur_end = e;
+    } else {
+      cur_end = std::max(cur_end, e);
+    }
+  }
+  if (cur_end > cur_start) total += cur_end - cur_start;
+  return total;
+}
+
+// Length of `a`'s union not covered by `b`'s union.
+double UncoveredLength(const std::vector<std::pair<double, double>>& a, const std::vector<std::pair<double, double>>& b) {
+  std::vector<std::pair<double, double>> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  return UnionLength(both) - UnionLength(b);
+}
+
+// Every communicator of the model's (world, shard group, replica group): bytes sent so far.
+double CommBytes(ShardedModel& model) {
+  double bytes = 0;
+  for (Communicator* c : {&model.world(), &model.shard_group(), &model.replica_group()}) {
+    if (auto* v = dynamic_cast<VirtualCommunicator*>(c)) bytes += v->totals().total_bytes_sent();
+  }
+  return bytes;
+}
+
+std::atomic<int> next_device_index{1000};
+
+}  // namespace
+
+// ================================================================ ProfileCost
+
+double ProfileCost::OpSeconds(const OpCost& c) const {
+  if (c.gemm_batch > 0) return GemmSeconds(profile_, c.gemm_batch, c.gemm_m, c.gemm_n, c.gemm_k, c.dtype);
+  return MemoryBoundSeconds(profile_, c.bytes, c.flops);
+}
+
+double ProfileCost::HostCopySeconds(int64_t bytes) const { return sim::HostCopySeconds(profile_, bytes); }
+
+double ProfileCost::CollectiveSeconds(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const {
+  return sim::CollectiveSeconds(profile_, KindOf(op), bytes, ShapeOf(group));
+}
+
+double ProfileCost::BytesSent(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const {
+  return CollectiveBytesSent(KindOf(op), bytes, group.size);
+}
+
+// ================================================================ models
+
+namespace {
+
+nn::LlamaConfig Llama3(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads, int64_t kv_heads) {
+  nn::LlamaConfig c;
+  c.vocab_size = 128256;
+  c.hidden_size = hidden;
+  c.intermediate_size = intermediate;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.max_position_embeddings = 131072;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 500000.0;
+  return c;
+}
+
+ModelFactory LlamaFactory(nn::LlamaConfig config) {
+  return [config](bool checkpointing) -> absl::StatusOr<std::shared_ptr<nn::CausalLm>> {
+    nn::LlamaConfig c = config;
+    c.activation_checkpointing = checkpointing;
+    ZS_RETURN_IF_ERROR(c.Validate());
+    return std::shared_ptr<nn::CausalLm>(std::make_shared<nn::Llama>(c));
+  };
+}
+
+ModelFactory GptFactory(nn::GptConfig config) {
+  return [config](bool checkpointing) -> absl::StatusOr<std::shared_ptr<nn::CausalLm>> {
+    nn::GptConfig c = config;
+    c.activation_checkpointing = checkpointing;
+    return std::shared_ptr<nn::CausalLm>(std::make_shared<nn::Gpt>(c));
+  };
+}
+
+}  // namespace
+
+std::vector<std::string> ModelPresetNames() {
+  return {"gpt2-124m", "gpt2-1.5b", "llama-8b", "llama-70b", "llama-405b"};
+}
+
+absl::StatusOr<ModelFactory> ModelPreset(const std::string& name) {
+  // GPT-2 (Radford et al. 2019): 50257 tokens, 1024 positions.
+  if (name == "gpt2-124m") {
+    return GptFactory({.vocab_size = 50257, .block_size = 1024, .n_layer = 12, .n_head = 12, .n_embd = 768});
+  }
+  if (name == "gpt2-1.5b") {
+    return GptFactory({.vocab_size = 50257, .block_size = 1024, .n_layer = 48, .n_head = 25, .n_embd = 1600});
+  }
+  // Llama 3.1's published config.json shapes (8B, 70B, 405B).
+  if (name == "llama-8b") return LlamaFactory(Llama3(4096, 14336, 32, 32, 8));
+  if (name == "llama-70b") return LlamaFactory(Llama3(8192, 28672, 80, 64, 8));
+  if (name == "llama-405b") return LlamaFactory(Llama3(16384, 53248, 126, 128, 8));
+  if (absl::EndsWith(name, ".json")) {
+    std::ifstream in(name);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat("--model: cannot read \"", name, "\" (expected a Hugging Face config.json)"));
+    }
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    absl::StatusOr<nn::LlamaConfig> c = nn::LlamaConfig::FromHfJson(text);
+    if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat(name, ": ", c.status().message()));
+    return LlamaFactory(*c);
+  }
+  std::string names;
+  for (const std::string& n : ModelPresetNames()) absl::StrAppend(&names, names.empty() ? "" : ", ", n);
+  return absl::InvalidArgumentError(
+      absl::StrCat("--model: unknown model \"", name, "\"; expected one of ", names, " or a config.json path"));
+}
+
+// ================================================================ Simulate
+
+absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
+  ProfileCost cost(o.profile);
+  const int gpus_per_node = o.gpus_per_node > 0 ? o.gpus_per_node : o.profile.gpus_per_node;
+  if (o.world < 1) return absl::InvalidArgumentError(absl::StrCat("world: expected >= 1, found ", o.world));
+  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : o.job.model.block_size;
+  const int64_t micro = o.job.batch_size;
+  if (micro < 1 || seq_len < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("micro-batch ", micro, " x sequence ", seq_len, ": expected both >= 1"));
+  }
+
+  VirtualDevice::Options dev_options{.cost = &cost, .record_spans = true};  // the breakdown needs them
+  dev_options.allocator.round_bytes = static_cast<size_t>(std::max<int64_t>(o.profile.alloc_round_bytes, 1));
+  if (o.profile.alloc_caching) {
+    dev_options.allocator.small_request_bytes = static_cast<size_t>(o.profile.alloc_small_request_bytes);
+    dev_options.allocator.small_segment_bytes = static_cast<size_t>(o.profile.alloc_small_segment_bytes);
+    dev_options.allocator.large_segment_bytes = static_cast<size_t>(o.profile.alloc_large_segment_bytes);
+    dev_options.allocator.large_round_bytes = static_cast<size_t>(o.profile.alloc_large_round_bytes);
+  }
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<VirtualDevice> device, VirtualDevice::Create(next_device_index++, dev_options));
+  Allocator* memory = device->allocator();
+
+  std::shared_ptr<nn::CausalLm> model;
+  if (o.model) {
+    ZS_ASSIGN_OR_RETURN(model, o.model(o.job.model.activation_checkpointing));
+  } else {
+    ZS_ASSIGN_OR_RETURN(model, MakeJobModel(o.job, /*rank=*/0));
+  }
+  const ShardingOptions sharding = JobShardingOptions(o.job, *model);
+  ZS_RETURN_IF_ERROR(sharding.Validate(o.world));
+  const int s = sharding.ShardGroupSize(o.world);
+
+  VirtualCommunicator::Options comm_options{.network = &cost,
+                                            .gpus_per_node = gpus_per_node,
+                                            .straggler_seconds = o.straggler_seconds};
+  comm_options.common.timeout = absl::InfiniteDuration();
+  comm_options.splits = {{.size = s, .stride = 1}, {.size = o.world / s, .stride = s}};
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<VirtualCommunicator> world,
+                      VirtualCommunicator::Create(0, o.world, device->device(), comm_options));
+  // The step's host-side numbers (the mean loss) go through a host group, as on GPUs.
+  ZS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> host, LocalCommunicator::CreateGroup(1));
+
+  SimResult r;
+  r.world = o.world;
+  r.gpus_per_node = gpus_per_node;
+  r.profile = o.profile.name;
+  r.model = o.model_name.empty() ? o.job.model_type : o.model_name;
+  r.parameters = model->NumParameters();
+  {
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardedModel> sharded, ShardedModel::Create(model, *world, sharding, memory));
+    r.config = sharding.ToString();
+    ZS_ASSIGN_OR_RETURN(TrainStep step, TrainStep::Create(*sharded, JobStepOptions(o.job), host[0].get()));
+
+    ZS_ASSIGN_OR_RETURN(Tensor host_ids, Tensor::Zeros({micro, seq_len}, DType::kI64));
+    const TrainStep::Forward forward = [&](int64_t) -> absl::StatusOr<autograd::Variable> {
+      // The batch goes to the device each micro-step, as the job's does.
+      ZS_ASSIGN_OR_RETURN(Tensor ids, host_ids.To(memory));
+      ZS_ASSIGN_OR_RETURN(Tensor targets, host_ids.To(memory));
+      ZS_ASSIGN_OR_RETURN(nn::LmOutput out, model->Forward(ids, targets));
+      return out.loss;
+    };
+    ZS_RETURN_IF_ERROR(step.Run(forward).status());  // warm-up (Note [What one simulated step is])
+    const int64_t state = memory->stats().bytes_in_use;
+    int64_t shard_elements = 0;
+    for (ShardedUnit* u : sharded->units()) shard_elements += u->flat.shard_numel();
+    const bool adam_on_device = !sharding.offload.optimizer_on_host();
+    // Master shards and Adam's moments are f32 shards; the gradient shards and
+    // buffers are what else the rank holds between steps.
+    r.memory.optimizer_state = adam_on_device ? 2 * 4 * shard_elements : 0;
+    r.memory.parameters = sharding.offload.params_on_host() ? 0 : 4 * shard_elements;
+    r.memory.gradients = std::max<int64_t>(0, state - r.memory.parameters - r.memory.optimizer_state);
+
+    device->Settle();
+    device->ResetPeakMemory();
+    const double t0 = device->Now();
+    const double bytes0 = CommBytes(*sharded);
+    ZS_RETURN_IF_ERROR(step.Run(forward).status());
+    r.step_time_s = device->Now() - t0;
+    r.comm_bytes_per_step = CommBytes(*sharded) - bytes0;
+
+    const CachingAllocatorStats mem = device->memory();
+    r.memory.peak_allocated = memory->stats().peak_bytes_in_use;
+    r.memory.peak_reserved = o.profile.alloc_caching ? mem.peak_reserved_bytes : r.memory.peak_allocated;
+    r.memory.activations = std::max<int64_t>(0, r.memory.peak_allocated - state);
+    r.memory.fragmentation = std::max<int64_t>(0, r.memory.peak_reserved - r.memory.peak_allocated);
+    r.peak_bytes_per_rank = r.memory.peak_reserved;
+
+    r.tokens_per_step = micro * seq_len * o.job.grad_accum_steps;
+    r.model_flops_per_step = model->TrainFlopsPerToken(seq_len) * static_cast<double>(r.tokens_per_step);
+  }
+
+  // The timeline of the measured step.
+  const std::vector<VirtualSpan> spans = device->spans();
+  std::vector<std::pair<double, double>> compute, copy, comm;
+  for (const VirtualSpan& sp : spans) {
+    if (sp.category == "comm") {
+      comm.emplace_back(sp.start, sp.end);
+    } else if (sp.category == "copy") {
+      copy.emplace_back(sp.start, sp.end);
+    } else {
+      compute.emplace_back(sp.start, sp.end);
+    }
+  }
+  std::vector<std::pair<double, double>> busy = compute;
+  busy.insert(busy.end(), copy.begin(), copy.end());
+  r.compute_s = UnionLength(compute);
+  r.copy_s = UncoveredLength(copy, compute);
+  r.comm_s = UnionLength(comm);
+  r.exposed_comm_s = UncoveredLength(comm, busy);
+  r.idle_s = std::max(0.0, r.step_time_s - UnionLength(busy) - r.exposed_comm_s);
+  r.exposed_comm_fraction = r.step_time_s > 0 ? r.exposed_comm_s / r.step_time_s : 0;
+  r.tokens_per_s_per_device = r.step_time_s > 0 ? static_cast<double>(r.tokens_per_step) / r.step_time_s : 0;
+  const double peak = PeakFlops(o.profile, sharding.mixed_precision.param_dtype);
+  r.mfu = r.step_time_s > 0 && peak > 0 ? r.model_flops_per_step / (r.step_time_s * peak) : 0;
+  if (o.record_spans) r.spans = spans;
+  for (int i = 0; i < device->num_streams(); ++i) r.streams.push_back(device->stream_name(i));
+  return r;
+}
+
+// ================================================================ output
+
+std::string SimResult::ToJson() const {
+  std::string j = "{";
+  absl::StrAppendFormat(&j, "\"model\": \"%s\", \"profile\": \"%s\", \"world\": %d, \"gpus_per_node\": %d, ", model,
+                        profile, world, gpus_per_node);
+  absl::StrAppendFormat(&j, "\"parameters\": %d, \"tokens_per_step_per_device\": %d, ", parameters, tokens_per_step);
+  absl::StrAppendFormat(&j,
+                        "\"step_time_s\": %.9g, \"tokens_per_s_per_device\": %.9g, \"mfu\": %.6g, "
+                        "\"exposed_comm_fraction\": %.6g, \"peak_bytes_per_rank\": %d, \"comm_bytes_per_step\": %.9g, ",
+                        step_time_s, tokens_per_s_per_device, mfu, exposed_comm_fraction, peak_bytes_per_rank,
+                        comm_bytes_per_step);
+  absl::StrAppendFormat(&j,
+                        "\"breakdown\": {\"compute_s\": %.9g, \"copy_s\": %.9g, \"comm_s\": %.9g, "
+                        "\"exposed_comm_s\": %.9g, \"idle_s\": %.9g}, ",
+                        compute_s, copy_s, comm_s, exposed_comm_s, idle_s);
+  absl::StrAppendFormat(&j,
+                        "\"memory\": {\"parameters\": %d, \"gradients\": %d, \"optimizer_state\": %d, "
+                        "\"activations_and_gathered\": %d, \"fragmentation\": %d, \"peak_allocated\": %d, "
+                        "\"peak_reserved\": %d}, ",
+                        memory.parameters, memory.gradients, memory.optimizer_state, memory.activations,
+                        memory.fragmentation, memory.peak_allocated, memory.peak_reserved);
+  std::string config_escaped;
+  for (char c : config) {
+    if (c == '"' || c == '\\') config_escaped += '\\';
+    config_escaped += c;
+  }
+  absl::StrAppendFormat(&j, "\"model_flops_per_step_per_device\": %.9g, \"sharding\": \"%s\"}", model_flops_per_step,
+                        config_escaped);
+  return j;
+}
+
+std::string SimResult::ToText() const {
+  std::string t;
+  absl::StrAppendFormat(&t, "model %s (%d parameters) on %d ranks (%d per node), profile %s\n", model, parameters, world,
+                        gpus_per_node, profile);
+  absl::StrAppendFormat(&t, "  %s\n", config);
+  absl::StrAppendFormat(&t, "step time      %.3f ms\n", 1e3 * step_time_s);
+  absl::StrAppendFormat(&t, "tokens/s/device %.0f (%d tokens per step per device)\n", tokens_per_s_per_device,
+                        tokens_per_step);
+  absl::StrAppendFormat(&t, "MFU            %.1f%%\n", 100 * mfu);
+  absl::StrAppendFormat(&t, "compute        %.3f ms\n", 1e3 * compute_s);
+  absl::StrAppendFormat(&t, "copies         %.3f ms (not under compute)\n", 1e3 * copy_s);
+  absl::StrAppendFormat(&t, "communication  %.3f ms, exposed %.3f ms (%.1f%% of the step)\n", 1e3 * comm_s,
+                        1e3 * exposed_comm_s, 100 * exposed_comm_fraction);
+  absl::StrAppendFormat(&t, "idle           %.3f ms\n", 1e3 * idle_s);
+  absl::StrAppendFormat(&t, "sent per step  %s\n", FormatBytes(static_cast<int64_t>(comm_bytes_per_step)));
+  absl::StrAppendFormat(&t, "peak memory    %s per rank: parameters %s, gradients %s, optimizer %s, activations and "
+                        "gathered %s, fragmentation %s\n",
+                        FormatBytes(peak_bytes_per_rank), FormatBytes(memory.parameters), FormatBytes(memory.gradients),
+                        FormatBytes(memory.optimizer_state), FormatBytes(memory.activations),
+                        FormatBytes(memory.fragmentation));
+  return t;
+}
+
+absl::Status WriteTrace(const SimResult& r, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("--trace: cannot write \"", path, "\""));
+  out << "{\"traceEvents\": [\n";
+  bool first = true;
+  for (size_t i = 0; i < r.streams.size(); ++i) {
+    out << (first ? "" : ",\n") << absl::StrFormat(
+        R"({"name": "thread_name", "ph": "M", "pid": 0, "tid": %d, "args": {"name": "%s"}})", i, r.streams[i]);
+    first = false;
+  }
+  for (const VirtualSpan& s : r.spans) {
+    out << (first ? "" : ",\n")
+        << absl::StrFormat(R"({"name": "%s", "cat": "%s", "ph": "X", "pid": 0, "tid": %d, "ts": %.3f, "dur": %.3f})",
+                           std::string(s.name), std::string(s.category), s.stream, 1e6 * s.start,
+                           1e6 * (s.end - s.start));
+    first = false;
+  }
+  out << "\n]}\n";
+  out.close();
+  if (!out) return absl::DataLossError(absl::StrCat("--trace: writing \"", path, "\" failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace zeroshard::sim

@@ -1,0 +1,144 @@
+// Simulate: one training step of the real runtime on a virtual cluster. The
+// job's model (GPT or Llama, any size: no parameter is ever materialised),
+// ShardedModel with its hooks and DeviceSchedule, the job's TrainStep
+// (forward, backward, gradient reduction, clipping, AdamW) run for one
+// representative rank on a virtual device (runtime/virtual_device.h) with a
+// virtual communicator (collectives/virtual_communicator.h), both timed by a
+// hardware profile (sim/profile.h, sim/cost_model.h). What comes out: the step
+// time, throughput, MFU, how much communication the schedule failed to hide,
+// the peak memory as the caching allocator would hold it, and a trace.
+//
+//   SimulateOptions o;
+//   ZS_ASSIGN_OR_RETURN(o.model, ModelPreset("llama-8b"));
+//   ZS_ASSIGN_OR_RETURN(o.profile, LoadProfile("h100_dgx"));
+//   o.world = 64;
+//   o.job.batch_size = 1;                  // micro-batch per rank
+//   o.seq_len = 8192;
+//   o.job.sharding.strategy = ShardingStrategy::kFullShard;
+//   ZS_ASSIGN_OR_RETURN(SimResult r, Simulate(o));
+//   std::cout << r.ToJson();               // step_time_s, mfu, peak_bytes_per_rank, ...
+//
+// Note [What one simulated step is]
+// - Two steps run: the first allocates what a job allocates once (optimizer
+//   state, gathered buffers' first segments, the caching allocator's pools);
+//   the clocks and peak memory are reset (Settle) and the second is measured,
+//   as a steady-state step of a long job.
+// - Step time: from the start of the second step until every stream and the
+//   host are done. Compute: the union of compute spans on the compute stream;
+//   copies: host transfers; communication: the union over communication
+//   streams. Exposed communication: time some collective runs while neither
+//   compute nor a copy does; idle: time nothing runs (the host is behind:
+//   launches, synchronising reads such as the loss).
+// - MFU: the model's training FLOPs (CausalLm::TrainFlopsPerToken: 6 N plus
+//   attention, as PaLM's appendix B counts them; recomputation not counted)
+//   per token times the rank's tokens, over step time times the profile's
+//   dense peak in the parameter dtype.
+// - Memory: peak_bytes_per_rank is the caching allocator's peak reserved
+//   bytes (what nvidia-smi shows), or the peak allocated bytes on a profile
+//   without caching (the CPU). Parameters, gradients and optimizer state are
+//   what the rank holds between steps, measured; activations and gathered
+//   buffers the peak allocated beyond them; fragmentation reserved beyond
+//   allocated at the peak.
+#ifndef ZEROSHARD_SIM_SIMULATOR_H_
+#define ZEROSHARD_SIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "autograd/nn/causal_lm.h"
+#include "collectives/virtual_communicator.h"
+#include "runtime/virtual_device.h"
+#include "sim/cost_model.h"
+#include "sim/profile.h"
+#include "train/trainer.h"
+
+namespace zeroshard::sim {
+
+// A profile's cost model as the virtual device and communicator take it.
+class ProfileCost final : public VirtualCostModel, public VirtualNetwork {
+ public:
+  explicit ProfileCost(HardwareProfile profile) : profile_(std::move(profile)) {}
+  const HardwareProfile& profile() const { return profile_; }
+
+  double OpSeconds(const OpCost& cost) const override;
+  double LaunchSeconds() const override { return profile_.launch_overhead_s; }
+  double HostCopySeconds(int64_t bytes) const override;
+  double CollectiveSeconds(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const override;
+  double BytesSent(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const override;
+
+ private:
+  HardwareProfile profile_;
+};
+
+// The model to simulate, shapes only.
+using ModelFactory = std::function<absl::StatusOr<std::shared_ptr<nn::CausalLm>>(bool activation_checkpointing)>;
+
+// "gpt2-124m", "gpt2-1.5b", "llama-8b", "llama-70b", "llama-405b" (Llama 3 /
+// 3.1 shapes), or a path to a Hugging Face config.json (LlamaForCausalLM).
+absl::StatusOr<ModelFactory> ModelPreset(const std::string& name_or_path);
+std::vector<std::string> ModelPresetNames();
+
+struct SimulateOptions {
+  // The job: sharding (strategy, prefetch, limit_all_gathers, mixed
+  // precision), optimizer, grad_accum_steps, batch_size (micro-batch rows per
+  // rank), model.activation_checkpointing. Its model is used when `model` is unset.
+  TrainOptions job;
+  ModelFactory model;   // unset: MakeJobModel(job)
+  std::string model_name;  // for the report
+  int64_t seq_len = 0;  // 0: job.model.block_size
+  HardwareProfile profile;
+  int world = 8;
+  int gpus_per_node = 0;         // 0: the profile's
+  double straggler_seconds = 0;  // a slow peer: every collective starts this much later
+  bool record_spans = true;      // return the timeline in SimResult::spans (traces)
+};
+
+struct MemoryBreakdown {
+  int64_t parameters = 0;       // f32 master shards on the device
+  int64_t gradients = 0;        // gradient shards (and buffers: the rest of what lives between steps)
+  int64_t optimizer_state = 0;  // Adam's moments
+  int64_t activations = 0;      // peak allocated beyond the model state: activations, gathered buffers
+  int64_t fragmentation = 0;    // reserved beyond allocated at the peak
+  int64_t peak_allocated = 0;
+  int64_t peak_reserved = 0;
+};
+
+struct SimResult {
+  std::string model;
+  std::string profile;
+  int world = 0;
+  int gpus_per_node = 0;
+  int64_t parameters = 0;
+  int64_t tokens_per_step = 0;  // per rank
+  double model_flops_per_step = 0;  // per rank
+  double step_time_s = 0;
+  double tokens_per_s_per_device = 0;
+  double mfu = 0;
+  double compute_s = 0, copy_s = 0, comm_s = 0, exposed_comm_s = 0, idle_s = 0;
+  double exposed_comm_fraction = 0;
+  double comm_bytes_per_step = 0;  // sent by this rank
+  int64_t peak_bytes_per_rank = 0;
+  MemoryBreakdown memory;
+  std::string config;  // the sharding options, as ShardingOptions::ToString
+  // The measured step's timeline (when recorded) and the device's stream names.
+  std::vector<VirtualSpan> spans;
+  std::vector<std::string> streams;
+
+  // One JSON object: every figure above, "breakdown" and "memory" objects.
+  std::string ToJson() const;
+  // A human-readable report.
+  std::string ToText() const;
+};
+
+absl::StatusOr<SimResult> Simulate(const SimulateOptions& options);
+
+// The measured step as a Chrome/Perfetto trace (JSON): one process, a track per stream.
+absl::Status WriteTrace(const SimResult& result, const std::string& path);
+
+}  // namespace zeroshard::sim
+
+#endif  // ZEROSHARD_SIM_SIMULATOR_H_
