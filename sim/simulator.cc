@@ -90,35 +90,26 @@ double ProfileCost::BytesSent(CollectiveOp op, int64_t bytes, const VirtualGroup
 
 namespace {
 
-nn::LlamaConfig Llama3(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads, int64_t kv_heads) {
-  nn::LlamaConfig c;
-  c.vocab_size = 128256;
-  c.hidden_size = hidden;
-  c.intermediate_size = intermediate;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = heads;
-  c.num_key_value_heads = kv_heads;
-  c.max_position_embeddings = 131072;
-  c.rms_norm_eps = 1e-5;
-  c.rope_theta = 500000.0;
-  return c;
+// Llama 3.1's config.json: 128256 tokens, rope_theta 500000, rms_norm_eps 1e-5.
+void Llama3(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads, int64_t kv_heads, TrainOptions* job) {
+  job->model_type = "llama";
+  job->model.vocab_size = 128256;
+  job->model.n_embd = hidden;
+  job->model.n_layer = layers;
+  job->model.n_head = heads;
+  job->model.bias = false;
+  job->llama.num_key_value_heads = kv_heads;
+  job->llama.intermediate_size = intermediate;
+  job->llama.max_position_embeddings = 131072;
+  job->llama.rms_norm_eps = 1e-5;
+  job->llama.rope_theta = 500000.0;
 }
 
-ModelFactory LlamaFactory(nn::LlamaConfig config) {
-  return [config](bool checkpointing) -> absl::StatusOr<std::shared_ptr<nn::CausalLm>> {
-    nn::LlamaConfig c = config;
-    c.activation_checkpointing = checkpointing;
-    ZS_RETURN_IF_ERROR(c.Validate());
-    return std::shared_ptr<nn::CausalLm>(std::make_shared<nn::Llama>(c));
-  };
-}
-
-ModelFactory GptFactory(nn::GptConfig config) {
-  return [config](bool checkpointing) -> absl::StatusOr<std::shared_ptr<nn::CausalLm>> {
-    nn::GptConfig c = config;
-    c.activation_checkpointing = checkpointing;
-    return std::shared_ptr<nn::CausalLm>(std::make_shared<nn::Gpt>(c));
-  };
+void Gpt2(int64_t layers, int64_t heads, int64_t embd, TrainOptions* job) {
+  job->model_type = "gpt";
+  const bool checkpointing = job->model.activation_checkpointing;
+  job->model = nn::GptConfig{.vocab_size = 50257, .block_size = 1024, .n_layer = layers, .n_head = heads,
+                             .n_embd = embd, .activation_checkpointing = checkpointing};
 }
 
 }  // namespace
@@ -127,19 +118,18 @@ std::vector<std::string> ModelPresetNames() {
   return {"gpt2-124m", "gpt2-1.5b", "llama-8b", "llama-70b", "llama-405b"};
 }
 
-absl::StatusOr<ModelFactory> ModelPreset(const std::string& name) {
-  // GPT-2 (Radford et al. 2019): 50257 tokens, 1024 positions.
-  if (name == "gpt2-124m") {
-    return GptFactory({.vocab_size = 50257, .block_size = 1024, .n_layer = 12, .n_head = 12, .n_embd = 768});
-  }
-  if (name == "gpt2-1.5b") {
-    return GptFactory({.vocab_size = 50257, .block_size = 1024, .n_layer = 48, .n_head = 25, .n_embd = 1600});
-  }
-  // Llama 3.1's published config.json shapes (8B, 70B, 405B).
-  if (name == "llama-8b") return LlamaFactory(Llama3(4096, 14336, 32, 32, 8));
-  if (name == "llama-70b") return LlamaFactory(Llama3(8192, 28672, 80, 64, 8));
-  if (name == "llama-405b") return LlamaFactory(Llama3(16384, 53248, 126, 128, 8));
-  if (absl::EndsWith(name, ".json")) {
+absl::Status ApplyModelPreset(const std::string& name, int64_t seq_len, TrainOptions* job) {
+  if (name == "gpt2-124m") {  // GPT-2 (Radford et al. 2019): 50257 tokens, 1024 positions
+    Gpt2(12, 12, 768, job);
+  } else if (name == "gpt2-1.5b") {
+    Gpt2(48, 25, 1600, job);
+  } else if (name == "llama-8b") {
+    Llama3(4096, 14336, 32, 32, 8, job);
+  } else if (name == "llama-70b") {
+    Llama3(8192, 28672, 80, 64, 8, job);
+  } else if (name == "llama-405b") {
+    Llama3(16384, 53248, 126, 128, 8, job);
+  } else if (absl::EndsWith(name, ".json")) {
     std::ifstream in(name);
     if (!in) {
       return absl::NotFoundError(absl::StrCat("--model: cannot read \"", name, "\" (expected a Hugging Face config.json)"));
@@ -147,12 +137,22 @@ absl::StatusOr<ModelFactory> ModelPreset(const std::string& name) {
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     absl::StatusOr<nn::LlamaConfig> c = nn::LlamaConfig::FromHfJson(text);
     if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat(name, ": ", c.status().message()));
-    return LlamaFactory(*c);
+    const bool checkpointing = job->model.activation_checkpointing;
+    job->model_type = "llama";
+    job->llama = *c;
+    job->model.vocab_size = c->vocab_size;
+    job->model.n_embd = c->hidden_size;
+    job->model.n_layer = c->num_hidden_layers;
+    job->model.n_head = c->num_attention_heads;
+    job->model.activation_checkpointing = checkpointing;
+  } else {
+    std::string names;
+    for (const std::string& n : ModelPresetNames()) absl::StrAppend(&names, names.empty() ? "" : ", ", n);
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model: unknown model \"", name, "\"; expected one of ", names, " or a config.json path"));
   }
-  std::string names;
-  for (const std::string& n : ModelPresetNames()) absl::StrAppend(&names, names.empty() ? "" : ", ", n);
-  return absl::InvalidArgumentError(
-      absl::StrCat("--model: unknown model \"", name, "\"; expected one of ", names, " or a config.json path"));
+  if (job->model_type == "llama" && seq_len > 0) job->model.block_size = seq_len;
+  return absl::OkStatus();
 }
 
 // ================================================================ Simulate
@@ -179,12 +179,7 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<VirtualDevice> device, VirtualDevice::Create(next_device_index++, dev_options));
   Allocator* memory = device->allocator();
 
-  std::shared_ptr<nn::CausalLm> model;
-  if (o.model) {
-    ZS_ASSIGN_OR_RETURN(model, o.model(o.job.model.activation_checkpointing));
-  } else {
-    ZS_ASSIGN_OR_RETURN(model, MakeJobModel(o.job, /*rank=*/0));
-  }
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> model, MakeJobModel(o.job, /*rank=*/0));
   const ShardingOptions sharding = JobShardingOptions(o.job, *model);
   ZS_RETURN_IF_ERROR(sharding.Validate(o.world));
   const int s = sharding.ShardGroupSize(o.world);

@@ -9,7 +9,7 @@
 // the peak memory as the caching allocator would hold it, and a trace.
 //
 //   SimulateOptions o;
-//   ZS_ASSIGN_OR_RETURN(o.model, ModelPreset("llama-8b"));
+//   ZS_RETURN_IF_ERROR(ApplyModelPreset("llama-8b", /*seq_len=*/8192, &o.job));
 //   ZS_ASSIGN_OR_RETURN(o.profile, LoadProfile("h100_dgx"));
 //   o.world = 64;
 //   o.job.batch_size = 1;                  // micro-batch per rank
@@ -74,20 +74,19 @@ class ProfileCost final : public VirtualCostModel, public VirtualNetwork {
   HardwareProfile profile_;
 };
 
-// The model to simulate, shapes only.
-using ModelFactory = std::function<absl::StatusOr<std::shared_ptr<nn::CausalLm>>(bool activation_checkpointing)>;
-
-// "gpt2-124m", "gpt2-1.5b", "llama-8b", "llama-70b", "llama-405b" (Llama 3 /
-// 3.1 shapes), or a path to a Hugging Face config.json (LlamaForCausalLM).
-absl::StatusOr<ModelFactory> ModelPreset(const std::string& name_or_path);
+// Sets the job's model to "gpt2-124m", "gpt2-1.5b", "llama-8b", "llama-70b",
+// "llama-405b" (Llama 3.1's shapes) or the LlamaForCausalLM of a Hugging Face
+// config.json path: model.type and the model keys a config file would hold,
+// so the job (and a config the planner writes) builds the same model.
+// `seq_len` becomes model.block_size for a Llama (a GPT keeps its position table).
+absl::Status ApplyModelPreset(const std::string& name_or_path, int64_t seq_len, TrainOptions* job);
 std::vector<std::string> ModelPresetNames();
 
 struct SimulateOptions {
   // The job: sharding (strategy, prefetch, limit_all_gathers, mixed
   // precision), optimizer, grad_accum_steps, batch_size (micro-batch rows per
-  // rank), model.activation_checkpointing. Its model is used when `model` is unset.
+  // rank), model.activation_checkpointing, and the model (MakeJobModel).
   TrainOptions job;
-  ModelFactory model;   // unset: MakeJobModel(job)
   std::string model_name;  // for the report
   int64_t seq_len = 0;  // 0: job.model.block_size
   HardwareProfile profile;

@@ -29,7 +29,7 @@ ABSL_FLAG(int, world, 8, "ranks (GPUs) in the job");
 ABSL_FLAG(int, gpus_per_node, 0, "GPUs per node (0: the profile's)");
 ABSL_FLAG(std::string, profile, "h100_dgx", "hardware profile: a name in sim/profiles/ or a .json path");
 ABSL_FLAG(int64_t, micro_batch, 0, "sequences per rank per micro-step (0: the config's train.batch_size)");
-ABSL_FLAG(int64_t, seq_len, 0, "tokens per sequence (0: the config's model.block_size, or 2048 for a preset)");
+ABSL_FLAG(int64_t, seq_len, 0, "tokens per sequence (0: the config's model.block_size; a preset's: GPT-2 1024, Llama 2048)");
 ABSL_FLAG(double, straggler_ms, 0, "a slow peer: every collective starts this many milliseconds later");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of the report");
 
@@ -71,11 +71,12 @@ int main(int argc, char** argv) {
   o.profile = *profile;
   o.seq_len = absl::GetFlag(FLAGS_seq_len);
   if (!models.empty()) {
-    absl::StatusOr<sim::ModelFactory> factory = sim::ModelPreset(models.back());
-    if (!factory.ok()) return Fail(factory.status());
-    o.model = *factory;
+    if (absl::Status s = sim::ApplyModelPreset(models.back(), o.seq_len, &o.job); !s.ok()) return Fail(s);
+    if (o.seq_len == 0) {  // a GPT-2's context, or 2048 for a Llama
+      o.seq_len = o.job.model_type == "gpt" ? o.job.model.block_size : 2048;
+      if (o.job.model_type == "llama") o.job.model.block_size = o.seq_len;
+    }
     o.model_name = models.back();
-    if (o.seq_len == 0) o.seq_len = 2048;
   } else {
     o.model_name = absl::StrCat(o.job.model_type, " (", config->source, ")");
   }

@@ -1,0 +1,81 @@
+// zs_plan: the fastest sharding plans that fit, for a model on a cluster, by
+// simulating each candidate (sim/planner.h, Note [What the planner searches]).
+//
+//   bazel-bin/sim/zs_plan --model=llama-70b --profile=h100_dgx --nodes=8 \
+//       --global_batch=512 --seq_len=8192 --param_dtype=bf16 --top=5
+//
+// Prints the plans with their simulated step time, throughput, MFU and peak
+// memory, and the job config (JSON) of the best, for train_gpt --config. The
+// job's --config / --set / flags give the base (optimizer, dtypes).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "sim/planner.h"
+#include "sim/profile.h"
+#include "train/config.h"
+#include "train/config_flags.h"
+
+ABSL_FLAG(std::string, config, "", "the job's JSON config; flags and --set override it");
+ABSL_FLAG(std::string, profile, "h100_dgx", "hardware profile: a name in sim/profiles/ or a .json path");
+ABSL_FLAG(int, nodes, 1, "nodes in the cluster");
+ABSL_FLAG(int, gpus_per_node, 0, "GPUs per node (0: the profile's)");
+ABSL_FLAG(int64_t, global_batch, 0, "sequences per optimizer step over all ranks (0: one per rank)");
+ABSL_FLAG(int64_t, seq_len, 0, "tokens per sequence (0: the config's; a preset's: GPT-2 1024, Llama 2048)");
+ABSL_FLAG(double, memory_cap_gb, 0, "memory per rank in GiB (0: the profile's device memory)");
+ABSL_FLAG(int, top, 5, "plans to print");
+ABSL_FLAG(bool, json, false, "print one JSON object instead of the table");
+
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "zs_plan: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace zeroshard;
+  const std::vector<std::string> models = TakeFlagValues(&argc, argv, "model");
+  const std::vector<std::string> sets = TakeFlagValues(&argc, argv, "set");
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> given = TakeConfigFlags(&argc, argv);
+  if (!given.ok()) return Fail(given.status());
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<std::vector<std::string>> overrides = OverridesFromFlags(*given);
+  if (!overrides.ok()) return Fail(overrides.status());
+  overrides->insert(overrides->end(), sets.begin(), sets.end());
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  absl::StatusOr<RunConfig> config =
+      config_path.empty() ? ConfigFromText("", *overrides) : LoadConfig(config_path, *overrides);
+  if (!config.ok()) return Fail(config.status());
+
+  sim::PlanOptions p;
+  p.base = *config;
+  p.nodes = absl::GetFlag(FLAGS_nodes);
+  p.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node);
+  p.global_batch = absl::GetFlag(FLAGS_global_batch);
+  p.seq_len = absl::GetFlag(FLAGS_seq_len);
+  p.memory_cap_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_memory_cap_gb) * (int64_t{1} << 30));
+  absl::StatusOr<sim::HardwareProfile> profile = sim::LoadProfile(absl::GetFlag(FLAGS_profile));
+  if (!profile.ok()) return Fail(profile.status());
+  p.profile = *profile;
+  if (!models.empty()) {
+    if (absl::Status s = sim::ApplyModelPreset(models.back(), p.seq_len, &p.base.train); !s.ok()) return Fail(s);
+    if (p.seq_len == 0) {
+      p.seq_len = p.base.train.model_type == "gpt" ? p.base.train.model.block_size : 2048;
+      if (p.base.train.model_type == "llama") p.base.train.model.block_size = p.seq_len;
+    }
+    p.model_name = models.back();
+  } else {
+    p.model_name = absl::StrCat(p.base.train.model_type, " (", config->source, ")");
+  }
+  absl::StatusOr<sim::PlanResult> r = sim::Plan(p);
+  if (!r.ok()) return Fail(r.status());
+  const int top = absl::GetFlag(FLAGS_top);
+  std::fputs(absl::GetFlag(FLAGS_json) ? (r->ToJson(top) + "\n").c_str() : r->ToText(top).c_str(), stdout);
+  return 0;
+}
