@@ -1,0 +1,184 @@
+// zs_simulate's engine (sim/simulator.h) and the planner (sim/planner.h):
+// the figures the checks read, the model state and the bytes each strategy
+// moves against the ZeRO paper's closed forms, exactly, and the planner's
+// answers against the simulations they come from.
+//
+// Exactness: bytes are integers summed in double far below 2^53, so the
+// closed forms hold to the last bit; FULL_SHARD's all-gathers are
+// (2 Psi - root) elements (the root unit stays gathered between forward and
+// backward, FSDP's rule) and its reduce-scatters Psi, where Psi counts the
+// padded flat parameters (a multiple of the group per unit).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "sim/planner.h"
+#include "sim/profile.h"
+#include "sim/simulator.h"
+
+namespace zeroshard::sim {
+namespace {
+
+// A small GPT: 4 units of Blocks plus the root (embeddings, head).
+SimulateOptions Small(ShardingStrategy strategy, int world) {
+  SimulateOptions o;
+  o.job.model = nn::GptConfig{.vocab_size = 512, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 64};
+  o.job.batch_size = 2;
+  o.job.grad_clip = 0;  // no norm all-reduce: only the sharding's collectives move bytes
+  o.job.sharding.strategy = strategy;
+  o.job.sharding.wrap = WrapPolicy::ByType({"Block"});
+  o.job.sharding.mixed_precision.param_dtype = DType::kBF16;
+  o.job.sharding.mixed_precision.reduce_dtype = DType::kF32;
+  absl::StatusOr<HardwareProfile> p = LoadProfile("h100_dgx");
+  EXPECT_TRUE(p.ok()) << p.status();
+  o.profile = *p;
+  o.world = world;
+  return o;
+}
+
+// Psi (padded) and the root unit's padded size, as ShardedModel lays them out
+// for `world` (each unit padded to a multiple of the group).
+struct Flats {
+  double psi = 0, root = 0;
+};
+
+// The GPT's units: 4 Blocks of 12 C^2 + 13 C parameters (attention qkv and
+// projection, MLP, two LayerNorms, biases) and the root (token and position
+// embeddings, final LayerNorm; the head is tied to the token embedding).
+Flats GptFlats(int world) {
+  const int64_t C = 64, V = 512, T = 64;
+  auto pad = [world](int64_t n) { return static_cast<double>((n + world - 1) / world * world); };
+  const int64_t block = 12 * C * C + 13 * C;
+  const int64_t root = V * C + T * C + 2 * C;
+  return {.psi = 4 * pad(block) + pad(root), .root = pad(root)};
+}
+
+TEST(Simulator, PrintsTheFiguresTheChecksRead) {
+  absl::StatusOr<SimResult> r = Simulate(Small(ShardingStrategy::kFullShard, 8));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const nlohmann::json j = nlohmann::json::parse(r->ToJson());
+  for (const char* key : {"step_time_s", "tokens_per_s_per_device", "mfu", "exposed_comm_fraction",
+                          "peak_bytes_per_rank", "breakdown", "memory", "comm_bytes_per_step"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_GT(j["step_time_s"].get<double>(), 0);
+  EXPECT_GT(j["mfu"].get<double>(), 0);
+  EXPECT_LE(j["mfu"].get<double>(), 1);
+  EXPECT_GE(j["exposed_comm_fraction"].get<double>(), 0);
+  EXPECT_LE(j["exposed_comm_fraction"].get<double>(), 1);
+  // The breakdown partitions the step: compute, copies not under compute,
+  // exposed communication and idle add up to it (each a union of intervals).
+  const auto& b = j["breakdown"];
+  EXPECT_NEAR(b["compute_s"].get<double>() + b["copy_s"].get<double>() + b["exposed_comm_s"].get<double>() +
+                  b["idle_s"].get<double>(),
+              r->step_time_s, 1e-9 * r->step_time_s);
+  EXPECT_DOUBLE_EQ(r->tokens_per_s_per_device, 2.0 * 64 / r->step_time_s);
+}
+
+TEST(Simulator, ModelStateIsTheZeroPapersSixteenBytesPerParameterOverN) {
+  // Mixed-precision Adam under FULL_SHARD: ZeRO's (2 + 2 + 12) Psi / N. Here
+  // the 16 bytes are an f32 master shard (4), an f32 gradient shard (4) and
+  // Adam's two f32 moments (8); the bf16 parameters exist only gathered.
+  for (int world : {1, 4, 64}) {
+    absl::StatusOr<SimResult> r = Simulate(Small(ShardingStrategy::kFullShard, world));
+    ASSERT_TRUE(r.ok()) << r.status();
+    const double per_rank = GptFlats(world).psi / world;
+    EXPECT_EQ(r->memory.parameters, 4 * per_rank) << world;
+    EXPECT_EQ(r->memory.optimizer_state, 8 * per_rank) << world;
+    EXPECT_EQ(r->memory.gradients, 4 * per_rank) << world;
+  }
+  // keep_low_precision_grads: the gradient shard stays bf16, 2 bytes.
+  SimulateOptions o = Small(ShardingStrategy::kFullShard, 8);
+  o.job.sharding.mixed_precision.reduce_dtype = DType::kBF16;
+  o.job.sharding.mixed_precision.keep_low_precision_grads = true;
+  absl::StatusOr<SimResult> r = Simulate(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->memory.gradients, 2 * GptFlats(8).psi / 8);
+}
+
+TEST(Simulator, EachStrategyMovesItsClosedFormBytes) {
+  constexpr int kWorld = 8;
+  const Flats f = GptFlats(kWorld);
+  const double ring = (kWorld - 1.0) / kWorld;
+  struct Case {
+    ShardingStrategy strategy;
+    double bytes;
+  };
+  // bf16 gathers (2 bytes), f32 reductions (4 bytes).
+  for (const Case& c : {
+           // forward and backward gathers, one reduce-scatter
+           Case{ShardingStrategy::kFullShard, ring * (2 * (2 * f.psi - f.root) + 4 * f.psi)},
+           // one gather per step (kept through backward), one reduce-scatter
+           Case{ShardingStrategy::kShardGradOp, ring * (2 * f.psi + 4 * f.psi)},
+           // DDP: one all-reduce of the gradients, 2 (n-1)/n of the buffer
+           Case{ShardingStrategy::kNoShard, 2 * ring * 4 * f.psi},
+       }) {
+    absl::StatusOr<SimResult> r = Simulate(Small(c.strategy, kWorld));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_DOUBLE_EQ(r->comm_bytes_per_step, c.bytes) << ShardingStrategyName(c.strategy);
+  }
+}
+
+TEST(Simulator, OneRankMovesNothingAndAStragglerSlowsTheStep) {
+  absl::StatusOr<SimResult> one = Simulate(Small(ShardingStrategy::kFullShard, 1));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->comm_bytes_per_step, 0);
+  SimulateOptions o = Small(ShardingStrategy::kFullShard, 8);
+  absl::StatusOr<SimResult> fast = Simulate(o);
+  o.straggler_seconds = 1e-3;
+  absl::StatusOr<SimResult> slow = Simulate(o);
+  ASSERT_TRUE(fast.ok() && slow.ok());
+  // Every collective waits 1 ms for the slow peer; the step has many.
+  EXPECT_GT(slow->step_time_s, fast->step_time_s + 1e-3);
+}
+
+TEST(Simulator, RefusesWhatItCannotRun) {
+  SimulateOptions o = Small(ShardingStrategy::kHybridShard, 8);
+  o.job.sharding.hybrid_shard_size = 3;  // does not divide 8
+  EXPECT_FALSE(Simulate(o).ok());
+  TrainOptions job;
+  const absl::Status s = ApplyModelPreset("llama-9b", 0, &job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("llama-8b"), std::string::npos) << s;
+}
+
+TEST(Planner, ItsBestPlanIsTheFastestThatFitsAndItsConfigRunsIt) {
+  PlanOptions p;
+  p.base.train = Small(ShardingStrategy::kFullShard, 8).job;
+  absl::StatusOr<HardwareProfile> profile = LoadProfile("h100_dgx");
+  ASSERT_TRUE(profile.ok());
+  p.profile = *profile;
+  p.nodes = 1;
+  p.global_batch = 32;
+  p.seq_len = 64;
+  p.refine = 2;
+  absl::StatusOr<PlanResult> r = Plan(p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->fitting.empty());
+  for (size_t i = 1; i < r->fitting.size(); ++i) {
+    EXPECT_LE(r->fitting[i - 1].result.step_time_s, r->fitting[i].result.step_time_s);
+  }
+  // The config of the best plan, read back as a job, simulates to the same step.
+  const PlanCandidate& best = r->fitting[0];
+  absl::StatusOr<RunConfig> c = ConfigFromText(best.config_json, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  SimulateOptions o;
+  o.job = c->train;
+  o.profile = *profile;
+  o.world = c->world_size;
+  o.seq_len = 64;
+  absl::StatusOr<SimResult> again = Simulate(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->step_time_s, best.result.step_time_s);
+  EXPECT_EQ(again->peak_bytes_per_rank, best.result.peak_bytes_per_rank);
+  // A cap below every plan's peak: nothing fits, and the answer says by how much.
+  p.memory_cap_bytes = 1024;
+  absl::StatusOr<PlanResult> none = Plan(p);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->fitting.empty());
+  EXPECT_GT(none->smallest_peak_bytes, 1024);
+}
+
+}  // namespace
+}  // namespace zeroshard::sim
