@@ -178,6 +178,7 @@ void VirtualDevice::Launch(int stream, const OpCost& cost) {
   double& clock = streams_.at(stream);
   const double start = std::max(clock, host_);
   clock = start + seconds;
+  if (options_.synchronous) host_ = std::max(host_, clock);
   AddSpan(stream, cost.op, "compute", start, clock, cost.flops, cost.bytes);
 }
 
@@ -195,6 +196,7 @@ void VirtualDevice::StreamWait(int stream, double time) {
   absl::MutexLock lock(&mu_);
   double& clock = streams_.at(stream);
   clock = std::max(clock, time);
+  if (options_.synchronous && stream == kCompute) host_ = std::max(host_, clock);
 }
 
 void VirtualDevice::HostWait(double time) {

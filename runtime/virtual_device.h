@@ -23,7 +23,10 @@
 //   at max(stream clock, host clock); it ends `OpSeconds(cost)` later. An
 //   event records its stream's clock; Block makes a stream wait for it;
 //   Synchronize makes the host wait. The GPU rules exactly, so a schedule's
-//   overlap (or lack of it) shows in the clocks.
+//   overlap (or lack of it) shows in the clocks. Options::synchronous gives a
+//   CPU's rules instead: the host waits for each op, and a wait of the compute
+//   stream is a wait of the host (collectives still run beside it, as the
+//   host backends' communication thread does).
 // - Data: kernels never run. Reading a virtual tensor on the host gives zeros
 //   (a loss reads 0, a grad norm 0), writing one is charged and dropped.
 // - Thread-safe: one mutex around the clocks and spans.
@@ -84,6 +87,9 @@ class VirtualDevice {
     const VirtualCostModel* cost = nullptr;  // required; must outlive the device
     int64_t capacity_bytes = 0;              // device memory; 0 = unlimited
     bool record_spans = true;                // keep every span (traces)
+    // A CPU's rules: the host waits for every op it launches (and for the
+    // compute stream whenever the stream waits), so nothing runs ahead.
+    bool synchronous = false;
     // The caching allocator's sizes (rounding, pools, segments); its name,
     // device and capacity come from the fields above.
     CachingAllocatorOptions allocator;

@@ -61,6 +61,7 @@ const Field kFields[] = {
     {"compute", "gemm_efficiency_max", "of peak", Range::kFraction, &P::gemm_efficiency_max},
     {"compute", "gemm_latency_s", "s", Range::kNonNegative, &P::gemm_latency_s},
     {"compute", "launch_overhead_s", "s", Range::kNonNegative, &P::launch_overhead_s},
+    {"compute", "synchronous", "", Range::kBool, &P::synchronous},
     {"memory", "hbm_bytes_per_s", "B/s", Range::kPositive, &P::hbm_bytes_per_s},
     {"memory", "memory_efficiency", "of hbm_bytes_per_s", Range::kFraction, &P::memory_efficiency},
     {"memory", "memory_bytes", "B", Range::kAtLeastOne, &P::memory_bytes},

@@ -67,6 +67,9 @@ struct HardwareProfile {
   double gemm_efficiency_max = 0;  // (0, 1]: the large-GEMM plateau over peak
   double gemm_latency_s = 0;       // >= 0: fixed device time of one GEMM
   double launch_overhead_s = 0;    // >= 0: host cost of one kernel launch
+  // The device is the host (a CPU): every op runs on the issuing thread, which
+  // waits for it, and collectives are waited for on the host (the CPU schedule).
+  bool synchronous = false;
 
   // --- memory ("memory" group) ---
   double hbm_bytes_per_s = 0;    // device memory bandwidth (datasheet)

@@ -168,7 +168,8 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
         absl::StrCat("micro-batch ", micro, " x sequence ", seq_len, ": expected both >= 1"));
   }
 
-  VirtualDevice::Options dev_options{.cost = &cost, .record_spans = true};  // the breakdown needs them
+  VirtualDevice::Options dev_options{.cost = &cost, .record_spans = true,  // the breakdown needs them
+                                     .synchronous = o.profile.synchronous};
   dev_options.allocator.round_bytes = static_cast<size_t>(std::max<int64_t>(o.profile.alloc_round_bytes, 1));
   if (o.profile.alloc_caching) {
     dev_options.allocator.small_request_bytes = static_cast<size_t>(o.profile.alloc_small_request_bytes);
