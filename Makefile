@@ -57,7 +57,7 @@ QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
 .PHONY: deps test train config-doc bench bench-peers fuzz sanitize faults soak plot clean gpu-test gpu-bench sim-test \
-	isa-test gpu-bundle gpu-check bundle-sim-test
+	isa-test gpu-bundle gpu-check bundle-sim-test sim-validate
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
 # bundled Shakespeare (bytes), as examples/configs/default.json says; the run
@@ -162,6 +162,15 @@ train: deps
 config-doc: deps
 	$(BAZEL) build $(BAZEL_FLAGS) //tools:config_doc
 	./bazel-bin/tools/config_doc > docs/config.md
+
+# The simulator against this machine (issue 24, docs/simulator.md): calibrates
+# a CPU profile here, runs the main job's step for real under every strategy at
+# world 1, 2 and 4, simulates the same and prints them side by side; fails
+# beyond 15% step time, 5 points of exposed communication or 5% peak memory.
+# SIM_VALIDATE_ARGS adds flags (--steps, --worlds, --config).
+sim-validate: deps
+	$(BAZEL) build $(BAZEL_FLAGS) -c opt //sim:sim_validate
+	OMP_WAIT_POLICY=PASSIVE ./bazel-bin/sim/sim_validate $(SIM_VALIDATE_ARGS)
 
 bench: deps
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all
