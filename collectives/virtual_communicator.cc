@@ -1,6 +1,7 @@
 #include "collectives/virtual_communicator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -119,8 +120,17 @@ absl::StatusOr<std::shared_ptr<Work>> VirtualCommunicator::Launch(CollectiveCall
   if (call.stream != nullptr && call.stream->device() == device()) {
     after = std::max(after, d->stream_time(VirtualStreamIndex(call.stream->native_handle())));
   }
-  const double end = d->Enqueue(stream_, CollectiveOpName(desc.op), "comm", seconds,
-                                after + options_.straggler_seconds, sent);
+  double late = options_.straggler_seconds;
+  if (options_.jitter_seconds > 0 && size() > 1) {
+    // splitmix64 of (seed, draw): a uniform u in (0, 1], the last of n - 1 peers at J u^(1/(n-1)).
+    uint64_t z = options_.seed * 0x9E3779B97F4A7C15ull + ++draws_ * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const double u = (static_cast<double>(z >> 11) + 1.0) / 9007199254740992.0;
+    late += options_.jitter_seconds * std::pow(u, 1.0 / (size() - 1));
+  }
+  const double end = d->Enqueue(stream_, CollectiveOpName(desc.op), "comm", seconds, after + late, sent);
   const int k = static_cast<int>(desc.op);
   if (k >= 0 && k < 5) {
     ++totals_.count[k];

@@ -121,16 +121,8 @@ absl::Status StartWatchdog(const RunConfig& config, const std::string& run_dir, 
 int main(int argc, char** argv) {
   using namespace zeroshard;
   if (PrintHelpIfAsked(argc, argv)) return 0;
-  const std::vector<std::string> sets = TakeFlagValues(&argc, argv, "set");
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> given = TakeConfigFlags(&argc, argv);
-  if (!given.ok()) return Fail(given.status());
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<std::vector<std::string>> overrides = OverridesFromFlags(*given);
-  if (!overrides.ok()) return Fail(overrides.status());
-  overrides->insert(overrides->end(), sets.begin(), sets.end());
-  const std::string config_path = absl::GetFlag(FLAGS_config);
   absl::StatusOr<RunConfig> config =
-      config_path.empty() ? ConfigFromText("", *overrides) : LoadConfig(config_path, *overrides);
+      ConfigFromCommandLine(argc, argv, [] { return absl::GetFlag(FLAGS_config); });
   if (!config.ok()) return Fail(config.status());
   if (absl::GetFlag(FLAGS_print_config)) {
     std::fputs(ResolvedConfigJson(*config).c_str(), stdout);

@@ -242,6 +242,19 @@ absl::Status BackwardCuda(const cpu::AttentionDims& dims, const Tensor& dout, co
 
 }  // namespace
 
+namespace {
+
+// On a virtual device: `products` T x T x D matrix products per (batch,
+// head), charged as GEMMs in `dtype` (the fused kernels run them on the
+// tensor cores), the causal mask halving the rows each computes.
+absl::Status ChargeAttention(const char* op, Device device, const cpu::AttentionDims& dims, DType dtype,
+                             int products, double bytes) {
+  const int64_t rows = dims.causal ? (dims.seq + 1) / 2 : dims.seq;
+  return ChargeGemm(op, device, products * dims.batch * dims.heads, rows, dims.seq, dims.head_dim, dtype, bytes);
+}
+
+}  // namespace
+
 absl::Status AttentionForward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, const AttentionOptions& options) {
   constexpr const char* kOp = "AttentionForward";
@@ -255,13 +268,9 @@ absl::Status AttentionForward(const Tensor& q, const Tensor& k, const Tensor& v,
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": out and lse overlap"));
   }
   switch (out.device().type) {
-    case DeviceType::kVirtual: {  // QK^T and PV: 4 B H T T D, halved when causal
-      const double tt = static_cast<double>(dims.seq) * static_cast<double>(dims.seq) * (dims.causal ? 0.5 : 1.0);
-      return ChargeVirtual(out.device(), OpCost{.op = kOp,
-          .flops = 4.0 * static_cast<double>(dims.batch * dims.heads * dims.head_dim) * tt,
-          .bytes = TrafficBytes(q) + TrafficBytes(k) + TrafficBytes(v) + TrafficBytes(out) + TrafficBytes(lse),
-          .dtype = q.dtype()});
-    }
+    case DeviceType::kVirtual:  // QK^T and PV, two T x T x D products per head (tensor cores in q's dtype)
+      return ChargeAttention(kOp, out.device(), dims, q.dtype(), 2,
+                             TrafficBytes(q) + TrafficBytes(k) + TrafficBytes(v) + TrafficBytes(out) + TrafficBytes(lse));
     case DeviceType::kCpu:
       if (q.numel() > 0) cpu::AttentionForward(dims, q, k, v, out, lse);
       return absl::OkStatus();
@@ -286,14 +295,11 @@ absl::Status AttentionBackward(const Tensor& dout, const Tensor& q, const Tensor
       kOp, {{&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}},
       {{&dout, "dout"}, {&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&lse, "lse"}}));
   switch (dq.device().type) {
-    case DeviceType::kVirtual: {  // five T x T x D products (FlashAttention's backward: 2.5x the forward)
-      const double tt = static_cast<double>(dims.seq) * static_cast<double>(dims.seq) * (dims.causal ? 0.5 : 1.0);
-      return ChargeVirtual(dq.device(), OpCost{.op = kOp,
-          .flops = 10.0 * static_cast<double>(dims.batch * dims.heads * dims.head_dim) * tt,
-          .bytes = TrafficBytes(dout) + TrafficBytes(q) + TrafficBytes(k) + TrafficBytes(v) + TrafficBytes(out) +
-                   TrafficBytes(lse) + TrafficBytes(dq) + TrafficBytes(dk) + TrafficBytes(dv),
-          .dtype = q.dtype()});
-    }
+    case DeviceType::kVirtual:  // five T x T x D products per head (FlashAttention's backward: 2.5x the forward)
+      return ChargeAttention(kOp, dq.device(), dims, q.dtype(), 5,
+                             TrafficBytes(dout) + TrafficBytes(q) + TrafficBytes(k) + TrafficBytes(v) +
+                                 TrafficBytes(out) + TrafficBytes(lse) + TrafficBytes(dq) + TrafficBytes(dk) +
+                                 TrafficBytes(dv));
     case DeviceType::kCpu:
       if (q.numel() > 0) cpu::AttentionBackward(dims, dout, q, k, v, out, lse, dq, dk, dv);
       return absl::OkStatus();

@@ -46,6 +46,11 @@ std::string Escaped(const std::string& s) {
 }
 }  // namespace
 
+std::vector<TraceRecorder::Span> TraceRecorder::spans() const {
+  absl::MutexLock lock(&mu_);
+  return spans_;
+}
+
 absl::Status TraceRecorder::WriteJson(const std::string& path) const {
   std::string json = "{\"traceEvents\": [\n";
   {

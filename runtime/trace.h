@@ -16,6 +16,7 @@
 #define ZEROSHARD_RUNTIME_TRACE_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,22 @@ namespace zeroshard {
 
 class TraceRecorder {
  public:
+  struct Span {
+    std::string name, category;
+    int tid;
+    double start_us, dur_us;
+  };
+
   TraceRecorder() : origin_(std::chrono::steady_clock::now()) {}
 
   double NowUs() const {
+    if (clock_) return clock_();
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_).count();
   }
+  // Times from `now_us` instead of the host's steady clock (the simulator
+  // records the sharding hooks' spans on a virtual device's compute-stream
+  // clock). Set before anything is recorded.
+  void set_clock(std::function<double()> now_us) { clock_ = std::move(now_us); }
   // A complete event on row `tid` from start_us to end_us.
   void AddSpan(std::string name, std::string category, int tid, double start_us, double end_us);
   // Names a row ("rank 0 compute").
@@ -39,15 +51,12 @@ class TraceRecorder {
   size_t size() const;
   // Sum of the durations of spans of `category` on row `tid` (-1: every row).
   double TotalUs(const std::string& category, int tid = -1) const;
+  std::vector<Span> spans() const;
   absl::Status WriteJson(const std::string& path) const;
 
  private:
-  struct Span {
-    std::string name, category;
-    int tid;
-    double start_us, dur_us;
-  };
   const std::chrono::steady_clock::time_point origin_;
+  std::function<double()> clock_;
   mutable absl::Mutex mu_;
   std::vector<Span> spans_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<int, std::string>> thread_names_ ABSL_GUARDED_BY(mu_);

@@ -179,7 +179,7 @@ void VirtualDevice::Launch(int stream, const OpCost& cost) {
   const double start = std::max(clock, host_);
   clock = start + seconds;
   if (options_.synchronous) host_ = std::max(host_, clock);
-  AddSpan(stream, cost.op, "compute", start, clock, cost.flops, cost.bytes);
+  AddSpan(stream, cost.op, "compute", start, clock, cost.flops, cost.bytes, cost.gemm_batch > 0);
 }
 
 double VirtualDevice::Enqueue(int stream, absl::string_view name, absl::string_view category,
@@ -229,10 +229,10 @@ void VirtualDevice::Settle() {
 }
 
 void VirtualDevice::AddSpan(int stream, absl::string_view name, absl::string_view category,
-                            double start, double end, double flops, double bytes) {
+                            double start, double end, double flops, double bytes, bool gemm) {
   if (!options_.record_spans) return;
   spans_.push_back(VirtualSpan{.stream = stream, .name = name, .category = category,
-                               .start = start, .end = end, .flops = flops, .bytes = bytes});
+                               .start = start, .end = end, .flops = flops, .bytes = bytes, .gemm = gemm});
 }
 
 absl::Status ChargeVirtual(Device device, const OpCost& cost) {

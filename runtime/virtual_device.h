@@ -77,6 +77,7 @@ struct VirtualSpan {
   absl::string_view category;  // "compute", "comm", "copy"
   double start = 0, end = 0;  // seconds
   double flops = 0, bytes = 0;
+  bool gemm = false;  // a matrix product (OpCost::gemm_batch > 0)
 };
 
 class VirtualDevice {
@@ -139,7 +140,7 @@ class VirtualDevice {
  private:
   VirtualDevice(int index, Options options);
   void AddSpan(int stream, absl::string_view name, absl::string_view category, double start,
-               double end, double flops, double bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+               double end, double flops, double bytes, bool gemm = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   class Backing;
   const int index_;

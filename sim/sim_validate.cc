@@ -13,18 +13,20 @@
 // each with the OpenMP threads the in-process communicator gives a rank
 // (max(1, cores / W)), so sharing the cores (and the memory bandwidth) is in
 // the figures, as it is in the run:
-// - GEMM: f32 MatMul at the job's two extreme shapes, t = latency + F / peak
-//   solved for peak and latency (efficiency 1);
-// - memory-bound ops: an elementwise add of the job's activation size;
+// - compute: four variants of the job's model (widths 64 and 192 at the
+//   job's batch, width 128 at batches 2 and 16; never the job itself) are
+//   trained for real, each rank thread a world of its own (the cores shared,
+//   no collectives); their simulations say what each step asks of the
+//   device - G GEMM FLOPs, M bytes of the other ops, N ops - and the measured
+//   step times are fit, least squares with non-negative coefficients, as
+//   t = G / peak + M / bandwidth + N x per-op overhead (the overhead is what
+//   the CPU spends per op outside its kernel: autograd, allocation, dispatch);
 // - collectives: all-gathers of 16 KiB and 4 MiB, t = base + (n-1)/n S / B
-//   solved for base and B;
-// - per-op overhead (what the CPU spends per op outside its kernel: autograd,
-//   allocation, dispatch): the step of the same GPT at width 16 and 8 tokens
-//   (kernels negligible), measured, minus its simulation without overhead,
-//   over the number of ops the simulation counted.
+//   solved for base and B.
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -100,36 +102,45 @@ struct Measured {
   int64_t peak_bytes = 0;
 };
 
-// The job's step for real: `steps` timed steps after two warm-up ones on W
-// in-process ranks, the median step of the slowest rank.
+// One rank's part of the job's step for real: `steps` timed steps after two
+// warm-up ones; the median step, the fraction of the timed steps spent
+// waiting on collectives, the rank allocator's peak.
+absl::StatusOr<Measured> RankSteps(const TrainOptions& job, Communicator& comm, int steps) {
+  CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> model, MakeJobModel(job, comm.rank()));
+  ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(model, comm, JobShardingOptions(job, *model), &device));
+  ZS_ASSIGN_OR_RETURN(TrainStep train, TrainStep::Create(*sharded, JobStepOptions(job)));
+  ZS_ASSIGN_OR_RETURN(Tensor ids, Tensor::Zeros({job.batch_size, job.model.block_size}, DType::kI64, &device));
+  const TrainStep::Forward forward = [&](int64_t) -> absl::StatusOr<autograd::Variable> {
+    ZS_ASSIGN_OR_RETURN(nn::LmOutput out, model->Forward(ids, ids));
+    return out.loss;
+  };
+  for (int i = 0; i < 2; ++i) ZS_RETURN_IF_ERROR(train.Run(forward).status());
+  device.ResetPeak();
+  TraceRecorder trace;
+  sharded->set_trace(&trace);
+  std::vector<double> times;
+  const double t_all = Seconds();
+  for (int i = 0; i < steps; ++i) {
+    const double t0 = Seconds();
+    ZS_RETURN_IF_ERROR(train.Run(forward).status());
+    times.push_back(Seconds() - t0);
+  }
+  const double elapsed = Seconds() - t_all;
+  sharded->set_trace(nullptr);
+  return Measured{.step_s = Median(times),
+                  .exposed = trace.TotalUs("wait") / 1e6 / elapsed,
+                  .peak_bytes = device.stats().peak_bytes_in_use};
+}
+
+// The job on W in-process ranks; each figure the slowest rank's.
 absl::StatusOr<Measured> Measure(const TrainOptions& job, int world, int steps) {
   PerRank step, exposed, peak;
   std::vector<absl::Status> st = RunRanks(world, [&](Communicator& comm) -> absl::Status {
-    CpuAllocator device(CpuAllocator::Options{.name = absl::StrCat("rank", comm.rank())});
-    ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> model, MakeJobModel(job, comm.rank()));
-    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(model, comm, JobShardingOptions(job, *model), &device));
-    ZS_ASSIGN_OR_RETURN(TrainStep train, TrainStep::Create(*sharded, JobStepOptions(job)));
-    ZS_ASSIGN_OR_RETURN(Tensor ids, Tensor::Zeros({job.batch_size, job.model.block_size}, DType::kI64, &device));
-    const TrainStep::Forward forward = [&](int64_t) -> absl::StatusOr<autograd::Variable> {
-      ZS_ASSIGN_OR_RETURN(nn::LmOutput out, model->Forward(ids, ids));
-      return out.loss;
-    };
-    for (int i = 0; i < 2; ++i) ZS_RETURN_IF_ERROR(train.Run(forward).status());
-    device.ResetPeak();
-    TraceRecorder trace;
-    sharded->set_trace(&trace);
-    std::vector<double> times;
-    const double t_all = Seconds();
-    for (int i = 0; i < steps; ++i) {
-      const double t0 = Seconds();
-      ZS_RETURN_IF_ERROR(train.Run(forward).status());
-      times.push_back(Seconds() - t0);
-    }
-    const double elapsed = Seconds() - t_all;
-    sharded->set_trace(nullptr);
-    step.Max(Median(times));
-    exposed.Max(trace.TotalUs("wait") / 1e6 / elapsed);
-    peak.Max(static_cast<double>(device.stats().peak_bytes_in_use));
+    ZS_ASSIGN_OR_RETURN(const Measured m, RankSteps(job, comm, steps));
+    step.Max(m.step_s);
+    exposed.Max(m.exposed);
+    peak.Max(static_cast<double>(m.peak_bytes));
     return comm.Barrier();
   });
   for (const absl::Status& s : st) ZS_RETURN_IF_ERROR(s);
@@ -152,42 +163,156 @@ absl::StatusOr<double> OnRanks(int world, Fn&& fn) {
   return slowest.value;
 }
 
-absl::StatusOr<double> GemmTime(int world, int64_t m, int64_t n, int64_t k) {
-  return OnRanks(world, [&](Communicator&) -> absl::StatusOr<double> {
-    ZS_ASSIGN_OR_RETURN(Tensor a, Tensor::Full({m, k}, 0.5, DType::kF32));
-    ZS_ASSIGN_OR_RETURN(Tensor b, Tensor::Full({k, n}, 0.5, DType::kF32));
-    ZS_ASSIGN_OR_RETURN(Tensor c, Tensor::Zeros({m, n}, DType::kF32));
-    return TimeIt(20, [&] { return MatMul(a, b, c); });
+// What a simulated step asks of the compute stream: GEMM FLOPs, bytes of
+// the other ops (and host copies), and the number of ops.
+struct Demand {
+  double gemm_flops = 0, bytes = 0, ops = 0;
+};
+
+absl::StatusOr<Demand> DemandOf(const TrainOptions& job, const HardwareProfile& p) {
+  SimulateOptions o{.job = job, .profile = p, .world = 1};
+  ZS_ASSIGN_OR_RETURN(const SimResult r, Simulate(o));
+  Demand d;
+  for (const VirtualSpan& s : r.spans) {
+    if (s.category == "comm") continue;
+    d.ops += 1;
+    if (s.gemm) {
+      d.gemm_flops += s.flops;
+    } else {
+      d.bytes += s.bytes;
+    }
+  }
+  return d;
+}
+
+// Least squares t ~ G x0 + M x1 + N x2 with x >= 0 (the best of the fits
+// over each subset of free coefficients, the others held at 0).
+std::array<double, 3> FitNonNegative(const std::vector<std::array<double, 3>>& a, const std::vector<double>& t) {
+  std::array<double, 3> best{0, 0, 0};
+  double best_err = -1;
+  for (int mask = 1; mask < 8; ++mask) {
+    std::vector<int> free;
+    for (int j = 0; j < 3; ++j) {
+      if (mask & (1 << j)) free.push_back(j);
+    }
+    const int k = static_cast<int>(free.size());
+    // Normal equations (A^T A) x = A^T t over the free columns, by Gaussian elimination.
+    double m[3][4] = {};
+    for (size_t i = 0; i < a.size(); ++i) {
+      for (int r = 0; r < k; ++r) {
+        for (int c = 0; c < k; ++c) m[r][c] += a[i][free[r]] * a[i][free[c]];
+        m[r][k] += a[i][free[r]] * t[i];
+      }
+    }
+    bool ok = true;
+    for (int c = 0; c < k && ok; ++c) {
+      int piv = c;
+      for (int r = c + 1; r < k; ++r) {
+        if (std::fabs(m[r][c]) > std::fabs(m[piv][c])) piv = r;
+      }
+      if (std::fabs(m[piv][c]) < 1e-300) {
+        ok = false;
+        break;
+      }
+      for (int x = 0; x <= k; ++x) std::swap(m[c][x], m[piv][x]);
+      for (int r = 0; r < k; ++r) {
+        if (r == c) continue;
+        const double f = m[r][c] / m[c][c];
+        for (int x = 0; x <= k; ++x) m[r][x] -= f * m[c][x];
+      }
+    }
+    if (!ok) continue;
+    std::array<double, 3> x{0, 0, 0};
+    for (int r = 0; r < k; ++r) x[free[r]] = m[r][k] / m[r][r];
+    if (x[0] < 0 || x[1] < 0 || x[2] < 0) continue;
+    double err = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double e = t[i] - (a[i][0] * x[0] + a[i][1] * x[1] + a[i][2] * x[2]);
+      err += e * e;
+    }
+    if (best_err < 0 || err < best_err) {
+      best_err = err;
+      best = x;
+    }
+  }
+  return best;
+}
+
+struct Calibration {
+  HardwareProfile profile;
+  double jitter_s = 0;       // peers' random lateness (SimulateOptions::jitter_seconds)
+  double barrier_wait_s = 0; // what it was derived from: a rank's mean wait at a barrier
+};
+
+// How long a rank waits for its peers at a barrier after `chunk_s` of compute,
+// W ranks at once: the skew time-sharing the cores leaves between them.
+absl::StatusOr<double> BarrierWait(int world, double chunk_s, double peak_flops) {
+  std::mutex mu;
+  double total = 0;
+  int count = 0;
+  const int64_t n = 128;
+  const double gemm_s = 2.0 * n * n * n / peak_flops;
+  const int reps = std::max(1, static_cast<int>(chunk_s / gemm_s));
+  std::vector<absl::Status> st = RunRanks(world, [&](Communicator& comm) -> absl::Status {
+    ZS_ASSIGN_OR_RETURN(Tensor a, Tensor::Full({n, n}, 0.5, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor c, Tensor::Zeros({n, n}, DType::kF32));
+    double waited = 0;
+    constexpr int kRounds = 30;
+    for (int round = 0; round < kRounds + 2; ++round) {
+      for (int i = 0; i < reps; ++i) ZS_RETURN_IF_ERROR(MatMul(a, a, c));
+      const double t0 = Seconds();
+      ZS_RETURN_IF_ERROR(comm.Barrier());
+      if (round >= 2) waited += Seconds() - t0;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    total += waited / kRounds;
+    ++count;
+    return absl::OkStatus();
   });
+  for (const absl::Status& s : st) ZS_RETURN_IF_ERROR(s);
+  return count > 0 ? total / count : 0.0;
 }
 
 // The profile of this machine as W ranks see it (Note [CPU calibration]).
-absl::StatusOr<HardwareProfile> Calibrate(const TrainOptions& job, int world, const HardwareProfile& base) {
-  HardwareProfile p = base;
+absl::StatusOr<Calibration> Calibrate(const TrainOptions& job, int world, const HardwareProfile& base) {
+  Calibration cal;
+  HardwareProfile& p = cal.profile;
+  p = base;
   p.name = absl::StrCat("cpu (calibrated here, world ", world, ")");
-  const int64_t rows = job.batch_size * job.model.block_size, C = job.model.n_embd;
-  // GEMM: the largest (rows x C x 4C) and a small head-sized product.
-  const int64_t hd = C / std::max<int64_t>(job.model.n_head, 1);
-  ZS_ASSIGN_OR_RETURN(const double t_big, GemmTime(world, rows, 4 * C, C));
-  ZS_ASSIGN_OR_RETURN(const double t_small, GemmTime(world, job.model.block_size, job.model.block_size, hd));
-  const double f_big = 2.0 * rows * 4 * C * C;
-  const double f_small = 2.0 * job.model.block_size * job.model.block_size * hd;
-  const double peak = t_big > t_small ? (f_big - f_small) / (t_big - t_small) : f_big / t_big;
+  // Compute: four variants of the job's model (none the job itself), each
+  // run on W rank threads at once, every thread a world of one (no
+  // collectives, the cores shared as in the W-rank run).
+  std::vector<std::array<double, 3>> features;
+  std::vector<double> times;
+  for (const auto& [width, batch] : std::vector<std::pair<int64_t, int64_t>>{{64, 8}, {192, 8}, {128, 2}, {128, 16}}) {
+    TrainOptions v = job;
+    v.model.n_embd = width;
+    v.batch_size = batch;
+    v.sharding.strategy = ShardingStrategy::kNoShard;
+    PerRank slowest;
+    std::vector<absl::Status> st = RunRanks(world, [&](Communicator&) -> absl::Status {
+      ZS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> solo, LocalCommunicator::CreateGroup(1));
+      ZS_ASSIGN_OR_RETURN(const Measured m, RankSteps(v, *solo[0], 5));
+      slowest.Max(m.step_s);
+      return absl::OkStatus();
+    });
+    for (const absl::Status& s : st) ZS_RETURN_IF_ERROR(s);
+    ZS_ASSIGN_OR_RETURN(const Demand d, DemandOf(v, p));
+    features.push_back({d.gemm_flops, d.bytes, d.ops});
+    times.push_back(slowest.value);
+  }
+  const std::array<double, 3> x = FitNonNegative(features, times);
+  const double peak = x[0] > 0 ? 1.0 / x[0] : 1e15;
   p.peak_flops_fp32 = p.peak_flops_bf16 = p.peak_flops_fp16 = p.peak_flops_tf32 = peak;
   p.gemm_efficiency_max = 1.0;
-  p.gemm_latency_s = std::max(0.0, t_big - f_big / peak);
-  // Memory-bound: c = a + b over one activation [rows, 4C] (12 bytes per element).
-  ZS_ASSIGN_OR_RETURN(const double t_add, OnRanks(world, [&](Communicator&) -> absl::StatusOr<double> {
-                        ZS_ASSIGN_OR_RETURN(Tensor a, Tensor::Full({rows, 4 * C}, 1.0, DType::kF32));
-                        ZS_ASSIGN_OR_RETURN(Tensor c, Tensor::Zeros({rows, 4 * C}, DType::kF32));
-                        return TimeIt(20, [&] { return Binary(BinaryOp::kAdd, a, a, c); });
-                      }));
-  p.hbm_bytes_per_s = 12.0 * rows * 4 * C / t_add;
+  p.gemm_latency_s = 0;
+  p.hbm_bytes_per_s = x[1] > 0 ? 1.0 / x[1] : 1e15;
   p.memory_efficiency = 1.0;
+  p.launch_overhead_s = x[2];
   // Collectives (world > 1): base and bus bandwidth from two all-gathers.
   if (world > 1) {
     double t[2];
-    const int64_t sizes[2] = {4096, 1 << 20};  // f32 elements per rank's output: 16 KiB, 4 MiB
+    const int64_t sizes[2] = {4096, 1 << 20};  // f32 elements of the gathered output: 16 KiB, 4 MiB
     for (int i = 0; i < 2; ++i) {
       ZS_ASSIGN_OR_RETURN(t[i], OnRanks(world, [&](Communicator& comm) -> absl::StatusOr<double> {
                             ZS_ASSIGN_OR_RETURN(Tensor in, Tensor::Zeros({sizes[i] / world}, DType::kF32));
@@ -204,21 +329,19 @@ absl::StatusOr<HardwareProfile> Calibrate(const TrainOptions& job, int world, co
     p.intra_node_alpha_s = 0;
   }
   p.gpus_per_node = std::max(p.gpus_per_node, world);
-  // Per-op overhead from a step whose kernels are negligible.
-  TrainOptions tiny = job;
-  tiny.model.n_embd = 16;
-  tiny.model.n_head = 2;
-  tiny.model.block_size = 8;
-  tiny.model.vocab_size = 16;
-  tiny.batch_size = 1;
-  ZS_ASSIGN_OR_RETURN(const Measured m, Measure(tiny, world, 8));
-  p.launch_overhead_s = 0;
-  SimulateOptions o{.job = tiny, .profile = p, .world = world};
-  ZS_ASSIGN_OR_RETURN(const SimResult r0, Simulate(o));
-  int64_t ops = 0;
-  for (const VirtualSpan& s : r0.spans) ops += s.category != "comm";
-  p.launch_overhead_s = ops > 0 ? std::max(0.0, (m.step_s - r0.step_time_s) / static_cast<double>(ops)) : 0;
-  return p;
+  // Skew (world > 1): the mean barrier wait after one unit's worth of the
+  // job's compute (its predicted solo step over 2 units + 1: a forward and a
+  // backward per unit between waits), as the jitter whose mean lateness of
+  // the last of n - 1 peers, J (n-1)/n, equals it.
+  if (world > 1) {
+    ZS_ASSIGN_OR_RETURN(const Demand d, DemandOf(job, p));
+    ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> model, MakeJobModel(job, 0));
+    const double units = static_cast<double>(job.model.n_layer) + 1;
+    const double solo = d.gemm_flops * x[0] + d.bytes * x[1] + d.ops * x[2];
+    ZS_ASSIGN_OR_RETURN(cal.barrier_wait_s, BarrierWait(world, solo / (2 * units + 1), peak));
+    cal.jitter_s = cal.barrier_wait_s * world / (world - 1.0);
+  }
+  return cal;
 }
 
 int Main() {
@@ -250,11 +373,12 @@ int Main() {
               "predicted | ratio | ok |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   int bad = 0;
   for (int world : worlds) {
-    absl::StatusOr<HardwareProfile> profile = Calibrate(config->train, world, *base);
-    if (!profile.ok()) {
-      std::fprintf(stderr, "sim_validate: calibrating world %d: %s\n", world, profile.status().ToString().c_str());
+    absl::StatusOr<Calibration> cal = Calibrate(config->train, world, *base);
+    if (!cal.ok()) {
+      std::fprintf(stderr, "sim_validate: calibrating world %d: %s\n", world, cal.status().ToString().c_str());
       return 1;
     }
+    const HardwareProfile* profile = &cal->profile;
     std::vector<std::pair<ShardingStrategy, int>> strategies = {
         {ShardingStrategy::kFullShard, 0}, {ShardingStrategy::kShardGradOp, 0},
         {ShardingStrategy::kShardOptimizer, 0}, {ShardingStrategy::kNoShard, 0}};
@@ -264,7 +388,7 @@ int Main() {
       job.sharding.strategy = strategy;
       job.sharding.hybrid_shard_size = group;
       absl::StatusOr<Measured> m = Measure(job, world, absl::GetFlag(FLAGS_steps));
-      SimulateOptions o{.job = job, .profile = *profile, .world = world};
+      SimulateOptions o{.job = job, .profile = *profile, .world = world, .jitter_seconds = cal->jitter_s};
       o.record_spans = false;
       absl::StatusOr<SimResult> r = Simulate(o);
       if (!m.ok() || !r.ok()) {
@@ -285,10 +409,10 @@ int Main() {
       std::fflush(stdout);
     }
     std::printf("|  calibrated | %d | peak %.1f GFLOP/s, GEMM latency %.1f us, memory %.1f GB/s, collective base %.1f "
-                "us, bus %.2f GB/s, per-op overhead %.2f us |||||||||\n",
+                "us, bus %.2f GB/s, per-op overhead %.2f us, barrier wait %.2f ms (jitter %.2f ms) |||||||||\n",
                 world, profile->peak_flops_fp32 / 1e9, 1e6 * profile->gemm_latency_s, profile->hbm_bytes_per_s / 1e9,
                 1e6 * profile->collective_base_s, profile->intra_node_bytes_per_s / 1e9,
-                1e6 * profile->launch_overhead_s);
+                1e6 * profile->launch_overhead_s, 1e3 * cal->barrier_wait_s, 1e3 * cal->jitter_s);
   }
   // Speed: a 64-layer model (Llama 3 70B's layers, 64 of them) at world 1024, one step.
   {

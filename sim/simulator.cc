@@ -5,12 +5,14 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "autograd/nn/gpt.h"
 #include "autograd/nn/llama.h"
 #include "collectives/local_communicator.h"
+#include "runtime/trace.h"
 #include "sharding/sharded_model.h"
 #include "train/train_step.h"
 #include "runtime/status.h"
@@ -66,6 +68,33 @@ double CommBytes(ShardedModel& model) {
 }
 
 std::atomic<int> next_device_index{1000};
+
+// Per-unit figures from the hooks' spans ("forward <unit>", "backward <unit>",
+// "wait ... <unit>"; unit names have no spaces).
+std::vector<UnitTime> UnitTimes(const TraceRecorder& trace, ShardedModel& model) {
+  std::vector<UnitTime> units;
+  absl::flat_hash_map<std::string, size_t> index;
+  for (ShardedUnit* u : model.units()) {
+    index[u->name] = units.size();
+    units.push_back(UnitTime{.name = u->name});
+  }
+  for (const TraceRecorder::Span& s : trace.spans()) {
+    const size_t space = s.name.rfind(' ');
+    if (space == std::string::npos) continue;
+    auto it = index.find(s.name.substr(space + 1));
+    if (it == index.end()) continue;
+    UnitTime& u = units[it->second];
+    const double seconds = 1e-6 * s.dur_us;
+    if (s.category == "wait") {
+      u.exposed_s += seconds;
+    } else if (absl::StartsWith(s.name, "forward ")) {
+      u.forward_s += seconds;
+    } else if (absl::StartsWith(s.name, "backward ")) {
+      u.backward_s += seconds;
+    }
+  }
+  return units;
+}
 
 }  // namespace
 
@@ -187,7 +216,8 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
 
   VirtualCommunicator::Options comm_options{.network = &cost,
                                             .gpus_per_node = gpus_per_node,
-                                            .straggler_seconds = o.straggler_seconds};
+                                            .straggler_seconds = o.straggler_seconds,
+                                            .jitter_seconds = o.jitter_seconds};
   comm_options.common.timeout = absl::InfiniteDuration();
   comm_options.splits = {{.size = s, .stride = 1}, {.size = o.world / s, .stride = s}};
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<VirtualCommunicator> world,
@@ -229,8 +259,13 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
     device->ResetPeakMemory();
     const double t0 = device->Now();
     const double bytes0 = CommBytes(*sharded);
+    TraceRecorder unit_spans;
+    unit_spans.set_clock([&device] { return 1e6 * device->stream_time(VirtualDevice::kCompute); });
+    sharded->set_trace(&unit_spans);
     ZS_RETURN_IF_ERROR(step.Run(forward).status());
+    sharded->set_trace(nullptr);
     r.step_time_s = device->Now() - t0;
+    r.units = UnitTimes(unit_spans, *sharded);
     r.comm_bytes_per_step = CommBytes(*sharded) - bytes0;
 
     const CachingAllocatorStats mem = device->memory();
@@ -239,6 +274,8 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
     r.memory.activations = std::max<int64_t>(0, r.memory.peak_allocated - state);
     r.memory.fragmentation = std::max<int64_t>(0, r.memory.peak_reserved - r.memory.peak_allocated);
     r.peak_bytes_per_rank = r.memory.peak_reserved;
+    r.memory_capacity_bytes = o.profile.memory_bytes;
+    r.fits = r.peak_bytes_per_rank <= r.memory_capacity_bytes;
 
     r.tokens_per_step = micro * seq_len * o.job.grad_accum_steps;
     r.model_flops_per_step = model->TrainFlopsPerToken(seq_len) * static_cast<double>(r.tokens_per_step);
@@ -281,9 +318,10 @@ std::string SimResult::ToJson() const {
   absl::StrAppendFormat(&j, "\"parameters\": %d, \"tokens_per_step_per_device\": %d, ", parameters, tokens_per_step);
   absl::StrAppendFormat(&j,
                         "\"step_time_s\": %.9g, \"tokens_per_s_per_device\": %.9g, \"mfu\": %.6g, "
-                        "\"exposed_comm_fraction\": %.6g, \"peak_bytes_per_rank\": %d, \"comm_bytes_per_step\": %.9g, ",
+                        "\"exposed_comm_fraction\": %.6g, \"peak_bytes_per_rank\": %d, \"comm_bytes_per_step\": %.9g, "
+                        "\"memory_capacity_bytes\": %d, \"fits\": %s, ",
                         step_time_s, tokens_per_s_per_device, mfu, exposed_comm_fraction, peak_bytes_per_rank,
-                        comm_bytes_per_step);
+                        comm_bytes_per_step, memory_capacity_bytes, fits ? "true" : "false");
   absl::StrAppendFormat(&j,
                         "\"breakdown\": {\"compute_s\": %.9g, \"copy_s\": %.9g, \"comm_s\": %.9g, "
                         "\"exposed_comm_s\": %.9g, \"idle_s\": %.9g}, ",
@@ -299,8 +337,13 @@ std::string SimResult::ToJson() const {
     if (c == '"' || c == '\\') config_escaped += '\\';
     config_escaped += c;
   }
-  absl::StrAppendFormat(&j, "\"model_flops_per_step_per_device\": %.9g, \"sharding\": \"%s\"}", model_flops_per_step,
-                        config_escaped);
+  absl::StrAppendFormat(&j, "\"model_flops_per_step_per_device\": %.9g, \"sharding\": \"%s\", \"units\": [",
+                        model_flops_per_step, config_escaped);
+  for (size_t i = 0; i < units.size(); ++i) {
+    absl::StrAppendFormat(&j, "%s{\"name\": \"%s\", \"forward_s\": %.9g, \"backward_s\": %.9g, \"exposed_comm_s\": %.9g}",
+                          i ? ", " : "", units[i].name, units[i].forward_s, units[i].backward_s, units[i].exposed_s);
+  }
+  absl::StrAppend(&j, "]}");
   return j;
 }
 
@@ -324,6 +367,15 @@ std::string SimResult::ToText() const {
                         FormatBytes(peak_bytes_per_rank), FormatBytes(memory.parameters), FormatBytes(memory.gradients),
                         FormatBytes(memory.optimizer_state), FormatBytes(memory.activations),
                         FormatBytes(memory.fragmentation));
+  if (!fits) {
+    absl::StrAppendFormat(&t, "DOES NOT FIT: the peak is above the device's %s\n", FormatBytes(memory_capacity_bytes));
+  }
+  absl::StrAppendFormat(&t, "per unit (compute stream, ms): %-24s %10s %10s %10s\n", "unit", "forward", "backward",
+                        "exposed");
+  for (const UnitTime& u : units) {
+    absl::StrAppendFormat(&t, "                               %-24s %10.3f %10.3f %10.3f\n", u.name, 1e3 * u.forward_s,
+                          1e3 * u.backward_s, 1e3 * u.exposed_s);
+  }
   return t;
 }
 

@@ -93,6 +93,7 @@ struct SimulateOptions {
   int world = 8;
   int gpus_per_node = 0;         // 0: the profile's
   double straggler_seconds = 0;  // a slow peer: every collective starts this much later
+  double jitter_seconds = 0;     // peers arrive up to this much late at random (seeded)
   bool record_spans = true;      // return the timeline in SimResult::spans (traces)
 };
 
@@ -104,6 +105,15 @@ struct MemoryBreakdown {
   int64_t fragmentation = 0;    // reserved beyond allocated at the peak
   int64_t peak_allocated = 0;
   int64_t peak_reserved = 0;
+};
+
+// One unit's share of the measured step on the compute stream, from the
+// sharding hooks' own spans (recorded on the compute stream's clock): forward
+// and backward from its pre- to its post-hook (waits included), and the time
+// the stream waited for its collectives (exposed communication).
+struct UnitTime {
+  std::string name;
+  double forward_s = 0, backward_s = 0, exposed_s = 0;
 };
 
 struct SimResult {
@@ -121,8 +131,11 @@ struct SimResult {
   double exposed_comm_fraction = 0;
   double comm_bytes_per_step = 0;  // sent by this rank
   int64_t peak_bytes_per_rank = 0;
+  int64_t memory_capacity_bytes = 0;  // the profile's device memory
+  bool fits = true;                   // peak_bytes_per_rank <= memory_capacity_bytes
   MemoryBreakdown memory;
   std::string config;  // the sharding options, as ShardingOptions::ToString
+  std::vector<UnitTime> units;  // in forward order
   // The measured step's timeline (when recorded) and the device's stream names.
   std::vector<VirtualSpan> spans;
   std::vector<std::string> streams;

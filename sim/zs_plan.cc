@@ -41,16 +41,11 @@ int Fail(const absl::Status& s) {
 int main(int argc, char** argv) {
   using namespace zeroshard;
   const std::vector<std::string> models = TakeFlagValues(&argc, argv, "model");
-  const std::vector<std::string> sets = TakeFlagValues(&argc, argv, "set");
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> given = TakeConfigFlags(&argc, argv);
-  if (!given.ok()) return Fail(given.status());
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<std::vector<std::string>> overrides = OverridesFromFlags(*given);
-  if (!overrides.ok()) return Fail(overrides.status());
-  overrides->insert(overrides->end(), sets.begin(), sets.end());
-  const std::string config_path = absl::GetFlag(FLAGS_config);
-  absl::StatusOr<RunConfig> config =
-      config_path.empty() ? ConfigFromText("", *overrides) : LoadConfig(config_path, *overrides);
+  // The simulated world is --world (checked by the simulator against the
+  // strategy), not the config's distributed.world_size: the config is read as
+  // an MPI job's is, whose world is only known when it runs.
+  absl::StatusOr<RunConfig> config = ConfigFromCommandLine(
+      argc, argv, [] { return absl::GetFlag(FLAGS_config); }, {"distributed.backend=mpi"});
   if (!config.ok()) return Fail(config.status());
 
   sim::PlanOptions p;

@@ -31,6 +31,7 @@ ABSL_FLAG(std::string, profile, "h100_dgx", "hardware profile: a name in sim/pro
 ABSL_FLAG(int64_t, micro_batch, 0, "sequences per rank per micro-step (0: the config's train.batch_size)");
 ABSL_FLAG(int64_t, seq_len, 0, "tokens per sequence (0: the config's model.block_size; a preset's: GPT-2 1024, Llama 2048)");
 ABSL_FLAG(double, straggler_ms, 0, "a slow peer: every collective starts this many milliseconds later");
+ABSL_FLAG(double, jitter_ms, 0, "peers arrive up to this many milliseconds late, at random (seeded)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of the report");
 
 namespace {
@@ -46,16 +47,11 @@ int main(int argc, char** argv) {
   using namespace zeroshard;
   // --model names a preset here (the config's --model flag is model.type).
   const std::vector<std::string> models = TakeFlagValues(&argc, argv, "model");
-  const std::vector<std::string> sets = TakeFlagValues(&argc, argv, "set");
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> given = TakeConfigFlags(&argc, argv);
-  if (!given.ok()) return Fail(given.status());
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<std::vector<std::string>> overrides = OverridesFromFlags(*given);
-  if (!overrides.ok()) return Fail(overrides.status());
-  overrides->insert(overrides->end(), sets.begin(), sets.end());
-  const std::string config_path = absl::GetFlag(FLAGS_config);
-  absl::StatusOr<RunConfig> config =
-      config_path.empty() ? ConfigFromText("", *overrides) : LoadConfig(config_path, *overrides);
+  // The simulated world is --world (checked by the simulator against the
+  // strategy), not the config's distributed.world_size: the config is read as
+  // an MPI job's is, whose world is only known when it runs.
+  absl::StatusOr<RunConfig> config = ConfigFromCommandLine(
+      argc, argv, [] { return absl::GetFlag(FLAGS_config); }, {"distributed.backend=mpi"});
   if (!config.ok()) return Fail(config.status());
 
   sim::SimulateOptions o;
@@ -63,6 +59,7 @@ int main(int argc, char** argv) {
   o.world = absl::GetFlag(FLAGS_world);
   o.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node);
   o.straggler_seconds = 1e-3 * absl::GetFlag(FLAGS_straggler_ms);
+  o.jitter_seconds = 1e-3 * absl::GetFlag(FLAGS_jitter_ms);
   // The job's --trace (trace.path): here the predicted timeline of the measured step.
   const std::string trace_path = o.job.trace;
   o.record_spans = !trace_path.empty();

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 
+#include "absl/flags/parse.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/status.h"
 #include "train/config.h"
 #include "train/config_schema.h"
 
@@ -26,6 +28,20 @@ bool ParseBool(const std::string& text, bool* out) {
 }
 
 }  // namespace
+
+absl::StatusOr<RunConfig> ConfigFromCommandLine(int argc, char** argv,
+                                                const std::function<std::string()>& config_path,
+                                                const std::vector<std::string>& first) {
+  const std::vector<std::string> sets = TakeFlagValues(&argc, argv, "set");
+  ZS_ASSIGN_OR_RETURN(const auto given, TakeConfigFlags(&argc, argv));
+  absl::ParseCommandLine(argc, argv);
+  ZS_ASSIGN_OR_RETURN(std::vector<std::string> from_flags, OverridesFromFlags(given));
+  std::vector<std::string> overrides = first;
+  overrides.insert(overrides.end(), from_flags.begin(), from_flags.end());
+  overrides.insert(overrides.end(), sets.begin(), sets.end());
+  const std::string path = config_path();
+  return path.empty() ? ConfigFromText("", overrides) : LoadConfig(path, overrides);
+}
 
 std::vector<std::string> TakeFlagValues(int* argc, char** argv, const std::string& name) {
   std::vector<std::string> values;

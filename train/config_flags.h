@@ -12,11 +12,13 @@
 #ifndef ZEROSHARD_TRAIN_CONFIG_FLAGS_H_
 #define ZEROSHARD_TRAIN_CONFIG_FLAGS_H_
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "train/config.h"
 
 namespace zeroshard {
 
@@ -31,6 +33,15 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> TakeConfigFlags
 // "--name=v", "--name v", "-name=v", "-name v". "--" ends the flags.
 // train_gpt's and zs_simulate's --set; zs_simulate's --model (a config flag's name too).
 std::vector<std::string> TakeFlagValues(int* argc, char** argv, const std::string& name);
+// A program's command line read as train_gpt reads it: --set and the config
+// flags are taken out of argv, absl::ParseCommandLine parses the program's own
+// flags, then the file `config_path()` names (read after parsing; "" means the
+// defaults) is loaded with the flags and --set applied, in that order
+// (defaults < --config < flags < --set). train_gpt, zs_simulate and zs_plan.
+// `first` are overrides applied before the flags (a program's own defaults).
+absl::StatusOr<RunConfig> ConfigFromCommandLine(int argc, char** argv,
+                                                const std::function<std::string()>& config_path,
+                                                const std::vector<std::string>& first = {});
 // The table's flags for --help: one entry per flag with its help, the config
 // key it sets and its default, grouped by the key's section.
 std::string ConfigFlagsHelp();

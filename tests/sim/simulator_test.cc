@@ -74,6 +74,14 @@ TEST(Simulator, PrintsTheFiguresTheChecksRead) {
                   b["idle_s"].get<double>(),
               r->step_time_s, 1e-9 * r->step_time_s);
   EXPECT_DOUBLE_EQ(r->tokens_per_s_per_device, 2.0 * 64 / r->step_time_s);
+  // Per unit: every unit (4 Blocks and the root) ran forward and backward.
+  ASSERT_EQ(r->units.size(), 5u);
+  for (const UnitTime& u : r->units) {
+    EXPECT_GT(u.forward_s, 0) << u.name;
+    EXPECT_GT(u.backward_s, 0) << u.name;
+    EXPECT_LE(u.forward_s + u.backward_s, r->step_time_s) << u.name;
+  }
+  EXPECT_EQ(j["units"].size(), 5u);
 }
 
 TEST(Simulator, ModelStateIsTheZeroPapersSixteenBytesPerParameterOverN) {
@@ -120,7 +128,7 @@ TEST(Simulator, EachStrategyMovesItsClosedFormBytes) {
   }
 }
 
-TEST(Simulator, OneRankMovesNothingAndAStragglerSlowsTheStep) {
+TEST(Simulator, OneRankMovesNothingAndStragglersAndJitterSlowTheStep) {
   absl::StatusOr<SimResult> one = Simulate(Small(ShardingStrategy::kFullShard, 1));
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(one->comm_bytes_per_step, 0);
@@ -131,6 +139,13 @@ TEST(Simulator, OneRankMovesNothingAndAStragglerSlowsTheStep) {
   ASSERT_TRUE(fast.ok() && slow.ok());
   // Every collective waits 1 ms for the slow peer; the step has many.
   EXPECT_GT(slow->step_time_s, fast->step_time_s + 1e-3);
+  // Jitter: slower than none, and the same draws (seeded) give the same step.
+  o.straggler_seconds = 0;
+  o.jitter_seconds = 1e-3;
+  absl::StatusOr<SimResult> jitter = Simulate(o), again = Simulate(o);
+  ASSERT_TRUE(jitter.ok() && again.ok());
+  EXPECT_GT(jitter->step_time_s, fast->step_time_s);
+  EXPECT_EQ(jitter->step_time_s, again->step_time_s);
 }
 
 TEST(Simulator, RefusesWhatItCannotRun) {
