@@ -130,7 +130,8 @@ absl::StatusOr<std::shared_ptr<Work>> VirtualCommunicator::Launch(CollectiveCall
     const double u = (static_cast<double>(z >> 11) + 1.0) / 9007199254740992.0;
     late += options_.jitter_seconds * std::pow(u, 1.0 / (size() - 1));
   }
-  const double end = d->Enqueue(stream_, CollectiveOpName(desc.op), "comm", seconds, after + late, sent);
+  // The span covers the wait for the late peers: the rank is in the collective.
+  const double end = d->Enqueue(stream_, CollectiveOpName(desc.op), "comm", seconds, after, sent, after + late);
   const int k = static_cast<int>(desc.op);
   if (k >= 0 && k < 5) {
     ++totals_.count[k];

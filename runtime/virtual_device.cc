@@ -183,11 +183,11 @@ void VirtualDevice::Launch(int stream, const OpCost& cost) {
 }
 
 double VirtualDevice::Enqueue(int stream, absl::string_view name, absl::string_view category,
-                              double seconds, double after, double bytes) {
+                              double seconds, double after, double bytes, double not_before) {
   absl::MutexLock lock(&mu_);
   double& clock = streams_.at(stream);
   const double start = std::max({clock, host_, after});
-  clock = start + seconds;
+  clock = std::max(start, not_before) + seconds;
   AddSpan(stream, name, category, start, clock, 0, bytes);
   return clock;
 }

@@ -124,10 +124,12 @@ class VirtualDevice {
 
   // An op on `stream` (the op entries: ChargeVirtual).
   void Launch(int stream, const OpCost& cost);
-  // Work of known duration on `stream` that also waits for `after` (e.g. a
-  // collective's peers or its producer stream); no launch cost. Returns its end.
+  // Work of known duration on `stream` that starts after `after` (e.g. the
+  // producer stream's work so far); no launch cost. Its busy part starts no
+  // earlier than `not_before` (a collective's late peers): the span covers the
+  // wait too. Returns its end.
   double Enqueue(int stream, absl::string_view name, absl::string_view category, double seconds,
-                 double after = 0, double bytes = 0);
+                 double after = 0, double bytes = 0, double not_before = 0);
   void StreamWait(int stream, double time);
   void HostWait(double time);
   void HostAdvance(double seconds);

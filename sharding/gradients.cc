@@ -108,7 +108,13 @@ absl::Status ShardedModel::CompleteReduction(ShardedUnit& unit) {
     ZS_ASSIGN_OR_RETURN(mine, u->full_grad.Narrow(0, u->flat.shard_offset(), u->flat.shard_numel()));
   }
   if (replica_group_->size() > 1) {
+    const double replica_start = trace_ ? trace_->NowUs() : 0;
     ZS_RETURN_IF_ERROR(replica_group_->AllReduce(mine, ReduceOp::kAvg, schedule_->Collective()));
+    if (trace_ != nullptr) {  // blocking: issue to completion is the wait
+      const double now = trace_->NowUs();
+      trace_->AddSpan("wait replica all-reduce " + u->name, "wait", 2 * world_.rank(), replica_start, now);
+      trace_->AddSpan("replica all-reduce " + u->name, "comm", 2 * world_.rank() + 1, replica_start, now);
+    }
   }
   if (dst.device() != mine.device()) {  // gradients offloaded to the host
     ZS_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty({mine.numel()}, mine.dtype(), dst.allocator()));
@@ -195,7 +201,13 @@ absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_t
   }
   // The shard group holds the whole gradient between its ranks (replicas hold copies).
   ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, local, DType::kF32, CommAllocator()));
+  const double norm_start = trace_ ? trace_->NowUs() : 0;
   ZS_RETURN_IF_ERROR(shard_group_->AllReduce(t, inf ? ReduceOp::kMax : ReduceOp::kSum));
+  if (trace_ != nullptr) {
+    const double now = trace_->NowUs();
+    trace_->AddSpan("wait grad-norm all-reduce", "wait", 2 * world_.rank(), norm_start, now);
+    trace_->AddSpan("grad-norm all-reduce", "comm", 2 * world_.rank() + 1, norm_start, now);
+  }
   ZS_ASSIGN_OR_RETURN(double total, t.Item());
   const double norm = inf ? total : std::sqrt(total);
   const double coef = max_norm / (norm + 1e-6);

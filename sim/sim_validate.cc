@@ -289,17 +289,20 @@ absl::StatusOr<Calibration> Calibrate(const TrainOptions& job, int world, const 
     v.model.n_embd = width;
     v.batch_size = batch;
     v.sharding.strategy = ShardingStrategy::kNoShard;
-    PerRank slowest;
+    std::mutex mu;
+    double sum = 0;
     std::vector<absl::Status> st = RunRanks(world, [&](Communicator&) -> absl::Status {
       ZS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> solo, LocalCommunicator::CreateGroup(1));
       ZS_ASSIGN_OR_RETURN(const Measured m, RankSteps(v, *solo[0], 5));
-      slowest.Max(m.step_s);
+      std::lock_guard<std::mutex> lock(mu);
+      sum += m.step_s;
       return absl::OkStatus();
     });
     for (const absl::Status& s : st) ZS_RETURN_IF_ERROR(s);
+    const double mean = sum / world;  // ranks that never meet drift apart: their mean is the shared rate
     ZS_ASSIGN_OR_RETURN(const Demand d, DemandOf(v, p));
     features.push_back({d.gemm_flops, d.bytes, d.ops});
-    times.push_back(slowest.value);
+    times.push_back(mean);
   }
   const std::array<double, 3> x = FitNonNegative(features, times);
   const double peak = x[0] > 0 ? 1.0 / x[0] : 1e15;
