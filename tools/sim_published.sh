@@ -1,24 +1,17 @@
 #!/usr/bin/env bash
 # The simulator against published large-scale runs (issue 24): reruns every row
-# of docs/simulator.md "Against published runs" and prints the table. The
-# published figures are written below with their sources; the predictions come
-# from bazel-bin/sim/zs_simulate (built here with the Makefile's flags when it
-# is missing; ZS_SIMULATE=path picks another binary).
+# of docs/simulator.md "Against published runs" (and its "HYBRID_SHARD at
+# scale" example) and prints the tables. The published figures are written
+# below with their sources; the predictions come from bazel-bin/sim/zs_simulate
+# (built here with the Makefile's flags when it is missing; ZS_SIMULATE=path
+# picks another binary).
 #
 #   tools/sim_published.sh              # the table (markdown), ~3 s of simulation
 #   tools/sim_published.sh --commands   # also every zs_simulate command line
 #
-# Two predictions per row:
-#   predicted   the shipped profile (sim/profiles/<name>.json), as zs_simulate runs it;
-#   attn-TC     the same with attention charged at the GEMM plateau
-#               (peak_flops_bf16 * gemm_efficiency_max) instead of the CUDA-core
-#               f32 peak: a profile copy whose compute.peak_flops_fp32 is raised,
-#               written to a temporary directory. kernels/attention.cc charges
-#               attention as a memory-bound op, so MemoryBoundSeconds divides its
-#               FLOPs by peak_flops_fp32 (67 TFLOP/s on H100), while on a GPU bf16
-#               attention runs cuDNN's flash attention on the tensor cores. No other
-#               op of these runs is bound by its FLOPs (all are memory-bound or
-#               GEMMs), so the copy changes only attention.
+# Each prediction is zs_simulate with the shipped profile (sim/profiles/<name>.json);
+# "fits" is zs_simulate's own verdict (peak reserved bytes per rank against the
+# profile's memory.memory_bytes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +21,7 @@ if [[ ! -x "$bin" ]]; then
 fi
 
 ZS_SIMULATE_BIN="$bin" exec python3 - "$@" <<'PYTHON'
-import atexit, json, math, os, shutil, subprocess, sys, tempfile
+import json, math, os, subprocess, sys
 
 BIN = os.environ["ZS_SIMULATE_BIN"]
 SHOW_COMMANDS = "--commands" in sys.argv[1:]
@@ -51,6 +44,8 @@ SOURCES = {
             "section 5: model states of ZeRO-3 (Pos+g+p) = (2 + 2 + K) Psi / Nd with K = 12 for mixed-precision Adam.",
     "DS": "DeepSpeed deepspeed/runtime/zero/stage3.py, estimate_zero3_model_states_mem_needs (no offload): "
           "per GPU = 4 * largest_layer_params + 18 * total_params / total_gpus.",
+    "FA": "Dao, FlashAttention-2, arXiv 2307.08691 (50-73% of the A100's peak); Shah et al., FlashAttention-3, "
+          "arXiv 2407.08608 (FlashAttention-2 reaches about 35% of the H100's peak).",
 }
 
 # ------------------------------------------------------------------ rows
@@ -115,33 +110,10 @@ MEMORY_ROWS = [
 GPT3_FLAGS = ["--model=" + GPT3_LIKE, "--micro_batch=1", "--seq_len=2048"] + H100 + AC
 
 # ------------------------------------------------------------------ running
-TMP = tempfile.mkdtemp(prefix="sim_published_")
-atexit.register(shutil.rmtree, TMP, ignore_errors=True)
-
-def attention_tc_profile(name):
-    """The shipped profile with attention at the GEMM plateau (see the header)."""
-    path = os.path.join("sim", "profiles", name + ".json")
-    with open(path) as f:
-        p = json.load(f)
-    c = p["compute"]
-    c["peak_flops_fp32"] = c["peak_flops_bf16"] * c["gemm_efficiency_max"]
-    p["name"] = name + "_attn_tc"
-    p["description"] = "tools/sim_published.sh: " + name + " with compute.peak_flops_fp32 at the bf16 GEMM plateau"
-    p.setdefault("sources", {})["compute.peak_flops_fp32"] = (
-        "raised to peak_flops_bf16 * gemm_efficiency_max so that attention (charged as a memory-bound op) runs at "
-        "the tensor cores' GEMM rate")
-    out = os.path.join(TMP, name + "_attn_tc.json")
-    with open(out, "w") as f:
-        json.dump(p, f, indent=2)
-    return out, c["peak_flops_bf16"]
-
-TC = {}
-PEAK = {}
-MEMORY = {}  # memory.memory_bytes: what a rank may reserve
+PEAK = {}  # compute.peak_flops_bf16: the dense peak MFU is counted against
 for prof in ("h100_dgx", "a100_80g"):
-    TC[prof], PEAK[prof] = attention_tc_profile(prof)
     with open(os.path.join("sim", "profiles", prof + ".json")) as f:
-        MEMORY[prof] = json.load(f)["memory"]["memory_bytes"]
+        PEAK[prof] = json.load(f)["compute"]["peak_flops_bf16"]
 
 def profile_of(flags):
     for f in flags:
@@ -152,10 +124,7 @@ def profile_of(flags):
 def command(flags):
     return " ".join([BIN] + [("'" + f + "'") if " " in f else f for f in flags] + ["--json"])
 
-def simulate(flags, attention_tc=False):
-    if attention_tc:
-        prof = profile_of(flags)
-        flags = [f for f in flags if not f.startswith("--profile=")] + ["--profile=" + TC[prof]]
+def simulate(flags):
     r = subprocess.run([BIN] + flags + ["--json"], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("zs_simulate failed: " + command(flags) + "\n" + r.stderr)
@@ -182,20 +151,17 @@ def fmt(x, kind):
 def ratio(p, pub):
     return "-" if p is None or pub is None else f"{p / pub:.2f}"
 
-FITS = MEMORY["h100_dgx"]  # 81,559 MiB
-
 print("### Throughput (tokens/s per GPU unless marked; predicted / published)\n")
-print("| # | setup | published | source | predicted | ratio | attn-TC | ratio | MFU (ours) | exposed comm | peak/rank |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| # | setup | published | source | predicted | ratio | MFU (ours) | exposed comm | peak/rank |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 commands = []
 for rid, setup, src, pub, kind, flags in ROWS:
     prof = profile_of(flags)
     a = simulate(flags)
-    b = simulate(flags, attention_tc=True)
-    pa, pb = metric(a, kind, prof), metric(b, kind, prof)
-    fit = "" if a["peak_bytes_per_rank"] <= MEMORY[prof] else " (over 80 GB)"
-    print(f"| {rid} | {setup} | {fmt(pub, kind)} | {src or '-'} | {fmt(pa, kind)} | {ratio(pa, pub)} | {fmt(pb, kind)} | "
-          f"{ratio(pb, pub)} | {100 * a['mfu']:.1f}% / {100 * b['mfu']:.1f}% | {100 * a['exposed_comm_fraction']:.1f}% | "
+    pa = metric(a, kind, prof)
+    fit = "" if a["fits"] else f" (does not fit {a['memory_capacity_bytes'] / GIB:.1f} GiB)"
+    print(f"| {rid} | {setup} | {fmt(pub, kind)} | {src or '-'} | {fmt(pa, kind)} | {ratio(pa, pub)} | "
+          f"{100 * a['mfu']:.1f}% | {100 * a['exposed_comm_fraction']:.1f}% | "
           f"{a['peak_bytes_per_rank'] / GIB:.1f} GiB{fit} |")
     commands.append((rid, command(flags)))
 
@@ -235,7 +201,7 @@ commands.append(("M3-M4", command(GPT3_FLAGS + ["--world=64"] + BF16_F32)))
 def min_world(dtype_flags):
     lo, hi = 1, 4096  # hi fits (model states ~ 0.7 GB at 4096); find the smallest world that does
     def fits(w):
-        return simulate(GPT3_FLAGS + [f"--world={w}"] + dtype_flags)["peak_bytes_per_rank"] <= FITS
+        return simulate(GPT3_FLAGS + [f"--world={w}"] + dtype_flags)["fits"]
     assert fits(hi)
     while lo < hi:
         mid = (lo + hi) // 2
@@ -245,20 +211,38 @@ def min_world(dtype_flags):
             lo = mid + 1
     return lo
 
+FITS = w64["memory_capacity_bytes"]  # the profile's memory.memory_bytes (81,559 MiB on h100_dgx)
 formula_min = math.ceil(16 * psi / FITS)
 ds_min = math.ceil(18 * psi / (FITS - 4 * largest))
 for rid, label, dt in (("M5a", "reduce f32", BF16_F32), ("M5b", "reduce bf16", BF16_BF16)):
     w = min_world(dt)
-    print(f"| {rid} | smallest world whose peak fits 81,559 MiB ({label}) | ZeRO 16 Psi / N: N >= {formula_min}; "
+    print(f"| {rid} | smallest world whose peak fits {FITS / 2**20:,.0f} MiB ({label}) | ZeRO 16 Psi / N: N >= {formula_min}; "
           f"DeepSpeed: N >= {ds_min} | {w} | {w / formula_min:.2f} |")
     commands.append((rid, command(GPT3_FLAGS + [f"--world={w}"] + dt) + f"   # and --world={w - 1} does not fit"))
+
+# ------------------------------------------------------------------ HYBRID_SHARD at scale
+print("\n### HYBRID_SHARD at scale: Llama 3 8B (row 2's job), FULL_SHARD against HYBRID_SHARD (groups of 8)\n")
+print("| world | strategy | step time | tokens/s/GPU | exposed comm | peak/rank |")
+print("| --- | --- | --- | --- | --- | --- |")
+HSDP = ["--sharding_strategy=HYBRID_SHARD", "--hybrid_shard_size=8"]
+for w in (64, 512):
+    for label, extra in (("FULL_SHARD", []), ("HYBRID_SHARD, 8", HSDP)):
+        # row 2: llama-8b, batch 2 x 8192, bf16 / f32, full AC
+        flags = [f for f in ROWS[3][5] if not f.startswith("--world=")] + [f"--world={w}"] + extra
+        r = simulate(flags)
+        step = 1e3 * r["step_time_s"]
+        fit = "" if r["fits"] else " (does not fit)"
+        print(f"| {w} | {label} | {step:,.1f} ms | {r['tokens_per_s_per_device']:,.0f} | "
+              f"{step * r['exposed_comm_fraction']:.1f} ms ({100 * r['exposed_comm_fraction']:.1f}%) | "
+              f"{r['peak_bytes_per_rank'] / GIB:.1f} GiB{fit} |")
+        commands.append((f"HSDP {w} {label}", command(flags)))
 
 print("\nSources:\n")
 for k, v in SOURCES.items():
     print(f"- {k}: {v}")
 
 if SHOW_COMMANDS:
-    print("\nCommands (attn-TC: the same with --profile=<the profile copy described in tools/sim_published.sh>):\n")
+    print("\nCommands:\n")
     for rid, c in commands:
         print(f"- {rid}: `{c}`")
 PYTHON
