@@ -122,13 +122,13 @@ absl::StatusOr<std::shared_ptr<Work>> VirtualCommunicator::Launch(CollectiveCall
   }
   double late = options_.straggler_seconds;
   if (options_.jitter_seconds > 0 && size() > 1) {
-    // splitmix64 of (seed, draw): a uniform u in (0, 1], the last of n - 1 peers at J u^(1/(n-1)).
+    // splitmix64 of (seed, draw): a uniform u in (0, 1); the last of n - 1 exponential peers.
     uint64_t z = options_.seed * 0x9E3779B97F4A7C15ull + ++draws_ * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
-    const double u = (static_cast<double>(z >> 11) + 1.0) / 9007199254740992.0;
-    late += options_.jitter_seconds * std::pow(u, 1.0 / (size() - 1));
+    const double u = (static_cast<double>(z >> 11) + 0.5) / 9007199254740992.0;
+    late += -options_.jitter_seconds * std::log1p(-std::pow(u, 1.0 / (size() - 1)));
   }
   // The span covers the wait for the late peers: the rank is in the collective.
   const double end = d->Enqueue(stream_, CollectiveOpName(desc.op), "comm", seconds, after, sent, after + late);

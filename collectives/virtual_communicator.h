@@ -16,8 +16,8 @@
 // simulator runs one rank and the others are implied. A collective ends when
 // the slowest peer has arrived and the transfer is done: `straggler_seconds`
 // delays every collective's start by that much (a slow peer), `jitter_seconds`
-// by the latest of the peers' random delays, and the network model gives the
-// transfer's time. Split cannot learn the groups from peers
+// by the latest of the peers' random delays (the rank waits in the collective
+// meanwhile), and the network model gives the transfer's time. Split cannot learn the groups from peers
 // that do not run, so the caller declares them in `splits`, one per Split
 // call in order, as regular tilings of the parent's ranks: stride 1 makes
 // blocks of `size` consecutive ranks (rank / size is the color), stride k
@@ -66,9 +66,10 @@ struct VirtualCommunicatorOptions {
   const VirtualNetwork* network = nullptr;  // required; must outlive the communicator
   int gpus_per_node = 8;
   double straggler_seconds = 0;  // every collective waits this long for a slow peer
-  // Jitter: each peer arrives up to this much late, uniformly at random; a
-  // collective waits for the last of its n - 1 peers (the max of n - 1
-  // uniform draws, drawn directly as J u^(1/(n-1)) from a seeded generator).
+  // Jitter: each peer arrives late by an exponential delay of this mean J; a
+  // collective waits for the last of its n - 1 peers, the max of n - 1 draws
+  // (expected J H(n-1), about J ln n: stragglers cost more as the world
+  // grows), drawn directly as -J ln(1 - u^(1/(n-1))) from a seeded generator.
   double jitter_seconds = 0;
   uint64_t seed = 1;
   std::vector<VirtualSplit> splits;

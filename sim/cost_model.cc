@@ -58,6 +58,13 @@ double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n
   return std::max(GemmComputeSeconds(p, flops, dtype), memory_s);
 }
 
+double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
+                   double bytes) {
+  const double flops = GemmFlops(batch, m, n, k);
+  if (flops == 0) return 0;
+  return std::max(GemmComputeSeconds(p, flops, dtype), bytes / StreamBytesPerSecond(p));
+}
+
 double MemoryBoundSeconds(const HardwareProfile& p, double bytes, double flops) {
   ZS_CHECK(bytes >= 0 && flops >= 0, "MemoryBoundSeconds: bytes and flops must be >= 0, found ", bytes, " and ",
            flops);

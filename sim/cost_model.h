@@ -88,6 +88,12 @@ double GemmEfficiency(const HardwareProfile& p, double flops, DType dtype);
 
 // Device seconds of C[b, m, n] = A[b, m, k] B[b, k, n] (Note [GEMM efficiency curve]).
 double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype);
+// The same products with the kernel's own device-memory traffic `bytes` (the
+// op entries count it with the operands' real dtypes; a fused kernel such as
+// flash attention keeps its T x T scores on chip, so they are not in it):
+// max(compute time of the products, bytes / streaming bandwidth).
+double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
+                   double bytes);
 
 // A memory-bound op that moves `bytes` (reads + writes) and does `flops` (on the
 // CUDA cores, fp32): max(bytes / (hbm_bytes_per_s * memory_efficiency),

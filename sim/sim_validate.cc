@@ -335,14 +335,16 @@ absl::StatusOr<Calibration> Calibrate(const TrainOptions& job, int world, const 
   // Skew (world > 1): the mean barrier wait after one unit's worth of the
   // job's compute (its predicted solo step over 2 units + 1: a forward and a
   // backward per unit between waits), as the jitter whose mean lateness of
-  // the last of n - 1 peers, J (n-1)/n, equals it.
+  // the last of n - 1 peers, J H(n-1), equals it.
   if (world > 1) {
     ZS_ASSIGN_OR_RETURN(const Demand d, DemandOf(job, p));
     ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> model, MakeJobModel(job, 0));
     const double units = static_cast<double>(job.model.n_layer) + 1;
     const double solo = d.gemm_flops * x[0] + d.bytes * x[1] + d.ops * x[2];
     ZS_ASSIGN_OR_RETURN(cal.barrier_wait_s, BarrierWait(world, solo / (2 * units + 1), peak));
-    cal.jitter_s = cal.barrier_wait_s * world / (world - 1.0);
+    double harmonic = 0;
+    for (int i = 1; i < world; ++i) harmonic += 1.0 / i;
+    cal.jitter_s = cal.barrier_wait_s / harmonic;
   }
   return cal;
 }

@@ -152,6 +152,9 @@ TEST(Simulator, RefusesWhatItCannotRun) {
   SimulateOptions o = Small(ShardingStrategy::kHybridShard, 8);
   o.job.sharding.hybrid_shard_size = 3;  // does not divide 8
   EXPECT_FALSE(Simulate(o).ok());
+  o = Small(ShardingStrategy::kFullShard, 8);
+  o.job.sharding.offload.optimizer = true;
+  EXPECT_EQ(Simulate(o).status().code(), absl::StatusCode::kUnimplemented);
   TrainOptions job;
   const absl::Status s = ApplyModelPreset("llama-9b", 0, &job);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
