@@ -332,6 +332,21 @@ TEST(Gemm, SkinnyGemmIsMemoryBoundAndEmptyGemmIsFree) {
   EXPECT_EQ(GemmSeconds(p, 3, 4096, 0, 4096, DType::kBF16), 0);
 }
 
+TEST(Gemm, WithTheKernelsOwnTrafficTheScoresStayOnChip) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  // Flash attention's QK^T for one head at T = 8192, D = 128: the same
+  // products as a GEMM, but only q, k (and out, lse) cross HBM - 4 MiB here,
+  // not the 128 MiB of scores: compute-bound, exactly the curve's time.
+  const double f = 2.0 * 8192 * 8192 * 128;
+  const double traffic = 2.0 * 2 * 8192 * 128;
+  EXPECT_EQ(GemmSeconds(p, 1, 8192, 8192, 128, DType::kBF16, traffic),
+            p.gemm_latency_s + f / (p.peak_flops_bf16 * p.gemm_efficiency_max));
+  EXPECT_LT(GemmSeconds(p, 1, 8192, 8192, 128, DType::kBF16, traffic), GemmSeconds(p, 1, 8192, 8192, 128, DType::kBF16));
+  // With traffic above the compute time the bytes decide.
+  const double big = 1e12;
+  EXPECT_EQ(GemmSeconds(p, 1, 64, 64, 64, DType::kBF16, big), big / (p.hbm_bytes_per_s * p.memory_efficiency));
+}
+
 TEST(MemoryBound, ClosedForm) {
   const HardwareProfile p = MustLoad("h100_dgx");
   // Bytes-bound: 1 GB at 3.35 TB/s x 0.88.
