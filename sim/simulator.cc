@@ -14,6 +14,7 @@
 #include "collectives/local_communicator.h"
 #include "runtime/trace.h"
 #include "sharding/sharded_model.h"
+#include "train/config_flags.h"
 #include "train/train_step.h"
 #include "runtime/status.h"
 
@@ -195,6 +196,28 @@ absl::Status ApplyModelPreset(const std::string& name, int64_t seq_len, TrainOpt
   }
   if (job->model_type == "llama" && seq_len > 0) job->model.block_size = seq_len;
   return absl::OkStatus();
+}
+
+absl::StatusOr<SimCommandLine> ReadSimCommandLine(int argc, char** argv,
+                                                  const std::function<std::string()>& config_path,
+                                                  const std::function<int64_t()>& seq_len_flag) {
+  const std::vector<std::string> models = TakeFlagValues(&argc, argv, "model");
+  SimCommandLine c;
+  ZS_ASSIGN_OR_RETURN(c.config, ConfigFromCommandLine(argc, argv, config_path, {"distributed.backend=mpi"}));
+  TrainOptions& job = c.config.train;
+  c.seq_len = seq_len_flag();
+  if (models.empty()) {
+    c.model_name = absl::StrCat(job.model_type, " (", c.config.source, ")");
+    if (c.seq_len == 0) c.seq_len = job.model.block_size;
+    return c;
+  }
+  ZS_RETURN_IF_ERROR(ApplyModelPreset(models.back(), c.seq_len, &job));
+  if (c.seq_len == 0) {  // a GPT-2's context, or 2048 for a Llama
+    c.seq_len = job.model_type == "gpt" ? job.model.block_size : 2048;
+    if (job.model_type == "llama") job.model.block_size = c.seq_len;
+  }
+  c.model_name = models.back();
+  return c;
 }
 
 // ================================================================ Simulate

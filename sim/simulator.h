@@ -54,6 +54,7 @@
 #include "runtime/virtual_device.h"
 #include "sim/cost_model.h"
 #include "sim/profile.h"
+#include "train/config.h"
 #include "train/trainer.h"
 
 namespace zeroshard::sim {
@@ -81,6 +82,22 @@ class ProfileCost final : public VirtualCostModel, public VirtualNetwork {
 // `seq_len` becomes model.block_size for a Llama (a GPT keeps its position table).
 absl::Status ApplyModelPreset(const std::string& name_or_path, int64_t seq_len, TrainOptions* job);
 std::vector<std::string> ModelPresetNames();
+
+// The command line of a simulator program (zs_simulate, zs_plan): --model (a
+// preset or a config.json) is taken out of argv, the rest is read as train_gpt
+// reads it (ConfigFromCommandLine), as an MPI job's config - the simulated
+// world is the program's own flag, checked by the simulator against the
+// strategy - and the preset is applied with the sequence length
+// `seq_len_flag()` gives (read after parsing; 0: the config's block_size, or a
+// preset's: GPT-2 1024, Llama 2048).
+struct SimCommandLine {
+  RunConfig config;
+  std::string model_name;
+  int64_t seq_len = 0;
+};
+absl::StatusOr<SimCommandLine> ReadSimCommandLine(int argc, char** argv,
+                                                  const std::function<std::string()>& config_path,
+                                                  const std::function<int64_t()>& seq_len_flag);
 
 struct SimulateOptions {
   // The job: sharding (strategy, prefetch, limit_all_gathers, mixed

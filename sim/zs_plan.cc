@@ -40,34 +40,21 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace zeroshard;
-  const std::vector<std::string> models = TakeFlagValues(&argc, argv, "model");
-  // The simulated world is --world (checked by the simulator against the
-  // strategy), not the config's distributed.world_size: the config is read as
-  // an MPI job's is, whose world is only known when it runs.
-  absl::StatusOr<RunConfig> config = ConfigFromCommandLine(
-      argc, argv, [] { return absl::GetFlag(FLAGS_config); }, {"distributed.backend=mpi"});
-  if (!config.ok()) return Fail(config.status());
+  absl::StatusOr<sim::SimCommandLine> line = sim::ReadSimCommandLine(
+      argc, argv, [] { return absl::GetFlag(FLAGS_config); }, [] { return absl::GetFlag(FLAGS_seq_len); });
+  if (!line.ok()) return Fail(line.status());
 
   sim::PlanOptions p;
-  p.base = *config;
+  p.base = line->config;
   p.nodes = absl::GetFlag(FLAGS_nodes);
   p.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node);
   p.global_batch = absl::GetFlag(FLAGS_global_batch);
-  p.seq_len = absl::GetFlag(FLAGS_seq_len);
+  p.seq_len = line->seq_len;
+  p.model_name = line->model_name;
   p.memory_cap_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_memory_cap_gb) * (int64_t{1} << 30));
   absl::StatusOr<sim::HardwareProfile> profile = sim::LoadProfile(absl::GetFlag(FLAGS_profile));
   if (!profile.ok()) return Fail(profile.status());
   p.profile = *profile;
-  if (!models.empty()) {
-    if (absl::Status s = sim::ApplyModelPreset(models.back(), p.seq_len, &p.base.train); !s.ok()) return Fail(s);
-    if (p.seq_len == 0) {
-      p.seq_len = p.base.train.model_type == "gpt" ? p.base.train.model.block_size : 2048;
-      if (p.base.train.model_type == "llama") p.base.train.model.block_size = p.seq_len;
-    }
-    p.model_name = models.back();
-  } else {
-    p.model_name = absl::StrCat(p.base.train.model_type, " (", config->source, ")");
-  }
   absl::StatusOr<sim::PlanResult> r = sim::Plan(p);
   if (!r.ok()) return Fail(r.status());
   const int top = absl::GetFlag(FLAGS_top);

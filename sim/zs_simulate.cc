@@ -31,7 +31,7 @@ ABSL_FLAG(std::string, profile, "h100_dgx", "hardware profile: a name in sim/pro
 ABSL_FLAG(int64_t, micro_batch, 0, "sequences per rank per micro-step (0: the config's train.batch_size)");
 ABSL_FLAG(int64_t, seq_len, 0, "tokens per sequence (0: the config's model.block_size; a preset's: GPT-2 1024, Llama 2048)");
 ABSL_FLAG(double, straggler_ms, 0, "a slow peer: every collective starts this many milliseconds later");
-ABSL_FLAG(double, jitter_ms, 0, "peers arrive up to this many milliseconds late, at random (seeded)");
+ABSL_FLAG(double, jitter_ms, 0, "each peer arrives late by a random delay of this mean in milliseconds (exponential, seeded)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of the report");
 
 namespace {
@@ -45,14 +45,10 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace zeroshard;
-  // --model names a preset here (the config's --model flag is model.type).
-  const std::vector<std::string> models = TakeFlagValues(&argc, argv, "model");
-  // The simulated world is --world (checked by the simulator against the
-  // strategy), not the config's distributed.world_size: the config is read as
-  // an MPI job's is, whose world is only known when it runs.
-  absl::StatusOr<RunConfig> config = ConfigFromCommandLine(
-      argc, argv, [] { return absl::GetFlag(FLAGS_config); }, {"distributed.backend=mpi"});
-  if (!config.ok()) return Fail(config.status());
+  absl::StatusOr<sim::SimCommandLine> line = sim::ReadSimCommandLine(
+      argc, argv, [] { return absl::GetFlag(FLAGS_config); }, [] { return absl::GetFlag(FLAGS_seq_len); });
+  if (!line.ok()) return Fail(line.status());
+  const RunConfig* config = &line->config;
 
   sim::SimulateOptions o;
   o.job = config->train;
@@ -66,17 +62,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<sim::HardwareProfile> profile = sim::LoadProfile(absl::GetFlag(FLAGS_profile));
   if (!profile.ok()) return Fail(profile.status());
   o.profile = *profile;
-  o.seq_len = absl::GetFlag(FLAGS_seq_len);
-  if (!models.empty()) {
-    if (absl::Status s = sim::ApplyModelPreset(models.back(), o.seq_len, &o.job); !s.ok()) return Fail(s);
-    if (o.seq_len == 0) {  // a GPT-2's context, or 2048 for a Llama
-      o.seq_len = o.job.model_type == "gpt" ? o.job.model.block_size : 2048;
-      if (o.job.model_type == "llama") o.job.model.block_size = o.seq_len;
-    }
-    o.model_name = models.back();
-  } else {
-    o.model_name = absl::StrCat(o.job.model_type, " (", config->source, ")");
-  }
+  o.seq_len = line->seq_len;
+  o.model_name = line->model_name;
   if (absl::GetFlag(FLAGS_micro_batch) > 0) o.job.batch_size = absl::GetFlag(FLAGS_micro_batch);
 
   absl::StatusOr<sim::SimResult> r = sim::Simulate(o);
