@@ -291,6 +291,22 @@ class MpiCommunicator::Exchange {
         }
       }
     }
+    if (missing.empty()) {
+      // Everything due to this rank came in, but a peer has not taken what was
+      // sent to it (a rank stopped after its own sends: large messages need the
+      // receiver). Name each such peer once.
+      std::vector<int> named;
+      for (size_t i = 0; i < reqs_.size(); ++i) {
+        const int peer = meta_[i].peer;
+        if (reqs_[i] == MPI_REQUEST_NULL || !meta_[i].is_send ||
+            std::find(named.begin(), named.end(), peer) != named.end()) {
+          continue;
+        }
+        named.push_back(peer);
+        missing.push_back(absl::StrCat("rank ", peer, " (has not taken the data sent to it)"));
+      }
+    }
+    if (missing.empty()) missing.push_back("a peer (no request of this rank is pending; the collective's next step never came)");
     return absl::DeadlineExceededError(absl::StrCat(
         ErrorPrefix(*mine_, comm_.rank(), comm_.size()), "timed out after ",
         absl::FormatDuration(comm_.options().timeout), " waiting for ",
