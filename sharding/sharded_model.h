@@ -218,6 +218,8 @@ struct ShardedUnit {
   State state = State::kSharded;
   std::shared_ptr<Work> gather_work;
   std::shared_ptr<Work> reduce_work;
+  std::shared_ptr<Work> replica_work;  // HYBRID_SHARD / NO_SHARD: the all-reduce across replicas
+  double replica_issue_us = 0;
   bool backward_started = false;  // pre-backward ran in this backward pass
   bool reduced = false;           // reduction launched in this backward pass
   int landed = 0;                 // gradients accumulated in this backward pass
@@ -415,6 +417,12 @@ class ShardedModel {
   // Note [Unsharded gradients are freed as their reductions finish] (gradients.cc).
   static constexpr size_t kReductionsInFlight = 2;
   absl::Status CompleteReduction(ShardedUnit& unit);
+  // The replica all-reduces (second stage) outstanding, in order, and their end.
+  std::vector<ShardedUnit*> replica_order_;
+  absl::Status CompleteReplicaReduction(ShardedUnit& unit);
+  // Adds the reduced gradient into the unit's shard and frees the unsharded one.
+  absl::Status AccumulateReduced(ShardedUnit& unit);
+  absl::StatusOr<Tensor> ReducedPart(const ShardedUnit& unit);
   TraceRecorder* trace_ = nullptr;
 };
 
