@@ -392,4 +392,22 @@ absl::StatusOr<HardwareProfile> LoadProfile(std::string_view name_or_path) {
   return ParseProfile(text, path);
 }
 
+std::string ProfileToJson(const HardwareProfile& p) {
+  nlohmann::ordered_json j;
+  j["name"] = p.name;
+  j["description"] = p.description;
+  for (const char* group : kGroups) {
+    nlohmann::ordered_json g = nlohmann::ordered_json::object();
+    for (const Field& f : kFields) {
+      if (std::string_view(f.group) != group) continue;
+      std::visit([&](auto member) { g[f.key] = p.*member; }, f.member);
+    }
+    j[group] = g;
+  }
+  nlohmann::ordered_json sources = nlohmann::ordered_json::object();
+  for (const auto& [key, note] : p.sources) sources[key] = note;
+  j["sources"] = sources;
+  return j.dump(2) + "\n";
+}
+
 }  // namespace zeroshard::sim

@@ -124,6 +124,9 @@ absl::StatusOr<HardwareProfile> ParseProfile(std::string_view json_text, std::st
 // a shipped profile's name, read from <ProfileDirectory()>/<name>.json. NotFound
 // names the file (or, for an unknown name, the shipped names and the directory).
 absl::StatusOr<HardwareProfile> LoadProfile(std::string_view name_or_path);
+// The profile as a file LoadProfile reads back to the same figures (doubles
+// written exactly): e.g. the CPU profiles sim_validate calibrates.
+std::string ProfileToJson(const HardwareProfile& p);
 
 // The "group.key" of every figure a profile file holds, in file order
 // ("compute.peak_flops_bf16", ..., "host.host_adam_bytes_per_s").

@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -56,6 +57,8 @@ ABSL_FLAG(std::string, config, "examples/configs/default.json", "the job whose s
 ABSL_FLAG(int, steps, 10, "timed steps per measured run (after 2 warm-up steps); the median counts");
 ABSL_FLAG(int, repeats, 3, "measured runs of every row, interleaved; the median counts");
 ABSL_FLAG(std::string, worlds, "1,2,4", "world sizes");
+ABSL_FLAG(std::string, write_profiles, "",
+          "write each world's calibrated profile here as cpu_world<W>.json (zs_simulate --profile=FILE)");
 ABSL_FLAG(double, time_bound, 0.15, "allowed |predicted / measured - 1| of the step time");
 ABSL_FLAG(double, exposed_bound, 0.05, "allowed |predicted - measured| exposed-communication fraction");
 ABSL_FLAG(double, memory_bound, 0.05, "allowed |predicted / measured - 1| of the peak memory per rank");
@@ -393,6 +396,27 @@ int Main() {
       return 1;
     }
     const HardwareProfile* profile = &cal->profile;
+    if (const std::string dir = absl::GetFlag(FLAGS_write_profiles); !dir.empty()) {
+      HardwareProfile out = cal->profile;
+      const std::string how = absl::StrCat("calibrated by sim_validate at world ", world, " (Note [CPU calibration])");
+      for (const char* key : {"compute.peak_flops_bf16", "compute.peak_flops_fp16", "compute.peak_flops_tf32",
+                              "compute.peak_flops_fp32", "compute.gemm_efficiency_max", "compute.gemm_latency_s",
+                              "compute.launch_overhead_s", "memory.hbm_bytes_per_s", "memory.memory_efficiency",
+                              "network.intra_node_bytes_per_s", "network.intra_node_alpha_s",
+                              "network.collective_base_s", "network.collective_efficiency", "network.gpus_per_node"}) {
+        out.sources[key] = how;
+      }
+      out.description = absl::StrCat("This machine as ", world, " in-process ranks see it, ", how,
+                                     "; barrier skew ", 1e3 * cal->barrier_wait_s, " ms (zs_simulate --jitter_ms=",
+                                     1e3 * cal->jitter_s, ")");
+      const std::string path = absl::StrCat(dir, "/cpu_world", world, ".json");
+      std::ofstream f(path);
+      f << ProfileToJson(out);
+      if (!f) {
+        std::fprintf(stderr, "sim_validate: cannot write %s\n", path.c_str());
+        return 1;
+      }
+    }
     std::vector<std::pair<ShardingStrategy, int>> strategies = {
         {ShardingStrategy::kFullShard, 0}, {ShardingStrategy::kShardGradOp, 0},
         {ShardingStrategy::kShardOptimizer, 0}, {ShardingStrategy::kNoShard, 0}};

@@ -186,6 +186,21 @@ absl::Status ParseEdited(const std::function<void(Json&)>& edit) {
   return ParseProfile(j.dump(), "bad.json").status();
 }
 
+TEST(Profile, WrittenProfilesReadBackToTheSameFigures) {
+  for (const std::string& name : ProfileNames()) {
+    const HardwareProfile p = MustLoad(name);
+    const std::string text = ProfileToJson(p);
+    absl::StatusOr<HardwareProfile> back = ParseProfile(text, name + " (written)");
+    ASSERT_TRUE(back.ok()) << back.status();
+    // Every figure, the strings and the sources: the written file is the same profile.
+    EXPECT_EQ(ProfileToJson(*back), text) << name;
+    EXPECT_EQ(back->peak_flops_bf16, p.peak_flops_bf16) << name;
+    EXPECT_EQ(back->gemm_latency_s, p.gemm_latency_s) << name;
+    EXPECT_EQ(back->synchronous, p.synchronous) << name;
+    EXPECT_EQ(back->sources, p.sources) << name;
+  }
+}
+
 TEST(Profile, AMissingKeyIsNamedWithTheFile) {
   absl::Status s = ParseEdited([](Json& j) { j["compute"].erase("peak_flops_bf16"); });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
