@@ -13,6 +13,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "sim/planner.h"
 #include "sim/profile.h"
@@ -40,6 +41,10 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace zeroshard;
+  absl::SetProgramUsageMessage(R"(the fastest sharding plans that fit, by simulating each (docs/simulator.md).
+  --model=gpt2-124m|gpt2-1.5b|llama-8b|llama-70b|llama-405b|<config.json>  (default: the config's model)
+  plus the flags below and every train_gpt config flag (--param_dtype, --reduce_dtype, ...;
+  train_gpt --help lists them), --config and --set.)");
   absl::StatusOr<sim::SimCommandLine> line = sim::ReadSimCommandLine(
       argc, argv, [] { return absl::GetFlag(FLAGS_config); }, [] { return absl::GetFlag(FLAGS_seq_len); });
   if (!line.ok()) return Fail(line.status());

@@ -18,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "sim/profile.h"
 #include "sim/simulator.h"
@@ -45,6 +46,10 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   using namespace zeroshard;
+  absl::SetProgramUsageMessage(R"(one training step of the real runtime on a virtual cluster (docs/simulator.md).
+  --model=gpt2-124m|gpt2-1.5b|llama-8b|llama-70b|llama-405b|<config.json>  (default: the config's model)
+  plus the flags below and every train_gpt config flag (--sharding_strategy, --param_dtype,
+  --activation_checkpointing, ...; train_gpt --help lists them), --config and --set.)");
   absl::StatusOr<sim::SimCommandLine> line = sim::ReadSimCommandLine(
       argc, argv, [] { return absl::GetFlag(FLAGS_config); }, [] { return absl::GetFlag(FLAGS_seq_len); });
   if (!line.ok()) return Fail(line.status());
