@@ -42,11 +42,14 @@ class SimpleNetwork final : public VirtualNetwork {
   }
 };
 
+// Destroyed in reverse: the sharded model, then its communicator and device.
 struct Fixture {
   SimpleCost cost;
   SimpleNetwork net;
   std::unique_ptr<VirtualDevice> device;
   std::unique_ptr<VirtualCommunicator> world;
+  std::shared_ptr<nn::Gpt> gpt;
+  std::unique_ptr<ShardedModel> sharded;
 };
 
 void MakeRank(Fixture& f, int world, int shard_group) {
@@ -72,6 +75,15 @@ ShardingOptions Options(ShardingStrategy s) {
   return o;
 }
 
+// Rank 3 of `world` with a FULL_SHARD GPT on the virtual device.
+void MakeShardedGpt(Fixture& f, int world) {
+  ASSERT_NO_FATAL_FAILURE(MakeRank(f, world, world));
+  f.gpt = std::make_shared<nn::Gpt>(Config());
+  auto sharded = ShardedModel::Create(f.gpt, *f.world, Options(ShardingStrategy::kFullShard), f.device->allocator());
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  f.sharded = *std::move(sharded);
+}
+
 // One optimizer step of batch [B, T] on the virtual rank.
 absl::Status Step(ShardedModel& sharded, nn::Gpt& gpt, optim::ShardedOptimizer& opt, Allocator* dev,
                   int64_t B, int64_t T) {
@@ -86,11 +98,9 @@ absl::Status Step(ShardedModel& sharded, nn::Gpt& gpt, optim::ShardedOptimizer& 
 TEST(VirtualShardedModel, FullShardStateIsSixteenBytesPerParameterOverN) {
   constexpr int kWorld = 64;
   Fixture f;
-  MakeRank(f, kWorld, kWorld);
-  auto gpt = std::make_shared<nn::Gpt>(Config());
-  auto sharded = ShardedModel::Create(gpt, *f.world, Options(ShardingStrategy::kFullShard),
-                                      f.device->allocator());
-  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  ASSERT_NO_FATAL_FAILURE(MakeShardedGpt(f, kWorld));
+  auto& gpt = f.gpt;
+  auto* sharded = &f.sharded;
   int64_t padded = 0;  // every unit's flat parameter, padded to a multiple of the world
   for (ShardedUnit* u : (*sharded)->units()) {
     EXPECT_EQ(u->flat.padded_numel() % kWorld, 0) << u->name;
@@ -113,11 +123,9 @@ TEST(VirtualShardedModel, FullShardStateIsSixteenBytesPerParameterOverN) {
 TEST(VirtualShardedModel, FullShardMovesThreePsiPerStep) {
   constexpr int kWorld = 8;
   Fixture f;
-  MakeRank(f, kWorld, kWorld);
-  auto gpt = std::make_shared<nn::Gpt>(Config());
-  auto sharded = ShardedModel::Create(gpt, *f.world, Options(ShardingStrategy::kFullShard),
-                                      f.device->allocator());
-  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  ASSERT_NO_FATAL_FAILURE(MakeShardedGpt(f, kWorld));
+  auto& gpt = f.gpt;
+  auto* sharded = &f.sharded;
   int64_t padded = 0, root = 0;
   for (ShardedUnit* u : (*sharded)->units()) {
     padded += u->flat.padded_numel();
@@ -139,11 +147,9 @@ TEST(VirtualShardedModel, FullShardMovesThreePsiPerStep) {
 
 TEST(VirtualShardedModel, ComputeWaitsForTheGatherItUses) {
   Fixture f;
-  MakeRank(f, 8, 8);
-  auto gpt = std::make_shared<nn::Gpt>(Config());
-  auto sharded = ShardedModel::Create(gpt, *f.world, Options(ShardingStrategy::kFullShard),
-                                      f.device->allocator());
-  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  ASSERT_NO_FATAL_FAILURE(MakeShardedGpt(f, 8));
+  auto& gpt = f.gpt;
+  auto* sharded = &f.sharded;
   auto opt = optim::ShardedOptimizer::Create(**sharded, {.lr = 1e-3});
   ASSERT_TRUE(opt.ok()) << opt.status();
   f.device->Settle();
