@@ -204,27 +204,35 @@ double HostAdamSeconds(const HardwareProfile& p, double state_bytes) {
 // Allocator
 // ---------------------------------------------------------------------------
 
-namespace {
-
-int64_t RoundUp(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
-
-}  // namespace
+// The allocator rules are the runtime CachingAllocator's own (its size
+// functions), on the options the profile describes.
+CachingAllocatorOptions AllocatorOptions(const HardwareProfile& p) {
+  CachingAllocatorOptions o;
+  o.round_bytes = static_cast<size_t>(std::max<int64_t>(p.alloc_round_bytes, 1));
+  if (p.alloc_caching) {
+    o.small_request_bytes = static_cast<size_t>(p.alloc_small_request_bytes);
+    o.small_segment_bytes = static_cast<size_t>(p.alloc_small_segment_bytes);
+    o.large_segment_bytes = static_cast<size_t>(p.alloc_large_segment_bytes);
+    o.large_round_bytes = static_cast<size_t>(p.alloc_large_round_bytes);
+  }
+  return o;
+}
 
 int64_t RoundAllocation(const HardwareProfile& p, int64_t bytes) {
   ZS_CHECK(bytes >= 0, "RoundAllocation: bytes must be >= 0, found ", bytes);
-  return RoundUp(bytes, p.alloc_round_bytes);  // 1..512 -> 512 with 512-byte rounding
+  if (bytes == 0) return 0;  // both allocators hand out nullptr
+  return static_cast<int64_t>(CachingRoundSize(AllocatorOptions(p), static_cast<size_t>(bytes)));
 }
 
 bool IsSmallPoolAllocation(const HardwareProfile& p, int64_t bytes) {
-  return p.alloc_caching && bytes > 0 && RoundAllocation(p, bytes) <= p.alloc_small_request_bytes;
+  return p.alloc_caching && bytes > 0 &&
+         CachingIsSmall(AllocatorOptions(p), static_cast<size_t>(RoundAllocation(p, bytes)));
 }
 
 int64_t SegmentBytes(const HardwareProfile& p, int64_t bytes) {
   const int64_t rounded = RoundAllocation(p, bytes);
   if (!p.alloc_caching || bytes == 0) return rounded;
-  if (rounded <= p.alloc_small_request_bytes) return p.alloc_small_segment_bytes;
-  if (rounded < p.alloc_min_large_bytes) return p.alloc_large_segment_bytes;
-  return RoundUp(rounded, p.alloc_large_round_bytes);
+  return static_cast<int64_t>(CachingSegmentSize(AllocatorOptions(p), static_cast<size_t>(rounded)));
 }
 
 bool ShouldSplitBlock(const HardwareProfile& p, int64_t block_bytes, int64_t bytes) {
@@ -232,9 +240,8 @@ bool ShouldSplitBlock(const HardwareProfile& p, int64_t block_bytes, int64_t byt
   ZS_CHECK(block_bytes >= rounded, "ShouldSplitBlock: the block (", block_bytes, " B) must hold the request (",
            rounded, " B rounded)");
   if (!p.alloc_caching) return false;
-  const int64_t remaining = block_bytes - rounded;
-  return IsSmallPoolAllocation(p, bytes) ? remaining >= p.alloc_round_bytes
-                                         : remaining > p.alloc_small_request_bytes;
+  return CachingShouldSplit(AllocatorOptions(p), IsSmallPoolAllocation(p, bytes), static_cast<size_t>(block_bytes),
+                            static_cast<size_t>(rounded));
 }
 
 }  // namespace zeroshard::sim

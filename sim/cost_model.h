@@ -66,6 +66,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "runtime/cuda/caching_allocator.h"
 #include "runtime/dtype.h"
 #include "sim/profile.h"
 
@@ -161,6 +162,9 @@ double HostAdamSeconds(const HardwareProfile& p, double state_bytes);
 // (both hand out nullptr). This is what allocated_bytes (torch's
 // memory_allocated) counts for a block that was split to fit; see
 // ShouldSplitBlock for when a block is handed out whole.
+// The runtime CachingAllocator's options the profile's allocator figures describe
+// (the virtual device runs that allocator with them; the functions below ask its rules).
+CachingAllocatorOptions AllocatorOptions(const HardwareProfile& p);
 int64_t RoundAllocation(const HardwareProfile& p, int64_t bytes);
 
 // Whether the request is served from the small pool (rounded size <= alloc_small_request_bytes).

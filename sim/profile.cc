@@ -302,6 +302,15 @@ absl::StatusOr<HardwareProfile> ParseProfile(std::string_view json_text, std::st
     }
     ZS_RETURN_IF_ERROR(SetField(f, *it, source_name, p));
   }
+  if (p.alloc_caching && p.alloc_large_segment_bytes >= 1 &&
+      p.alloc_min_large_bytes != p.alloc_large_segment_bytes / 2) {
+    // The runtime's CachingAllocator (which the simulator runs) gives a request
+    // a segment of its own from large_segment_bytes / 2 on; the field records it.
+    return KeyError(source_name, "allocator.min_large_bytes",
+                    absl::StrCat("large_segment_bytes / 2 = ", p.alloc_large_segment_bytes / 2,
+                                 " (the runtime CachingAllocator's rule)"),
+                    Found(root["allocator"]["min_large_bytes"]));
+  }
   if (p.alloc_caching) {
     for (const char* key : kCachingKeys) {
       const Field& f = *std::find_if(std::begin(kFields), std::end(kFields), [&](const Field& f) {

@@ -90,7 +90,7 @@ struct HardwareProfile {
   int64_t alloc_small_request_bytes = 0;  // requests <= this use the small pool
   int64_t alloc_small_segment_bytes = 0;  // segment size of the small pool
   int64_t alloc_large_segment_bytes = 0;  // segment for large requests below alloc_min_large_bytes
-  int64_t alloc_min_large_bytes = 0;      // from here a request gets its own segment ...
+  int64_t alloc_min_large_bytes = 0;      // from here a request gets its own segment (= large_segment_bytes / 2, checked) ...
   int64_t alloc_large_round_bytes = 0;    // ... rounded up to a multiple of this
 
   // --- network ("network" group); Note [Collective model] in cost_model.h ---

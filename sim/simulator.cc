@@ -235,13 +235,7 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
 
   VirtualDevice::Options dev_options{.cost = &cost, .record_spans = true,  // the breakdown needs them
                                      .synchronous = o.profile.synchronous};
-  dev_options.allocator.round_bytes = static_cast<size_t>(std::max<int64_t>(o.profile.alloc_round_bytes, 1));
-  if (o.profile.alloc_caching) {
-    dev_options.allocator.small_request_bytes = static_cast<size_t>(o.profile.alloc_small_request_bytes);
-    dev_options.allocator.small_segment_bytes = static_cast<size_t>(o.profile.alloc_small_segment_bytes);
-    dev_options.allocator.large_segment_bytes = static_cast<size_t>(o.profile.alloc_large_segment_bytes);
-    dev_options.allocator.large_round_bytes = static_cast<size_t>(o.profile.alloc_large_round_bytes);
-  }
+  dev_options.allocator = AllocatorOptions(o.profile);
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<VirtualDevice> device, VirtualDevice::Create(next_device_index++, dev_options));
   Allocator* memory = device->allocator();
 

@@ -168,15 +168,26 @@ CachingAllocator::~CachingAllocator() {
   }
 }
 
-size_t CachingAllocator::RoundSize(size_t bytes) const {
-  return RoundUp(std::max<size_t>(bytes, 1), options_.round_bytes);
+size_t CachingRoundSize(const CachingAllocatorOptions& o, size_t bytes) {
+  return RoundUp(std::max<size_t>(bytes, 1), o.round_bytes);
 }
 
-size_t CachingAllocator::SegmentSize(size_t rounded) const {
-  if (rounded <= options_.small_request_bytes) return options_.small_segment_bytes;
-  if (rounded < options_.large_segment_bytes / 2) return options_.large_segment_bytes;
-  return RoundUp(rounded, options_.large_round_bytes);
+bool CachingIsSmall(const CachingAllocatorOptions& o, size_t rounded) { return rounded <= o.small_request_bytes; }
+
+size_t CachingSegmentSize(const CachingAllocatorOptions& o, size_t rounded) {
+  if (CachingIsSmall(o, rounded)) return o.small_segment_bytes;
+  if (rounded < o.large_segment_bytes / 2) return o.large_segment_bytes;
+  return RoundUp(rounded, o.large_round_bytes);
 }
+
+bool CachingShouldSplit(const CachingAllocatorOptions& o, bool small_pool, size_t block, size_t rounded) {
+  const size_t rest = block - rounded;
+  return small_pool ? rest >= o.round_bytes : rest > o.small_request_bytes;
+}
+
+size_t CachingAllocator::RoundSize(size_t bytes) const { return CachingRoundSize(options_, bytes); }
+
+size_t CachingAllocator::SegmentSize(size_t rounded) const { return CachingSegmentSize(options_, rounded); }
 
 int CachingAllocator::BinIndex(size_t size) const {
   const size_t units = size / options_.round_bytes;  // >= 1
@@ -185,9 +196,7 @@ int CachingAllocator::BinIndex(size_t size) const {
 }
 
 bool CachingAllocator::ShouldSplit(const Block& block, size_t rounded) const {
-  const size_t rest = block.size - rounded;
-  return block.pool == kSmallPool ? rest >= options_.round_bytes
-                                  : rest > options_.small_request_bytes;
+  return CachingShouldSplit(options_, block.pool == kSmallPool, block.size, rounded);
 }
 
 void CachingAllocator::InsertFree(Block* block) {
@@ -391,7 +400,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, void* stream) {
   absl::MutexLock lock(&mu_);
   ZS_RETURN_IF_ERROR(ProcessEvents(/*wait=*/false));
   const size_t rounded = RoundSize(bytes);
-  const PoolId pool = rounded <= options_.small_request_bytes ? kSmallPool : kLargePool;
+  const PoolId pool = CachingIsSmall(options_, rounded) ? kSmallPool : kLargePool;
   Block* block = FindFree(pool, rounded, stream);
   if (block != nullptr) {
     EraseFree(block);

@@ -150,6 +150,16 @@ struct CachingAllocatorOptions {
   size_t large_round_bytes = size_t{2} << 20;
 };
 
+// The size rules of Note [Caching allocator], for code that models the cache
+// without running it (sim/cost_model.h): a request's rounded size (at least
+// round_bytes, also for 0), whether it is served by the small pool, the
+// segment a request that finds no cached block allocates, and whether a free
+// block of `block` bytes serving it is split.
+size_t CachingRoundSize(const CachingAllocatorOptions& o, size_t bytes);
+bool CachingIsSmall(const CachingAllocatorOptions& o, size_t rounded);
+size_t CachingSegmentSize(const CachingAllocatorOptions& o, size_t rounded);
+bool CachingShouldSplit(const CachingAllocatorOptions& o, bool small_pool, size_t block, size_t rounded);
+
 class CachingAllocator {
  public:
   using Options = CachingAllocatorOptions;
