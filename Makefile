@@ -4,7 +4,8 @@
 #   make train    build and run the main job
 #   make test     check that no include points up a layer (tools/check_layers.sh),
 #                 build and run every test, then print how many ran and passed;
-#                 then make isa-test and make sim-test
+#                 then make isa-test, make sim-test, make bundle-sim-test and
+#                 make consumer-test
 #   make isa-test the numerics tests (kernels, autograd, optim, sharded parity,
 #                 checkpoints, the GPT job) again with ZEROSHARD_CPU_ISA=baseline
 #   make bench    build with -c opt and run the benchmark suites
@@ -28,6 +29,17 @@
 #                 simulator (--define=cuda_sim=1, tools/cuda/sim): our kernels run
 #                 through the op entries, allocator and copies, with stand-ins for
 #                 cudart, cuBLASLt and NCCL; cuDNN cases skip. `make test` runs it too.
+#   make install PREFIX=/some/where  the library for other build systems:
+#                 include/zeroshard/..., lib/libzeroshard.{a,so} (the CUDA kernels
+#                 in them when the build has CUDA), lib/cmake/zeroshard
+#                 (find_package(zeroshard), target zeroshard::zeroshard) and
+#                 lib/pkgconfig/zeroshard.pc. docs/embedding.md
+#   make consumer-test  install into a temporary prefix, check the installed
+#                 headers include nothing outside it, then build and run
+#                 tests/consumer with CMake and a one-file program with
+#                 pkg-config (`make test` runs it)
+#   make bazel-consumer-test  tests/bazel_consumer: another Bazel workspace that
+#                 depends on this one (@zeroshard//:zeroshard)
 #   make deps     install missing Debian packages (idempotent)
 #   make bench-peers  build and run the peers (libtorch's GPT and Llama steps) at their best;
 #                 only where libtorch is installed (WITH_PEERS=1 make deps); the library
@@ -56,7 +68,7 @@ BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: deps test train config-doc bench bench-peers fuzz sanitize faults soak plot clean gpu-test gpu-bench sim-test \
+.PHONY: install consumer-test bazel-consumer-test deps test train config-doc bench bench-peers fuzz sanitize faults soak plot clean gpu-test gpu-bench sim-test \
 	isa-test gpu-bundle gpu-check bundle-sim-test sim-validate
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
@@ -68,6 +80,20 @@ TRAIN_ARGS ?= --config=examples/configs/default.json
 
 deps:
 	@./tools/install_deps.sh
+
+PREFIX ?= /usr/local
+install: deps
+	$(BAZEL) build $(BAZEL_FLAGS) //:install_tree
+	./tools/install.sh bazel-bin/install_tree "$(PREFIX)"
+
+consumer-test: deps
+	@tmp=$$(mktemp -d /tmp/zeroshard-consumer.XXXXXX); \
+	  $(MAKE) --no-print-directory install PREFIX=$$tmp/prefix && \
+	  ./tools/consumer_test.sh $$tmp/prefix $$tmp/build; status=$$?; \
+	  rm -rf $$tmp; exit $$status
+
+bazel-consumer-test: deps
+	./tools/bazel_consumer_test.sh
 
 test: deps
 	./tools/check_layers.sh

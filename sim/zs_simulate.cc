@@ -3,7 +3,7 @@
 // communication, peak memory per rank, and a Perfetto trace of the predicted
 // timeline. Models of any size cost nothing: no parameter is materialised.
 //
-//   bazel-bin/sim/zs_simulate --model=llama-8b --world=64 --profile=h100_dgx \
+//   bazel-bin/sim/zs_simulate --model=llama-8b --world=64 --profile=h100_dgx
 //       --micro_batch=1 --seq_len=8192 --sharding_strategy=FULL_SHARD --param_dtype=bf16 --json
 //   bazel-bin/sim/zs_simulate --config=examples/configs/default.json --world=4 --profile=cpu
 //
@@ -20,10 +20,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "sim/profile.h"
-#include "sim/simulator.h"
-#include "train/config.h"
-#include "train/config_flags.h"
+#include "zeroshard/sim/profile.h"
+#include "zeroshard/sim/simulator.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/config_flags.h"
 
 ABSL_FLAG(std::string, config, "", "the job's JSON config (examples/configs/); flags and --set override it");
 ABSL_FLAG(int, world, 8, "ranks (GPUs) in the job");

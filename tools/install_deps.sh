@@ -13,6 +13,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev           # the MPI backend and its tests
   nlohmann-json3-dev                   # configs, checkpoint metadata
   liburing-dev                         # io_uring: asynchronous O_DIRECT I/O of NVMe offload
+  cmake pkg-config                     # the consumer tests: the installed library from CMake and pkg-config
 )
 if [[ "${WITH_PEERS:-0}" == "1" ]]; then
   PACKAGES+=(libtorch-dev python3-torch python3-numpy  # peers and golden files, never linked

@@ -30,4 +30,5 @@ def layer_visibility(layer):
     """The visibility of a package in `layer`: its own layer, the ones above, the top folders."""
     if layer not in _ABOVE:
         fail("unknown layer %r; the layers are %s" % (layer, ", ".join(_ABOVE.keys())))
-    return ["//%s:__subpackages__" % p for p in [layer] + _ABOVE[layer] + _TOP]
+    # "//:__pkg__": the umbrella library and the install tree (BUILD.bazel at the root).
+    return ["//%s:__subpackages__" % p for p in [layer] + _ABOVE[layer] + _TOP] + ["//:__pkg__"]

@@ -37,6 +37,8 @@ CUDA kernels), so the harness fails for an op declared here and not
 registered, or registered without its CUDA case.
 """
 
+load("//tools:cc.bzl", "cc_library")
+
 load("@local_cuda//:defs.bzl", "if_cuda")
 load("//tools/cuda:cuda.bzl", "cuda_library")
 
@@ -83,7 +85,7 @@ def zs_cuda_kernels(
         textual_deps = textual_deps + extra_textual_deps,
         visibility = visibility,
     )
-    native.cc_library(
+    cc_library(
         name = "cuda_" + name,
         srcs = if_cuda([], no_cuda_srcs),
         hdrs = hdrs,
@@ -140,7 +142,7 @@ def zs_op(
         )
         if ":cuda_" + name not in op_deps:
             op_deps.append(":cuda_" + name)
-    native.cc_library(
+    cc_library(
         name = name,
         # Sorted, as buildifier kept them: Bazel numbers the objects of sources
         # that share a basename (attention.cc, cpu/attention.cc) in this order.
@@ -148,7 +150,7 @@ def zs_op(
         hdrs = sorted(hdrs + cpu_hdrs),
         deps = op_deps,
     )
-    native.cc_library(
+    cc_library(
         name = name + "_op",
         srcs = [registration if registration != None else name + "_op.cc"],
         deps = [
@@ -172,7 +174,7 @@ def zs_op_registry(name = "registered_ops", families = "op_families"):
         for n in sorted(rules.keys())
         if _REGISTRATION_TAG in rules[n].get("tags", [])
     ]
-    native.cc_library(
+    cc_library(
         name = name,
         deps = [":" + r["name"] for r in regs],
     )
@@ -208,7 +210,7 @@ def zs_op_registry(name = "registered_ops", families = "op_families"):
             "EOF",
         ]),
     )
-    native.cc_library(
+    cc_library(
         name = families,
         hdrs = [header],
     )

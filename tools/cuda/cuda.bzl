@@ -13,6 +13,7 @@ link both. tests/kernels:cuda_sim_test runs them against the CPU kernels.
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_ARCHS", "CUDA_ENABLED", "NVCC")
+load("//tools:cc.bzl", "cc_library", "zs_prefixed_headers")
 
 def _gencode_flags():
     # Machine code for each architecture (sm_80: A100, sm_90: H100/H200), and the
@@ -35,6 +36,12 @@ _SIM_COPTS = [
     "-ffp-contract=off",
 ]
 
+def _repository_root():
+    """This repository's root from the execution root: `.`, or external/<name>
+    when another workspace builds it."""
+    repo = native.repository_name()
+    return "." if repo == "@" else "external/" + repo[1:]
+
 def _cuda_sim_libraries(name, srcs, hdrs, textual_deps):
     """`<name>_sim` (zeroshard renamed, for tests beside the real kernels) and
     `<name>_simdev` (the kernels under their own names, linked instead of the
@@ -50,14 +57,16 @@ def _cuda_sim_libraries(name, srcs, hdrs, textual_deps):
             cmd = "cp $< $@",
         )
         copies.append(out)
+
+    # The headers the .cu files include textually, as zeroshard/<path>.
+    zs_prefixed_headers(name = name + "_textual_hdrs", hdrs = textual_deps)
     for suffix, extra, tags in [("_sim", ["-Dzeroshard=zeroshard_sim"], []), ("_simdev", [], ["manual"])]:
-        native.cc_library(
+        cc_library(
             name = name + suffix,
             srcs = copies,
             hdrs = hdrs,
-            textual_hdrs = textual_deps,
             copts = _SIM_COPTS + extra,
-            deps = ["//tools/cuda/sim:cuda_sim"],
+            deps = ["//tools/cuda/sim:cuda_sim", ":%s_textual_hdrs" % name],
             alwayslink = 1,
             tags = tags,
             # Tests anywhere may run the simulated kernels.
@@ -68,7 +77,7 @@ def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_
     textual_deps = textual_deps + [_LAUNCH_HEADER]
     _cuda_sim_libraries(name, srcs, hdrs, textual_deps)
     if not CUDA_ENABLED:
-        native.cc_library(name = name, hdrs = hdrs, deps = deps, visibility = visibility)
+        cc_library(name = name, hdrs = hdrs, deps = deps, visibility = visibility)
         return
     objs = []
     reports = []
@@ -83,12 +92,16 @@ def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_
             srcs = [src] + hdrs + textual_deps,
             outs = [out, report],
             cmd = " ".join([
+                # Includes are written zeroshard/<path> (tools/cc.bzl): a
+                # directory whose `zeroshard` is this repository's root.
+                "ZS_INC=$$(mktemp -d) && trap 'rm -rf \"$$ZS_INC\"' EXIT &&",
+                "ln -s \"$$PWD/%s\" \"$$ZS_INC/zeroshard\" &&" % _repository_root(),
                 NVCC,
                 "-c -O3 -std=c++20 -Xcompiler -fPIC",
                 "--expt-relaxed-constexpr",
                 "--resource-usage",
                 _gencode_flags(),
-                "-I. -I$(GENDIR)",
+                "-I. -I$(GENDIR) -I$$ZS_INC",
                 " ".join(nvcc_flags),
                 "-o $(location %s) $(location %s)" % (out, src),
                 "> $(location %s) 2>&1 || { cat $(location %s) >&2; exit 1; }" % (report, report),
@@ -113,7 +126,7 @@ def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_
         args = ["$(location %s)" % r for r in reports],
         data = reports,
     )
-    native.cc_library(
+    cc_library(
         name = name,
         srcs = select({
             "//tools/cuda:sim_device": [],

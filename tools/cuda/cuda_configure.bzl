@@ -30,6 +30,13 @@ cc_library(
 )
 """.format(name = name, libs = repr(["-l" + l for l in libs]))
 
+def _repo_label(label):
+    """`label` of this repository as @local_cuda's BUILD must spell it: @//...
+    in zeroshard's own workspace, @zeroshard//... when another workspace
+    builds it (tests/bazel_consumer)."""
+    l = Label(label)
+    return "@%s//%s:%s" % (l.workspace_name, l.package, l.name)
+
 # `name` links the toolkit's `libs`, or under --define=cuda_sim=1
 # (tools/cuda:sim_device) the simulator's stand-ins tools/cuda/sim:<fake> for
 # each of `fakes`.
@@ -38,12 +45,12 @@ def _lib_or_sim(name, libs, fakes):
 cc_library(
     name = "{name}",
     deps = [":headers"] + select({{
-        "@//tools/cuda:sim_device": {fakes},
+        "{sim_device}": {fakes},
         "//conditions:default": [":{name}_library"],
     }}),
     visibility = ["//visibility:public"],
 )
-""".format(name = name, fakes = repr(["@//tools/cuda/sim:" + f for f in fakes]))
+""".format(name = name, sim_device = _repo_label("//tools/cuda:sim_device"), fakes = repr([_repo_label("//tools/cuda/sim:" + f) for f in fakes]))
 
 def _cuda_configure_impl(rctx):
     root = rctx.os.environ.get("ZEROSHARD_CUDA_PATH", "/usr/local/cuda")
