@@ -1,4 +1,4 @@
-#include "optim/shard_rule.h"
+#include "zeroshard/optim/shard_rule.h"
 
 #include <set>
 

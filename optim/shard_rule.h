@@ -88,7 +88,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "optim/param_group.h"
+#include "zeroshard/optim/param_group.h"
 
 namespace zeroshard::optim {
 

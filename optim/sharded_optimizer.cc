@@ -1,12 +1,12 @@
-#include "optim/sharded_optimizer.h"
+#include "zeroshard/optim/sharded_optimizer.h"
 
 #include "absl/strings/ascii.h"
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "optim/step_checks.h"
-#include "runtime/half.h"
-#include "runtime/status.h"
+#include "zeroshard/optim/step_checks.h"
+#include "zeroshard/runtime/half.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::optim {
 

@@ -37,17 +37,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/nn/linear.h"
-#include "autograd/ops.h"
-#include "checkpoint/checkpoint.h"
-#include "collectives/local_communicator.h"
-#include "collectives/virtual_communicator.h"
-#include "optim/shard_rule.h"
-#include "optim/sharded_optimizer.h"
-#include "runtime/virtual_device.h"
-#include "sharding/sharded_model.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/collectives/virtual_communicator.h"
+#include "zeroshard/optim/shard_rule.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/runtime/virtual_device.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {
