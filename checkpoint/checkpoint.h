@@ -14,8 +14,13 @@
 //                                         name (a tied weight under both names): PyTorch
 //                                         code loads it as is
 //            <dir>/optimizer.safetensors  "<param>.exp_avg", "<param>.exp_avg_sq"
-//                                         (AdamW/Adam) or "<param>.momentum_buffer" (SGD)
-//            <dir>/checkpoint.json        format version, training state, layout, checksums
+//                                         (AdamW/Adam), "<param>.momentum_buffer" (SGD)
+//                                         or "<param>.<slot>" per slot of a user's rule
+//                                         (optim/shard_rule.h)
+//            <dir>/checkpoint.json        format version, training state, layout, checksums,
+//                                         the optimizer's name and its slot names
+//                                         ("optimizer", "optimizer_slots"; a load into
+//                                         another optimizer, or other slots, is refused)
 //   sharded  <dir>/rank_<s>.safetensors   shard s of every unit: "<unit>.param" and the
 //                                         optimizer state of the shard (one file per shard
 //                                         group rank; replicas write nothing)

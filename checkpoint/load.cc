@@ -223,13 +223,20 @@ absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& 
   }
   const std::string saved_opt = reader.manifest().optimizer;
   const bool load_opt = o.load_optimizer && optimizer != nullptr;
-  if (load_opt && saved_opt != optim::OptimizerKindName(optimizer->options().kind)) {
+  if (load_opt && saved_opt != optimizer->name()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "LoadCheckpoint(", Quoted(dir), "): the checkpoint holds optimizer state of \"", saved_opt,
-        "\" but the optimizer is ", optim::OptimizerKindName(optimizer->options().kind),
-        " (load with load_optimizer = false to take the model only)"));
+        "\" but the optimizer is ", optimizer->name(), " (load with load_optimizer = false to take the model only)"));
   }
   const std::vector<std::string> slots = load_opt ? OptimizerSlots(optimizer) : std::vector<std::string>{};
+  const std::optional<std::vector<std::string>>& saved_slots = reader.manifest().optimizer_slots;
+  if (load_opt && saved_slots.has_value() && *saved_slots != slots) {
+    // Same name, other state (SGD with and without momentum, a rule that changed).
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoadCheckpoint(", Quoted(dir), "): the checkpoint holds optimizer state slots [",
+        absl::StrJoin(*saved_slots, ", "), "] of \"", saved_opt, "\" but the optimizer keeps [",
+        absl::StrJoin(slots, ", "), "] (load with load_optimizer = false to take the model only)"));
+  }
   absl::Status mine;
   for (size_t i = 0; i < units.size() && mine.ok(); ++i) {
     ShardedUnit* u = units[i];
@@ -309,8 +316,11 @@ absl::Status ConvertShardedToFull(const std::string& sharded_dir, const std::str
     return absl::InvalidArgumentError(absl::StrCat("ConvertShardedToFull: ", Quoted(sharded_dir), " is already a full checkpoint"));
   }
   std::vector<std::string> slots;
-  if (m.optimizer == "adamw" || m.optimizer == "adam") slots = {"exp_avg", "exp_avg_sq"};
-  if (m.optimizer == "sgd" && !m.layout.empty()) {
+  if (m.optimizer_slots.has_value()) {
+    slots = *m.optimizer_slots;
+  } else if (m.optimizer == "adamw" || m.optimizer == "adam") {  // written before optimizer_slots
+    slots = {"exp_avg", "exp_avg_sq"};
+  } else if (m.optimizer == "sgd" && !m.layout.empty()) {
     // SGD with momentum stores a momentum_buffer per unit (but a frozen one).
     absl::StatusOr<SafetensorsFile*> f = reader.File(ShardFile(0));
     for (const ManifestUnit& unit : m.layout) {

@@ -165,6 +165,19 @@ absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view tex
     ZS_ASSIGN_OR_RETURN(const int64_t group, integer(m, "shard_group_size", "shard_group_size", 1, kIntMax));
     out.shard_group_size = static_cast<int>(group);
     out.optimizer = m.value("optimizer", std::string());
+    if (m.contains("optimizer_slots")) {
+      out.optimizer_slots = m.at("optimizer_slots").get<std::vector<std::string>>();
+      for (const std::string& slot : *out.optimizer_slots) {
+        // Each names tensors "<unit>.<slot>" in the files: a plain name.
+        const bool plain = !slot.empty() && slot != "param" && std::all_of(slot.begin(), slot.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+        });
+        if (!plain) {
+          return fail(absl::StrCat("optimizer_slots: ", Quoted(slot),
+                                   " is not a state slot name (letters, digits or '_', not \"param\")"));
+        }
+      }
+    }
     if (m.contains("optimizer_step")) {
       ZS_ASSIGN_OR_RETURN(out.optimizer_step, integer(m, "optimizer_step", "optimizer_step", 0, kInt64Max));
     }

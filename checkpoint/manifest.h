@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,6 +76,10 @@ struct CheckpointManifest {
   std::string strategy;
   int shard_group_size = 0;
   std::string optimizer;  // "" when saved without optimizer state
+  // The names of the optimizer's state tensors ("exp_avg", ..., or a rule's
+  // slots, optim/shard_rule.h); absent in manifests written before it was
+  // recorded, where the optimizer's name implies them.
+  std::optional<std::vector<std::string>> optimizer_slots;
   int64_t optimizer_step = 0;
   TrainingState state;
   std::map<std::string, std::pair<uint64_t, uint32_t>> files;  // name -> (bytes, crc32c)

@@ -163,7 +163,9 @@ json BaseManifest(StateDictType type, ShardedModel& model, optim::ShardedOptimiz
   m["world_size"] = model.world().size();
   m["strategy"] = std::string(ShardingStrategyName(model.options().strategy));
   m["shard_group_size"] = model.shard_group().size();
-  m["optimizer"] = opt != nullptr && o.save_optimizer ? std::string(optim::OptimizerKindName(opt->options().kind)) : "";
+  const bool with_optimizer = opt != nullptr && o.save_optimizer;
+  m["optimizer"] = with_optimizer ? opt->name() : "";
+  m["optimizer_slots"] = with_optimizer ? OptimizerSlots(opt) : std::vector<std::string>{};
   m["optimizer_step"] = OptimizerStep(opt);
   m["state"] = StateToJson(state, o);
   m["layout"] = LayoutJson(model, o);

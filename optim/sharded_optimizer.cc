@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "zeroshard/optim/step_checks.h"
+#include "zeroshard/runtime/half.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard::optim {
@@ -26,13 +28,32 @@ absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
                                                  "\": expected adamw, adam or sgd"));
 }
 
+std::string OptimizerName(const OptimizerOptions& options) {
+  return options.rule != nullptr ? options.rule->name() : std::string(OptimizerKindName(options.kind));
+}
+
 absl::StatusOr<ShardedOptimizer> ShardedOptimizer::Create(ShardedModel& model,
                                                           const OptimizerOptions& options) {
   ShardedOptimizer opt;
   opt.model_ = &model;
   opt.options_ = options;
   opt.options_.adamw.decoupled_weight_decay = options.kind == OptimizerKind::kAdamW;
-  if (options.kind == OptimizerKind::kSgd) {
+  const ShardOptimizerRule* rule = options.rule.get();
+  if (rule != nullptr) {
+    ZS_RETURN_IF_ERROR(ValidateShardOptimizerRule(*rule));
+    // Note [Shard rule contract]: host memory only. Master shards, gradient
+    // shards and state are on the host wherever the state is (optimizer
+    // offload moves all three); without offload they are on the model's device.
+    Allocator* state_home = model.optimizer_allocator();
+    const Device where = state_home != nullptr ? state_home->device() : Device::Cpu();
+    if (!where.is_cpu()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "optimizer rule \"", rule->name(), "\" steps shards in host memory, but the master shards and "
+          "optimizer state of this model are on ", where.ToString(),
+          ": enable CPU offload of the optimizer (OffloadPolicy::optimizer or nvme_optimizer), or use a built-in "
+          "optimizer"));
+    }
+  } else if (options.kind == OptimizerKind::kSgd) {
     ZS_RETURN_IF_ERROR(options.sgd.Validate());
   } else {
     ZS_RETURN_IF_ERROR(opt.options_.adamw.Validate());
@@ -52,14 +73,23 @@ absl::StatusOr<ShardedOptimizer> ShardedOptimizer::Create(ShardedModel& model,
     // With NVMe offload the state's bytes live in the swap file (CreateSwap).
     const bool nvme = model.options().offload.nvme_optimizer;
     if (u->frozen()) {  // Note [Frozen parameters]: no state at all
-      if (options.kind == OptimizerKind::kSgd) {
+      if (rule != nullptr) {
+        opt.rule_states_.emplace_back();
+      } else if (options.kind == OptimizerKind::kSgd) {
         opt.sgd_.emplace_back();
       } else {
         opt.adam_.emplace_back();
       }
       continue;
     }
-    if (options.kind == OptimizerKind::kSgd) {
+    if (rule != nullptr) {
+      std::vector<Tensor> slots(rule->state_slots().size());
+      for (Tensor& t : slots) {
+        if (nvme) continue;  // bound to the swap buffers by WithUnitState
+        ZS_ASSIGN_OR_RETURN(t, Tensor::Zeros({u->flat.shard_numel()}, DType::kF32, model.optimizer_allocator()));
+      }
+      opt.rule_states_.push_back(std::move(slots));
+    } else if (options.kind == OptimizerKind::kSgd) {
       ZS_ASSIGN_OR_RETURN(SgdState s, SgdState::Create(nvme ? 0 : u->flat.shard_numel(), options.sgd,
                                                         model.optimizer_allocator()));
       if (nvme) s.momentum_buffer = Tensor();
@@ -79,6 +109,7 @@ absl::StatusOr<ShardedOptimizer> ShardedOptimizer::Create(ShardedModel& model,
 }
 
 std::vector<std::string> ShardedOptimizer::state_slots() const {
+  if (options_.rule != nullptr) return options_.rule->state_slots();
   if (options_.kind == OptimizerKind::kSgd) {
     return options_.sgd.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
   }
@@ -117,7 +148,9 @@ void ShardedOptimizer::BindState(size_t i, char* bytes) {
   auto view = [&](int slot) {
     return bytes == nullptr ? Tensor() : Tensor::Wrap(bytes + slot * SlotBytes(n), {n}, DType::kF32);
   };
-  if (options_.kind == OptimizerKind::kSgd) {
+  if (options_.rule != nullptr) {
+    for (size_t k = 0; k < rule_states_[i].size(); ++k) rule_states_[i][k] = view(static_cast<int>(k));
+  } else if (options_.kind == OptimizerKind::kSgd) {
     sgd_[i].momentum_buffer = view(0);
   } else {
     adam_[i].exp_avg = view(0);
@@ -131,6 +164,7 @@ absl::Status ShardedOptimizer::WithUnitState(size_t i, bool write,
     return absl::OutOfRangeError(absl::StrCat("WithUnitState: unit ", i, " of ", groups_.size()));
   }
   auto slots = [&]() -> std::vector<Tensor> {
+    if (options_.rule != nullptr) return rule_states_[i];
     if (options_.kind == OptimizerKind::kSgd) {
       return sgd_[i].momentum_buffer.defined() ? std::vector<Tensor>{sgd_[i].momentum_buffer} : std::vector<Tensor>{};
     }
@@ -173,12 +207,55 @@ absl::Status ShardedOptimizer::StepUnit(size_t i, ShardedUnit& unit, double lr, 
   return model_->WithShard(unit, /*write=*/true, [&](const Tensor& shard) -> absl::Status {
     return WithUnitState(i, /*write=*/true, [&](const std::vector<Tensor>&) -> absl::Status {
       read_ahead();  // unit i holds its buffers now, so the reads cannot evict it
+      if (options_.rule != nullptr) return StepRule(i, unit, shard, groups, grad_scale);
       if (options_.kind == OptimizerKind::kSgd) {
         return SgdStep(options_.sgd, groups, shard, unit.grad_shard, sgd_[i], step);
       }
       return AdamWStep(options_.adamw, groups, shard, unit.grad_shard, adam_[i], step);
     });
   });
+}
+
+absl::Status ShardedOptimizer::StepRule(size_t i, ShardedUnit& unit, const Tensor& shard,
+                                        const std::vector<ParamGroup>& groups, double grad_scale) {
+  const ShardOptimizerRule& rule = *options_.rule;
+  const std::string op = absl::StrCat("optimizer rule \"", rule.name(), "\", unit ", i, " '", unit.name, "'");
+  const int64_t n = shard.numel();
+  ZS_RETURN_IF_ERROR(internal::CheckFlatBuffer(op, "master shard", shard, n, {DType::kF32}));
+  const Tensor& grad = unit.grad_shard;
+  ZS_RETURN_IF_ERROR(internal::CheckFlatBuffer(op, "gradient shard", grad, n, {DType::kF32, DType::kBF16, DType::kF16}));
+  StepOptions scale{.grad_scale = grad_scale};
+  ZS_RETURN_IF_ERROR(internal::CheckStepOptions(op, scale, n));
+  ShardStepArgs args;
+  args.param = absl::MakeSpan(shard.data<float>(), n);
+  // g = float(grad) * float(grad_scale), as AdamW reads it (optim/adamw_math.h);
+  // an f32 gradient with scale 1 is passed as it is (x * 1.0f == x).
+  const float s = static_cast<float>(grad_scale);
+  if (grad.dtype() == DType::kF32 && s == 1.0f) {
+    args.grad = absl::MakeConstSpan(grad.data<float>(), n);
+  } else {
+    rule_grad_.resize(n);
+    const void* raw = grad.raw_data();
+    if (grad.dtype() == DType::kF32) {
+      for (int64_t e = 0; e < n; ++e) rule_grad_[e] = static_cast<const float*>(raw)[e] * s;
+    } else {
+      const bool bf16 = grad.dtype() == DType::kBF16;
+      const uint16_t* bits = static_cast<const uint16_t*>(raw);
+      for (int64_t e = 0; e < n; ++e) {
+        rule_grad_[e] = (bf16 ? BFloat16BitsToFloat(bits[e]) : Float16BitsToFloat(bits[e])) * s;
+      }
+    }
+    args.grad = absl::MakeConstSpan(rule_grad_.data(), n);
+  }
+  for (const Tensor& t : rule_states_[i]) {
+    ZS_RETURN_IF_ERROR(internal::CheckFlatBuffer(op, "state", t, n, {DType::kF32}));
+    args.state.push_back(absl::MakeSpan(t.data<float>(), n));
+  }
+  args.groups = groups;
+  args.step = steps_ + 1;
+  const absl::Status st = rule.Step(args);
+  if (!st.ok()) return absl::Status(st.code(), absl::StrCat(op, ", step ", args.step, ": ", st.message()));
+  return absl::OkStatus();
 }
 
 absl::Status ShardedOptimizer::Step(double lr, double grad_scale) {

@@ -1,5 +1,6 @@
-// ShardedOptimizer: AdamW, Adam or SGD stepping each rank's shard of every
-// unit of a ShardedModel (ZeRO: optimizer state sharded with the parameters).
+// ShardedOptimizer: AdamW, Adam, SGD or a user's rule (optim/shard_rule.h)
+// stepping each rank's shard of every unit of a ShardedModel (ZeRO: optimizer
+// state sharded with the parameters).
 //
 //   OptimizerOptions o{.kind = OptimizerKind::kAdamW, .lr = 6e-4, .weight_decay = 0.1};
 //   o.adamw.beta2 = 0.95;
@@ -9,7 +10,7 @@
 //   ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
 //
 // Parameter groups as nanoGPT's: weight decay on parameters of 2 or more
-// dimensions, none on biases and LayerNorm weights (or a caller's rule);
+// dimensions, none on biases and LayerNorm weights (or the caller's `decays`);
 // frozen parameters and padding are in no group, so they never change (a
 // unit of frozen parameters only has no state and is skipped). A
 // shard's state is exactly the same slice of the unsharded optimizer's state
@@ -23,6 +24,12 @@
 // meanwhile (Note [NVMe offload] in sharding/sharded_model.h). The
 // state tensors of adam_states()/sgd_states() are then undefined between
 // steps; WithUnitState gives them for one unit at a time.
+//
+// A user's rule (OptimizerOptions::rule, Note [Shard rule contract] in
+// optim/shard_rule.h) gets the same groups, one zero-initialised fp32 tensor
+// per state slot per unit (its state_slots(), saved and loaded by those names
+// in checkpoints), the same CPU offload and NVMe regions (one slot-sized,
+// 4096-aligned part per slot), and the step count. It runs on the host only.
 #ifndef ZEROSHARD_OPTIM_SHARDED_OPTIMIZER_H_
 #define ZEROSHARD_OPTIM_SHARDED_OPTIMIZER_H_
 
@@ -35,6 +42,7 @@
 #include "zeroshard/optim/adamw.h"
 #include "zeroshard/optim/param_group.h"
 #include "zeroshard/optim/sgd.h"
+#include "zeroshard/optim/shard_rule.h"
 #include "zeroshard/runtime/nvme/swap_space.h"
 #include "zeroshard/sharding/sharded_model.h"
 
@@ -52,7 +60,15 @@ struct OptimizerOptions {
   SgdOptions sgd;
   // Which parameters get weight decay; default: shape.size() >= 2 (nanoGPT).
   std::function<bool(const std::string& name, const Shape& shape)> decays;
+  // A user's optimizer (optim/shard_rule.h). When set it steps every shard,
+  // and kind, adamw and sgd are ignored; no config file names it (an
+  // embedding program sets it, here or in OptimWrapperOptions::optimizer).
+  std::shared_ptr<const ShardOptimizerRule> rule;
 };
+
+// The rule's name when there is one, else OptimizerKindName(kind): what logs
+// print and checkpoint.json records.
+std::string OptimizerName(const OptimizerOptions& options);
 
 class ShardedOptimizer {
  public:
@@ -65,17 +81,19 @@ class ShardedOptimizer {
   // Restores the step count (checkpoints): Adam's bias corrections use it.
   absl::Status set_step_count(int64_t steps);
   const OptimizerOptions& options() const { return options_; }
+  std::string name() const { return OptimizerName(options_); }
 
   // Per unit (in ShardedModel::units() order): the state of this rank's
   // shard (its tensors undefined with NVMe offload: use WithUnitState). A
   // frozen unit (ShardedUnit::frozen(), Note [Frozen parameters] in
-  // sharded_model.h) has no state: its tensors stay undefined.
+  // sharded_model.h) has no state: its tensors stay undefined. Both are
+  // empty with a rule: WithUnitState gives its state.
   std::vector<AdamWState>& adam_states() { return adam_; }
   std::vector<SgdState>& sgd_states() { return sgd_; }
 
   // The names of the state tensors of a unit, as checkpoints store them:
   // {"exp_avg", "exp_avg_sq"} (Adam, AdamW), {"momentum_buffer"} (SGD with
-  // momentum) or none.
+  // momentum), none (SGD), or a rule's state_slots().
   std::vector<std::string> state_slots() const;
   // Runs fn with unit i's state tensors (in state_slots() order) resident:
   // swapped in from NVMe if they live there and, with `write`, written back
@@ -96,6 +114,8 @@ class ShardedOptimizer {
   std::vector<std::vector<ParamGroup>> groups_;  // per unit: {decayed, not decayed}
   std::vector<AdamWState> adam_;
   std::vector<SgdState> sgd_;
+  std::vector<std::vector<Tensor>> rule_states_;  // options_.rule: per unit, per slot (frozen: none)
+  std::vector<float> rule_grad_;                  // options_.rule: the scaled f32 gradient, when it is not grad_shard
   int64_t steps_ = 0;
   std::unique_ptr<SwapSpace> swap_;  // nvme_optimizer; Note [NVMe offload]
   std::vector<int> state_region_;    // per unit: its region in swap_, -1 for a frozen unit
@@ -107,6 +127,9 @@ class ShardedOptimizer {
   // they are (it starts the next units' reads).
   absl::Status StepUnit(size_t i, ShardedUnit& unit, double lr, double grad_scale,
                         const std::function<void()>& read_ahead);
+  // options_.rule's step of unit i (its shard and state resident).
+  absl::Status StepRule(size_t i, ShardedUnit& unit, const Tensor& shard, const std::vector<ParamGroup>& groups,
+                        double grad_scale);
 };
 
 }  // namespace zeroshard::optim

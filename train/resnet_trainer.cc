@@ -28,7 +28,7 @@ using autograd::Variable;
 
 std::string ResNetTrainOptions::ToString() const {
   return absl::StrCat(model.ToString(), "; ", data.ToString(), "; batch ", batch_size, " per rank, ",
-                      steps, " steps, ", optim::OptimizerKindName(optimizer.kind), " lr ", lr.lr,
+                      steps, " steps, ", optim::OptimizerName(optimizer), " lr ", lr.lr,
                       " (", optim::LrScheduleKindName(lr.kind), ", warmup ", lr.warmup_steps,
                       ", min ", lr.min_lr, "), weight decay ", optimizer.weight_decay,
                       ", seed ", seed, average_bn_stats ? ", BN statistics averaged before eval/save" : "",

@@ -52,7 +52,7 @@ std::string TrainOptions::ToString() const {
       model_line, "\n  data ", data, tokenizer == "bytes" ? "" : absl::StrCat(", tokenizer ", tokenizer), " (validation: last ", val_fraction * 100, "%)",
       "\n  batch ", batch_size, " rows/rank x ", model.block_size, " tokens, grad_accum_steps ",
       grad_accum_steps, no_sync ? " (no_sync)" : "", ", steps ", steps,
-      "\n  optimizer ", optim::OptimizerKindName(optimizer.kind), " weight_decay ", optimizer.weight_decay,
+      "\n  optimizer ", optim::OptimizerName(optimizer), " weight_decay ", optimizer.weight_decay,
       ", lr ", lr.ToString(), ", grad_clip ", grad_clip, ", seed ", seed,
       "\n  sharding ", sharding.ToString());
 }

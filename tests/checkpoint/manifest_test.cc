@@ -67,6 +67,27 @@ TEST(ManifestValidation, TheHandWrittenManifestParses) {
   EXPECT_EQ(m.state.step, 3);
 }
 
+// optimizer_slots names tensors "<unit>.<slot>": plain names only; absent in
+// manifests written before it (the optimizer's name implies the slots).
+TEST(ManifestValidation, OptimizerSlotsAreOptionalAndPlainNames) {
+  ZS_ASSERT_OK_AND_ASSIGN(CheckpointManifest old, Parse(Numbers{}));
+  EXPECT_FALSE(old.optimizer_slots.has_value());
+  auto with_slots = [](const std::string& slots) {
+    std::string text = Manifest(Numbers{});
+    const std::string key = R"("optimizer_step": 3,)";
+    text.replace(text.find(key), key.size(), key + R"( "optimizer_slots": )" + slots + ",");
+    return ParseCheckpointManifest(text, kSource);
+  };
+  ZS_ASSERT_OK_AND_ASSIGN(CheckpointManifest m, with_slots(R"(["exp_avg", "exp_avg_sq"])"));
+  EXPECT_EQ(m.optimizer_slots, (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
+  for (const std::string bad : {R"(["param"])", R"(["a/b"])", R"([""])"}) {
+    EXPECT_THAT(with_slots(bad), StatusIs(absl::StatusCode::kDataLoss,
+                                          AllOf(HasSubstr(kSource), HasSubstr("optimizer_slots"))))
+        << bad;
+  }
+  EXPECT_THAT(with_slots("[1]"), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("unexpected structure")));
+}
+
 // offset + numel past 2^63 - 1: wrapped, it was negative and so "inside" the unit.
 TEST(ManifestValidation, OffsetNearTwoToThe63IsRefused) {
   for (const std::string offset : {"9223372036854775800", "9223372036854775807", "9223372036854775793"}) {
