@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "autograd/node.h"
-#include "autograd/variable.h"
+#include "zeroshard/autograd/node.h"
+#include "zeroshard/autograd/variable.h"
 
 namespace zeroshard::autograd {
 

@@ -1,12 +1,12 @@
-#include "collectives/communicator.h"
+#include "zeroshard/collectives/communicator.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/log.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -1,11 +1,11 @@
-#include "runtime/allocator.h"
+#include "zeroshard/runtime/allocator.h"
 
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/log.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard {
 

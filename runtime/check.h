@@ -16,7 +16,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/log.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard::internal {
 

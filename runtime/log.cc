@@ -1,4 +1,4 @@
-#include "runtime/log.h"
+#include "zeroshard/runtime/log.h"
 
 #include <cstdio>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "runtime/watchdog.h"
+#include "zeroshard/runtime/watchdog.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/log.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard {
 

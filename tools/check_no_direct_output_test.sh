@@ -19,7 +19,7 @@ cat > "$tmp/runtime/clean.cc" <<'EOF'
 /* A block comment: std::cout << x;
    printf("still a comment") */
 #include <cstdio>
-#include "runtime/log.h"
+#include "zeroshard/runtime/log.h"
 void F(bool to_stdout, char* buf) {
   Log(LogLevel::kError, "stream", "could not write to stderr or stdout");  // a string
   std::snprintf(buf, 8, "%d", 1);

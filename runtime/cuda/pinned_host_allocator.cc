@@ -1,10 +1,10 @@
-#include "runtime/cuda/pinned_host_allocator.h"
+#include "zeroshard/runtime/cuda/pinned_host_allocator.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/log.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard {
 

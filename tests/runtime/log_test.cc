@@ -4,7 +4,7 @@
 // lines of one event together), newlines and control characters escaped, a
 // handler that logs, and ZS_CHECK reporting through the handler before it
 // aborts.
-#include "runtime/log.h"
+#include "zeroshard/runtime/log.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -21,8 +21,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "runtime/check.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/check.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

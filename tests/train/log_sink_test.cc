@@ -1,7 +1,7 @@
 // LogSink: rank 0's lines go to the log file (appended) as given; the other
 // ranks' sinks write nothing; an unwritable log is an error; a writer takes
 // stdout's place.
-#include "train/log_sink.h"
+#include "zeroshard/train/log_sink.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {
