@@ -1,11 +1,11 @@
 #include "zeroshard/collectives/communicator.h"
 
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
+#include "zeroshard/runtime/log.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
@@ -113,9 +113,7 @@ absl::Status Communicator::MarkDone(const CollectiveDesc& desc, absl::Status sta
   // involves other ranks gets the ring printed, so a hang or a divergence can
   // be read from the log alone.
   if (options_.print_trace_on_error && !desc.invalid_args) {
-    std::fprintf(stderr, "zeroshard collectives: %s\n%s", std::string(status.ToString()).c_str(),
-                 RecentCollectives().c_str());
-    std::fflush(stderr);
+    Log(LogLevel::kError, "collectives", status.ToString(), RecentCollectives());
   }
   return status;
 }

@@ -51,7 +51,8 @@
 //     DeadlineExceeded on the ranks that wait, naming the missing rank(s).
 //     The communicator is then aborted: later collectives fail with Aborted.
 //   Each rank keeps a ring of its last collectives (collective_trace.h) and
-//   prints it to stderr on a timeout, a mismatch or an abort.
+//   logs it (runtime/log.h: an event of source "collectives", the status as
+//   its message, the ring as its detail) on a timeout, a mismatch or an abort.
 //   Every communicator is watched by the process's watchdog (runtime/watchdog.h)
 //   from its first collective: one in progress for longer than the timeout
 //   plus the watchdog's grace (which a backend's own timeout should have
@@ -99,7 +100,7 @@ struct CommunicatorOptions {
   bool check_mode = false;
   // Entries in the ring of recent collectives.
   int trace_capacity = 16;
-  // Print the ring to stderr when a collective times out, mismatches or
+  // Log the ring (runtime/log.h) when a collective times out, mismatches or
   // finds the communicator aborted.
   bool print_trace_on_error = true;
 

@@ -1,11 +1,11 @@
 #include "zeroshard/runtime/allocator.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard {
 
@@ -35,8 +35,9 @@ Allocator::~Allocator() {
   if (stats_.bytes_in_use != 0) {
     // Storages outliving their allocator would free into a dead object: report
     // it loudly (an invariant of the caller's, see the header).
-    std::fprintf(stderr, "zeroshard: allocator '%s' destroyed with %s still in use\n",
-                 name_.c_str(), FormatBytes(stats_.bytes_in_use).c_str());
+    Log(LogLevel::kError, "allocator",
+        absl::StrCat("allocator '", name_, "' destroyed with ", FormatBytes(stats_.bytes_in_use),
+                     " still in use"));
   }
 }
 

@@ -4,6 +4,10 @@
 //
 // Only for invariants the library itself guarantees. Anything a user can get
 // wrong (shapes, dtypes, config, I/O) returns an absl::Status instead.
+//
+// The failure is reported through the log (runtime/log.h) as a kFatal event of
+// source "check", message "<file>:<line>: ZS_CHECK(<cond>) failed: <message>",
+// then the process aborts, whatever the handler did (unless it never returns).
 #ifndef ZEROSHARD_RUNTIME_CHECK_H_
 #define ZEROSHARD_RUNTIME_CHECK_H_
 
@@ -12,13 +16,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard::internal {
 
 [[noreturn]] inline void CheckFailed(const char* file, int line, const char* cond,
                                      const std::string& message) {
-  std::fprintf(stderr, "%s:%d: ZS_CHECK(%s) failed: %s\n", file, line, cond, message.c_str());
-  std::fflush(stderr);
+  ::zeroshard::Log(LogLevel::kFatal, "check",
+                   ::absl::StrCat(file, ":", line, ": ZS_CHECK(", cond, ") failed: ", message));
   std::abort();
 }
 

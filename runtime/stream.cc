@@ -1,10 +1,10 @@
 #include "zeroshard/runtime/stream.h"
 
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/log.h"
 #include "zeroshard/runtime/status.h"
 #include "zeroshard/runtime/virtual_device.h"
 
@@ -58,7 +58,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 Stream::~Stream() {
   if (handle_ != nullptr && !device_.is_virtual()) {
     if (absl::Status s = cuda::CudaStreamDestroy(handle_); !s.ok()) {
-      std::fprintf(stderr, "zeroshard: %s\n", s.ToString().c_str());
+      Log(LogLevel::kError, "stream", absl::StrCat("destroying a stream: ", s.ToString()));
     }
     handle_ = nullptr;
   }
@@ -107,7 +107,7 @@ Event::~Event() {
   }
   if (handle_ != nullptr) {
     if (absl::Status s = cuda::CudaEventDestroy(handle_); !s.ok()) {
-      std::fprintf(stderr, "zeroshard: %s\n", s.ToString().c_str());
+      Log(LogLevel::kError, "stream", absl::StrCat("destroying an event: ", s.ToString()));
     }
     handle_ = nullptr;
   }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard {
 
@@ -173,14 +174,15 @@ void Watchdog::Expire(const std::string& why) {
   const absl::Time now = absl::Now();
   const absl::Status status = absl::DeadlineExceededError(absl::StrCat("watchdog: ", why));
   std::function<void(int)> terminate;
+  std::string detail;  // the log event's detail: where, the records, the waits
   {
     std::lock_guard<std::mutex> lock(mu_);
     terminate = options_.terminate ? options_.terminate : DefaultTerminate;
     char host[256] = "?";
     ::gethostname(host, sizeof(host) - 1);
-    const std::string header = absl::StrCat(
-        "zeroshard watchdog expired: ", why, "\n", "host ", host, ", pid ", ::getpid(), ", at ",
-        absl::FormatTime(now, absl::UTCTimeZone()), "\n");
+    const std::string where = absl::StrCat("host ", host, ", pid ", ::getpid(), ", at ",
+                                           absl::FormatTime(now, absl::UTCTimeZone()), "\n");
+    const std::string header = absl::StrCat("zeroshard watchdog expired: ", why, "\n", where);
     std::string waits = DescribeWaitsLocked(now);
     if (waits.empty()) waits = "  none\n";
     // One record per rank: every client reporting under it, the process's waits.
@@ -191,30 +193,33 @@ void Watchdog::Expire(const std::string& why) {
     if (records.empty() || options_.process_rank >= 0) {
       records.try_emplace(std::max(0, options_.process_rank));
     }
-    std::string stderr_text = header;
+    detail = where;
     for (auto& [rank, text] : records) {
       // Waits are per process: with in-process ranks every rank's file has them.
       const bool has_waits = options_.process_rank < 0 || options_.process_rank == rank;
       const std::string body = absl::StrCat(header, "flight recorder of rank ", rank,
                                             "\nwaits in progress:\n",
                                             has_waits ? waits : "  (see the process's rank)\n", text);
-      absl::StrAppend(&stderr_text, "---- flight recorder of rank ", rank, "\n", text);
+      absl::StrAppend(&detail, "---- flight recorder of rank ", rank, "\n", text);
       if (options_.dump_dir.empty()) continue;
       const std::string path =
           absl::StrCat(options_.dump_dir, "/flight_recorder.rank", rank, ".txt");
       if (std::FILE* f = std::fopen(path.c_str(), "w")) {
         std::fwrite(body.data(), 1, body.size(), f);
         std::fclose(f);
-        absl::StrAppend(&stderr_text, "(written to ", path, ")\n");
+        absl::StrAppend(&detail, "(written to ", path, ")\n");
       } else {
-        absl::StrAppend(&stderr_text, "(could not write ", path, ": ", std::strerror(errno), ")\n");
+        absl::StrAppend(&detail, "(could not write ", path, ": ", std::strerror(errno), ")\n");
       }
     }
-    absl::StrAppend(&stderr_text, "waits in progress:\n", waits,
+    absl::StrAppend(&detail, "waits in progress:\n", waits,
                     "aborting every communicator and ending the process (status ",
                     kWatchdogExitCode, ")\n");
-    std::fputs(stderr_text.c_str(), stderr);
-    std::fflush(stderr);
+  }
+  // Outside mu_: the log handler is the embedder's code (runtime/log.h).
+  Log(LogLevel::kFatal, "watchdog", absl::StrCat("watchdog expired: ", why), detail);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     for (WatchdogClient* c : clients_) c->AbortForWatchdog(status);
   }
   terminate(kWatchdogExitCode);

@@ -13,7 +13,9 @@
 // client it can reach (each communicator's ring of recent collectives with
 // their sequence numbers, ops, dtypes, counts and which ranks arrived, and the
 // waits in progress) to `<dump_dir>/flight_recorder.rank<r>.txt`, one file per
-// rank (with in-process ranks, every rank of the process), and to stderr;
+// rank (with in-process ranks, every rank of the process), and to the log
+// (runtime/log.h: one kFatal event of source "watchdog", the records as its
+// detail; stderr unless the embedder replaced the handler);
 // aborts every watched communicator (later and pending collectives fail with
 // Aborted; ncclCommAbort on GPUs); and ends the process through `terminate`
 // (default: std::_Exit(kWatchdogExitCode); the MPI job installs MPI_Abort so
@@ -87,7 +89,7 @@ struct WatchdogOptions {
   absl::Duration wait_timeout = absl::Minutes(10);
   // How often the thread checks.
   absl::Duration poll = absl::Seconds(1);
-  // Where flight_recorder.rank<r>.txt files go; empty: stderr only.
+  // Where flight_recorder.rank<r>.txt files go; empty: the log only.
   std::string dump_dir;
   // The rank that waits (which are per process, not per communicator) are
   // reported under; -1: every rank the process's communicators have.

@@ -10,10 +10,12 @@ absl::StatusOr<LogSink> LogSink::Open(const Options& options) {
   if (!options.log_file.empty() && (log = std::fopen(options.log_file.c_str(), "a")) == nullptr) {
     return absl::PermissionDeniedError(absl::StrCat("cannot append to the log ", options.log_file));
   }
+  if (options.writer) return LogSink(false, false, log, options.writer);
   return LogSink(options.to_stdout, options.to_stdout && options.progress_bar, log);
 }
 
 void LogSink::Line(const std::string& text) const {
+  if (writer_) writer_(text);
   if (print_) {
     if (progress_bar_) std::fputs("\r\33[2K", stdout);  // over the bar; it is redrawn after the step
     std::fputs(text.c_str(), stdout);

@@ -147,7 +147,8 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
   ZS_RETURN_IF_ERROR(o.model.Validate());
   if (o.threads_per_rank > 0) omp_set_num_threads(o.threads_per_rank);
   ZS_ASSIGN_OR_RETURN(const LogSink out,
-                      LogSink::Open({.lead = comm.rank() == 0, .log_file = o.log_file, .to_stdout = !o.quiet}));
+                      LogSink::Open({.lead = comm.rank() == 0, .log_file = o.log_file, .to_stdout = !o.quiet,
+                                     .writer = o.output}));
   const bool print = out.active();
   StepRows rows;
   ZS_RETURN_IF_ERROR(rows.Open(o, comm.rank() == 0));

@@ -24,10 +24,12 @@
 #define ZEROSHARD_TRAIN_RESNET_TRAINER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "zeroshard/autograd/nn/resnet.h"
 #include "zeroshard/collectives/communicator.h"
 #include "zeroshard/data/shapes_data.h"
@@ -56,6 +58,9 @@ struct ResNetTrainOptions {
   int threads_per_rank = 0;     // OpenMP threads of each rank's kernels; 0: leave as is
   bool quiet = false;           // no printing to stdout (tests)
   std::string log_file;         // rank 0 appends what it prints here too ("": nowhere; written even when quiet)
+  // Set: rank 0's printed lines go here instead of stdout (quiet is then
+  // ignored); log_file still gets them (LogSink::Options::writer). Not a config key.
+  std::function<void(absl::string_view text)> output;
   std::string metrics_csv;      // rank 0 writes one row per step here ("": none): step,loss,lr,images_per_s,
                                 // ms_per_step,val_loss,val_accuracy (the last two on evaluated steps)
   bool tensorboard = true;      // config key train.tensorboard: a run folder gets tensorboard/

@@ -259,7 +259,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     }
   }
   ZS_ASSIGN_OR_RETURN(const LogSink log,
-                      LogSink::Open({.lead = lead, .log_file = o.log_file, .progress_bar = o.progress_bar}));
+                      LogSink::Open({.lead = lead, .log_file = o.log_file, .progress_bar = o.progress_bar,
+                                     .writer = o.output}));
   ZS_RETURN_IF_ERROR(o.lr.Validate());
   if (o.model_type != "gpt" && o.model_type != "llama") {
     return absl::InvalidArgumentError(

@@ -12,10 +12,12 @@
 #define ZEROSHARD_TRAIN_TRAINER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "zeroshard/autograd/nn/gpt.h"
 #include "zeroshard/autograd/nn/llama.h"
 #include "zeroshard/collectives/communicator.h"
@@ -107,6 +109,11 @@ struct TrainOptions {
   // Rank 0 redraws a one-line progress bar every step (train/progress.h);
   // for terminals, and the same on every rank (it gathers per-rank memory).
   bool progress_bar = false;
+  // Set: rank 0's printed lines (the step lines, evaluations, the sample, the
+  // summary) go to this function instead of stdout, and no progress bar is
+  // drawn; log_file still gets them (LogSink::Options::writer). For an
+  // embedder that owns stdout. Not a config key.
+  std::function<void(absl::string_view text)> output;
   double peak_flops = 0;  // the MFU's denominator, FLOP/s of all ranks together; 0: no MFU
 
   std::string ToString() const;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -10,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "zeroshard/runtime/check.h"
 #include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/log.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
@@ -137,21 +137,21 @@ CachingAllocator::CachingAllocator(CachingBacking* backing, Options options)
 CachingAllocator::~CachingAllocator() {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ProcessEvents(/*wait=*/true); !s.ok()) {
-    std::fprintf(stderr, "zeroshard: caching allocator '%s': %s\n", options_.name.c_str(),
-                 s.ToString().c_str());
+    Log(LogLevel::kError, "caching_allocator",
+        absl::StrCat("caching allocator '", options_.name, "': ", s.ToString()));
   }
   if (!live_.empty()) {
-    std::fprintf(stderr,
-                 "zeroshard: caching allocator '%s' destroyed with %zu blocks (%s) still "
-                 "allocated; their segments are not freed\n",
-                 options_.name.c_str(), live_.size(),
-                 FormatBytes(stats_.allocated_bytes).c_str());
+    Log(LogLevel::kWarning, "caching_allocator",
+        absl::StrCat("caching allocator '", options_.name, "' destroyed with ", live_.size(),
+                     " blocks (", FormatBytes(stats_.allocated_bytes),
+                     ") still allocated; their segments are not freed"));
   }
   for (Block* head : segments_) {
     const bool whole_free = !head->allocated && head->next == nullptr;
     if (whole_free) {
       if (absl::Status s = backing_->Free(head->ptr); !s.ok()) {
-        std::fprintf(stderr, "zeroshard: %s\n", s.ToString().c_str());
+        Log(LogLevel::kError, "caching_allocator",
+            absl::StrCat("caching allocator '", options_.name, "': freeing a segment: ", s.ToString()));
       }
     }
     for (Block* b = head; b != nullptr;) {
@@ -163,7 +163,8 @@ CachingAllocator::~CachingAllocator() {
   }
   for (void* event : idle_events_) {
     if (absl::Status s = backing_->DestroyEvent(event); !s.ok()) {
-      std::fprintf(stderr, "zeroshard: %s\n", s.ToString().c_str());
+      Log(LogLevel::kError, "caching_allocator",
+          absl::StrCat("caching allocator '", options_.name, "': destroying an event: ", s.ToString()));
     }
   }
 }
@@ -590,7 +591,7 @@ void* CachingStreamAllocator::RawAllocate(size_t bytes) {
 
 void CachingStreamAllocator::RawDeallocate(void* ptr, size_t /*bytes*/) {
   if (absl::Status s = cache_->Free(ptr); !s.ok()) {
-    std::fprintf(stderr, "zeroshard: %s\n", s.ToString().c_str());
+    Log(LogLevel::kError, "caching_allocator", absl::StrCat("freeing a block: ", s.ToString()));
   }
 }
 

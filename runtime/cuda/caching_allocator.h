@@ -169,8 +169,8 @@ class CachingAllocator {
   // constants of the caller's program, not input.
   CachingAllocator(CachingBacking* backing, Options options);
   // Waits for pending events and gives every segment back. Blocks still
-  // allocated are reported on stderr, and their segments are kept (leaked)
-  // rather than freed under a live user.
+  // allocated are reported through the log (runtime/log.h), and their
+  // segments are kept (leaked) rather than freed under a live user.
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;

@@ -1,9 +1,9 @@
 #include "zeroshard/runtime/cuda/cuda_allocator.h"
 
-#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard {
 
@@ -19,7 +19,7 @@ void* CudaAllocator::RawAllocate(size_t bytes) {
 
 void CudaAllocator::RawDeallocate(void* ptr, size_t /*bytes*/) {
   if (absl::Status s = cuda::CudaFree(device().index, ptr); !s.ok()) {
-    std::fprintf(stderr, "zeroshard: %s\n", s.ToString().c_str());
+    Log(LogLevel::kError, "allocator", absl::StrCat("allocator '", name(), "': ", s.ToString()));
   }
 }
 

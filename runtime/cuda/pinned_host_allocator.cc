@@ -1,9 +1,10 @@
 #include "zeroshard/runtime/cuda/pinned_host_allocator.h"
 
-#include <cstdio>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard {
 
@@ -29,7 +30,7 @@ void* PinnedHostAllocator::RawAllocate(size_t bytes) {
 
 void PinnedHostAllocator::RawDeallocate(void* ptr, size_t /*bytes*/) {
   if (absl::Status s = cuda::CudaHostFree(ptr); !s.ok()) {
-    std::fprintf(stderr, "zeroshard: %s\n", s.ToString().c_str());
+    Log(LogLevel::kError, "allocator", absl::StrCat("allocator '", name(), "': ", s.ToString()));
   }
 }
 
