@@ -1,8 +1,8 @@
 #include "zeroshard/optim/sharded_optimizer.h"
 
-#include "absl/strings/ascii.h"
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "zeroshard/optim/step_checks.h"
 #include "zeroshard/runtime/half.h"
