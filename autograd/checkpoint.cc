@@ -1,10 +1,10 @@
-#include "autograd/checkpoint.h"
+#include "zeroshard/autograd/checkpoint.h"
 
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/function.h"
-#include "autograd/grad_mode.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/function.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::autograd {
 

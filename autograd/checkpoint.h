@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "autograd/variable.h"
-#include "kernels/math/philox.h"
+#include "zeroshard/autograd/variable.h"
+#include "zeroshard/kernels/math/philox.h"
 
 namespace zeroshard::autograd {
 

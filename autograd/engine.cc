@@ -1,14 +1,14 @@
-#include "autograd/engine.h"
+#include "zeroshard/autograd/engine.h"
 
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "kernels/elementwise.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/autograd/node.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::autograd {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "autograd/variable.h"
+#include "zeroshard/autograd/variable.h"
 
 namespace zeroshard::autograd {
 

@@ -1,7 +1,7 @@
-#include "autograd/function.h"
+#include "zeroshard/autograd/function.h"
 
 #include "absl/strings/str_cat.h"
-#include "autograd/grad_mode.h"
+#include "zeroshard/autograd/grad_mode.h"
 
 namespace zeroshard::autograd {
 

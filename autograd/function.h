@@ -24,8 +24,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "autograd/node.h"
-#include "autograd/variable.h"
+#include "zeroshard/autograd/node.h"
+#include "zeroshard/autograd/variable.h"
 
 namespace zeroshard::autograd {
 

@@ -1,4 +1,4 @@
-#include "autograd/grad_mode.h"
+#include "zeroshard/autograd/grad_mode.h"
 
 namespace zeroshard::autograd {
 

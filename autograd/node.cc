@@ -1,11 +1,11 @@
-#include "autograd/node.h"
+#include "zeroshard/autograd/node.h"
 
 #include <atomic>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/elementwise.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::autograd {
 

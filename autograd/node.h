@@ -33,8 +33,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "autograd/variable.h"
-#include "runtime/tensor.h"
+#include "zeroshard/autograd/variable.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::autograd {
 

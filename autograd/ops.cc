@@ -1,19 +1,19 @@
-#include "autograd/ops.h"
+#include "zeroshard/autograd/ops.h"
 
 #include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/function.h"
-#include "kernels/dropout.h"
-#include "kernels/embedding.h"
-#include "kernels/layernorm.h"
-#include "kernels/softmax.h"
-#include "kernels/elementwise.h"
-#include "kernels/reduce.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/silu_gate.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/function.h"
+#include "zeroshard/kernels/dropout.h"
+#include "zeroshard/kernels/embedding.h"
+#include "zeroshard/kernels/layernorm.h"
+#include "zeroshard/kernels/softmax.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/kernels/rmsnorm.h"
+#include "zeroshard/kernels/silu_gate.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 

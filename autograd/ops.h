@@ -13,13 +13,13 @@
 #define ZEROSHARD_AUTOGRAD_OPS_H_
 
 #include "absl/status/statusor.h"
-#include "autograd/variable.h"
-#include "kernels/attention.h"
-#include "kernels/cross_entropy.h"
-#include "kernels/math/philox.h"
-#include "kernels/matmul.h"
-#include "kernels/rope.h"
-#include "runtime/tensor.h"
+#include "zeroshard/autograd/variable.h"
+#include "zeroshard/kernels/attention.h"
+#include "zeroshard/kernels/cross_entropy.h"
+#include "zeroshard/kernels/math/philox.h"
+#include "zeroshard/kernels/matmul.h"
+#include "zeroshard/kernels/rope.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::ops {
 

@@ -1,9 +1,9 @@
-#include "autograd/variable.h"
+#include "zeroshard/autograd/variable.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/node.h"
+#include "zeroshard/autograd/node.h"
 
 namespace zeroshard::autograd {
 

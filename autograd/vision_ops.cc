@@ -1,11 +1,11 @@
-#include "autograd/vision_ops.h"
+#include "zeroshard/autograd/vision_ops.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/function.h"
-#include "autograd/ops.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/function.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 

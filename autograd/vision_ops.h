@@ -17,10 +17,10 @@
 #define ZEROSHARD_AUTOGRAD_VISION_OPS_H_
 
 #include "absl/status/statusor.h"
-#include "autograd/variable.h"
-#include "kernels/batchnorm.h"
-#include "kernels/conv2d.h"
-#include "kernels/pool2d.h"
+#include "zeroshard/autograd/variable.h"
+#include "zeroshard/kernels/batchnorm.h"
+#include "zeroshard/kernels/conv2d.h"
+#include "zeroshard/kernels/pool2d.h"
 
 namespace zeroshard::ops {
 

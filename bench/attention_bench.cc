@@ -12,12 +12,12 @@
 #include <cmath>
 #include <vector>
 
-#include "bench/bench_util.h"
-#include "kernels/attention.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/dropout.h"
-#include "kernels/math/dropout_math.h"
-#include "kernels/math/philox.h"
+#include "zeroshard/bench/bench_util.h"
+#include "zeroshard/kernels/attention.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/dropout.h"
+#include "zeroshard/kernels/math/dropout_math.h"
+#include "zeroshard/kernels/math/philox.h"
 
 namespace zeroshard::bench {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::bench {
 

@@ -17,10 +17,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "autograd/nn/gpt.h"
-#include "checkpoint/checkpoint.h"
-#include "collectives/local_communicator.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/runtime/status.h"
 
 ABSL_FLAG(std::string, dir, "/tmp/zeroshard_checkpoint_bench", "scratch directory (removed at the end)");
 ABSL_FLAG(int64_t, n_layer, 12, "");

@@ -26,21 +26,21 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "bench/load_average.h"
+#include "zeroshard/bench/load_average.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "autograd/engine.h"
-#include "autograd/nn/resnet.h"
-#include "autograd/ops.h"
-#include "bench/eigen_baseline.h"
-#include "data/shapes_data.h"
-#include "kernels/conv2d.h"
-#include "kernels/cpu/gemm.h"
-#include "optim/sgd.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/resnet.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/bench/eigen_baseline.h"
+#include "zeroshard/data/shapes_data.h"
+#include "zeroshard/kernels/conv2d.h"
+#include "zeroshard/kernels/cpu/gemm.h"
+#include "zeroshard/optim/sgd.h"
+#include "zeroshard/runtime/status.h"
 
 ABSL_FLAG(int64_t, batch, 8, "images per convolution call");
 ABSL_FLAG(int64_t, image, 224, "input size of ResNet-18 (layer shapes scale with it)");

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bench/cuda_bench_util.h"
-#include "kernels/attention.h"
-#include "runtime/cuda/cuda_allocator.h"
+#include "zeroshard/bench/cuda_bench_util.h"
+#include "zeroshard/kernels/attention.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
 
 namespace zeroshard::bench {
 

@@ -23,12 +23,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bench/cuda_bench_util.h"
-#include "collectives/local_communicator.h"
-#include "collectives/nccl_communicator.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/bench/cuda_bench_util.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/collectives/nccl_communicator.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::bench {
 

@@ -17,16 +17,16 @@
 #include <memory>
 #include <string>
 
-#include "autograd/engine.h"
-#include "autograd/nn/gpt.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/gpt.h"
 #include "absl/strings/str_cat.h"
-#include "bench/cuda_bench_util.h"
-#include "collectives/local_communicator.h"
-#include "collectives/nccl_communicator.h"
-#include "optim/sharded_optimizer.h"
-#include "runtime/cuda/caching_allocator.h"
-#include "runtime/cuda/device_api.h"
-#include "sharding/sharded_model.h"
+#include "zeroshard/bench/cuda_bench_util.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/collectives/nccl_communicator.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/runtime/cuda/caching_allocator.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 namespace zeroshard::bench {
 

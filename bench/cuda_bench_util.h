@@ -13,9 +13,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/figures.h"
-#include "runtime/stream.h"
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/figures.h"
+#include "zeroshard/runtime/stream.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::bench {
 

@@ -1,4 +1,4 @@
-#include "bench/eigen_baseline.h"
+#include "zeroshard/bench/eigen_baseline.h"
 
 #include <Eigen/Core>
 

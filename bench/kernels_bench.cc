@@ -12,12 +12,12 @@
 #include <cmath>
 #include <vector>
 
-#include "bench/bench_util.h"
-#include "bench/eigen_baseline.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/elementwise.h"
-#include "kernels/matmul.h"
-#include "kernels/reduce.h"
+#include "zeroshard/bench/bench_util.h"
+#include "zeroshard/bench/eigen_baseline.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/matmul.h"
+#include "zeroshard/kernels/reduce.h"
 
 namespace zeroshard::bench {
 namespace {

@@ -19,11 +19,11 @@
 #include <cmath>
 #include <vector>
 
-#include "bench/bench_util.h"
-#include "kernels/cross_entropy.h"
-#include "kernels/embedding.h"
-#include "kernels/layernorm.h"
-#include "kernels/softmax.h"
+#include "zeroshard/bench/bench_util.h"
+#include "zeroshard/kernels/cross_entropy.h"
+#include "zeroshard/kernels/embedding.h"
+#include "zeroshard/kernels/layernorm.h"
+#include "zeroshard/kernels/softmax.h"
 
 namespace zeroshard::bench {
 namespace {

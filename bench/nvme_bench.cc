@@ -48,18 +48,18 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "bench/load_average.h"
+#include "zeroshard/bench/load_average.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "autograd/engine.h"
-#include "autograd/nn/gpt.h"
-#include "collectives/local_communicator.h"
-#include "data/token_data.h"
-#include "optim/sharded_optimizer.h"
-#include "runtime/nvme/swap_space.h"
-#include "sharding/sharded_model.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/data/token_data.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/runtime/nvme/swap_space.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/runtime/status.h"
 
 ABSL_FLAG(std::string, dir, "/tmp", "directory on the drive to measure (an NVMe mount)");
 ABSL_FLAG(int64_t, min_mb, 64, "smallest state size (MiB)");

@@ -44,10 +44,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bench/bench_util.h"
-#include "kernels/cpu/isa.h"
-#include "optim/adamw.h"
-#include "optim/adamw_math.h"
+#include "zeroshard/bench/bench_util.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/optim/adamw_math.h"
 
 namespace zeroshard::bench {
 namespace {

@@ -30,9 +30,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "bench/load_average.h"
-#include "data/gpt2_bpe.h"
-#include "data/tokenizer.h"
+#include "zeroshard/bench/load_average.h"
+#include "zeroshard/data/gpt2_bpe.h"
+#include "zeroshard/data/tokenizer.h"
 
 ABSL_FLAG(std::string, text, "data/tinyshakespeare.txt", "the text to encode");
 ABSL_FLAG(std::string, golden, "tests/data/testdata/tinyshakespeare_gpt2.bin",

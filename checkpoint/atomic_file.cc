@@ -1,4 +1,4 @@
-#include "checkpoint/atomic_file.h"
+#include "zeroshard/checkpoint/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/crc32c.h"
+#include "zeroshard/runtime/crc32c.h"
 
 namespace zeroshard {
 

@@ -76,11 +76,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "checkpoint/atomic_file.h"
-#include "checkpoint/manifest.h"
-#include "checkpoint/safetensors.h"
-#include "optim/sharded_optimizer.h"
-#include "sharding/sharded_model.h"
+#include "zeroshard/checkpoint/atomic_file.h"
+#include "zeroshard/checkpoint/manifest.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 namespace zeroshard {
 

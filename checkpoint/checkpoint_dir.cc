@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/checkpoint_internal.h"
-#include "runtime/status.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/checkpoint_internal.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

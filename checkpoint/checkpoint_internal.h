@@ -31,9 +31,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "checkpoint/atomic_file.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/safetensors.h"
+#include "zeroshard/checkpoint/atomic_file.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/safetensors.h"
 
 namespace zeroshard {
 namespace checkpoint_internal {

@@ -11,7 +11,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/checkpoint.h"
 
 ABSL_FLAG(std::string, from, "", "a sharded checkpoint directory");
 ABSL_FLAG(std::string, to, "", "the full checkpoint directory to write");

@@ -2,7 +2,7 @@
 // ReadHfStateDict), loading it into a ShardedModel (LoadHfWeights) and saving
 // one (SaveHfWeights). The directory protocol, Agree, WithUnit and the
 // streaming safetensors writer are the checkpoints' (checkpoint_internal.h).
-#include "checkpoint/hf_folder.h"
+#include "zeroshard/checkpoint/hf_folder.h"
 
 #include <algorithm>
 #include <set>
@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/checkpoint_internal.h"
-#include "runtime/status.h"
+#include "zeroshard/checkpoint/checkpoint_internal.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

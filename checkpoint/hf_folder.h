@@ -88,12 +88,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "autograd/nn/module.h"
-#include "checkpoint/atomic_file.h"
-#include "checkpoint/safetensors.h"
-#include "runtime/dtype.h"
-#include "runtime/tensor.h"
-#include "sharding/sharded_model.h"
+#include "zeroshard/autograd/nn/module.h"
+#include "zeroshard/checkpoint/atomic_file.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 namespace zeroshard {
 

@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/checkpoint_internal.h"
-#include "runtime/crc32c.h"
-#include "runtime/status.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/checkpoint_internal.h"
+#include "zeroshard/runtime/crc32c.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "checkpoint/manifest.h"
+#include "zeroshard/checkpoint/manifest.h"
 
 #include <nlohmann/json.hpp>
 
@@ -12,8 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/crc32c.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/crc32c.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

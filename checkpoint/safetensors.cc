@@ -1,6 +1,6 @@
-#include "checkpoint/safetensors.h"
+#include "zeroshard/checkpoint/safetensors.h"
 
-#include "checkpoint/atomic_file.h"
+#include "zeroshard/checkpoint/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 namespace {

@@ -75,9 +75,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/allocator.h"
-#include "runtime/dtype.h"
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/checkpoint_internal.h"
-#include "runtime/crc32c.h"
-#include "runtime/status.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/checkpoint_internal.h"
+#include "zeroshard/runtime/crc32c.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/checkpoint_internal.h"
-#include "runtime/status.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/checkpoint_internal.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

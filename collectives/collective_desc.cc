@@ -1,4 +1,4 @@
-#include "collectives/collective_desc.h"
+#include "zeroshard/collectives/collective_desc.h"
 
 #include <map>
 #include <utility>

@@ -23,8 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "collectives/reduction.h"
-#include "runtime/dtype.h"
+#include "zeroshard/collectives/reduction.h"
+#include "zeroshard/runtime/dtype.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "collectives/collective_trace.h"
+#include "zeroshard/collectives/collective_trace.h"
 
 #include <algorithm>
 

@@ -25,7 +25,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "collectives/collective_desc.h"
+#include "zeroshard/collectives/collective_desc.h"
 
 namespace zeroshard {
 

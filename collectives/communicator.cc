@@ -1,4 +1,4 @@
-#include "collectives/communicator.h"
+#include "zeroshard/collectives/communicator.h"
 
 #include <cstdio>
 #include <utility>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

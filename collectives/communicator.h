@@ -78,14 +78,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "collectives/collective_desc.h"
-#include "collectives/collective_trace.h"
-#include "collectives/reduction.h"
-#include "collectives/work.h"
-#include "runtime/device.h"
-#include "runtime/stream.h"
-#include "runtime/tensor.h"
-#include "runtime/watchdog.h"
+#include "zeroshard/collectives/collective_desc.h"
+#include "zeroshard/collectives/collective_trace.h"
+#include "zeroshard/collectives/reduction.h"
+#include "zeroshard/collectives/work.h"
+#include "zeroshard/runtime/device.h"
+#include "zeroshard/runtime/stream.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/runtime/watchdog.h"
 
 namespace zeroshard {
 

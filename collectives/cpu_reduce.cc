@@ -1,4 +1,4 @@
-#include "collectives/cpu_reduce.h"
+#include "zeroshard/collectives/cpu_reduce.h"
 
 #include <emmintrin.h>  // SSE2 streaming stores: baseline x86-64
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/check.h"
+#include "zeroshard/runtime/check.h"
 
 namespace zeroshard {
 namespace {

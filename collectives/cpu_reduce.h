@@ -20,8 +20,8 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
-#include "collectives/reduction.h"
-#include "runtime/dtype.h"
+#include "zeroshard/collectives/reduction.h"
+#include "zeroshard/runtime/dtype.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "collectives/local_communicator.h"
+#include "zeroshard/collectives/local_communicator.h"
 
 #include <omp.h>
 
@@ -14,9 +14,9 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collectives/cpu_reduce.h"
-#include "runtime/check.h"
-#include "runtime/status.h"
+#include "zeroshard/collectives/cpu_reduce.h"
+#include "zeroshard/runtime/check.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "collectives/communicator.h"
+#include "zeroshard/collectives/communicator.h"
 
 namespace zeroshard {
 

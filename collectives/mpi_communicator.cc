@@ -1,7 +1,7 @@
 // The MPI backend of Communicator (mpi_communicator.h). Kept in one file (issue 19):
 // the Exchange (point-to-point transfers, handshakes, chunking) and the collective
 // algorithms built on it share its private thresholds and are read together.
-#include "collectives/mpi_communicator.h"
+#include "zeroshard/collectives/mpi_communicator.h"
 
 #include <sched.h>
 
@@ -14,9 +14,9 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collectives/cpu_reduce.h"
-#include "runtime/check.h"
-#include "runtime/status.h"
+#include "zeroshard/collectives/cpu_reduce.h"
+#include "zeroshard/runtime/check.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

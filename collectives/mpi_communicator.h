@@ -57,7 +57,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives/communicator.h"
+#include "zeroshard/collectives/communicator.h"
 
 namespace zeroshard {
 

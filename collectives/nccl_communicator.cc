@@ -1,6 +1,6 @@
 // nccl_communicator.h over NCCL and the CUDA runtime. Built when the CUDA
 // toolkit is enabled (see collectives/BUILD.bazel).
-#include "collectives/nccl_communicator.h"
+#include "zeroshard/collectives/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -21,10 +21,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "collectives/cuda/convert_kernels.h"
-#include "runtime/cuda/cuda_status.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "zeroshard/collectives/cuda/convert_kernels.h"
+#include "zeroshard/runtime/cuda/cuda_status.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 namespace {

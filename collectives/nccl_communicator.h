@@ -45,9 +45,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives/communicator.h"
-#include "runtime/device.h"
-#include "runtime/stream.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/runtime/device.h"
+#include "zeroshard/runtime/stream.h"
 
 namespace zeroshard {
 

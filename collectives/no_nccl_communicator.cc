@@ -1,8 +1,8 @@
 // nccl_communicator.h in a build without the CUDA toolkit: no communicator
 // can be created, so the members below are never reached.
-#include "collectives/nccl_communicator.h"
+#include "zeroshard/collectives/nccl_communicator.h"
 
-#include "runtime/check.h"
+#include "zeroshard/runtime/check.h"
 
 namespace zeroshard {
 

@@ -1,10 +1,10 @@
-#include "collectives/objects.h"
+#include "zeroshard/collectives/objects.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

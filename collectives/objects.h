@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "absl/status/statusor.h"
-#include "collectives/communicator.h"
+#include "zeroshard/collectives/communicator.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "collectives/reduction.h"
+#include "zeroshard/collectives/reduction.h"
 
 #include <string>
 

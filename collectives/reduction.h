@@ -28,9 +28,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/dtype.h"
-#include "runtime/half.h"
-#include "runtime/host_device.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/half.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

@@ -1,12 +1,12 @@
-#include "collectives/virtual_communicator.h"
+#include "zeroshard/collectives/virtual_communicator.h"
 
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
-#include "runtime/virtual_device.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 namespace zeroshard {
 

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "collectives/communicator.h"
+#include "zeroshard/collectives/communicator.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "collectives/work.h"
+#include "zeroshard/collectives/work.h"
 
 #include <utility>
 

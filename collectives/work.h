@@ -24,7 +24,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "runtime/stream.h"
+#include "zeroshard/runtime/stream.h"
 
 namespace zeroshard {
 

@@ -1,7 +1,7 @@
 // GPT-2's byte-level BPE (gpt2_bpe.h). Kept in one file (issue 19's ~700-line rule): the
 // pre-tokenizer, the vocabulary readers and the merge loops share the byte-character
 // tables and the private representation, and are read together against encoder.py.
-#include "data/gpt2_bpe.h"
+#include "zeroshard/data/gpt2_bpe.h"
 
 #include <algorithm>
 #include <array>
@@ -15,9 +15,9 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "data/gpt2_vocab_data.h"
-#include "data/unicode_classes.h"
-#include "runtime/status.h"
+#include "zeroshard/data/gpt2_vocab_data.h"
+#include "zeroshard/data/unicode_classes.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 namespace {

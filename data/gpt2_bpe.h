@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "data/tokenizer.h"
+#include "zeroshard/data/tokenizer.h"
 
 namespace zeroshard {
 

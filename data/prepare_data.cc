@@ -28,10 +28,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "data/token_data.h"
-#include "data/token_file.h"
-#include "data/tokenizer.h"
-#include "runtime/status.h"
+#include "zeroshard/data/token_data.h"
+#include "zeroshard/data/token_file.h"
+#include "zeroshard/data/tokenizer.h"
+#include "zeroshard/runtime/status.h"
 
 ABSL_FLAG(std::string, tokenizer, "gpt2",
           "gpt2 (GPT-2's byte-level BPE, vocabulary 50257) or bytes (one token per byte, vocabulary 256)");

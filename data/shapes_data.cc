@@ -1,10 +1,10 @@
-#include "data/shapes_data.h"
+#include "zeroshard/data/shapes_data.h"
 
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -30,8 +30,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "data/token_data.h"
-#include "runtime/tensor.h"
+#include "zeroshard/data/token_data.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "data/token_file.h"
+#include "zeroshard/data/token_file.h"
 
 #include <algorithm>
 #include <cstdio>

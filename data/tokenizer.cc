@@ -1,8 +1,8 @@
-#include "data/tokenizer.h"
+#include "zeroshard/data/tokenizer.h"
 
 #include "absl/strings/str_cat.h"
-#include "data/gpt2_bpe.h"
-#include "runtime/status.h"
+#include "zeroshard/data/gpt2_bpe.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -2,7 +2,7 @@
 //   node tools/unicode/gen_unicode_classes.js > data/unicode_classes.cc
 // Source: node v20.20.2, Unicode 17.0, ICU 78.2;
 // each table lists the inclusive code point ranges its regular expression matches.
-#include "data/unicode_classes.h"
+#include "zeroshard/data/unicode_classes.h"
 
 #include <algorithm>
 #include <iterator>

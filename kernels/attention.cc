@@ -1,4 +1,4 @@
-#include "kernels/attention.h"
+#include "zeroshard/kernels/attention.h"
 
 #include <cmath>
 #include <cstdint>
@@ -7,16 +7,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cuda/attention_cudnn.h"
-#include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_select.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/device_check.h"
-#include "kernels/math/attention_math.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/attention.h"
+#include "zeroshard/kernels/cuda/attention_cudnn.h"
+#include "zeroshard/kernels/cuda/attention_launch.h"
+#include "zeroshard/kernels/cuda/attention_select.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/math/attention_math.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -1,17 +1,17 @@
-#include "kernels/batchnorm.h"
+#include "zeroshard/kernels/batchnorm.h"
 
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/batchnorm.h"
-#include "kernels/cuda/cudnn_ops.h"
-#include "kernels/device_check.h"
-#include "kernels/math/batchnorm_ops.h"
-#include "kernels/nchw.h"
-#include "kernels/rows.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/batchnorm.h"
+#include "zeroshard/kernels/cuda/cudnn_ops.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/math/batchnorm_ops.h"
+#include "zeroshard/kernels/nchw.h"
+#include "zeroshard/kernels/rows.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -36,8 +36,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "kernels/grad_mode.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/grad_mode.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

@@ -2,9 +2,9 @@
 // kernels, CUDA through cuDNN.
 #include <cmath>
 
-#include "kernels/batchnorm.h"
-#include "kernels/op_registry.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/batchnorm.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

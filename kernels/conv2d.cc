@@ -1,14 +1,14 @@
-#include "kernels/conv2d.h"
+#include "zeroshard/kernels/conv2d.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/conv2d.h"
-#include "kernels/cuda/cudnn_ops.h"
-#include "kernels/device_check.h"
-#include "kernels/math/conv_geometry.h"
-#include "kernels/nchw.h"
-#include "kernels/rows.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/conv2d.h"
+#include "zeroshard/kernels/cuda/cudnn_ops.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/math/conv_geometry.h"
+#include "zeroshard/kernels/nchw.h"
+#include "zeroshard/kernels/rows.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -35,8 +35,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/grad_mode.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/grad_mode.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/conv2d.h"
-#include "kernels/op_registry.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/conv2d.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

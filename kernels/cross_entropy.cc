@@ -1,18 +1,18 @@
-#include "kernels/cross_entropy.h"
+#include "zeroshard/kernels/cross_entropy.h"
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/cross_entropy.h"
-#include "kernels/cuda/cross_entropy_launch.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/device_check.h"
-#include "kernels/rows.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/cross_entropy.h"
+#include "zeroshard/kernels/cuda/cross_entropy_launch.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/rows.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

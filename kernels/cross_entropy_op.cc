@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cross_entropy.h"
-#include "kernels/op_registry.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cross_entropy.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "runtime/device.h"
+#include "zeroshard/runtime/device.h"
 
 namespace zeroshard {
 

@@ -1,14 +1,14 @@
-#include "kernels/dropout.h"
+#include "zeroshard/kernels/dropout.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/dropout.h"
-#include "kernels/cuda/dropout_launch.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/device_check.h"
-#include "kernels/math/dropout_math.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/dropout.h"
+#include "zeroshard/kernels/cuda/dropout_launch.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/math/dropout_math.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -28,8 +28,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/math/philox.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/math/philox.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

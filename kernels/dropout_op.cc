@@ -1,7 +1,7 @@
 // Dropout in the op registry (kernels/op_registry.h).
-#include "kernels/dropout.h"
-#include "kernels/op_registry.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/dropout.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

@@ -1,13 +1,13 @@
-#include "kernels/elementwise.h"
+#include "zeroshard/kernels/elementwise.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cuda/cast_launch.h"
-#include "kernels/cuda/elementwise_launch.h"
-#include "runtime/cuda/device_api.h"
-#include "kernels/device_check.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/elementwise.h"
+#include "zeroshard/kernels/cuda/cast_launch.h"
+#include "zeroshard/kernels/cuda/elementwise_launch.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

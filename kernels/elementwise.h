@@ -22,8 +22,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/math/elementwise_ops.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/math/elementwise_ops.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

@@ -6,9 +6,9 @@
 #include <functional>
 #include <string>
 
-#include "kernels/elementwise.h"
-#include "kernels/op_registry.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

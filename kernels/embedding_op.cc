@@ -1,7 +1,7 @@
 // Embedding (a gather of weight rows) in the op registry (kernels/op_registry.h).
-#include "kernels/embedding.h"
-#include "kernels/op_registry.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/embedding.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

@@ -1,16 +1,16 @@
-#include "kernels/flat_buffer.h"
+#include "zeroshard/kernels/flat_buffer.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/flat_buffer_launch.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/device_check.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cuda/flat_buffer_launch.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -1,9 +1,9 @@
 // Flat-buffer pack and unpack in the op registry (kernels/op_registry.h).
 #include <vector>
 
-#include "kernels/flat_buffer.h"
-#include "kernels/op_registry.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/flat_buffer.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

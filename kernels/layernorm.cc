@@ -1,17 +1,17 @@
-#include "kernels/layernorm.h"
+#include "zeroshard/kernels/layernorm.h"
 
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cuda/layernorm_launch.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/device_check.h"
-#include "kernels/rows.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/layernorm.h"
+#include "zeroshard/kernels/cuda/layernorm_launch.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/rows.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

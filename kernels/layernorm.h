@@ -29,8 +29,8 @@
 #define ZEROSHARD_KERNELS_LAYERNORM_H_
 
 #include "absl/status/status.h"
-#include "runtime/tensor.h"
-#include "kernels/grad_mode.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/kernels/grad_mode.h"
 
 namespace zeroshard {
 

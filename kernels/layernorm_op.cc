@@ -2,9 +2,9 @@
 // against finite differences of the double forward.
 #include <cmath>
 
-#include "kernels/layernorm.h"
-#include "kernels/op_registry.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/layernorm.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

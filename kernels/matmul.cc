@@ -1,4 +1,4 @@
-#include "kernels/matmul.h"
+#include "zeroshard/kernels/matmul.h"
 
 #include <omp.h>
 
@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cuda/gemm_cublaslt.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/device_check.h"
-#include "kernels/elementwise.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/gemm.h"
+#include "zeroshard/kernels/cuda/gemm_cublaslt.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

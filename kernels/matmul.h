@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

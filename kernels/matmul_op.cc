@@ -1,7 +1,7 @@
 // MatMul in the op registry (kernels/op_registry.h).
-#include "kernels/matmul.h"
-#include "kernels/op_registry.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/matmul.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

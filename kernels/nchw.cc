@@ -1,7 +1,7 @@
-#include "kernels/nchw.h"
+#include "zeroshard/kernels/nchw.h"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

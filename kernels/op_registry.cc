@@ -1,4 +1,4 @@
-#include "kernels/op_registry.h"
+#include "zeroshard/kernels/op_registry.h"
 
 #include <utility>
 

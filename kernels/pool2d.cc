@@ -1,18 +1,18 @@
-#include "kernels/pool2d.h"
+#include "zeroshard/kernels/pool2d.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/pool2d.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/cuda/pool2d_launch.h"
-#include "kernels/device_check.h"
-#include "kernels/math/conv_geometry.h"
-#include "kernels/nchw.h"
-#include "kernels/rows.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/pool2d.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/cuda/pool2d_launch.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/math/conv_geometry.h"
+#include "zeroshard/kernels/nchw.h"
+#include "zeroshard/kernels/rows.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/op_registry.h"
-#include "kernels/pool2d.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/kernels/pool2d.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

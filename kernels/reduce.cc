@@ -1,14 +1,14 @@
-#include "kernels/reduce.h"
+#include "zeroshard/kernels/reduce.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/reduce.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/cuda/reduce_launch.h"
-#include "kernels/device_check.h"
-#include "kernels/elementwise.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/reduce.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/cuda/reduce_launch.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -2,9 +2,9 @@
 // and ArgMax along an axis.
 #include <string>
 
-#include "kernels/op_registry.h"
-#include "kernels/reduce.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

@@ -31,8 +31,8 @@
 #define ZEROSHARD_KERNELS_RMSNORM_H_
 
 #include "absl/status/status.h"
-#include "kernels/grad_mode.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/grad_mode.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

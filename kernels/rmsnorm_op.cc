@@ -2,9 +2,9 @@
 // against finite differences of the double forward.
 #include <cmath>
 
-#include "kernels/op_registry.h"
-#include "kernels/rmsnorm.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/kernels/rmsnorm.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

@@ -39,8 +39,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/allocator.h"
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

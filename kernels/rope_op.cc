@@ -3,9 +3,9 @@
 // frequencies), its backward the inverse rotation, against finite differences.
 #include <cmath>
 
-#include "kernels/op_registry.h"
-#include "kernels/rope.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/kernels/rope.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

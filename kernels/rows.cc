@@ -1,9 +1,9 @@
-#include "kernels/rows.h"
+#include "zeroshard/kernels/rows.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

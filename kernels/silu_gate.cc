@@ -1,16 +1,16 @@
-#include "kernels/silu_gate.h"
+#include "zeroshard/kernels/silu_gate.h"
 
 #include <initializer_list>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/silu_gate.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/cuda/silu_gate_launch.h"
-#include "kernels/device_check.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/silu_gate.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/cuda/silu_gate_launch.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

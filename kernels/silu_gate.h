@@ -23,7 +23,7 @@
 #define ZEROSHARD_KERNELS_SILU_GATE_H_
 
 #include "absl/status/status.h"
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

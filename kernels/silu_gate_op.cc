@@ -2,9 +2,9 @@
 // silu(gate) * up in double, the backward kernel against finite differences.
 #include <cmath>
 
-#include "kernels/op_registry.h"
-#include "kernels/silu_gate.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/kernels/silu_gate.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

@@ -1,14 +1,14 @@
-#include "kernels/softmax.h"
+#include "zeroshard/kernels/softmax.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/softmax.h"
-#include "kernels/cuda/op_util.h"
-#include "kernels/cuda/softmax_launch.h"
-#include "kernels/device_check.h"
-#include "kernels/rows.h"
-#include "kernels/virtual_cost.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cpu/softmax.h"
+#include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/cuda/softmax_launch.h"
+#include "zeroshard/kernels/device_check.h"
+#include "zeroshard/kernels/rows.h"
+#include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

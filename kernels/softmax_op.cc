@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/op_registry.h"
-#include "kernels/softmax.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/kernels/softmax.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 namespace {

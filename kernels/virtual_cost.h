@@ -13,8 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "runtime/tensor.h"
-#include "runtime/virtual_device.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 namespace zeroshard {
 

@@ -1,17 +1,17 @@
-#include "optim/adamw.h"
+#include "zeroshard/optim/adamw.h"
 
 #include <cmath>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "optim/adamw_math.h"
-#include "optim/cpu/optim_kernels.h"
-#include "optim/cuda/adamw_launch.h"
-#include "runtime/cuda/device_api.h"
-#include "optim/step_checks.h"
-#include "runtime/status.h"
-#include "runtime/virtual_device.h"
+#include "zeroshard/optim/adamw_math.h"
+#include "zeroshard/optim/cpu/optim_kernels.h"
+#include "zeroshard/optim/cuda/adamw_launch.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/optim/step_checks.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 namespace zeroshard::optim {
 

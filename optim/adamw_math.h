@@ -33,7 +33,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/host_device.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard::optim {
 

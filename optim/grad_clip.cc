@@ -1,12 +1,12 @@
-#include "optim/grad_clip.h"
+#include "zeroshard/optim/grad_clip.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/reduce.h"
-#include "optim/cpu/optim_kernels.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/optim/cpu/optim_kernels.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::optim {
 

@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::optim {
 

@@ -1,4 +1,4 @@
-#include "optim/loss_scaler.h"
+#include "zeroshard/optim/loss_scaler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "optim/lr_schedule.h"
+#include "zeroshard/optim/lr_schedule.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,10 +1,10 @@
-#include "optim/optim_wrapper.h"
+#include "zeroshard/optim/optim_wrapper.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/ops.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/ops.h"
 
 namespace zeroshard::optim {
 

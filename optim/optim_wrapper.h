@@ -32,11 +32,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "autograd/variable.h"
-#include "optim/loss_scaler.h"
-#include "optim/lr_schedule.h"
-#include "optim/sharded_optimizer.h"
-#include "sharding/sharded_model.h"
+#include "zeroshard/autograd/variable.h"
+#include "zeroshard/optim/loss_scaler.h"
+#include "zeroshard/optim/lr_schedule.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 namespace zeroshard::optim {
 

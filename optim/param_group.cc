@@ -1,4 +1,4 @@
-#include "optim/param_group.h"
+#include "zeroshard/optim/param_group.h"
 
 #include <algorithm>
 #include <cmath>

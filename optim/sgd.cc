@@ -1,14 +1,14 @@
-#include "optim/sgd.h"
+#include "zeroshard/optim/sgd.h"
 
 #include <cmath>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "optim/cpu/optim_kernels.h"
-#include "optim/sgd_math.h"
-#include "optim/step_checks.h"
-#include "runtime/status.h"
+#include "zeroshard/optim/cpu/optim_kernels.h"
+#include "zeroshard/optim/sgd_math.h"
+#include "zeroshard/optim/step_checks.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::optim {
 

@@ -18,10 +18,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "optim/param_group.h"
-#include "optim/step_options.h"
-#include "runtime/allocator.h"
-#include "runtime/tensor.h"
+#include "zeroshard/optim/param_group.h"
+#include "zeroshard/optim/step_options.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::optim {
 

@@ -19,7 +19,7 @@
 #ifndef ZEROSHARD_OPTIM_SGD_MATH_H_
 #define ZEROSHARD_OPTIM_SGD_MATH_H_
 
-#include "runtime/host_device.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard::optim {
 

@@ -1,10 +1,10 @@
-#include "optim/sharded_optimizer.h"
+#include "zeroshard/optim/sharded_optimizer.h"
 
 #include "absl/strings/ascii.h"
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::optim {
 

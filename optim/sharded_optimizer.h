@@ -32,11 +32,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "optim/adamw.h"
-#include "optim/param_group.h"
-#include "optim/sgd.h"
-#include "runtime/nvme/swap_space.h"
-#include "sharding/sharded_model.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/optim/param_group.h"
+#include "zeroshard/optim/sgd.h"
+#include "zeroshard/runtime/nvme/swap_space.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 namespace zeroshard::optim {
 

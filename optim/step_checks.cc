@@ -1,4 +1,4 @@
-#include "optim/step_checks.h"
+#include "zeroshard/optim/step_checks.h"
 
 #include <cmath>
 

@@ -11,10 +11,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "optim/cpu/optim_kernels.h"
-#include "optim/param_group.h"
-#include "optim/step_options.h"
-#include "runtime/tensor.h"
+#include "zeroshard/optim/cpu/optim_kernels.h"
+#include "zeroshard/optim/param_group.h"
+#include "zeroshard/optim/step_options.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::optim::internal {
 

@@ -16,7 +16,7 @@
 #ifndef ZEROSHARD_OPTIM_STEP_OPTIONS_H_
 #define ZEROSHARD_OPTIM_STEP_OPTIONS_H_
 
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::optim {
 

@@ -1,4 +1,4 @@
-#include "runtime/allocator.h"
+#include "zeroshard/runtime/allocator.h"
 
 #include <cstdio>
 #include <cstdlib>

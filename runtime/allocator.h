@@ -30,7 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/device.h"
+#include "zeroshard/runtime/device.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "runtime/crc32c.h"
+#include "zeroshard/runtime/crc32c.h"
 
 #include <array>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "runtime/dtype.h"
+#include "zeroshard/runtime/dtype.h"
 
 #include <cstring>
 #include <limits>

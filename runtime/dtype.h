@@ -20,8 +20,8 @@
 #include <type_traits>
 
 #include "absl/status/statusor.h"
-#include "runtime/check.h"
-#include "runtime/half.h"
+#include "zeroshard/runtime/check.h"
+#include "zeroshard/runtime/half.h"
 
 namespace zeroshard {
 

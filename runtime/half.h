@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/host_device.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

@@ -1,6 +1,6 @@
-#include "runtime/storage.h"
+#include "zeroshard/runtime/storage.h"
 
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/allocator.h"
-#include "runtime/device.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/device.h"
 
 namespace zeroshard {
 

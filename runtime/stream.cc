@@ -1,12 +1,12 @@
-#include "runtime/stream.h"
+#include "zeroshard/runtime/stream.h"
 
 #include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
-#include "runtime/virtual_device.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 namespace zeroshard {
 

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/device.h"
+#include "zeroshard/runtime/device.h"
 
 namespace zeroshard {
 

@@ -27,7 +27,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
-#include "runtime/check.h"
+#include "zeroshard/runtime/check.h"
 
 namespace zeroshard {
 

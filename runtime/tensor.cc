@@ -1,7 +1,7 @@
 // Tensor (tensor.h): shape helpers, construction, properties, views, printing
 // and argument checks. What moves values between tensors (CopyFrom, To, Fill,
 // Item, ToVector) is in tensor_copy.cc.
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

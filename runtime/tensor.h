@@ -34,11 +34,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "runtime/allocator.h"
-#include "runtime/check.h"
-#include "runtime/device.h"
-#include "runtime/dtype.h"
-#include "runtime/storage.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/check.h"
+#include "zeroshard/runtime/device.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/storage.h"
 
 namespace zeroshard {
 

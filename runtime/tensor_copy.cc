@@ -2,18 +2,18 @@
 // CopyFrom (any dtypes and strides, with broadcasting, on the CPU, on one GPU
 // or across devices through the host), Fill, Item and ToVector. Shapes,
 // construction, views and printing are in tensor.cc.
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/cuda/strided_copy.h"
-#include "runtime/status.h"
-#include "runtime/strided_loop.h"
-#include "runtime/virtual_device.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/cuda/strided_copy.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/runtime/strided_loop.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 namespace zeroshard {
 

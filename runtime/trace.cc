@@ -1,4 +1,4 @@
-#include "runtime/trace.h"
+#include "zeroshard/runtime/trace.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "runtime/virtual_device.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -43,10 +43,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/allocator.h"
-#include "runtime/cuda/caching_allocator.h"
-#include "runtime/device.h"
-#include "runtime/dtype.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/cuda/caching_allocator.h"
+#include "zeroshard/runtime/device.h"
+#include "zeroshard/runtime/dtype.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "runtime/watchdog.h"
+#include "zeroshard/runtime/watchdog.h"
 
 #include <unistd.h>
 

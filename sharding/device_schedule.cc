@@ -1,10 +1,10 @@
-#include "sharding/device_schedule.h"
+#include "zeroshard/sharding/device_schedule.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cuda/async_copy.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/cuda/async_copy.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

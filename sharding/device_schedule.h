@@ -45,11 +45,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives/communicator.h"
-#include "collectives/work.h"
-#include "runtime/device.h"
-#include "runtime/stream.h"
-#include "runtime/tensor.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/collectives/work.h"
+#include "zeroshard/runtime/device.h"
+#include "zeroshard/runtime/stream.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

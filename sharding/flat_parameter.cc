@@ -1,4 +1,4 @@
-#include "sharding/flat_parameter.h"
+#include "zeroshard/sharding/flat_parameter.h"
 
 #include <algorithm>
 

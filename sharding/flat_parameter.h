@@ -23,9 +23,9 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/nn/init.h"
-#include "autograd/variable.h"
-#include "runtime/tensor.h"
+#include "zeroshard/autograd/nn/init.h"
+#include "zeroshard/autograd/variable.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

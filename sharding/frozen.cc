@@ -4,12 +4,12 @@
 // MaybeFreeFrozen frees the frozen part (or a unit with nothing to train) once
 // neither they nor the unit's trainable gradients can read it. Build() splits
 // the frozen part off (unit_builder.cc); the owner's hooks gather it.
-#include "sharding/sharded_model.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 #include <memory>
 #include <vector>
 
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -3,16 +3,16 @@
 // flat gradient is reduced into them (ReduceUnit, FinishBackward, and no_sync:
 // NoSync() keeps the flat gradients instead), and what a step does to them
 // (ZeroGrad, GradientsOverflowed, ScaleGradients, ClipGradNorm).
-#include "sharding/sharded_model.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/elementwise.h"
-#include "kernels/reduce.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -5,16 +5,16 @@
 // the next one in the recorded order within limit_all_gathers. On a GPU the
 // ordering is by streams and events (Note [GPU stream schedule] in
 // device_schedule.h).
-#include "sharding/sharded_model.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -1,12 +1,12 @@
 // The memory plan of a ShardedModel: the bytes a rank holds, from the units'
 // layout and the options (memory_plan.h).
-#include "sharding/memory_plan.h"
+#include "zeroshard/sharding/memory_plan.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/allocator.h"
-#include "sharding/sharded_model.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 namespace zeroshard {
 

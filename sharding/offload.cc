@@ -3,13 +3,13 @@
 // units whose shards live on NVMe (beyond max_in_cpu); WithShard is the one way
 // to reach a master shard outside the hooks; PrefetchShard and PrefetchForward
 // read shards ahead of the schedule.
-#include "sharding/sharded_model.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

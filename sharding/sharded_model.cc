@@ -1,14 +1,14 @@
 // ShardedModel (sharded_model.h): the class itself. Create and the
 // lifecycle, SummonFullParams, AverageBuffers and ToString; the rest of its
 // member functions live by question in the files the header lists.
-#include "sharding/sharded_model.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -136,15 +136,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "autograd/nn/module.h"
-#include "collectives/communicator.h"
-#include "runtime/allocator.h"
-#include "runtime/nvme/swap_space.h"
-#include "sharding/device_schedule.h"
-#include "sharding/flat_parameter.h"
-#include "sharding/memory_plan.h"
-#include "sharding/sharding_options.h"
-#include "runtime/trace.h"
+#include "zeroshard/autograd/nn/module.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/nvme/swap_space.h"
+#include "zeroshard/sharding/device_schedule.h"
+#include "zeroshard/sharding/flat_parameter.h"
+#include "zeroshard/sharding/memory_plan.h"
+#include "zeroshard/sharding/sharding_options.h"
+#include "zeroshard/runtime/trace.h"
 
 namespace zeroshard {
 

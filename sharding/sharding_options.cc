@@ -1,4 +1,4 @@
-#include "sharding/sharding_options.h"
+#include "zeroshard/sharding/sharding_options.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"

@@ -34,9 +34,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/dtype.h"
-#include "runtime/nvme/aio_options.h"
-#include "runtime/nvme/swap_space.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/nvme/aio_options.h"
+#include "zeroshard/runtime/nvme/swap_space.h"
 
 namespace zeroshard {
 

@@ -3,7 +3,7 @@
 // parameters (Note [Tied parameters]), splits off frozen parts (Note [Frozen
 // parameters]), makes each unit's FlatParameter, and InitShards fills this
 // rank's master shard (deferred init, sync_module_states, NVMe).
-#include "sharding/sharded_model.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 #include <algorithm>
 #include <functional>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

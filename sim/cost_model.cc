@@ -1,9 +1,9 @@
-#include "sim/cost_model.h"
+#include "zeroshard/sim/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/check.h"
+#include "zeroshard/runtime/check.h"
 
 namespace zeroshard::sim {
 

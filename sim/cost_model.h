@@ -66,9 +66,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "runtime/cuda/caching_allocator.h"
-#include "runtime/dtype.h"
-#include "sim/profile.h"
+#include "zeroshard/runtime/cuda/caching_allocator.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/sim/profile.h"
 
 namespace zeroshard::sim {
 

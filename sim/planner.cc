@@ -1,4 +1,4 @@
-#include "sim/planner.h"
+#include "zeroshard/sim/planner.h"
 
 #include <algorithm>
 #include <set>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::sim {
 

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sim/simulator.h"
-#include "train/config.h"
+#include "zeroshard/sim/simulator.h"
+#include "zeroshard/train/config.h"
 
 namespace zeroshard::sim {
 

@@ -1,4 +1,4 @@
-#include "sim/profile.h"
+#include "zeroshard/sim/profile.h"
 
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::sim {
 namespace {

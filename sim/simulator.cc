@@ -1,4 +1,4 @@
-#include "sim/simulator.h"
+#include "zeroshard/sim/simulator.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,14 +9,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "autograd/nn/gpt.h"
-#include "autograd/nn/llama.h"
-#include "collectives/local_communicator.h"
-#include "runtime/trace.h"
-#include "sharding/sharded_model.h"
-#include "train/config_flags.h"
-#include "train/train_step.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/autograd/nn/llama.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/runtime/trace.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/train/config_flags.h"
+#include "zeroshard/train/train_step.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::sim {
 

@@ -49,13 +49,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "autograd/nn/causal_lm.h"
-#include "collectives/virtual_communicator.h"
-#include "runtime/virtual_device.h"
-#include "sim/cost_model.h"
-#include "sim/profile.h"
-#include "train/config.h"
-#include "train/trainer.h"
+#include "zeroshard/autograd/nn/causal_lm.h"
+#include "zeroshard/collectives/virtual_communicator.h"
+#include "zeroshard/runtime/virtual_device.h"
+#include "zeroshard/sim/cost_model.h"
+#include "zeroshard/sim/profile.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/trainer.h"
 
 namespace zeroshard::sim {
 

@@ -15,10 +15,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "sim/planner.h"
-#include "sim/profile.h"
-#include "train/config.h"
-#include "train/config_flags.h"
+#include "zeroshard/sim/planner.h"
+#include "zeroshard/sim/profile.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/config_flags.h"
 
 ABSL_FLAG(std::string, config, "", "the job's JSON config; flags and --set override it");
 ABSL_FLAG(std::string, profile, "h100_dgx", "hardware profile: a name in sim/profiles/ or a .json path");

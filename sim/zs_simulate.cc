@@ -20,10 +20,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "sim/profile.h"
-#include "sim/simulator.h"
-#include "train/config.h"
-#include "train/config_flags.h"
+#include "zeroshard/sim/profile.h"
+#include "zeroshard/sim/simulator.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/config_flags.h"
 
 ABSL_FLAG(std::string, config, "", "the job's JSON config (examples/configs/); flags and --set override it");
 ABSL_FLAG(int, world, 8, "ranks (GPUs) in the job");

@@ -1,4 +1,4 @@
-#include "tests/fuzz_corpus.h"
+#include "zeroshard/tests/fuzz_corpus.h"
 
 #include <algorithm>
 #include <cstdio>

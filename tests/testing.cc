@@ -1,10 +1,10 @@
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/match.h"
-#include "runtime/cuda/device_api.h"
+#include "zeroshard/runtime/cuda/device_api.h"
 
 namespace zeroshard::testing {
 

@@ -4,7 +4,7 @@
 //   bazel run //tools:config_doc > docs/config.md     (or: make config-doc)
 #include <cstdio>
 
-#include "train/config_doc.h"
+#include "zeroshard/train/config_doc.h"
 
 int main() {
   std::fputs(zeroshard::ConfigReferenceMarkdown().c_str(), stdout);

@@ -1,4 +1,4 @@
-#include "train/config.h"
+#include "zeroshard/train/config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,10 +17,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "runtime/status.h"
-#include "train/config_reader.h"
-#include "train/config_schema.h"
-#include "train/deepspeed_config.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/train/config_reader.h"
+#include "zeroshard/train/config_schema.h"
+#include "zeroshard/train/deepspeed_config.h"
 
 namespace zeroshard {
 

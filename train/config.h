@@ -29,9 +29,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives/communicator.h"
-#include "train/resnet_trainer.h"
-#include "train/trainer.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/train/resnet_trainer.h"
+#include "zeroshard/train/trainer.h"
 
 namespace zeroshard {
 

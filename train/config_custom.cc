@@ -1,4 +1,4 @@
-#include "train/config_custom.h"
+#include "zeroshard/train/config_custom.h"
 
 #include <vector>
 

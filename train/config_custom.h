@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "train/config.h"
-#include "train/config_reader.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/config_reader.h"
 
 namespace zeroshard::config_internal {
 

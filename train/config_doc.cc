@@ -1,12 +1,12 @@
-#include "train/config_doc.h"
+#include "zeroshard/train/config_doc.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "train/config.h"
-#include "train/config_schema.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/config_schema.h"
 
 namespace zeroshard {
 namespace {

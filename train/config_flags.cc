@@ -1,4 +1,4 @@
-#include "train/config_flags.h"
+#include "zeroshard/train/config_flags.h"
 
 #include <algorithm>
 
@@ -6,9 +6,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
-#include "train/config.h"
-#include "train/config_schema.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/config_schema.h"
 
 namespace zeroshard {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "train/config.h"
+#include "zeroshard/train/config.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "train/config_reader.h"
+#include "zeroshard/train/config_reader.h"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "train/config.h"
+#include "zeroshard/train/config.h"
 
 namespace zeroshard::config_internal {
 

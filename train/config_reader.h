@@ -23,9 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/dtype.h"
-#include "runtime/nvme/aio_options.h"
-#include "sharding/sharding_options.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/nvme/aio_options.h"
+#include "zeroshard/sharding/sharding_options.h"
 
 namespace zeroshard::config_internal {
 

@@ -1,4 +1,4 @@
-#include "train/config_schema.h"
+#include "zeroshard/train/config_schema.h"
 
 #include <map>
 #include <utility>
@@ -7,9 +7,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "train/config_custom.h"
-#include "train/config_schema_builder.h"
-#include "train/deepspeed_config.h"
+#include "zeroshard/train/config_custom.h"
+#include "zeroshard/train/config_schema_builder.h"
+#include "zeroshard/train/deepspeed_config.h"
 
 namespace zeroshard {
 namespace config_schema_internal {

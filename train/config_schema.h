@@ -30,8 +30,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "train/config.h"
-#include "train/config_reader.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/config_reader.h"
 
 namespace zeroshard {
 

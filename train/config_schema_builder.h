@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
-#include "train/config_custom.h"
-#include "train/config_schema.h"
+#include "zeroshard/train/config_custom.h"
+#include "zeroshard/train/config_schema.h"
 
 namespace zeroshard::config_schema_internal {
 

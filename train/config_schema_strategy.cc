@@ -8,9 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "train/config_custom.h"
-#include "train/config_schema_builder.h"
-#include "train/deepspeed_config.h"
+#include "zeroshard/train/config_custom.h"
+#include "zeroshard/train/config_schema_builder.h"
+#include "zeroshard/train/deepspeed_config.h"
 
 namespace zeroshard::config_schema_internal {
 

@@ -1,4 +1,4 @@
-#include "train/deepspeed_config.h"
+#include "zeroshard/train/deepspeed_config.h"
 
 #include <functional>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "train/config_schema.h"
+#include "zeroshard/train/config_schema.h"
 
 namespace zeroshard {
 

@@ -12,8 +12,8 @@
 #ifndef ZEROSHARD_TRAIN_DEEPSPEED_CONFIG_H_
 #define ZEROSHARD_TRAIN_DEEPSPEED_CONFIG_H_
 
-#include "train/config.h"
-#include "train/config_reader.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/config_reader.h"
 
 namespace zeroshard {
 

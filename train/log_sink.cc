@@ -1,4 +1,4 @@
-#include "train/log_sink.h"
+#include "zeroshard/train/log_sink.h"
 
 #include "absl/strings/str_cat.h"
 

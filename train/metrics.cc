@@ -1,4 +1,4 @@
-#include "train/metrics.h"
+#include "zeroshard/train/metrics.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "train/progress.h"
+#include "zeroshard/train/progress.h"
 
 #include <omp.h>
 
@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "autograd/nn/gpt.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/isa.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/kernels/cpu/gemm.h"
+#include "zeroshard/kernels/cpu/isa.h"
 
 namespace zeroshard {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/nn/layers.h"
+#include "zeroshard/autograd/nn/layers.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "train/resnet_job.h"
+#include "zeroshard/train/resnet_job.h"
 
 #include <algorithm>
 #include <mutex>
@@ -7,8 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "collectives/local_communicator.h"
-#include "runtime/status.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -11,8 +11,8 @@
 #define ZEROSHARD_TRAIN_RESNET_JOB_H_
 
 #include "absl/status/statusor.h"
-#include "train/config.h"
-#include "train/resnet_trainer.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/resnet_trainer.h"
 
 namespace zeroshard {
 

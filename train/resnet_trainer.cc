@@ -1,4 +1,4 @@
-#include "train/resnet_trainer.h"
+#include "zeroshard/train/resnet_trainer.h"
 
 #include <omp.h>
 
@@ -12,15 +12,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "autograd/grad_mode.h"
-#include "autograd/ops.h"
-#include "checkpoint/safetensors.h"
-#include "train/log_sink.h"
-#include "train/tensorboard.h"
-#include "train/train_step.h"
-#include "kernels/reduce.h"
-#include "sharding/sharded_model.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/train/log_sink.h"
+#include "zeroshard/train/tensorboard.h"
+#include "zeroshard/train/train_step.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

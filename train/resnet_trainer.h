@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "autograd/nn/resnet.h"
-#include "collectives/communicator.h"
-#include "data/shapes_data.h"
-#include "optim/lr_schedule.h"
-#include "optim/sharded_optimizer.h"
-#include "sharding/sharding_options.h"
+#include "zeroshard/autograd/nn/resnet.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/data/shapes_data.h"
+#include "zeroshard/optim/lr_schedule.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/sharding/sharding_options.h"
 
 namespace zeroshard {
 

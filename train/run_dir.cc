@@ -1,4 +1,4 @@
-#include "train/run_dir.h"
+#include "zeroshard/train/run_dir.h"
 
 #include <cerrno>
 #include <cstring>

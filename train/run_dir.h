@@ -19,7 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "train/config.h"
+#include "zeroshard/train/config.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "train/tensorboard.h"
+#include "zeroshard/train/tensorboard.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/crc32c.h"
+#include "zeroshard/runtime/crc32c.h"
 
 namespace zeroshard {
 namespace {

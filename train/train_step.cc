@@ -1,9 +1,9 @@
-#include "train/train_step.h"
+#include "zeroshard/train/train_step.h"
 
 #include <utility>
 
-#include "autograd/grad_mode.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -42,10 +42,10 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
-#include "autograd/variable.h"
-#include "collectives/communicator.h"
-#include "optim/optim_wrapper.h"
-#include "sharding/sharded_model.h"
+#include "zeroshard/autograd/variable.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/optim/optim_wrapper.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 namespace zeroshard {
 

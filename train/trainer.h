@@ -16,15 +16,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "autograd/nn/gpt.h"
-#include "autograd/nn/llama.h"
-#include "collectives/communicator.h"
-#include "optim/loss_scaler.h"
-#include "optim/lr_schedule.h"
-#include "optim/optim_wrapper.h"
-#include "optim/sharded_optimizer.h"
-#include "sharding/sharding_options.h"
-#include "runtime/trace.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/autograd/nn/llama.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/optim/loss_scaler.h"
+#include "zeroshard/optim/lr_schedule.h"
+#include "zeroshard/optim/optim_wrapper.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/sharding/sharding_options.h"
+#include "zeroshard/runtime/trace.h"
 
 namespace zeroshard {
 

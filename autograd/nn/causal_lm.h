@@ -18,8 +18,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "autograd/nn/module.h"
-#include "kernels/math/philox.h"
+#include "zeroshard/autograd/nn/module.h"
+#include "zeroshard/kernels/math/philox.h"
 
 namespace zeroshard::nn {
 

@@ -1,10 +1,10 @@
-#include "autograd/nn/gpt.h"
+#include "zeroshard/autograd/nn/gpt.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/checkpoint.h"
-#include "autograd/ops.h"
+#include "zeroshard/autograd/checkpoint.h"
+#include "zeroshard/autograd/ops.h"
 
 namespace zeroshard::nn {
 

@@ -27,8 +27,8 @@
 
 #include <memory>
 
-#include "autograd/nn/causal_lm.h"
-#include "autograd/nn/layers.h"
+#include "zeroshard/autograd/nn/causal_lm.h"
+#include "zeroshard/autograd/nn/layers.h"
 
 namespace zeroshard::nn {
 

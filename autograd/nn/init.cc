@@ -1,11 +1,11 @@
-#include "autograd/nn/init.h"
+#include "zeroshard/autograd/nn/init.h"
 
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "runtime/status.h"
-#include "runtime/virtual_device.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 namespace zeroshard::nn {
 

@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::nn {
 

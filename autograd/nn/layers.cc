@@ -1,9 +1,9 @@
-#include "autograd/nn/layers.h"
+#include "zeroshard/autograd/nn/layers.h"
 
 #include <cmath>
 
 #include "absl/strings/str_format.h"
-#include "autograd/ops.h"
+#include "zeroshard/autograd/ops.h"
 
 namespace zeroshard::nn {
 

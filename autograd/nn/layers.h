@@ -10,9 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/nn/linear.h"
-#include "autograd/nn/module.h"
-#include "kernels/math/philox.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/autograd/nn/module.h"
+#include "zeroshard/kernels/math/philox.h"
 
 namespace zeroshard::nn {
 

@@ -1,8 +1,8 @@
-#include "autograd/nn/linear.h"
+#include "zeroshard/autograd/nn/linear.h"
 
 #include <cmath>
 
-#include "autograd/ops.h"
+#include "zeroshard/autograd/ops.h"
 
 namespace zeroshard::nn {
 

@@ -5,7 +5,7 @@
 #ifndef ZEROSHARD_AUTOGRAD_NN_LINEAR_H_
 #define ZEROSHARD_AUTOGRAD_NN_LINEAR_H_
 
-#include "autograd/nn/module.h"
+#include "zeroshard/autograd/nn/module.h"
 
 namespace zeroshard::nn {
 

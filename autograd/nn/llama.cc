@@ -1,4 +1,4 @@
-#include "autograd/nn/llama.h"
+#include "zeroshard/autograd/nn/llama.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "autograd/checkpoint.h"
-#include "autograd/ops.h"
-#include "runtime/check.h"
+#include "zeroshard/autograd/checkpoint.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/runtime/check.h"
 
 namespace zeroshard::nn {
 

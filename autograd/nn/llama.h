@@ -50,10 +50,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "autograd/nn/causal_lm.h"
-#include "autograd/nn/layers.h"
-#include "autograd/nn/linear.h"
-#include "kernels/rope.h"
+#include "zeroshard/autograd/nn/causal_lm.h"
+#include "zeroshard/autograd/nn/layers.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/kernels/rope.h"
 
 namespace zeroshard::nn {
 

@@ -1,4 +1,4 @@
-#include "autograd/nn/module.h"
+#include "zeroshard/autograd/nn/module.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "autograd/node.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/node.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::nn {
 

@@ -51,10 +51,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "autograd/nn/init.h"
-#include "autograd/variable.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "zeroshard/autograd/nn/init.h"
+#include "zeroshard/autograd/variable.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::nn {
 

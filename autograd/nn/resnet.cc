@@ -1,13 +1,13 @@
-#include "autograd/nn/resnet.h"
+#include "zeroshard/autograd/nn/resnet.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "autograd/ops.h"
-#include "autograd/vision_ops.h"
-#include "kernels/math/conv_geometry.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/autograd/vision_ops.h"
+#include "zeroshard/kernels/math/conv_geometry.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::nn {
 

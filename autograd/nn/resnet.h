@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/nn/linear.h"
-#include "autograd/nn/module.h"
-#include "autograd/nn/vision_layers.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/autograd/nn/module.h"
+#include "zeroshard/autograd/nn/vision_layers.h"
 
 namespace zeroshard::nn {
 

@@ -1,9 +1,9 @@
-#include "autograd/nn/vision_layers.h"
+#include "zeroshard/autograd/nn/vision_layers.h"
 
 #include <cmath>
 
-#include "autograd/vision_ops.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/vision_ops.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::nn {
 

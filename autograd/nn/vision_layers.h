@@ -19,9 +19,9 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/nn/module.h"
-#include "kernels/batchnorm.h"
-#include "kernels/conv2d.h"
+#include "zeroshard/autograd/nn/module.h"
+#include "zeroshard/kernels/batchnorm.h"
+#include "zeroshard/kernels/conv2d.h"
 
 namespace zeroshard::nn {
 

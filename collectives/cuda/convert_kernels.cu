@@ -1,8 +1,8 @@
 #include <cuda_runtime.h>
 
-#include "collectives/cuda/convert_kernels.h"
-#include "runtime/cuda/launch.cuh"
-#include "runtime/half.h"
+#include "zeroshard/collectives/cuda/convert_kernels.h"
+#include "zeroshard/runtime/cuda/launch.cuh"
+#include "zeroshard/runtime/half.h"
 
 namespace zeroshard::cuda {
 namespace {

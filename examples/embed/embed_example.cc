@@ -6,8 +6,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "collectives/local_communicator.h"
-#include "examples/embed/spiral.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/examples/embed/spiral.h"
 
 ABSL_FLAG(int, world_size, 4, "in-process ranks");
 ABSL_FLAG(std::string, sharding_strategy, "FULL_SHARD", "FULL_SHARD | SHARD_GRAD_OP | SHARD_OPTIMIZER | NO_SHARD | HYBRID_SHARD");

@@ -1,4 +1,4 @@
-#include "examples/embed/spiral.h"
+#include "zeroshard/examples/embed/spiral.h"
 
 #include <cmath>
 #include <cstdio>
@@ -8,13 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "autograd/nn/linear.h"
-#include "autograd/ops.h"
-#include "collectives/objects.h"
-#include "kernels/reduce.h"
-#include "sharding/sharded_model.h"
-#include "train/train_step.h"
-#include "runtime/status.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/collectives/objects.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/train/train_step.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::example {
 namespace {

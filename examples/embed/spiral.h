@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "collectives/communicator.h"
-#include "sharding/sharding_options.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/sharding/sharding_options.h"
 
 namespace zeroshard::example {
 

@@ -2,18 +2,18 @@
 // head) group of query heads in the backward, blocks of kRowBlock query rows
 // go through GEMMs (kernels/cpu/gemm.h) and vectorised row loops; see
 // kernels/attention.h for the math.
-#include "kernels/cpu/attention.h"
+#include "zeroshard/kernels/cpu/attention.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/math/attention_math.h"
-#include "kernels/math/fast_math.h"
+#include "zeroshard/kernels/cpu/gemm.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/loops.h"
+#include "zeroshard/kernels/math/attention_math.h"
+#include "zeroshard/kernels/math/fast_math.h"
 
 namespace zeroshard::cpu {
 

@@ -1,8 +1,8 @@
-#include "kernels/cpu/batchnorm.h"
+#include "zeroshard/kernels/cpu/batchnorm.h"
 
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/math/batchnorm_ops.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/loops.h"
+#include "zeroshard/kernels/math/batchnorm_ops.h"
 
 namespace zeroshard::cpu {
 

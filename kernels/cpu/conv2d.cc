@@ -1,11 +1,11 @@
-#include "kernels/cpu/conv2d.h"
+#include "zeroshard/kernels/cpu/conv2d.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/gemm.h"
+#include "zeroshard/kernels/cpu/isa.h"
 
 namespace zeroshard::cpu {
 

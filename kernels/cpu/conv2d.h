@@ -25,7 +25,7 @@
 
 #include <cstdint>
 
-#include "kernels/math/conv_geometry.h"
+#include "zeroshard/kernels/math/conv_geometry.h"
 
 namespace zeroshard::cpu {
 

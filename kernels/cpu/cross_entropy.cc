@@ -1,11 +1,11 @@
-#include "kernels/cpu/cross_entropy.h"
+#include "zeroshard/kernels/cpu/cross_entropy.h"
 
 #include <algorithm>
 
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/math/softmax_ops.h"
-#include "kernels/rows.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/loops.h"
+#include "zeroshard/kernels/math/softmax_ops.h"
+#include "zeroshard/kernels/rows.h"
 
 namespace zeroshard::cpu {
 

@@ -1,11 +1,11 @@
-#include "kernels/cpu/dropout.h"
+#include "zeroshard/kernels/cpu/dropout.h"
 
 #include <omp.h>
 
 #include <algorithm>
 
-#include "kernels/cpu/isa.h"
-#include "runtime/strided_loop.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/runtime/strided_loop.h"
 
 namespace zeroshard::cpu {
 

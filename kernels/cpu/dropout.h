@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
-#include "kernels/math/dropout_math.h"
-#include "kernels/math/philox.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/math/dropout_math.h"
+#include "zeroshard/kernels/math/philox.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cpu {
 

@@ -4,8 +4,8 @@
 #ifndef ZEROSHARD_KERNELS_CPU_ELEMENTWISE_H_
 #define ZEROSHARD_KERNELS_CPU_ELEMENTWISE_H_
 
-#include "kernels/math/elementwise_ops.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/math/elementwise_ops.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cpu {
 

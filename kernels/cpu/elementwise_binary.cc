@@ -1,5 +1,5 @@
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/loops.h"
+#include "zeroshard/kernels/cpu/elementwise.h"
+#include "zeroshard/kernels/cpu/loops.h"
 
 namespace zeroshard::cpu {
 

@@ -1,7 +1,7 @@
 #include <cmath>
 
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/loops.h"
+#include "zeroshard/kernels/cpu/elementwise.h"
+#include "zeroshard/kernels/cpu/loops.h"
 
 namespace zeroshard::cpu {
 

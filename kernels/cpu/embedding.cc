@@ -1,11 +1,11 @@
-#include "kernels/cpu/embedding.h"
+#include "zeroshard/kernels/cpu/embedding.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/rows.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/loops.h"
+#include "zeroshard/kernels/rows.h"
 
 namespace zeroshard::cpu {
 

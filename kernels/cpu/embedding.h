@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cpu {
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/gemm.h"
+#include "zeroshard/kernels/cpu/gemm.h"
 
 namespace zeroshard::cpu {
 

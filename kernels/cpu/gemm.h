@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/isa.h"
 
 namespace zeroshard::cpu {
 

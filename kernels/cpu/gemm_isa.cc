@@ -6,7 +6,7 @@
 // picked by the linker for everyone.
 #include <Eigen/Core>
 
-#include "kernels/cpu/gemm.h"
+#include "zeroshard/kernels/cpu/gemm.h"
 
 #ifndef ZS_GEMM_NAME
 #error "ZS_GEMM_NAME must be defined by the build"

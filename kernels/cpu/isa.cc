@@ -1,4 +1,4 @@
-#include "kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/isa.h"
 
 #include <atomic>
 #include <cstdlib>

@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cpu/isa.h"
-#include "runtime/dtype.h"
-#include "runtime/strided_loop.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/strided_loop.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cpu {
 

@@ -1,9 +1,9 @@
-#include "kernels/cpu/pool2d.h"
+#include "zeroshard/kernels/cpu/pool2d.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/math/conv_geometry.h"
+#include "zeroshard/kernels/math/conv_geometry.h"
 
 namespace zeroshard::cpu {
 

@@ -1,12 +1,12 @@
-#include "kernels/cpu/reduce.h"
+#include "zeroshard/kernels/cpu/reduce.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/loops.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/loops.h"
 
 namespace zeroshard::cpu {
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "kernels/reduce.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cpu {
 

@@ -1,13 +1,13 @@
-#include "kernels/cpu/rmsnorm.h"
+#include "zeroshard/kernels/cpu/rmsnorm.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/cpu/row_blocks.h"
-#include "kernels/math/rmsnorm_ops.h"
-#include "kernels/rows.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/loops.h"
+#include "zeroshard/kernels/cpu/row_blocks.h"
+#include "zeroshard/kernels/math/rmsnorm_ops.h"
+#include "zeroshard/kernels/rows.h"
 
 namespace zeroshard::cpu {
 

@@ -6,7 +6,7 @@
 #ifndef ZEROSHARD_KERNELS_CPU_RMSNORM_H_
 #define ZEROSHARD_KERNELS_CPU_RMSNORM_H_
 
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cpu {
 

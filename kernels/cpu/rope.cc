@@ -1,8 +1,8 @@
-#include "kernels/cpu/rope.h"
+#include "zeroshard/kernels/cpu/rope.h"
 
-#include "kernels/cpu/isa.h"
-#include "kernels/math/rope_ops.h"
-#include "kernels/rows.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/math/rope_ops.h"
+#include "zeroshard/kernels/rows.h"
 
 namespace zeroshard::cpu {
 

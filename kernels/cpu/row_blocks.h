@@ -15,10 +15,10 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/isa.h"
-#include "kernels/rows.h"
-#include "runtime/dtype.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/rows.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cpu {
 

@@ -1,11 +1,11 @@
-#include "kernels/cpu/silu_gate.h"
+#include "zeroshard/kernels/cpu/silu_gate.h"
 
 #include <vector>
 
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/math/silu_gate_ops.h"
-#include "runtime/strided_loop.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/loops.h"
+#include "zeroshard/kernels/math/silu_gate_ops.h"
+#include "zeroshard/runtime/strided_loop.h"
 
 namespace zeroshard::cpu {
 

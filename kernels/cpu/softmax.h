@@ -4,7 +4,7 @@
 #ifndef ZEROSHARD_KERNELS_CPU_SOFTMAX_H_
 #define ZEROSHARD_KERNELS_CPU_SOFTMAX_H_
 
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cpu {
 

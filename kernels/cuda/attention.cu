@@ -14,9 +14,9 @@
 // accumulators.
 #include <climits>
 
-#include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/common.cuh"
-#include "kernels/math/attention_math.h"
+#include "zeroshard/kernels/cuda/attention_launch.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/math/attention_math.h"
 
 namespace zeroshard::cuda {
 

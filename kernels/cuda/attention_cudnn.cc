@@ -24,8 +24,8 @@
 // to query head h by their dims alone; dV and dK are computed per query head
 // into virtual [B, H, T, D] tensors (the input type) and summed over each
 // group by a REDUCTION ADD into [B, Hkv, T, D].
-#include "kernels/cuda/attention_cudnn.h"
-#include "kernels/cuda/attention_cudnn_graph.h"
+#include "zeroshard/kernels/cuda/attention_cudnn.h"
+#include "zeroshard/kernels/cuda/attention_cudnn_graph.h"
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -40,10 +40,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/cuda/cudnn_graph.h"
-#include "runtime/cuda/cuda_status.h"
-#include "runtime/cuda/library_status.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cuda/cudnn_graph.h"
+#include "zeroshard/runtime/cuda/cuda_status.h"
+#include "zeroshard/runtime/cuda/library_status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::cuda {
 

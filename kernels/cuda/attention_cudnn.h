@@ -26,9 +26,9 @@
 #define ZEROSHARD_KERNELS_CUDA_ATTENTION_CUDNN_H_
 
 #include "absl/status/status.h"
-#include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_select.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/cuda/attention_launch.h"
+#include "zeroshard/kernels/cuda/attention_select.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cuda {
 

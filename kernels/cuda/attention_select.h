@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/attention_launch.h"
-#include "runtime/dtype.h"
+#include "zeroshard/kernels/cuda/attention_launch.h"
+#include "zeroshard/runtime/dtype.h"
 
 namespace zeroshard::cuda {
 

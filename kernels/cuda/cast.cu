@@ -1,7 +1,7 @@
 // Casts between the float dtypes: a grid-stride loop, four elements per thread
 // per step (one 128-bit load for f32 input when aligned).
-#include "kernels/cuda/cast_launch.h"
-#include "kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/cast_launch.h"
+#include "zeroshard/kernels/cuda/common.cuh"
 
 namespace zeroshard::cuda {
 

@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/math/softmax_ops.h"
-#include "runtime/cuda/launch.cuh"
-#include "runtime/half.h"
+#include "zeroshard/kernels/math/softmax_ops.h"
+#include "zeroshard/runtime/cuda/launch.cuh"
+#include "zeroshard/runtime/half.h"
 
 namespace zeroshard::cuda {
 

@@ -14,10 +14,10 @@
 #define ZEROSHARD_KERNELS_CUDA_CONV_CUDNN_GRAPH_H_
 
 #include "absl/status/status.h"
-#include "kernels/cuda/conv_graph_desc.h"
-#include "kernels/cuda/cudnn_graph.h"
-#include "kernels/math/conv_geometry.h"
-#include "runtime/dtype.h"
+#include "zeroshard/kernels/cuda/conv_graph_desc.h"
+#include "zeroshard/kernels/cuda/cudnn_graph.h"
+#include "zeroshard/kernels/math/conv_geometry.h"
+#include "zeroshard/runtime/dtype.h"
 
 namespace zeroshard::cuda {
 

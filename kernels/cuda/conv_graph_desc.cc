@@ -1,4 +1,4 @@
-#include "kernels/cuda/conv_graph_desc.h"
+#include "zeroshard/kernels/cuda/conv_graph_desc.h"
 
 #include <atomic>
 #include <cstdlib>

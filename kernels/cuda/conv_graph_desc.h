@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "kernels/math/conv_geometry.h"
-#include "runtime/dtype.h"
+#include "zeroshard/kernels/math/conv_geometry.h"
+#include "zeroshard/runtime/dtype.h"
 
 namespace zeroshard::cuda {
 

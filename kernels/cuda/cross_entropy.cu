@@ -1,9 +1,9 @@
 // Fused cross-entropy: one block per row; the forward reads the row once (an
 // online max/sum per thread, merged with shuffles), the backward writes
 // (softmax - onehot) * dloss from the saved logsumexp.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cross_entropy_launch.h"
-#include "kernels/math/softmax_ops.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/cross_entropy_launch.h"
+#include "zeroshard/kernels/math/softmax_ops.h"
 
 namespace zeroshard::cuda {
 

@@ -16,8 +16,8 @@
 #include <cublasLt.h>
 
 #include "absl/status/status.h"
-#include "kernels/cuda/gemm_cublaslt.h"
-#include "runtime/dtype.h"
+#include "zeroshard/kernels/cuda/gemm_cublaslt.h"
+#include "zeroshard/runtime/dtype.h"
 
 namespace zeroshard::cuda {
 

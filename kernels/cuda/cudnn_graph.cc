@@ -1,9 +1,9 @@
-#include "kernels/cuda/cudnn_graph.h"
+#include "zeroshard/kernels/cuda/cudnn_graph.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/cuda/library_status.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/cuda/library_status.h"
+#include "zeroshard/runtime/status.h"
 
 // The operation graph and the execution plan still take the handle through
 // attributes cuDNN 9 marks deprecated (there is no replacement for an

@@ -14,9 +14,9 @@
 #define ZEROSHARD_KERNELS_CUDA_CUDNN_OPS_H_
 
 #include "absl/status/status.h"
-#include "kernels/cuda/conv_graph_desc.h"
-#include "kernels/math/conv_geometry.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/cuda/conv_graph_desc.h"
+#include "zeroshard/kernels/math/conv_geometry.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cuda {
 

@@ -1,9 +1,9 @@
 // Dropout from the shared Philox stream: thread j handles stream block
 // (offset / 4) + j, i.e. the four elements whose words that block holds.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/dropout_launch.h"
-#include "kernels/math/dropout_math.h"
-#include "kernels/math/philox.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/dropout_launch.h"
+#include "zeroshard/kernels/math/dropout_math.h"
+#include "zeroshard/kernels/math/philox.h"
 
 namespace zeroshard::cuda {
 

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/elementwise_launch.h"
-#include "kernels/math/elementwise_ops.h"
-#include "runtime/cuda/launch.cuh"
-#include "runtime/half.h"
+#include "zeroshard/kernels/cuda/elementwise_launch.h"
+#include "zeroshard/kernels/math/elementwise_ops.h"
+#include "zeroshard/runtime/cuda/launch.cuh"
+#include "zeroshard/runtime/half.h"
 
 namespace zeroshard::cuda {
 

@@ -1,7 +1,7 @@
 // Embedding gather (one block per position) and deterministic scatter-add
 // (one thread per (id group, column), positions added in order).
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/embedding_launch.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/embedding_launch.h"
 
 namespace zeroshard::cuda {
 

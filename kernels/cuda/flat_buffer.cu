@@ -1,7 +1,7 @@
 // Batched byte copies: blockIdx.y picks the copy, blockIdx.x strides over its
 // chunks of kChunk bytes.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/flat_buffer_launch.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/flat_buffer_launch.h"
 
 namespace zeroshard::cuda {
 

@@ -1,6 +1,6 @@
 // CublasLtGemm over cuBLASLt (built only with the CUDA toolkit).
-#include "kernels/cuda/gemm_cublaslt.h"
-#include "kernels/cuda/cublaslt_desc.h"
+#include "zeroshard/kernels/cuda/gemm_cublaslt.h"
+#include "zeroshard/kernels/cuda/cublaslt_desc.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -12,10 +12,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/cuda/cuda_status.h"
-#include "runtime/cuda/library_status.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/cuda/cuda_status.h"
+#include "zeroshard/runtime/cuda/library_status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::cuda {
 

@@ -34,9 +34,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/cuda/gemm_plan.h"
-#include "runtime/allocator.h"
-#include "runtime/dtype.h"
+#include "zeroshard/kernels/cuda/gemm_plan.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/dtype.h"
 
 namespace zeroshard::cuda {
 

@@ -1,9 +1,9 @@
 // LayerNorm forward and backward over rows: one block per row (forward) or per
 // block of rows (backward, with the partial parameter gradients), fp32 sums
 // with shuffles, the per-element math of kernels/math/layernorm_ops.h.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/layernorm_launch.h"
-#include "kernels/math/layernorm_ops.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/layernorm_launch.h"
+#include "zeroshard/kernels/math/layernorm_ops.h"
 
 namespace zeroshard::cuda {
 

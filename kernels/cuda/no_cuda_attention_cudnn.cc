@@ -1,5 +1,5 @@
 // CPU-only build: cuDNN's attention is not built (kernels/cuda/attention_cudnn.h).
-#include "kernels/cuda/attention_cudnn.h"
+#include "zeroshard/kernels/cuda/attention_cudnn.h"
 
 namespace zeroshard::cuda {
 

@@ -1,6 +1,6 @@
 // CPU-only build: the launchers of kernels/cuda/cross_entropy_launch.h exist so that the
 // op entries link, and report "not built" (no CUDA tensor exists in such a build).
-#include "kernels/cuda/cross_entropy_launch.h"
+#include "zeroshard/kernels/cuda/cross_entropy_launch.h"
 
 namespace zeroshard::cuda {
 

@@ -1,6 +1,6 @@
 // CPU-only build: the CUDA cases of the image ops have no kernels.
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/cudnn_ops.h"
+#include "zeroshard/kernels/cuda/cudnn_ops.h"
 
 namespace zeroshard::cuda {
 

@@ -1,6 +1,6 @@
 // CPU-only build: the CUDA launchers exist so that the op entries link, and
 // report "not built" (no CUDA tensor can exist in such a build anyway).
-#include "kernels/cuda/elementwise_launch.h"
+#include "zeroshard/kernels/cuda/elementwise_launch.h"
 
 namespace zeroshard::cuda {
 

@@ -1,6 +1,6 @@
 // CPU-only build: CublasLtGemm exists so that MatMul links, and says how this
 // binary was built.
-#include "kernels/cuda/gemm_cublaslt.h"
+#include "zeroshard/kernels/cuda/gemm_cublaslt.h"
 
 namespace zeroshard::cuda {
 

@@ -1,6 +1,6 @@
 // CPU-only build: the launcher of kernels/cuda/rope_launch.h exists so that the
 // op entry links, and reports "not built" (no CUDA tensor exists in such a build).
-#include "kernels/cuda/rope_launch.h"
+#include "zeroshard/kernels/cuda/rope_launch.h"
 
 namespace zeroshard::cuda {
 

@@ -1,10 +1,10 @@
-#include "kernels/cuda/op_util.h"
+#include "zeroshard/kernels/cuda/op_util.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/cast_launch.h"
-#include "kernels/rows.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/kernels/cuda/cast_launch.h"
+#include "zeroshard/kernels/rows.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard::cuda {
 

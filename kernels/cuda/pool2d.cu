@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/pool2d_launch.h"
-#include "kernels/math/conv_geometry.h"
-#include "runtime/cuda/launch.cuh"
+#include "zeroshard/kernels/cuda/pool2d_launch.h"
+#include "zeroshard/kernels/math/conv_geometry.h"
+#include "zeroshard/runtime/cuda/launch.cuh"
 
 namespace zeroshard::cuda {
 

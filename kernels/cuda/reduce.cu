@@ -1,7 +1,7 @@
 // Whole-buffer sum and sum of squares: fixed slices per block (fp32, warp
 // shuffles), then the partials in double by one block. See reduce_launch.h.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/reduce_launch.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/reduce_launch.h"
 
 namespace zeroshard::cuda {
 

@@ -1,9 +1,9 @@
 // RMSNorm forward and backward over rows: one block per row (forward) or per
 // block of rows (backward, with the partial weight gradients), fp32 sums with
 // shuffles, the per-element math of kernels/math/rmsnorm_ops.h.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/rmsnorm_launch.h"
-#include "kernels/math/rmsnorm_ops.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/rmsnorm_launch.h"
+#include "zeroshard/kernels/math/rmsnorm_ops.h"
 
 namespace zeroshard::cuda {
 

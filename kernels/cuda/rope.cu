@@ -1,9 +1,9 @@
 // The rotary embedding on CUDA: one thread per (head vector, pair i) in a
 // grid-stride loop, any strides, loads widened to f32, the per-element math of
 // kernels/math/rope_ops.h.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/rope_launch.h"
-#include "kernels/math/rope_ops.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/rope_launch.h"
+#include "zeroshard/kernels/math/rope_ops.h"
 
 namespace zeroshard::cuda {
 

@@ -1,8 +1,8 @@
 // The SwiGLU gate on CUDA: grid-stride loops over contiguous operands, loads
 // widened to f32, the per-element math of kernels/math/silu_gate_ops.h.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/silu_gate_launch.h"
-#include "kernels/math/silu_gate_ops.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/silu_gate_launch.h"
+#include "zeroshard/kernels/math/silu_gate_ops.h"
 
 namespace zeroshard::cuda {
 

@@ -1,9 +1,9 @@
 // Softmax and log-softmax over rows, forward and backward: one block per row,
 // an online max/sum per thread merged across the block with shuffles
 // (MergeMaxSum of kernels/math/softmax_ops.h), then one pass writing the row.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/softmax_launch.h"
-#include "kernels/math/softmax_ops.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/kernels/cuda/softmax_launch.h"
+#include "zeroshard/kernels/math/softmax_ops.h"
 
 namespace zeroshard::cuda {
 

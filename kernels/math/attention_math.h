@@ -13,8 +13,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/math/fast_math.h"
-#include "runtime/host_device.h"
+#include "zeroshard/kernels/math/fast_math.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

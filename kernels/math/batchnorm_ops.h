@@ -15,8 +15,8 @@
 
 #include <cstdint>
 
-#include "kernels/math/layernorm_ops.h"
-#include "runtime/host_device.h"
+#include "zeroshard/kernels/math/layernorm_ops.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

@@ -17,8 +17,8 @@
 
 #include <cstdint>
 
-#include "kernels/math/philox.h"
-#include "runtime/host_device.h"
+#include "zeroshard/kernels/math/philox.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

@@ -11,8 +11,8 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/math/fast_math.h"
-#include "runtime/host_device.h"
+#include "zeroshard/kernels/math/fast_math.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

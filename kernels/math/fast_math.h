@@ -17,8 +17,8 @@
 
 #include <cstdint>
 
-#include "runtime/half.h"
-#include "runtime/host_device.h"
+#include "zeroshard/runtime/half.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

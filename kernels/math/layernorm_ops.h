@@ -15,7 +15,7 @@
 
 #include <cmath>
 
-#include "runtime/host_device.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

@@ -10,7 +10,7 @@
 #ifndef ZEROSHARD_KERNELS_MATH_ROPE_OPS_H_
 #define ZEROSHARD_KERNELS_MATH_ROPE_OPS_H_
 
-#include "runtime/host_device.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

@@ -9,8 +9,8 @@
 #ifndef ZEROSHARD_KERNELS_MATH_SILU_GATE_OPS_H_
 #define ZEROSHARD_KERNELS_MATH_SILU_GATE_OPS_H_
 
-#include "kernels/math/fast_math.h"
-#include "runtime/host_device.h"
+#include "zeroshard/kernels/math/fast_math.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

@@ -17,8 +17,8 @@
 #ifndef ZEROSHARD_KERNELS_MATH_SOFTMAX_OPS_H_
 #define ZEROSHARD_KERNELS_MATH_SOFTMAX_OPS_H_
 
-#include "kernels/math/fast_math.h"
-#include "runtime/host_device.h"
+#include "zeroshard/kernels/math/fast_math.h"
+#include "zeroshard/runtime/host_device.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "optim/cpu/optim_kernels.h"
+#include "zeroshard/optim/cpu/optim_kernels.h"
 
 #include <omp.h>
 
@@ -7,9 +7,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/loops.h"
-#include "optim/cpu/vector_half.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/loops.h"
+#include "zeroshard/optim/cpu/vector_half.h"
 
 namespace zeroshard::optim::cpu {
 

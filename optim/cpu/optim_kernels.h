@@ -14,9 +14,9 @@
 #include <optional>
 
 #include "absl/types/span.h"
-#include "optim/adamw_math.h"
-#include "optim/sgd_math.h"
-#include "runtime/dtype.h"
+#include "zeroshard/optim/adamw_math.h"
+#include "zeroshard/optim/sgd_math.h"
+#include "zeroshard/runtime/dtype.h"
 
 namespace zeroshard::optim::cpu {
 

@@ -1,8 +1,8 @@
 // The fused Adam/AdamW step: a grid-stride loop, every byte read and written
 // once, optim/adamw_math.h per element.
-#include "kernels/cuda/common.cuh"
-#include "optim/adamw_math.h"
-#include "optim/cuda/adamw_launch.h"
+#include "zeroshard/kernels/cuda/common.cuh"
+#include "zeroshard/optim/adamw_math.h"
+#include "zeroshard/optim/cuda/adamw_launch.h"
 
 namespace zeroshard::optim::cuda {
 

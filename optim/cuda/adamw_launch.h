@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "optim/adamw_math.h"
+#include "zeroshard/optim/adamw_math.h"
 
 namespace zeroshard::optim::cuda {
 

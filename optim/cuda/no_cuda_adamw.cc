@@ -1,6 +1,6 @@
 // CPU-only build: the launcher of optim/cuda/adamw_launch.h exists so that
 // optim/adamw.cc links, and reports "not built".
-#include "optim/cuda/adamw_launch.h"
+#include "zeroshard/optim/cuda/adamw_launch.h"
 
 namespace zeroshard::optim::cuda {
 

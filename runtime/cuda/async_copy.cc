@@ -1,10 +1,10 @@
-#include "runtime/cuda/async_copy.h"
+#include "zeroshard/runtime/cuda/async_copy.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/virtual_device.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 namespace zeroshard {
 

@@ -19,8 +19,8 @@
 #define ZEROSHARD_RUNTIME_CUDA_ASYNC_COPY_H_
 
 #include "absl/status/status.h"
-#include "runtime/stream.h"
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/stream.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "runtime/cuda/caching_allocator.h"
+#include "zeroshard/runtime/cuda/caching_allocator.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/check.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/check.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -1,9 +1,9 @@
-#include "runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
 
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cuda/device_api.h"
+#include "zeroshard/runtime/cuda/device_api.h"
 
 namespace zeroshard {
 

@@ -11,7 +11,7 @@
 #ifndef ZEROSHARD_RUNTIME_CUDA_CUDA_ALLOCATOR_H_
 #define ZEROSHARD_RUNTIME_CUDA_CUDA_ALLOCATOR_H_
 
-#include "runtime/allocator.h"
+#include "zeroshard/runtime/allocator.h"
 
 namespace zeroshard {
 

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/cuda/cuda_status.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/watchdog.h"
+#include "zeroshard/runtime/cuda/cuda_status.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/watchdog.h"
 
 namespace zeroshard::cuda {
 

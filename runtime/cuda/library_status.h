@@ -4,7 +4,7 @@
 // already needed (each macro is defined when its header was included first).
 //
 //   #include <cublasLt.h>
-//   #include "runtime/cuda/library_status.h"
+//   #include "zeroshard/runtime/cuda/library_status.h"
 //   ZS_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
 //   // -> Internal: "kernels/cuda/gemm_cublaslt.cc:120: cublasLtCreate(&handle)
 //   //    failed: CUBLAS_STATUS_NOT_INITIALIZED (cuBLAS status 1)"

@@ -2,7 +2,7 @@
 // attempt to use one says how this binary was built.
 #include <string>
 
-#include "runtime/cuda/device_api.h"
+#include "zeroshard/runtime/cuda/device_api.h"
 
 namespace zeroshard::cuda {
 

@@ -1,5 +1,5 @@
 // CPU-only build: no device copies (no CUDA tensor exists in such a build).
-#include "runtime/cuda/strided_copy.h"
+#include "zeroshard/runtime/cuda/strided_copy.h"
 
 namespace zeroshard::cuda {
 

@@ -1,9 +1,9 @@
-#include "runtime/cuda/pinned_host_allocator.h"
+#include "zeroshard/runtime/cuda/pinned_host_allocator.h"
 
 #include <cstdio>
 #include <cstring>
 
-#include "runtime/cuda/device_api.h"
+#include "zeroshard/runtime/cuda/device_api.h"
 
 namespace zeroshard {
 

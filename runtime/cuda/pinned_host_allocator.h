@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/allocator.h"
+#include "zeroshard/runtime/allocator.h"
 
 namespace zeroshard {
 

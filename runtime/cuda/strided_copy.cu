@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "runtime/cuda/launch.cuh"
-#include "runtime/cuda/strided_copy.h"
-#include "runtime/half.h"
+#include "zeroshard/runtime/cuda/launch.cuh"
+#include "zeroshard/runtime/cuda/strided_copy.h"
+#include "zeroshard/runtime/half.h"
 
 namespace zeroshard::cuda {
 

@@ -1,4 +1,4 @@
-#include "runtime/nvme/aio_engine.h"
+#include "zeroshard/runtime/nvme/aio_engine.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -30,7 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/nvme/aio_options.h"
+#include "zeroshard/runtime/nvme/aio_options.h"
 
 namespace zeroshard {
 

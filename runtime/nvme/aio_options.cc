@@ -1,4 +1,4 @@
-#include "runtime/nvme/aio_options.h"
+#include "zeroshard/runtime/nvme/aio_options.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/nvme/swap_file.h"
+#include "zeroshard/runtime/nvme/swap_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,8 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
-#include "runtime/allocator.h"
-#include "runtime/crc32c.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/crc32c.h"
 
 namespace zeroshard {
 

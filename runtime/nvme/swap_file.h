@@ -36,7 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/nvme/aio_engine.h"
+#include "zeroshard/runtime/nvme/aio_engine.h"
 
 namespace zeroshard {
 

@@ -1,4 +1,4 @@
-#include "runtime/nvme/swap_space.h"
+#include "zeroshard/runtime/nvme/swap_space.h"
 
 #include <sys/mman.h>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/status.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 

@@ -39,9 +39,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/allocator.h"
-#include "runtime/nvme/aio_engine.h"
-#include "runtime/nvme/swap_file.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/nvme/aio_engine.h"
+#include "zeroshard/runtime/nvme/swap_file.h"
 
 namespace zeroshard {
 

@@ -1,15 +1,15 @@
 // Activation checkpointing: gradients equal the un-checkpointed run bit for
 // bit, dropout replays its stream, the recompute re-runs module hooks, and
 // parameters inside the checkpoint get their gradients.
-#include "autograd/checkpoint.h"
+#include "zeroshard/autograd/checkpoint.h"
 
 #include <gtest/gtest.h>
 
-#include "autograd/engine.h"
-#include "autograd/nn/linear.h"
-#include "autograd/ops.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::autograd {
 namespace {

@@ -23,13 +23,13 @@
 #include <string>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "autograd/nn/gpt.h"
-#include "optim/adamw.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

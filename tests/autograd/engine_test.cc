@@ -1,16 +1,16 @@
 // The backward engine: accumulation, ordering, retain_graph, detach, no-grad,
 // every hook the sharding runtime relies on, and gradients landing in a flat buffer.
-#include "autograd/engine.h"
+#include "zeroshard/autograd/engine.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "autograd/ops.h"
-#include "kernels/elementwise.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/autograd/node.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::autograd {
 namespace {

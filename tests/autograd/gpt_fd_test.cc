@@ -20,10 +20,10 @@
 #include <cmath>
 #include <random>
 
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "autograd/nn/gpt.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -10,12 +10,12 @@
 #include <cmath>
 #include <set>
 
-#include "autograd/engine.h"
-#include "autograd/nn/gpt.h"
-#include "checkpoint/safetensors.h"
-#include "optim/adamw.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

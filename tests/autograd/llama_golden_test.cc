@@ -24,12 +24,12 @@
 #include <set>
 #include <string>
 
-#include "autograd/engine.h"
-#include "autograd/nn/llama.h"
-#include "checkpoint/safetensors.h"
-#include "optim/adamw.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/llama.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

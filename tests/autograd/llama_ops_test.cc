@@ -6,12 +6,12 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "autograd/ops.h"
-#include "runtime/status.h"
-#include "tests/autograd/op_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/autograd/op_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -1,7 +1,7 @@
 // Module trees: names, tying, deferred and slice-wise initialisation, state
 // dicts (strict and not), train/eval, apply order, forward hooks; modules of
 // any forward signature (Note [Module forward]) and what hooks see of them.
-#include "autograd/nn/module.h"
+#include "zeroshard/autograd/nn/module.h"
 
 #include <gtest/gtest.h>
 
@@ -10,12 +10,12 @@
 #include <optional>
 #include <tuple>
 
-#include "autograd/engine.h"
-#include "autograd/nn/layers.h"
-#include "autograd/nn/linear.h"
-#include "autograd/ops.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/layers.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::nn {
 namespace {

@@ -1,7 +1,7 @@
 // Every differentiable op: forward against a double-precision reference, and
 // the autograd gradient of L = sum(w * op(x...)) against central finite
 // differences of that reference computed in double.
-#include "autograd/ops.h"
+#include "zeroshard/autograd/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "runtime/status.h"
-#include "tests/autograd/op_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/autograd/op_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -12,14 +12,14 @@
 
 #include <vector>
 
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "autograd/nn/resnet.h"
-#include "autograd/ops.h"
-#include "checkpoint/safetensors.h"
-#include "optim/sgd.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/autograd/nn/resnet.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/optim/sgd.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

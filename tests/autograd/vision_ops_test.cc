@@ -1,19 +1,19 @@
 // Every image op: the forward against the double references of
 // tests/kernels/image_reference.h and the autograd gradient of every input
 // against central differences of that reference (tests/autograd/op_check.h).
-#include "autograd/vision_ops.h"
+#include "zeroshard/autograd/vision_ops.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "autograd/engine.h"
-#include "autograd/ops.h"
-#include "runtime/status.h"
-#include "tests/autograd/op_check.h"
-#include "tests/kernels/image_reference.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/autograd/op_check.h"
+#include "zeroshard/tests/kernels/image_reference.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -2,7 +2,7 @@
 // re-sharding to other world sizes and strategies; faults (a save killed
 // midway, truncation, corruption, missing files, mismatched models); the
 // offline converter; retention; PyTorch-compatible names.
-#include "checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/nn/gpt.h"
-#include "checkpoint/manifest.h"
-#include "checkpoint/safetensors.h"
-#include "collectives/local_communicator.h"
-#include "tests/sharding/parity.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/checkpoint/manifest.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/tests/sharding/parity.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

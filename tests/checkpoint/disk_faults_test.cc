@@ -42,14 +42,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "autograd/engine.h"
-#include "autograd/nn/gpt.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/hf_folder.h"
-#include "collectives/local_communicator.h"
-#include "runtime/status.h"
-#include "tests/sharding/parity.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/hf_folder.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/sharding/parity.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

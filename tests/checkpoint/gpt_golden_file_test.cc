@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/safetensors.h"
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -12,7 +12,7 @@
 // The model is a small module tree with Llama's Hugging Face names: model.
 // embed_tokens, model.layers.N.{self_attn.q_proj, mlp.up_proj, mlp.down_proj},
 // model.norm, and lm_head (tied to embed_tokens, or not).
-#include "checkpoint/hf_folder.h"
+#include "zeroshard/checkpoint/hf_folder.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -32,11 +32,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "autograd/nn/layers.h"
-#include "autograd/nn/linear.h"
-#include "checkpoint/safetensors.h"
-#include "collectives/local_communicator.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/nn/layers.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

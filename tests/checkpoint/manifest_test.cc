@@ -4,7 +4,7 @@
 // overflow (signed overflow: undefined behaviour, wrapping in practice, so
 // 2^63 - 8 + 16 came out negative and "fit" any unit). Then the manifest's
 // own checksum (Note [Manifest checksum]) and duplicate keys.
-#include "checkpoint/manifest.h"
+#include "zeroshard/checkpoint/manifest.h"
 
 #include <gtest/gtest.h>
 
@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint.h"
-#include "tests/testing.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -1,4 +1,4 @@
-#include "checkpoint/safetensors.h"
+#include "zeroshard/checkpoint/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,10 +15,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "runtime/allocator.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/allocator.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

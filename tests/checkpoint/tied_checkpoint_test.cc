@@ -15,12 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/nn/gpt.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/safetensors.h"
-#include "collectives/local_communicator.h"
-#include "tests/sharding/parity.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/tests/sharding/parity.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

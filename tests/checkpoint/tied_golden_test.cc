@@ -18,10 +18,10 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/nn/gpt.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/safetensors.h"
-#include "collectives/local_communicator.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/checkpoint/checkpoint.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/collectives/local_communicator.h"
 
 namespace zeroshard {
 namespace {

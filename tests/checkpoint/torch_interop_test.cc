@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/safetensors.h"
-#include "runtime/half.h"
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/runtime/half.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

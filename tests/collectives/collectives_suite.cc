@@ -1,6 +1,6 @@
 // The backend-independent collectives suite (collectives_suite.h). Kept in one file
 // (issue 19): it is the one list of cases every backend instantiates and must pass.
-#include "tests/collectives/collectives_suite.h"
+#include "zeroshard/tests/collectives/collectives_suite.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,12 +15,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "collectives/communicator.h"
-#include "runtime/dtype.h"
-#include "runtime/status.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::testing {
 

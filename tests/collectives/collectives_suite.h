@@ -25,8 +25,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/status/status.h"
-#include "collectives/communicator.h"
-#include "runtime/allocator.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/runtime/allocator.h"
 
 namespace zeroshard::testing {
 

@@ -1,6 +1,6 @@
 // The collectives suite on the in-process backend at world sizes 1, 2, 3, 4
 // and 8, plus what only this backend can show (RunRanks itself).
-#include "collectives/local_communicator.h"
+#include "zeroshard/collectives/local_communicator.h"
 
 #include <atomic>
 
@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
-#include "tests/collectives/collectives_suite.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/collectives/collectives_suite.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::testing {
 namespace {

@@ -2,7 +2,7 @@
 // mpirun by mpi_test.sh (`-np 2` and `-np 4` targets). Every process runs
 // every test; statuses are exchanged so all processes pass or fail together,
 // and only rank 0 prints results and writes the gtest XML.
-#include "collectives/mpi_communicator.h"
+#include "zeroshard/collectives/mpi_communicator.h"
 
 #include <mpi.h>
 
@@ -15,9 +15,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status.h"
-#include "tests/collectives/collectives_suite.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/collectives/collectives_suite.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::testing {
 namespace {

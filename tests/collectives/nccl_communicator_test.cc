@@ -1,7 +1,7 @@
 // The collectives suite on NCCL: ranks are threads of this process, one GPU
 // each, bootstrapped through the in-process backend. Skips without enough
 // GPUs (and in CPU-only builds), so it passes on machines without a GPU.
-#include "collectives/nccl_communicator.h"
+#include "zeroshard/collectives/nccl_communicator.h"
 
 #include <sys/stat.h>
 
@@ -11,11 +11,11 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/local_communicator.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/status.h"
-#include "tests/collectives/collectives_suite.h"
-#include "tests/testing.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/collectives/collectives_suite.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::testing {
 namespace {

@@ -1,15 +1,15 @@
 // BroadcastString / BroadcastValue / ReduceValue over in-process ranks: every
 // rank ends with root's bytes (lengths around the 8-byte packing, binary
 // bytes, empty), and reductions equal the same sum taken in rank order.
-#include "collectives/objects.h"
+#include "zeroshard/collectives/objects.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "collectives/local_communicator.h"
-#include "runtime/status.h"
-#include "tests/testing.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

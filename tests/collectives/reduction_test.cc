@@ -10,11 +10,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "collectives/cpu_reduce.h"
-#include "collectives/reduction.h"
-#include "runtime/dtype.h"
-#include "runtime/half.h"
-#include "tests/testing.h"
+#include "zeroshard/collectives/cpu_reduce.h"
+#include "zeroshard/collectives/reduction.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/runtime/half.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -2,7 +2,7 @@
 // and in-process ranks (issue 26): a wait or a collective past its deadline is
 // named, the flight records are written per rank, the group is aborted, and
 // the process ends with kWatchdogExitCode.
-#include "runtime/watchdog.h"
+#include "zeroshard/runtime/watchdog.h"
 
 #include <atomic>
 #include <fstream>
@@ -13,9 +13,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/local_communicator.h"
-#include "runtime/status.h"
-#include "tests/testing.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::testing {
 namespace {

@@ -1,7 +1,7 @@
 // GPT-2's BPE against golden ids written by GPT-2's own algorithm
 // (tools/golden/gpt2_bpe_golden.py), for the whole bundled Shakespeare and a file of
 // hard cases; round trips; the pre-tokenizer; errors for bad vocabulary files.
-#include "data/gpt2_bpe.h"
+#include "zeroshard/data/gpt2_bpe.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "data/unicode_classes.h"
-#include "tests/testing.h"
+#include "zeroshard/data/unicode_classes.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -2,7 +2,7 @@
 // balanced and in range, every class draws both colours, the batch rule
 // matches TokenData's (the global batch is the same for any world size), and
 // bad arguments are refused.
-#include "data/shapes_data.h"
+#include "zeroshard/data/shapes_data.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

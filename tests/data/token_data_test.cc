@@ -1,4 +1,4 @@
-#include "data/token_data.h"
+#include "zeroshard/data/token_data.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

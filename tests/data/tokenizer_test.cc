@@ -1,15 +1,15 @@
 // MakeTokenizer and the byte tokenizer; token files written in both formats read
 // back by TokenData (the path prepare_data takes).
-#include "data/tokenizer.h"
+#include "zeroshard/data/tokenizer.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
 
-#include "data/token_data.h"
-#include "data/token_file.h"
-#include "tests/testing.h"
+#include "zeroshard/data/token_data.h"
+#include "zeroshard/data/token_file.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -4,9 +4,9 @@
 // parity test of OptimWrapper's accumulation, clipping and schedule).
 #include <gtest/gtest.h>
 
-#include "collectives/local_communicator.h"
-#include "examples/embed/spiral.h"
-#include "tests/testing.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/examples/embed/spiral.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

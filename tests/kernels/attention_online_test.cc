@@ -10,12 +10,12 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_select.h"
-#include "kernels/math/attention_math.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/attention.h"
+#include "zeroshard/kernels/cuda/attention_launch.h"
+#include "zeroshard/kernels/cuda/attention_select.h"
+#include "zeroshard/kernels/math/attention_math.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -8,7 +8,7 @@
 // Hkv = 1) against a reference that repeats K and V explicitly, in double,
 // with dk and dv summed over each group, on odd shapes, strided and
 // transposed views, and across thread counts.
-#include "kernels/attention.h"
+#include "zeroshard/kernels/attention.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/isa.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -2,7 +2,7 @@
 // reference on odd shapes ([N, C], [N, C, L], [N, C, H, W]), 16-bit data,
 // running-statistics updates (momentum, unbiased variance), the reference
 // gradients against central differences, accumulate vs overwrite, errors.
-#include "kernels/batchnorm.h"
+#include "zeroshard/kernels/batchnorm.h"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/image_reference.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/image_reference.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <vector>
 
-#include "kernels/cpu/isa.h"
+#include "zeroshard/kernels/cpu/isa.h"
 
 namespace zeroshard::testing {
 

@@ -7,7 +7,7 @@
 // Tolerances (|got - want| <= atol + rtol |want|): fp32 sums of K = C/g KH KW
 // products of values in [-1, 1]: atol 1e-5 (forward, dx), 1e-5 * N OH OW for
 // the weight and bias gradients (sums over every output position).
-#include "kernels/conv2d.h"
+#include "zeroshard/kernels/conv2d.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/conv2d.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/image_reference.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/cpu/conv2d.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/image_reference.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

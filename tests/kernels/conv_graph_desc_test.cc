@@ -2,7 +2,7 @@
 // on the CPU: packed NCHW strides, the filter's C dim carrying the groups, the
 // padding / stride / dilation arrays, a plan-cache key that tells every
 // geometry field, dtype, pass and device apart, and the path switch.
-#include "kernels/cuda/conv_graph_desc.h"
+#include "zeroshard/kernels/cuda/conv_graph_desc.h"
 
 #include <gtest/gtest.h>
 

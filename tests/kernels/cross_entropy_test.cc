@@ -11,7 +11,7 @@
 //                 probabilities come from the saved fp32 lse, whose rounding
 //                 (ulp < 1e-6 for |lse| < 16) shows in p - 1 at the target;
 //                 plus 2^-24, the spacing of f16 subnormals (tiny gradients)
-#include "kernels/cross_entropy.h"
+#include "zeroshard/kernels/cross_entropy.h"
 
 #include <gtest/gtest.h>
 
@@ -19,10 +19,10 @@
 #include <cmath>
 #include <vector>
 
-#include "tests/kernels/bitwise_testing.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/bitwise_testing.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/cublaslt_desc.h"
-#include "kernels/cuda/gemm_cublaslt.h"
-#include "kernels/cuda/gemm_plan.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/cuda/cublaslt_desc.h"
+#include "zeroshard/kernels/cuda/gemm_cublaslt.h"
+#include "zeroshard/kernels/cuda/gemm_plan.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::cuda {
 namespace {

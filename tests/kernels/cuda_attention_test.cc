@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/attention.h"
-#include "runtime/figures.h"
-#include "tests/kernels/cuda_testing.h"
+#include "zeroshard/kernels/attention.h"
+#include "zeroshard/runtime/figures.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
 namespace {

@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/elementwise.h"
-#include "kernels/reduce.h"
-#include "tests/kernels/cuda_testing.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
 namespace {

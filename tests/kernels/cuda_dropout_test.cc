@@ -3,8 +3,8 @@
 // Skips without a device.
 #include <gtest/gtest.h>
 
-#include "kernels/dropout.h"
-#include "tests/kernels/cuda_testing.h"
+#include "zeroshard/kernels/dropout.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
 namespace {

@@ -2,11 +2,11 @@
 // in a CPU-only or device-less run, checks that a CUDA launch fails cleanly.
 #include <gtest/gtest.h>
 
-#include "kernels/elementwise.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/cuda/device_api.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

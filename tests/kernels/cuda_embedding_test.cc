@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "kernels/embedding.h"
-#include "tests/kernels/cuda_testing.h"
+#include "zeroshard/kernels/embedding.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
 namespace {

@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "kernels/flat_buffer.h"
-#include "runtime/cuda/caching_allocator.h"
-#include "tests/kernels/cuda_testing.h"
+#include "zeroshard/kernels/flat_buffer.h"
+#include "zeroshard/runtime/cuda/caching_allocator.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
 namespace {

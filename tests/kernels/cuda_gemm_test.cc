@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cuda/gemm_cublaslt.h"
-#include "kernels/elementwise.h"
-#include "kernels/matmul.h"
-#include "tests/kernels/cuda_testing.h"
+#include "zeroshard/kernels/cuda/gemm_cublaslt.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/matmul.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
 namespace {

@@ -13,10 +13,10 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
-#include "kernels/silu_gate.h"
-#include "tests/kernels/cuda_testing.h"
+#include "zeroshard/kernels/rmsnorm.h"
+#include "zeroshard/kernels/rope.h"
+#include "zeroshard/kernels/silu_gate.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
 namespace {

@@ -7,10 +7,10 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cross_entropy.h"
-#include "kernels/layernorm.h"
-#include "kernels/softmax.h"
-#include "tests/kernels/cuda_testing.h"
+#include "zeroshard/kernels/cross_entropy.h"
+#include "zeroshard/kernels/layernorm.h"
+#include "zeroshard/kernels/softmax.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
 namespace {

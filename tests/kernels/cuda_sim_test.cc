@@ -6,7 +6,7 @@
 // whose result depends on the order of blocks or of unsynchronised threads
 // fails here. Launches with undefined behaviour (divergent barriers, shuffles
 // with absent lanes, launch shapes the device refuses) fail the launch.
-#include "tools/cuda/sim/cuda_sim.h"
+#include "zeroshard/tools/cuda/sim/cuda_sim.h"
 
 #include <gtest/gtest.h>
 
@@ -18,18 +18,18 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/cross_entropy.h"
-#include "kernels/dropout.h"
-#include "kernels/elementwise.h"
-#include "kernels/embedding.h"
-#include "kernels/layernorm.h"
-#include "kernels/math/dropout_math.h"
-#include "kernels/reduce.h"
-#include "kernels/softmax.h"
-#include "optim/adamw_math.h"
-#include "tests/kernels/cuda_testing.h"
-#include "tests/kernels/sim_launch.h"  // first: see its comment
+#include "zeroshard/kernels/attention.h"
+#include "zeroshard/kernels/cross_entropy.h"
+#include "zeroshard/kernels/dropout.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/embedding.h"
+#include "zeroshard/kernels/layernorm.h"
+#include "zeroshard/kernels/math/dropout_math.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/kernels/softmax.h"
+#include "zeroshard/optim/adamw_math.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
+#include "zeroshard/tests/kernels/sim_launch.h"  // first: see its comment
 
 namespace zeroshard {
 namespace {

@@ -22,10 +22,10 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/tensor.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 #define ZS_SKIP_WITHOUT_CUDA()                                                          \
   do {                                                                                  \

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/batchnorm.h"
-#include "kernels/conv2d.h"
-#include "kernels/cuda/conv_graph_desc.h"
-#include "kernels/pool2d.h"
-#include "runtime/figures.h"
-#include "tests/kernels/cuda_testing.h"
+#include "zeroshard/kernels/batchnorm.h"
+#include "zeroshard/kernels/conv2d.h"
+#include "zeroshard/kernels/cuda/conv_graph_desc.h"
+#include "zeroshard/kernels/pool2d.h"
+#include "zeroshard/runtime/figures.h"
+#include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
 namespace {

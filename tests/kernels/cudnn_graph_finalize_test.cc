@@ -30,11 +30,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/attention_cudnn_graph.h"
-#include "kernels/cuda/conv_cudnn_graph.h"
-#include "kernels/cuda/cudnn_graph.h"
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/cuda/attention_cudnn_graph.h"
+#include "zeroshard/kernels/cuda/conv_cudnn_graph.h"
+#include "zeroshard/kernels/cuda/cudnn_graph.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::cuda {
 namespace {

@@ -3,7 +3,7 @@
 // dtype, odd shapes, strided views, in place, split invariance, mask
 // statistics, the identical mask in backward, every instruction set, thread
 // counts, and the errors.
-#include "kernels/dropout.h"
+#include "zeroshard/kernels/dropout.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -12,12 +12,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/dropout.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/math/dropout_math.h"
-#include "kernels/math/philox.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/cpu/dropout.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/kernels/math/dropout_math.h"
+#include "zeroshard/kernels/math/philox.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

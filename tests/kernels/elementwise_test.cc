@@ -1,7 +1,7 @@
 // Elementwise kernels against double-precision references: every op, every
 // float dtype, odd shapes, broadcasting, strided views, in place, integers,
 // every instruction set (bitwise equal to each other), and the errors.
-#include "kernels/elementwise.h"
+#include "zeroshard/kernels/elementwise.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

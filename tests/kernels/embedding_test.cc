@@ -7,17 +7,17 @@
 // Tolerances (|got - want| <= atol + rtol |want|, want from the stored inputs):
 //   forward    exact up to the rounding into out's dtype (rtol RoundingRtol(out))
 //   backward   atol 1e-6 * (count of the id + 1), rtol 1e-6 + RoundingRtol(dweight)
-#include "kernels/embedding.h"
+#include "zeroshard/kernels/embedding.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "tests/kernels/bitwise_testing.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/bitwise_testing.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

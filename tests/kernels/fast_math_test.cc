@@ -1,5 +1,5 @@
 // The shared per-element math against double precision.
-#include "kernels/math/fast_math.h"
+#include "zeroshard/kernels/math/fast_math.h"
 
 #include <gtest/gtest.h>
 

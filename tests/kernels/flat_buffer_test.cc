@@ -1,13 +1,13 @@
 // PackFlat / UnpackFlat on the CPU: round trips, gaps left alone, every
 // argument error. The CUDA twin is checked against this in cuda_kernels_test.
-#include "kernels/flat_buffer.h"
+#include "zeroshard/kernels/flat_buffer.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -3,14 +3,14 @@
 // its arguments) executes the plan on the caller's row-major buffers, and must
 // give the row-major product for every transpose, leading dimension and batch
 // layout, folded or not.
-#include "kernels/cuda/gemm_plan.h"
+#include "zeroshard/kernels/cuda/gemm_plan.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
 
 namespace zeroshard::cuda {
 namespace {

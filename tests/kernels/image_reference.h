@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/conv2d.h"
-#include "kernels/pool2d.h"
-#include "runtime/tensor.h"
+#include "zeroshard/kernels/conv2d.h"
+#include "zeroshard/kernels/pool2d.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::testing {
 

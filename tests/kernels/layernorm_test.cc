@@ -8,17 +8,17 @@
 //   mean      atol 1e-6, rtol 1e-6;   rstd  rtol 1e-5
 //   dx        atol 2e-5, rtol 1e-4 + RoundingRtol(dx dtype)
 //   dw, db    atol 2e-6 * rows (an fp32 sum over rows), rtol 1e-5 + RoundingRtol
-#include "kernels/layernorm.h"
+#include "zeroshard/kernels/layernorm.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "tests/kernels/bitwise_testing.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/bitwise_testing.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

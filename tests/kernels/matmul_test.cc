@@ -1,16 +1,16 @@
 // MatMul against a double-precision reference: odd sizes, transposes, strided
 // views, batches, a shared right operand, beta accumulation, 16-bit dtypes,
 // every instruction set, and the errors.
-#include "kernels/matmul.h"
+#include "zeroshard/kernels/matmul.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/isa.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/cpu/gemm.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

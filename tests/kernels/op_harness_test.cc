@@ -25,12 +25,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/op_families.h"
-#include "kernels/op_registry.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/op_families.h"
+#include "zeroshard/kernels/op_registry.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::ops {
 namespace {

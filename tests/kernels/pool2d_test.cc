@@ -2,7 +2,7 @@
 // shapes (stride, padding, dilation, count_include_pad, non-dividing adaptive
 // sizes), the backward passes against central differences of the reference,
 // 16-bit and strided tensors, errors.
-#include "kernels/pool2d.h"
+#include "zeroshard/kernels/pool2d.h"
 
 #include <gtest/gtest.h>
 
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/image_reference.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/image_reference.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

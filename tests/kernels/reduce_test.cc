@@ -1,6 +1,6 @@
 // Reductions against double references on odd shapes and every axis, NaN
 // handling, SumToShape, whole-buffer sums, and determinism across threads.
-#include "kernels/reduce.h"
+#include "zeroshard/kernels/reduce.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -14,17 +14,17 @@
 //             terms up to ~2 that may cancel (LayerNorm's bound)
 //   dweight   atol 4e-6 * rows: fp32 sums of |dy xhat| <= 2 over the rows, each
 //             off by rstd's relative error; rtol 1e-5 + RoundingRtol
-#include "kernels/rmsnorm.h"
+#include "zeroshard/kernels/rmsnorm.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "tests/kernels/bitwise_testing.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/bitwise_testing.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -10,17 +10,17 @@
 //   rotation  atol 4 2^-24 (|lo| + |hi|) (f32 tables, two products and a
 //             difference, each within 2^-24 of its terms; the terms may
 //             cancel), rtol RoundingRtol(out)
-#include "kernels/rope.h"
+#include "zeroshard/kernels/rope.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "tests/kernels/bitwise_testing.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/bitwise_testing.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -12,18 +12,18 @@
 //                   = s (1 + g (1 - s)) with s and 1 - s = sigmoid(-g) each
 //                   within 4.2e-7; near its zero (g = -1.28) the sum cancels
 //                   and the error follows its terms, s (1 + |g| (1 - s)) <= 1.1
-#include "kernels/silu_gate.h"
+#include "zeroshard/kernels/silu_gate.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "kernels/elementwise.h"
-#include "tests/kernels/bitwise_testing.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/tests/kernels/bitwise_testing.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -12,25 +12,25 @@
 
 #include <cstdint>
 
-#include "optim/adamw_math.h"
+#include "zeroshard/optim/adamw_math.h"
 
 #define zeroshard zeroshard_sim
 #undef ZEROSHARD_OPTIM_ADAMW_MATH_H_
-#include "collectives/cuda/convert_kernels.h"
-#include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/cast_launch.h"
-#include "kernels/cuda/cross_entropy_launch.h"
-#include "kernels/cuda/dropout_launch.h"
-#include "kernels/cuda/elementwise_launch.h"
-#include "kernels/cuda/embedding_launch.h"
-#include "kernels/cuda/flat_buffer_launch.h"
-#include "kernels/cuda/layernorm_launch.h"
-#include "kernels/cuda/pool2d_launch.h"
-#include "kernels/cuda/reduce_launch.h"
-#include "kernels/cuda/softmax_launch.h"
-#include "optim/adamw_math.h"
-#include "optim/cuda/adamw_launch.h"
-#include "runtime/cuda/strided_copy.h"
+#include "zeroshard/collectives/cuda/convert_kernels.h"
+#include "zeroshard/kernels/cuda/attention_launch.h"
+#include "zeroshard/kernels/cuda/cast_launch.h"
+#include "zeroshard/kernels/cuda/cross_entropy_launch.h"
+#include "zeroshard/kernels/cuda/dropout_launch.h"
+#include "zeroshard/kernels/cuda/elementwise_launch.h"
+#include "zeroshard/kernels/cuda/embedding_launch.h"
+#include "zeroshard/kernels/cuda/flat_buffer_launch.h"
+#include "zeroshard/kernels/cuda/layernorm_launch.h"
+#include "zeroshard/kernels/cuda/pool2d_launch.h"
+#include "zeroshard/kernels/cuda/reduce_launch.h"
+#include "zeroshard/kernels/cuda/softmax_launch.h"
+#include "zeroshard/optim/adamw_math.h"
+#include "zeroshard/optim/cuda/adamw_launch.h"
+#include "zeroshard/runtime/cuda/strided_copy.h"
 #undef zeroshard
 
 namespace zeroshard::testing {

@@ -7,17 +7,17 @@
 //   softmax     f32 out: atol 1e-7, rtol 1e-5;  16-bit out: + RoundingRtol(out)
 //   log-softmax f32 out: atol 2e-6 (values up to ~20 in size), rtol 2e-6; 16-bit: + RoundingRtol
 //   backward    f32 out: atol 1e-6, rtol 1e-5 (scaled by the row's |dy| size); 16-bit: + RoundingRtol
-#include "kernels/softmax.h"
+#include "zeroshard/kernels/softmax.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "tests/kernels/bitwise_testing.h"
-#include "tests/kernels/grad_check.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/bitwise_testing.h"
+#include "zeroshard/tests/kernels/grad_check.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -2,17 +2,17 @@
 // over 10 steps, for every gradient dtype, every param-copy dtype, several
 // parameter groups (with a gap no group covers), odd sizes; bitwise equality
 // across instruction sets; shard-by-shard stepping equal to the whole; errors.
-#include "optim/adamw.h"
+#include "zeroshard/optim/adamw.h"
 
 #include <cstring>
 #include <optional>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
-#include "optim/param_group.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/optim/optim_reference.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/optim/param_group.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/optim/optim_reference.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::optim {
 namespace {

@@ -7,11 +7,11 @@
 #include <optional>
 #include <vector>
 
-#include "optim/adamw.h"
-#include "optim/param_group.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/optim/param_group.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::optim {
 namespace {

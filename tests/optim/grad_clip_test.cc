@@ -1,13 +1,13 @@
 // Gradient-norm clipping (torch.nn.utils.clip_grad_norm_ semantics) from local
 // sums of squares, sharded vs unsharded, loss-scale folding; the Inf/NaN check.
-#include "optim/grad_clip.h"
+#include "zeroshard/optim/grad_clip.h"
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::optim {
 namespace {

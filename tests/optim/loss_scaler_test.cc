@@ -1,10 +1,10 @@
 // DynamicLossScaler: DeepSpeed's update rule (hysteresis, growth window,
 // min scale), skipped-step counting, state dict round trip.
-#include "optim/loss_scaler.h"
+#include "zeroshard/optim/loss_scaler.h"
 
 #include <vector>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::optim {
 namespace {

@@ -1,10 +1,10 @@
 // LR schedules at exact step values (nanoGPT's get_lr convention), validation,
 // and the scheduler's state dict round trip.
-#include "optim/lr_schedule.h"
+#include "zeroshard/optim/lr_schedule.h"
 
 #include <cmath>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::optim {
 namespace {

@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "optim/adamw.h"
-#include "optim/grad_clip.h"
-#include "optim/lr_schedule.h"
-#include "optim/param_group.h"
-#include "optim/sgd.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/optim/grad_clip.h"
+#include "zeroshard/optim/lr_schedule.h"
+#include "zeroshard/optim/param_group.h"
+#include "zeroshard/optim/sgd.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::optim {
 namespace {

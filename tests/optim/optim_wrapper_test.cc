@@ -3,13 +3,13 @@
 // loss scaling and skipped steps are exercised through TrainStep by
 // //tests/train:train_step_test (closed forms) and end to end by
 // //tests/examples:embed_test and //tests/train:train_gpt_test.
-#include "optim/optim_wrapper.h"
+#include "zeroshard/optim/optim_wrapper.h"
 
 #include <gtest/gtest.h>
 
-#include "autograd/nn/linear.h"
-#include "collectives/local_communicator.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::optim {
 namespace {

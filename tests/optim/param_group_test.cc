@@ -1,7 +1,7 @@
 // Parameter groups: validation messages and re-basing onto shards.
-#include "optim/param_group.h"
+#include "zeroshard/optim/param_group.h"
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::optim {
 namespace {

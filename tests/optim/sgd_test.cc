@@ -2,17 +2,17 @@
 // steps (plain, momentum, dampening, nesterov, weight decay), every gradient
 // dtype, param groups with a gap; bitwise equality across instruction sets;
 // option and argument errors.
-#include "optim/sgd.h"
+#include "zeroshard/optim/sgd.h"
 
 #include <cstring>
 #include <optional>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
-#include "optim/param_group.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/optim/optim_reference.h"
-#include "tests/testing.h"
+#include "zeroshard/kernels/cpu/isa.h"
+#include "zeroshard/optim/param_group.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/optim/optim_reference.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard::optim {
 namespace {

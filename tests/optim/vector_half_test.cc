@@ -1,12 +1,12 @@
 // The branch-free f16 conversions used by the optimizer kernels equal
 // runtime/half.h's for every input (all 2^32 floats, all 2^16 halves).
-#include "optim/cpu/vector_half.h"
+#include "zeroshard/optim/cpu/vector_half.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
-#include "runtime/half.h"
+#include "zeroshard/runtime/half.h"
 
 namespace zeroshard::optim {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/allocator.h"
+#include "zeroshard/runtime/allocator.h"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

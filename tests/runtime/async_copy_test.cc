@@ -1,14 +1,14 @@
 // CopyAsync: argument checks and host copies on the CPU; on a GPU, H2D and D2H
 // through pinned memory on a stream, ordered by an event.
-#include "runtime/cuda/async_copy.h"
+#include "zeroshard/runtime/cuda/async_copy.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/cuda/pinned_host_allocator.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/cuda/pinned_host_allocator.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

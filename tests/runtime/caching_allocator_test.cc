@@ -2,7 +2,7 @@
 // with an optional device size, and events that complete only when the test
 // finishes their stream (or the allocator waits on them).
 // Kept in one file (issue 19): one library's cases, most of them over the FakeBacking below.
-#include "runtime/cuda/caching_allocator.h"
+#include "zeroshard/runtime/cuda/caching_allocator.h"
 
 #include <gtest/gtest.h>
 
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "runtime/stream.h"
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/stream.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -1,10 +1,10 @@
-#include "runtime/crc32c.h"
+#include "zeroshard/runtime/crc32c.h"
 
 #include <random>
 #include <string>
 #include <vector>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -1,11 +1,11 @@
-#include "runtime/dtype.h"
+#include "zeroshard/runtime/dtype.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -1,6 +1,6 @@
 // bf16 / f16 conversions: exhaustive round trips, a reference rounding in
 // double, the compiler's own _Float16 as a second oracle, and edge values.
-#include "runtime/half.h"
+#include "zeroshard/runtime/half.h"
 
 #include <gtest/gtest.h>
 

@@ -6,11 +6,11 @@
 #include <cudnn.h>
 #include <nccl.h>
 
-#include "runtime/cuda/library_status.h"
+#include "zeroshard/runtime/cuda/library_status.h"
 
 #include <gtest/gtest.h>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

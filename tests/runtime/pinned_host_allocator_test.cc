@@ -1,11 +1,11 @@
 // Pinned host memory: a GPU test that skips without a device, and a check that
 // a machine without one refuses cleanly (Status, not a crash).
-#include "runtime/cuda/pinned_host_allocator.h"
+#include "zeroshard/runtime/cuda/pinned_host_allocator.h"
 
 #include <gtest/gtest.h>
 
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

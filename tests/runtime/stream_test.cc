@@ -1,13 +1,13 @@
-#include "runtime/stream.h"
+#include "zeroshard/runtime/stream.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -2,15 +2,15 @@
 // collapsing on the CPU, always; on a GPU, Tensor::CopyFrom / Contiguous /
 // Fill / To between strided, transposed, broadcast and narrowed CUDA tensors of
 // every dtype, bit for bit against the same copies on the CPU.
-#include "runtime/cuda/strided_copy.h"
+#include "zeroshard/runtime/cuda/strided_copy.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/tensor.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -1,11 +1,11 @@
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/tensor.h"
 
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <vector>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

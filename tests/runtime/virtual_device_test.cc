@@ -4,14 +4,14 @@
 // allocator's accounting without bytes, and what reading a virtual tensor on
 // the host gives. Times are sums of binary fractions (1/4, 1/8, ...) of a
 // second, so every clock below is exact.
-#include "runtime/virtual_device.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "runtime/stream.h"
-#include "runtime/tensor.h"
+#include "zeroshard/runtime/stream.h"
+#include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard {
 namespace {

@@ -25,15 +25,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/nn/llama.h"
-#include "collectives/local_communicator.h"
-#include "collectives/nccl_communicator.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/cuda/device_api.h"
-#include "runtime/cuda/pinned_host_allocator.h"
-#include "sharding/sharded_model.h"
-#include "tests/sharding/parity.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/nn/llama.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/collectives/nccl_communicator.h"
+#include "zeroshard/runtime/cuda/cuda_allocator.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/cuda/pinned_host_allocator.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/tests/sharding/parity.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -2,12 +2,12 @@
 // complete when recorded, so the limiter never has to block: it only drops
 // completed marks), and the host forms of Await and Copy. The GPU paths run in
 // cuda_sharded_model_test.
-#include "sharding/device_schedule.h"
+#include "zeroshard/sharding/device_schedule.h"
 
 #include <gtest/gtest.h>
 
-#include "collectives/work.h"
-#include "tests/testing.h"
+#include "zeroshard/collectives/work.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

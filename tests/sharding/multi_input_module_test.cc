@@ -17,16 +17,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/nn/layers.h"
-#include "autograd/nn/linear.h"
-#include "autograd/ops.h"
-#include "collectives/local_communicator.h"
-#include "optim/adamw.h"
-#include "optim/sharded_optimizer.h"
-#include "sharding/sharded_model.h"
-#include "tests/sharding/parity.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/layers.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/tests/sharding/parity.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -18,14 +18,14 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/ops.h"
-#include "collectives/local_communicator.h"
-#include "optim/sharded_optimizer.h"
-#include "sharding/sharded_model.h"
-#include "runtime/status.h"
-#include "tests/sharding/parity.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/tests/sharding/parity.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

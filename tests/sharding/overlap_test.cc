@@ -9,13 +9,13 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "autograd/engine.h"
-#include "autograd/nn/gpt.h"
-#include "collectives/local_communicator.h"
-#include "collectives/work.h"
-#include "sharding/sharded_model.h"
-#include "tests/sharding/parity.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/collectives/work.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/tests/sharding/parity.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "autograd/nn/causal_lm.h"
-#include "autograd/nn/gpt.h"
-#include "collectives/communicator.h"
-#include "data/token_data.h"
-#include "sharding/sharding_options.h"
+#include "zeroshard/autograd/nn/causal_lm.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/collectives/communicator.h"
+#include "zeroshard/data/token_data.h"
+#include "zeroshard/sharding/sharding_options.h"
 
 namespace zeroshard::testing {
 

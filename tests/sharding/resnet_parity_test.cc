@@ -21,15 +21,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/nn/resnet.h"
-#include "autograd/ops.h"
-#include "collectives/local_communicator.h"
-#include "data/shapes_data.h"
-#include "optim/adamw.h"
-#include "optim/sharded_optimizer.h"
-#include "sharding/sharded_model.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/resnet.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/data/shapes_data.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

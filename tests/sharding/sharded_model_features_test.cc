@@ -10,14 +10,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/nn/gpt.h"
-#include "autograd/ops.h"
-#include "collectives/local_communicator.h"
-#include "optim/sharded_optimizer.h"
-#include "sharding/sharded_model.h"
-#include "tests/sharding/parity.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/tests/sharding/parity.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

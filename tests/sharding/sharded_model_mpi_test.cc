@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "collectives/mpi_communicator.h"
-#include "tests/sharding/parity.h"
+#include "zeroshard/collectives/mpi_communicator.h"
+#include "zeroshard/tests/sharding/parity.h"
 
 namespace zeroshard::testing {
 namespace {

@@ -3,7 +3,7 @@
 // the losses and final parameters of the single-rank, unsharded run on the
 // same global batch (fp32, within 1e-5); runs are bitwise repeatable; memory
 // stays within the planned bounds.
-#include "sharding/sharded_model.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 #include <gtest/gtest.h>
 
@@ -13,15 +13,15 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "autograd/engine.h"
-#include "autograd/nn/gpt.h"
-#include "autograd/ops.h"
-#include "collectives/local_communicator.h"
-#include "data/token_data.h"
-#include "optim/adamw.h"
-#include "optim/sharded_optimizer.h"
-#include "tests/sharding/parity.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/data/token_data.h"
+#include "zeroshard/optim/adamw.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/tests/sharding/parity.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -11,13 +11,13 @@
 
 #include <memory>
 
-#include "autograd/engine.h"
-#include "autograd/nn/gpt.h"
-#include "autograd/ops.h"
-#include "collectives/virtual_communicator.h"
-#include "optim/sharded_optimizer.h"
-#include "runtime/virtual_device.h"
-#include "sharding/sharded_model.h"
+#include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/collectives/virtual_communicator.h"
+#include "zeroshard/optim/sharded_optimizer.h"
+#include "zeroshard/runtime/virtual_device.h"
+#include "zeroshard/sharding/sharded_model.h"
 
 namespace zeroshard {
 namespace {

@@ -22,10 +22,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/cuda/caching_allocator.h"
-#include "runtime/dtype.h"
-#include "sim/cost_model.h"
-#include "sim/profile.h"
+#include "zeroshard/runtime/cuda/caching_allocator.h"
+#include "zeroshard/runtime/dtype.h"
+#include "zeroshard/sim/cost_model.h"
+#include "zeroshard/sim/profile.h"
 
 namespace zeroshard::sim {
 namespace {

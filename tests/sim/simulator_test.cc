@@ -13,9 +13,9 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
-#include "sim/planner.h"
-#include "sim/profile.h"
-#include "sim/simulator.h"
+#include "zeroshard/sim/planner.h"
+#include "zeroshard/sim/profile.h"
+#include "zeroshard/sim/simulator.h"
 
 namespace zeroshard::sim {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "train/config.h"
-#include "tests/train/config_testing.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/tests/train/config_testing.h"
 
 namespace zeroshard {
 namespace {

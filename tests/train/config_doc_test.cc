@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "train/config_doc.h"
+#include "zeroshard/train/config_doc.h"
 
 namespace zeroshard {
 namespace {

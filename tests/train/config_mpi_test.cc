@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include "collectives/local_communicator.h"
-#include "collectives/mpi_communicator.h"
-#include "train/config.h"
-#include "train/resnet_job.h"
-#include "train/trainer.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/collectives/mpi_communicator.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/resnet_job.h"
+#include "zeroshard/train/trainer.h"
 
 namespace zeroshard {
 namespace {

@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "train/config.h"
-#include "tests/train/config_testing.h"
-#include "tests/testing.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/tests/train/config_testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "train/config.h"
-#include "train/config_flags.h"
-#include "train/config_schema.h"
+#include "zeroshard/train/config.h"
+#include "zeroshard/train/config_flags.h"
+#include "zeroshard/train/config_schema.h"
 
 namespace zeroshard {
 namespace {

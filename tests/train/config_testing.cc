@@ -1,4 +1,4 @@
-#include "tests/train/config_testing.h"
+#include "zeroshard/tests/train/config_testing.h"
 
 #include <charconv>
 #include <cstdlib>

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/config.h"
+#include "zeroshard/train/config.h"
 
 namespace zeroshard::testing {
 

@@ -1,6 +1,6 @@
 // LogSink: rank 0's lines go to the log file (appended) as given; the other
 // ranks' sinks write nothing; an unwritable log is an error.
-#include "train/log_sink.h"
+#include "zeroshard/train/log_sink.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

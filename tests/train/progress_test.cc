@@ -1,9 +1,9 @@
 // The progress bar's line, the GPT FLOP count behind its MFU, and the measured peak.
-#include "train/progress.h"
+#include "zeroshard/train/progress.h"
 
 #include <gtest/gtest.h>
 
-#include "tests/testing.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -1,7 +1,7 @@
 // TensorBoard event files (train/tensorboard.h): read back with the
 // independent decoder of tests/train/tfevents_reader.h, one record checked
 // byte for byte, the CRC checked against the CRC-32C standard vector.
-#include "train/tensorboard.h"
+#include "zeroshard/train/tensorboard.h"
 
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
-#include "runtime/crc32c.h"
-#include "tests/train/tfevents_reader.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/crc32c.h"
+#include "zeroshard/tests/train/tfevents_reader.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

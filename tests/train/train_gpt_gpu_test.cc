@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "collectives/local_communicator.h"
-#include "collectives/nccl_communicator.h"
-#include "train/trainer.h"
-#include "runtime/cuda/device_api.h"
-#include "tests/testing.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/collectives/nccl_communicator.h"
+#include "zeroshard/train/trainer.h"
+#include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -17,9 +17,9 @@
 
 #include "absl/strings/str_join.h"
 
-#include "collectives/local_communicator.h"
-#include "train/trainer.h"
-#include "tests/testing.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/train/trainer.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "autograd/nn/llama.h"
-#include "checkpoint/hf_folder.h"
-#include "checkpoint/safetensors.h"
-#include "collectives/local_communicator.h"
-#include "sharding/sharded_model.h"
-#include "tests/kernels/kernel_testing.h"
-#include "tests/testing.h"
-#include "train/trainer.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/autograd/nn/llama.h"
+#include "zeroshard/checkpoint/hf_folder.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/tests/kernels/kernel_testing.h"
+#include "zeroshard/tests/testing.h"
+#include "zeroshard/train/trainer.h"
 
 namespace zeroshard {
 namespace {

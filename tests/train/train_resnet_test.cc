@@ -3,7 +3,7 @@
 // validation set; every rank reports the same result; the saved file has
 // torchvision's names, BatchNorm buffers included, and loads into a fresh
 // model whose evaluation matches.
-#include "train/resnet_trainer.h"
+#include "zeroshard/train/resnet_trainer.h"
 
 #include <gtest/gtest.h>
 
@@ -11,12 +11,12 @@
 #include <mutex>
 #include <string>
 
-#include "autograd/grad_mode.h"
-#include "autograd/nn/resnet.h"
-#include "checkpoint/safetensors.h"
-#include "collectives/local_communicator.h"
-#include "kernels/reduce.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/grad_mode.h"
+#include "zeroshard/autograd/nn/resnet.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/kernels/reduce.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -5,7 +5,7 @@
 // sum, mean and product below is exact in f32, so the expected weights are
 // the closed form w - lr * g with its single rounding, and different orders
 // of summation (sharded accumulation, no_sync, one rank) give the same bits.
-#include "train/train_step.h"
+#include "zeroshard/train/train_step.h"
 
 #include <gtest/gtest.h>
 
@@ -15,10 +15,10 @@
 #include <mutex>
 #include <vector>
 
-#include "autograd/nn/linear.h"
-#include "autograd/ops.h"
-#include "collectives/local_communicator.h"
-#include "tests/testing.h"
+#include "zeroshard/autograd/nn/linear.h"
+#include "zeroshard/autograd/ops.h"
+#include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

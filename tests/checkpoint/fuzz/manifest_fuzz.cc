@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
-#include "checkpoint/manifest.h"
-#include "runtime/check.h"
+#include "zeroshard/checkpoint/manifest.h"
+#include "zeroshard/runtime/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace zeroshard;

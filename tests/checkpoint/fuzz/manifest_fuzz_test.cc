@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/manifest.h"
-#include "tests/fuzz_corpus.h"
-#include "tests/testing.h"
+#include "zeroshard/checkpoint/manifest.h"
+#include "zeroshard/tests/fuzz_corpus.h"
+#include "zeroshard/tests/testing.h"
 
 namespace {
 

@@ -15,9 +15,9 @@
 #include <cstring>
 
 #include "absl/strings/string_view.h"
-#include "checkpoint/safetensors.h"
-#include "runtime/check.h"
-#include "runtime/tensor.h"
+#include "zeroshard/checkpoint/safetensors.h"
+#include "zeroshard/runtime/check.h"
+#include "zeroshard/runtime/tensor.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace zeroshard;

@@ -6,8 +6,8 @@
 #include <sstream>
 #include <string>
 
-#include "tests/fuzz_corpus.h"
-#include "tests/testing.h"
+#include "zeroshard/tests/fuzz_corpus.h"
+#include "zeroshard/tests/testing.h"
 
 namespace {
 

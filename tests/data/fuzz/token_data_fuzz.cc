@@ -12,8 +12,8 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "data/token_data.h"
-#include "runtime/check.h"
+#include "zeroshard/data/token_data.h"
+#include "zeroshard/runtime/check.h"
 
 namespace {
 

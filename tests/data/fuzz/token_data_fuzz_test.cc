@@ -3,9 +3,9 @@
 // file loaded from disk as the job loads it, agreeing with Parse.
 #include <string>
 
-#include "data/token_data.h"
-#include "tests/fuzz_corpus.h"
-#include "tests/testing.h"
+#include "zeroshard/data/token_data.h"
+#include "zeroshard/tests/fuzz_corpus.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/nvme/aio_engine.h"
-#include "runtime/nvme/swap_file.h"
-#include "runtime/nvme/swap_space.h"
-#include "tests/testing.h"
+#include "zeroshard/runtime/nvme/aio_engine.h"
+#include "zeroshard/runtime/nvme/swap_file.h"
+#include "zeroshard/runtime/nvme/swap_space.h"
+#include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
 namespace {

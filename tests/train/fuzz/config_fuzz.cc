@@ -16,8 +16,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "runtime/check.h"
-#include "train/config.h"
+#include "zeroshard/runtime/check.h"
+#include "zeroshard/train/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace zeroshard;

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "tests/fuzz_corpus.h"
-#include "tests/testing.h"
-#include "train/config.h"
+#include "zeroshard/tests/fuzz_corpus.h"
+#include "zeroshard/tests/testing.h"
+#include "zeroshard/train/config.h"
 
 namespace zeroshard {
 namespace {

@@ -4,7 +4,7 @@
 // switch is a few instructions (ZsSimSwitch below: callee-saved registers,
 // MXCSR and the x87 control word); elsewhere ucontext, whose swapcontext makes
 // a system call per switch.
-#include "tools/cuda/sim/cuda_sim.h"
+#include "zeroshard/tools/cuda/sim/cuda_sim.h"
 
 #include <sys/mman.h>
 #include <ucontext.h>

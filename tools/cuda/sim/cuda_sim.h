@@ -47,7 +47,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "tools/cuda/sim/sim_errors.h"
+#include "zeroshard/tools/cuda/sim/sim_errors.h"
 
 // ------------------------------------------------------------ CUDA spellings
 

@@ -1,7 +1,7 @@
 // The simulator itself: barriers and shuffles give the device's values, and
 // what the device leaves undefined or refuses is an error naming the block and
 // threads. Kernels here are written as in a .cu file against cuda_sim.h.
-#include "tools/cuda/sim/cuda_sim.h"
+#include "zeroshard/tools/cuda/sim/cuda_sim.h"
 
 #include <gtest/gtest.h>
 

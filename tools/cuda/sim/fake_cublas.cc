@@ -21,7 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "tools/cuda/sim/reference_gemm.h"
+#include "zeroshard/tools/cuda/sim/reference_gemm.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;  // cublasSetStream's; the work runs at the call anyway

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/half.h"
+#include "zeroshard/runtime/half.h"
 
 namespace {
 

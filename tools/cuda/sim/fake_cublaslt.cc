@@ -15,8 +15,8 @@
 #include <cstring>
 #include <new>
 
-#include "kernels/math/fast_math.h"
-#include "tools/cuda/sim/reference_gemm.h"
+#include "zeroshard/kernels/math/fast_math.h"
+#include "zeroshard/tools/cuda/sim/reference_gemm.h"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "tools/cuda/sim/sim_errors.h"
+#include "zeroshard/tools/cuda/sim/sim_errors.h"
 
 namespace {
 

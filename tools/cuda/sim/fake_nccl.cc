@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/half.h"
+#include "zeroshard/runtime/half.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/half.h"
+#include "zeroshard/runtime/half.h"
 
 namespace zs_cuda_sim {
 
