@@ -26,6 +26,19 @@ bool ShouldRecord(std::initializer_list<const Variable*> inputs) {
   return ShouldRecord(std::vector<const Variable*>(inputs));
 }
 
+absl::Status CheckHasValue(const Variable& v, absl::string_view op) {
+  if (v.defined()) return absl::OkStatus();
+  if (v.impl() == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": undefined input"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": operand \"", v.name(), "\" has no value; expected a materialised parameter. A sharded unit's ",
+      "parameters have values only while it is gathered: call its module through operator(), not Forward ",
+      "(Note [Module forward] in autograd/nn/module.h)"));
+}
+
+absl::Status CheckAbsentOrHasValue(const Variable& v, absl::string_view op) {
+  return v.impl() == nullptr ? absl::OkStatus() : CheckHasValue(v, op);
+}
+
 namespace {
 std::vector<Edge> EdgesOf(const std::vector<const Variable*>& inputs) {
   std::vector<Edge> edges;

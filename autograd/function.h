@@ -21,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "zeroshard/autograd/node.h"
 #include "zeroshard/autograd/variable.h"
 
@@ -57,6 +59,18 @@ std::vector<Variable> RecordMulti(std::string name, std::vector<Tensor> values,
 std::vector<Variable> RecordMulti(std::string name, std::vector<Tensor> values,
                                   const std::vector<const Variable*>& inputs, BackwardFn fn);
 bool ShouldRecord(const std::vector<const Variable*>& inputs);
+
+// OK when an operand of `op` has a value. A Variable() has none ("undefined
+// input"); a Variable with state but no value is a parameter not yet
+// materialised, or a sharded unit's parameter read while the unit is not
+// gathered (its module's Forward called directly instead of through
+// operator(): Note [Module forward] in autograd/nn/module.h), and the error
+// names it.
+absl::Status CheckHasValue(const Variable& v, absl::string_view op);
+// For an optional operand (a bias, a norm's weight): Variable() means absent
+// and is OK; a Variable with state must have a value (as CheckHasValue), so a
+// parameter without one is an error rather than read as absent.
+absl::Status CheckAbsentOrHasValue(const Variable& v, absl::string_view op);
 
 }  // namespace zeroshard::autograd
 

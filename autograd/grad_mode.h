@@ -2,7 +2,7 @@
 //
 //   {
 //     NoGradGuard no_grad;        // evaluation, optimizer updates, recomputation setup
-//     ZS_ASSIGN_OR_RETURN(Variable y, model.Forward(x));   // records nothing
+//     ZS_ASSIGN_OR_RETURN(Variable y, model(x));           // records nothing
 //   }
 //
 // Per thread, so in-process ranks (one thread each) do not affect each other.

@@ -32,9 +32,7 @@ absl::StatusOr<Tensor> ReduceGradTo(const Tensor& g, const Shape& shape, DType d
 }
 
 absl::Status CheckDefined(std::initializer_list<const Variable*> vs, absl::string_view op) {
-  for (const Variable* v : vs) {
-    if (!v->defined()) return absl::InvalidArgumentError(absl::StrCat(op, ": undefined input"));
-  }
+  for (const Variable* v : vs) ZS_RETURN_IF_ERROR(autograd::CheckHasValue(*v, op));
   return absl::OkStatus();
 }
 
@@ -294,6 +292,7 @@ absl::StatusOr<Variable> MatMul(const Variable& a, const Variable& b, const MatM
 
 absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Variable& b) {
   ZS_RETURN_IF_ERROR(CheckDefined({&x, &w}, "Linear"));
+  ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(b, "Linear"));
   if (w.dim() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("Linear: weight must be [out, in], got ",
                                                    ShapeToString(w.shape())));
@@ -551,6 +550,8 @@ absl::StatusOr<Variable> LogSoftmax(const Variable& x) {
 absl::StatusOr<Variable> LayerNorm(const Variable& x, const Variable& weight, const Variable& bias,
                                    double eps) {
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "LayerNorm"));
+  ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(weight, "LayerNorm"));
+  ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(bias, "LayerNorm"));
   const Tensor xv = x.value();
   Shape rows(xv.shape().begin(), xv.shape().end() - 1);
   ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::EmptyLike(xv));
@@ -631,6 +632,7 @@ absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& g
 
 absl::StatusOr<Variable> RmsNorm(const Variable& x, const Variable& weight, double eps) {
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "RmsNorm"));
+  ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(weight, "RmsNorm"));
   const Tensor xv = x.value();
   if (xv.dim() == 0) {
     return absl::InvalidArgumentError("RmsNorm: x is 0-d, expected [..., C]");

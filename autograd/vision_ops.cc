@@ -15,10 +15,7 @@ using autograd::Record;
 
 namespace {
 
-absl::Status CheckInput(const Variable& x, absl::string_view op) {
-  if (!x.defined()) return absl::InvalidArgumentError(absl::StrCat(op, ": undefined input"));
-  return absl::OkStatus();
-}
+absl::Status CheckInput(const Variable& x, absl::string_view op) { return autograd::CheckHasValue(x, op); }
 
 // An empty gradient buffer shaped like `v`'s value, or undefined when v needs none.
 absl::StatusOr<Tensor> GradFor(const Variable& v, const Tensor& like_alloc) {
@@ -32,6 +29,7 @@ absl::StatusOr<Variable> Conv2d(const Variable& x, const Variable& weight, const
                                 const Conv2dOptions& options) {
   ZS_RETURN_IF_ERROR(CheckInput(x, "Conv2d"));
   ZS_RETURN_IF_ERROR(CheckInput(weight, "Conv2d"));
+  ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(bias, "Conv2d"));
   const Tensor bv = bias.defined() ? bias.value() : Tensor();
   ZS_ASSIGN_OR_RETURN(Tensor y, Conv2dForward(x.value(), weight.value(), bv, options));
   if (!autograd::ShouldRecord({&x, &weight, &bias})) return Variable(y);
@@ -66,6 +64,8 @@ absl::StatusOr<Variable> BatchNorm(const Variable& x, const Variable& weight, co
                                    const Tensor& running_mean, const Tensor& running_var,
                                    const BatchNormOptions& options) {
   ZS_RETURN_IF_ERROR(CheckInput(x, "BatchNorm"));
+  ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(weight, "BatchNorm"));
+  ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(bias, "BatchNorm"));
   const Tensor xv = x.value();
   if (xv.dim() < 2) {
     return absl::InvalidArgumentError(absl::StrCat("BatchNorm: x has shape ", ShapeToString(xv.shape()),

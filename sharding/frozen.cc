@@ -45,7 +45,7 @@ class PendingInput {
 
 void ShardedModel::WatchInputs(ShardedUnit& unit) {
   const std::vector<Variable>* inputs = unit.module->forward_inputs();
-  if (inputs == nullptr) {
+  if (inputs == nullptr) {  // not inside Module::RunForward (never, from its post-forward hook): be safe
     unit.inputs_untracked = true;
     return;
   }

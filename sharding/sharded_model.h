@@ -112,15 +112,17 @@
 // still be read after that (the input gradient through a frozen weight), so it
 // goes when both (1) every trainable gradient of the unit has landed and (2)
 // the gradient of every forward input of the unit has been computed: a
-// gradient hook on each input (Module::forward_inputs(), recorded by
-// UnaryModule) counts those still to come, and each watch undoes itself if its
-// graph is dropped unused, so the count is of live graphs only. Any node that
-// reads a frozen weight in backward feeds the gradient of an input or of a
-// trainable parameter of the unit, so it has run by then (FSDP's reshard-only
-// hook on a unit's inputs). Where that cannot be known the frozen bytes wait
-// for the end of backward, as they always did: the root, a module that does
-// not record its inputs, an input that is a leaf (its hooks would outlive the
-// graph), and a backward that recomputes the unit (activation checkpointing).
+// gradient hook on each input (Module::forward_inputs(): the Variables among
+// the forward's arguments, whatever its signature, Note [Module forward] in
+// autograd/nn/module.h) counts those still to come, and each watch undoes
+// itself if its graph is dropped unused, so the count is of live graphs only.
+// Any node that reads a frozen weight in backward feeds the gradient of an
+// input or of a trainable parameter of the unit, so it has run by then (FSDP's
+// reshard-only hook on a unit's inputs; a Variable the forward's arguments
+// hide from nn::ForEachVariable breaks this). Where that cannot be known the
+// frozen bytes wait for the end of backward, as they always did: the root, an
+// input that is a leaf (its hooks would outlive the graph), and a backward that
+// recomputes the unit (activation checkpointing).
 // A unit with nothing to train follows the same rule, (1) being vacuous.
 // Checkpoints hold no optimizer state for frozen parameters; loading one into
 // a parameter that trains gives it zero moments (checkpoint/checkpoint.h).

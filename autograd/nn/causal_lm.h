@@ -7,7 +7,10 @@
 //   ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
 //
 // The job (train/trainer.h) is written against this interface only, so a new
-// family is a subclass and a case in the job's model factory.
+// family is a subclass and a case in the job's model factory. A subclass
+// implements ForwardLm; Forward runs it inside the module's forward hooks
+// (Note [Module forward] in module.h), so the sharding runtime's root unit is
+// gathered around it.
 #ifndef ZEROSHARD_AUTOGRAD_NN_CAUSAL_LM_H_
 #define ZEROSHARD_AUTOGRAD_NN_CAUSAL_LM_H_
 
@@ -23,13 +26,21 @@ namespace zeroshard::nn {
 struct LmOutput {
   Variable logits;  // [B, T, V]
   Variable loss;    // 0-d mean cross-entropy; undefined without targets
+  // What the forward hooks see (Note [Module forward] in module.h).
+  template <typename F>
+  void ForEachVariable(F&& f) {
+    f(logits);
+    f(loss);
+  }
 };
 
 class CausalLm : public Module {
  public:
   using Module::Module;
   // ids, targets: [B, T] (i32/i64), T <= max_positions(); targets may be undefined.
-  virtual absl::StatusOr<LmOutput> Forward(const Tensor& ids, const Tensor& targets = Tensor()) = 0;
+  absl::StatusOr<LmOutput> Forward(const Tensor& ids, const Tensor& targets = Tensor()) {
+    return RunForward([&]() { return ForwardLm(ids, targets); }, ids, targets);
+  }
   // The longest sequence Forward accepts.
   virtual int64_t max_positions() const = 0;
   virtual int64_t vocab_size() const = 0;
@@ -45,6 +56,9 @@ class CausalLm : public Module {
   virtual std::string ConfigString() const = 0;
 
  protected:
+  // The family's forward, run by Forward (targets may be undefined).
+  virtual absl::StatusOr<LmOutput> ForwardLm(const Tensor& ids, const Tensor& targets) = 0;
+
   PhiloxGenerator generator_;
 };
 

@@ -41,7 +41,7 @@ double Gpt::TrainFlopsPerToken(const GptConfig& c, int64_t num_params, int64_t s
 
 double Gpt::TrainFlopsPerToken(int64_t seq_len) { return TrainFlopsPerToken(config_, NumParameters(), seq_len); }
 
-absl::StatusOr<GptOutput> Gpt::Forward(const Tensor& ids, const Tensor& targets) {
+absl::StatusOr<GptOutput> Gpt::ForwardLm(const Tensor& ids, const Tensor& targets) {
   if (ids.dim() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("GPT: expected token ids [B, T], got ",
                                                    ShapeToString(ids.shape())));
@@ -51,7 +51,6 @@ absl::StatusOr<GptOutput> Gpt::Forward(const Tensor& ids, const Tensor& targets)
     return absl::InvalidArgumentError(absl::StrCat("GPT: sequence of length ", T,
                                                    " is longer than block_size ", config_.block_size));
   }
-  ZS_RETURN_IF_ERROR(RunPreForwardHooks());
   ZS_ASSIGN_OR_RETURN(Variable tok, (*wte_)(ids));  // [B, T, C]
   std::vector<int64_t> positions(T);
   for (int64_t t = 0; t < T; ++t) positions[t] = t;
@@ -91,9 +90,6 @@ absl::StatusOr<GptOutput> Gpt::Forward(const Tensor& ids, const Tensor& targets)
     }
     ZS_ASSIGN_OR_RETURN(out.loss, ops::CrossEntropy(out.logits, targets));
   }
-  std::vector<Variable> outputs{out.logits};
-  if (out.loss.defined()) outputs.push_back(out.loss);
-  ZS_RETURN_IF_ERROR(RunPostForwardHooks(outputs));
   (void)B;
   return out;
 }

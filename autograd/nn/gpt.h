@@ -37,8 +37,6 @@ using GptOutput = LmOutput;
 class Gpt : public CausalLm {
  public:
   explicit Gpt(const GptConfig& config, uint64_t dropout_seed = 0);
-  // ids, targets: [B, T] (i32/i64), T <= block_size. targets may be undefined.
-  absl::StatusOr<GptOutput> Forward(const Tensor& ids, const Tensor& targets = Tensor()) override;
   int64_t max_positions() const override { return config_.block_size; }
   int64_t vocab_size() const override { return config_.vocab_size; }
   std::string layer_type() const override { return "Block"; }
@@ -51,6 +49,10 @@ class Gpt : public CausalLm {
   ModuleList& blocks() { return *h_; }
   // Parameters that get weight decay: 2-D weights (nanoGPT's groups).
   static bool DecaysWeight(const Shape& shape) { return shape.size() >= 2; }
+
+ protected:
+  // ids, targets: [B, T] (i32/i64), T <= block_size. targets may be undefined.
+  absl::StatusOr<GptOutput> ForwardLm(const Tensor& ids, const Tensor& targets) override;
 
  private:
   GptConfig config_;

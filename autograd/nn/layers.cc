@@ -14,17 +14,11 @@ std::string GptConfig::ToString() const {
       activation_checkpointing ? ", activation_checkpointing" : "");
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitSpec init) : Module("Embedding") {
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitSpec init) : ForwardModule("Embedding") {
   RegisterParameter("weight", {num_embeddings, dim}, init);
 }
 
-absl::StatusOr<Variable> Embedding::operator()(const Tensor& ids) {
-  ZS_RETURN_IF_ERROR(RunPreForwardHooks());
-  ZS_ASSIGN_OR_RETURN(Variable y, ops::Embedding(weight(), ids));
-  std::vector<Variable> outputs{y};
-  ZS_RETURN_IF_ERROR(RunPostForwardHooks(outputs));
-  return outputs[0];
-}
+absl::StatusOr<Variable> Embedding::Forward(const Tensor& ids) { return ops::Embedding(weight(), ids); }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool bias) : UnaryModule("LayerNorm"), eps_(eps), bias_(bias) {
   RegisterParameter("weight", {dim}, InitSpec::Ones());

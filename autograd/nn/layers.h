@@ -16,12 +16,14 @@
 
 namespace zeroshard::nn {
 
-// weight [num, dim]; Forward takes token ids (not differentiable).
-class Embedding : public Module {
+// weight [num, dim]; takes token ids (not differentiable).
+class Embedding : public ForwardModule<Variable(Tensor)> {
  public:
   Embedding(int64_t num_embeddings, int64_t dim, InitSpec init = InitSpec::Normal(0.0f, 1.0f));
-  absl::StatusOr<Variable> operator()(const Tensor& ids);
   const Variable& weight() { return FindParameter("weight")->var; }
+
+ protected:
+  absl::StatusOr<Variable> Forward(const Tensor& ids) override;
 };
 
 class LayerNorm : public UnaryModule {

@@ -364,7 +364,7 @@ double Llama::TrainFlopsPerToken(int64_t seq_len) {
          12.0 * static_cast<double>(c.num_hidden_layers * seq_len * c.num_attention_heads * c.head_size());
 }
 
-absl::StatusOr<LmOutput> Llama::Forward(const Tensor& ids, const Tensor& targets) {
+absl::StatusOr<LmOutput> Llama::ForwardLm(const Tensor& ids, const Tensor& targets) {
   if (ids.dim() != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("Llama: expected token ids [B, T], got ", ShapeToString(ids.shape())));
@@ -375,7 +375,6 @@ absl::StatusOr<LmOutput> Llama::Forward(const Tensor& ids, const Tensor& targets
                                                    " is longer than max_position_embeddings ",
                                                    config_.max_position_embeddings));
   }
-  ZS_RETURN_IF_ERROR(RunPreForwardHooks());
   ZS_ASSIGN_OR_RETURN(Variable x, (*embed_tokens_)(ids));  // [B, T, C]
   for (size_t i = 0; i < layers_->size(); ++i) {
     auto* layer = static_cast<LlamaDecoderLayer*>((*layers_)[i].get());
@@ -402,9 +401,6 @@ absl::StatusOr<LmOutput> Llama::Forward(const Tensor& ids, const Tensor& targets
     }
     ZS_ASSIGN_OR_RETURN(out.loss, ops::CrossEntropy(out.logits, targets));
   }
-  std::vector<Variable> outputs{out.logits};
-  if (out.loss.defined()) outputs.push_back(out.loss);
-  ZS_RETURN_IF_ERROR(RunPostForwardHooks(outputs));
   return out;
 }
 

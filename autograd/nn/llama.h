@@ -161,7 +161,6 @@ class Llama : public CausalLm {
  public:
   // The config must be valid (LlamaConfig::Validate; checked, fatal otherwise).
   explicit Llama(const LlamaConfig& config);
-  absl::StatusOr<LmOutput> Forward(const Tensor& ids, const Tensor& targets = Tensor()) override;
   int64_t max_positions() const override { return config_.max_position_embeddings; }
   int64_t vocab_size() const override { return config_.vocab_size; }
   std::string layer_type() const override { return "LlamaDecoderLayer"; }
@@ -172,6 +171,9 @@ class Llama : public CausalLm {
 
   const LlamaConfig& config() const { return config_; }
   ModuleList& layers() { return *layers_; }
+
+ protected:
+  absl::StatusOr<LmOutput> ForwardLm(const Tensor& ids, const Tensor& targets) override;
 
  private:
   LlamaConfig config_;

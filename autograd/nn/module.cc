@@ -238,7 +238,15 @@ absl::Status Module::RunPreForwardHooks() {
 }
 
 absl::Status Module::RunPostForwardHooks(std::vector<Variable>& outputs) {
-  for (auto& [h, hook] : post_hooks_) ZS_RETURN_IF_ERROR(hook(*this, outputs));
+  const size_t n = outputs.size();
+  for (auto& [h, hook] : post_hooks_) {
+    ZS_RETURN_IF_ERROR(hook(*this, outputs));
+    if (outputs.size() != n) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          type_name_, ": a post-forward hook changed the number of forward outputs from ", n, " to ", outputs.size(),
+          "; a hook may replace outputs, not add or remove them (Note [Module forward] in autograd/nn/module.h)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -283,21 +291,6 @@ absl::Status Module::TieParameter(const std::string& name, const ParameterSlot& 
   slot->var = target.var;
   slot->init = target.init;
   return absl::OkStatus();
-}
-
-absl::StatusOr<Variable> UnaryModule::operator()(const Variable& x) {
-  forward_inputs_ = {x};
-  recording_inputs_ = true;
-  absl::StatusOr<Variable> result = [&]() -> absl::StatusOr<Variable> {
-    ZS_RETURN_IF_ERROR(RunPreForwardHooks());
-    ZS_ASSIGN_OR_RETURN(Variable y, Forward(x));
-    std::vector<Variable> outputs{y};
-    ZS_RETURN_IF_ERROR(RunPostForwardHooks(outputs));
-    return outputs[0];
-  }();
-  forward_inputs_.clear();
-  recording_inputs_ = false;
-  return result;
 }
 
 }  // namespace zeroshard::nn

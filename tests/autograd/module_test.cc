@@ -1,12 +1,17 @@
 // Module trees: names, tying, deferred and slice-wise initialisation, state
-// dicts (strict and not), train/eval, apply order, forward hooks.
+// dicts (strict and not), train/eval, apply order, forward hooks; modules of
+// any forward signature (Note [Module forward]) and what hooks see of them.
 #include "zeroshard/autograd/nn/module.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <optional>
+#include <tuple>
 
 #include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/nn/layers.h"
 #include "zeroshard/autograd/nn/linear.h"
 #include "zeroshard/autograd/ops.h"
 #include "zeroshard/tests/kernels/kernel_testing.h"
@@ -160,6 +165,170 @@ TEST(Module, ForwardHooksWrapForwardAndSeeOutputs) {
   log.clear();
   ZS_ASSERT_OK_AND_ASSIGN(Variable y2, m(x));
   EXPECT_THAT(log, ElementsAre("pre a"));
+}
+
+// ---------------------------------------------------------------- any forward signature
+
+Variable Constant(std::vector<float> values, Shape shape, bool requires_grad = false) {
+  return Variable(Tensor::FromVector(values, shape).value(), requires_grad);
+}
+
+// (x, context, factor, mask) -> (x + context, (x + context) * factor * mask):
+// two Variables, an int and a Tensor in; a tuple of two Variables out.
+class Mixer : public ForwardModule<std::tuple<Variable, Variable>(Variable, Variable, int, Tensor)> {
+ public:
+  Mixer() : ForwardModule("Mixer") {}
+  std::vector<std::string>* log = nullptr;
+
+ protected:
+  absl::StatusOr<std::tuple<Variable, Variable>> Forward(const Variable& x, const Variable& context, const int& factor,
+                                                         const Tensor& mask) override {
+    log->push_back("forward factor " + std::to_string(factor));
+    ZS_ASSIGN_OR_RETURN(Variable sum, ops::Add(x, context));
+    ZS_ASSIGN_OR_RETURN(Variable scaled, ops::Scale(sum, factor));
+    ZS_ASSIGN_OR_RETURN(scaled, ops::Mul(scaled, Variable(mask)));
+    return std::make_tuple(sum, scaled);
+  }
+};
+
+TEST(ForwardModule, HooksSeeEveryVariableInputAndOutputAndOtherArgumentsPassThrough) {
+  Mixer m;
+  std::vector<std::string> log;
+  m.log = &log;
+  Variable x = Constant({1, 2, 3}, {3}, true), context = Constant({10, 20, 30}, {3}, true);
+  const Tensor mask = Tensor::FromVector(std::vector<float>{1, 0, 1}, {3}).value();
+  auto expect_inputs = [&](const std::string& when) {
+    const std::vector<Variable>* in = m.forward_inputs();
+    ASSERT_NE(in, nullptr) << when;
+    ASSERT_EQ(in->size(), 2u) << when;
+    EXPECT_TRUE((*in)[0].SameAs(x)) << when;
+    EXPECT_TRUE((*in)[1].SameAs(context)) << when;
+  };
+  m.AddPreForwardHook([&](Module& self) {
+    EXPECT_EQ(&self, &m);
+    expect_inputs("pre");
+    log.push_back("pre");
+    return absl::OkStatus();
+  });
+  m.AddPostForwardHook([&](Module&, std::vector<Variable>& out) {
+    expect_inputs("post");
+    log.push_back("post " + std::to_string(out.size()) + " outputs");
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(m.forward_inputs(), nullptr);
+  ZS_ASSERT_OK_AND_ASSIGN(auto out, m(x, context, 3, mask));
+  EXPECT_EQ(m.forward_inputs(), nullptr);  // cleared: no graph kept alive
+  EXPECT_THAT(log, ElementsAre("pre", "forward factor 3", "post 2 outputs"));
+  EXPECT_THAT(ToDoubles(std::get<0>(out).value()), ElementsAre(11, 22, 33));
+  EXPECT_THAT(ToDoubles(std::get<1>(out).value()), ElementsAre(33, 0, 99));
+}
+
+// A struct result opts in with ForEachVariable; an undefined member is no output.
+struct Heads {
+  Variable logits;
+  Variable loss;  // undefined without targets
+  template <typename F>
+  void ForEachVariable(F&& f) {
+    f(logits);
+    f(loss);
+  }
+};
+
+class TwoHeads : public ForwardModule<Heads(Variable, std::optional<Variable>)> {
+ public:
+  TwoHeads() : ForwardModule("TwoHeads") {}
+
+ protected:
+  absl::StatusOr<Heads> Forward(const Variable& x, const std::optional<Variable>& target) override {
+    Heads h;
+    ZS_ASSIGN_OR_RETURN(h.logits, ops::Scale(x, 2.0));
+    if (target.has_value()) {
+      ZS_ASSIGN_OR_RETURN(Variable d, ops::Sub(h.logits, *target));
+      ZS_ASSIGN_OR_RETURN(h.loss, ops::SumAll(d));
+    }
+    return h;
+  }
+};
+
+TEST(ForwardModule, PostForwardHooksMayReplaceOutputsAndTheResultCarriesTheReplacements) {
+  TwoHeads m;
+  Variable x = Constant({1, 2}, {2}, true), target = Constant({0, 1}, {2});
+  Variable replacement = Constant({7}, {});
+  std::vector<size_t> seen;
+  m.AddPostForwardHook([&](Module&, std::vector<Variable>& out) {
+    seen.push_back(out.size());
+    EXPECT_EQ(m.forward_inputs()->size(), out.size() == 2 ? 2u : 1u);  // an empty optional is no input
+    if (out.size() == 2) out[1] = replacement;
+    return absl::OkStatus();
+  });
+  ZS_ASSERT_OK_AND_ASSIGN(Heads with, m(x, target));
+  EXPECT_TRUE(with.loss.SameAs(replacement));
+  EXPECT_THAT(ToDoubles(with.logits.value()), ElementsAre(2, 4));
+  ZS_ASSERT_OK_AND_ASSIGN(Heads without, m(x, std::nullopt));
+  EXPECT_FALSE(without.loss.defined());
+  EXPECT_THAT(seen, ElementsAre(2u, 1u));
+}
+
+TEST(ForwardModule, AHookThatAddsOrRemovesOutputsIsAnError) {
+  TwoHeads m;
+  m.AddPostForwardHook([&](Module&, std::vector<Variable>& out) {
+    out.push_back(out[0]);
+    return absl::OkStatus();
+  });
+  EXPECT_THAT(m(Constant({1}, {1}), std::nullopt).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("TwoHeads: a post-forward hook changed the number of forward outputs from 1 to 2")));
+  EXPECT_EQ(m.forward_inputs(), nullptr);  // restored on the error path too
+}
+
+TEST(ForwardModule, ForEachVariableFindsVariablesInContainersInOrder) {
+  static_assert(!module_internal::HoldsVariables<Tensor>());
+  static_assert(!module_internal::HoldsVariables<std::vector<float>>());
+  static_assert(!module_internal::HoldsVariables<std::string>());
+  static_assert(!module_internal::HoldsVariables<std::tuple<int, Tensor, bool>>());
+  static_assert(module_internal::HoldsVariables<std::map<std::string, std::optional<Variable>>>());
+  static_assert(module_internal::HoldsVariables<const Heads>());
+  Variable a = Constant({1}, {1}), b = Constant({2}, {1}), c = Constant({3}, {1}), d = Constant({4}, {1});
+  const std::tuple<int, std::vector<std::pair<std::string, Variable>>, std::optional<Variable>, std::optional<Variable>,
+                   std::map<int, Variable>, Tensor>
+      value{5, {{"a", a}, {"b", b}}, std::nullopt, c, {{1, d}}, Tensor()};
+  std::vector<Variable> found;
+  ForEachVariable(value, [&](const Variable& v) { found.push_back(v); });  // const: read only
+  ASSERT_EQ(found.size(), 4u);
+  EXPECT_TRUE(found[0].SameAs(a) && found[1].SameAs(b) && found[2].SameAs(c) && found[3].SameAs(d));
+  Heads heads{a, b};
+  ForEachVariable(heads, [&](Variable& v) { v = d; });  // non-const: written through
+  EXPECT_TRUE(heads.logits.SameAs(d) && heads.loss.SameAs(d));
+}
+
+// What the sharding runtime does to a unit's parameters outside its gather:
+// they keep their Variable but lose their value (sharding/hooks.cc ReshardOne).
+void DropValues(Module& m) {
+  for (auto& [name, slot] : m.NamedParameterSlots()) ASSERT_TRUE(slot->var.set_value(Tensor()).ok());
+}
+
+TEST(ForwardModule, AParameterWithoutAValueIsAnErrorNamingItNotAnAbsentOperand) {
+  // A norm whose weight is gone used to normalise without its affine part.
+  LayerNorm ln(3);
+  ZS_ASSERT_OK(ln.Materialize(1));
+  DropValues(ln);
+  EXPECT_THAT(ln(Constant({1, 2, 3}, {1, 3})).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("LayerNorm: operand \"weight\" has no value; expected a materialised parameter")));
+  // A Linear called through Forward, so no pre-forward hook gathers it.
+  Linear fc(3, 2);
+  ZS_ASSERT_OK(fc.Materialize(1));
+  DropValues(fc);
+  EXPECT_THAT(fc.Forward(Constant({1, 2, 3}, {1, 3})).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("call its module through operator(), not Forward")));
+  // Through operator(), a pre-forward hook that gives the values back (the gather) makes it work.
+  Tensor w = Tensor::Zeros({2, 3}, DType::kF32).value(), b = Tensor::Full({2}, 0.5, DType::kF32).value();
+  fc.AddPreForwardHook([&](Module&) -> absl::Status {
+    ZS_RETURN_IF_ERROR(fc.weight().set_value(w));
+    return fc.bias().set_value(b);
+  });
+  ZS_ASSERT_OK_AND_ASSIGN(Variable y, fc(Constant({1, 2, 3}, {1, 3})));
+  EXPECT_THAT(ToDoubles(y.value()), ElementsAre(0.5, 0.5));
 }
 
 }  // namespace
