@@ -104,6 +104,7 @@ test: deps
 	$(MAKE) --no-print-directory isa-test
 	$(MAKE) --no-print-directory sim-test
 	$(MAKE) --no-print-directory bundle-sim-test
+	$(MAKE) --no-print-directory consumer-test
 
 # The numerics tests again on the portable code path (ZEROSHARD_CPU_ISA=baseline:
 # plain x86-64 loops and Eigen's SSE2 GEMM), whatever this processor has, so

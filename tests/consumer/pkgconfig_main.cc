@@ -17,6 +17,7 @@
 #include "zeroshard/zeroshard.h"
 
 using namespace zeroshard;
+using autograd::Variable;
 
 int failures = 0;
 
