@@ -16,9 +16,26 @@ See shared/BUILD_NOTES.md.
 
 load("//tools/cuda:cuda_configure.bzl", "cuda_configure")
 
-def _build_file(name):
-    # A label of this repository, whichever workspace calls.
-    return str(Label("//third_party/system:" + name))
+# Bazel's own repositories, as offline stand-ins: (name, path under zeroshard
+# or absolute).
+_STAND_INS = [
+    ("rules_cc", "third_party/rules_cc"),
+    ("rules_java", "third_party/rules_java"),
+    ("remote_coverage_tools", "third_party/remote_coverage_tools"),
+    ("platforms", "/usr/share/bazel/tools/platforms"),
+]
+
+# Debian's libraries: (name, where the package puts them); each has its BUILD
+# file in third_party/system/BUILD.<name>.
+_SYSTEM_LIBRARIES = [
+    ("absl", "/usr"),
+    ("eigen", "/usr/include/eigen3"),
+    ("gtest", "/usr"),
+    ("benchmark", "/usr"),
+    ("mpi", "/usr/lib/x86_64-linux-gnu/openmpi"),
+    ("liburing", "/usr"),
+    ("json", "/usr"),
+]
 
 def zeroshard_dependencies(path = "."):
     """Defines the repositories zeroshard builds with.
@@ -28,67 +45,19 @@ def zeroshard_dependencies(path = "."):
         zeroshard's own WORKSPACE): the Bazel stand-ins live under it.
     """
     existing = native.existing_rules()
-    if "rules_cc" not in existing:
-        native.local_repository(
-            name = "rules_cc",
-            path = path + "/third_party/rules_cc",
-        )
-    if "rules_java" not in existing:
-        native.local_repository(
-            name = "rules_java",
-            path = path + "/third_party/rules_java",
-        )
-    if "remote_coverage_tools" not in existing:
-        native.local_repository(
-            name = "remote_coverage_tools",
-            path = path + "/third_party/remote_coverage_tools",
-        )
-    if "platforms" not in existing:
-        native.local_repository(
-            name = "platforms",
-            path = "/usr/share/bazel/tools/platforms",
-        )
-    if "absl" not in existing:
-        native.new_local_repository(
-            name = "absl",
-            build_file = _build_file("BUILD.absl"),
-            path = "/usr",
-        )
-    if "eigen" not in existing:
-        native.new_local_repository(
-            name = "eigen",
-            build_file = _build_file("BUILD.eigen"),
-            path = "/usr/include/eigen3",
-        )
-    if "gtest" not in existing:
-        native.new_local_repository(
-            name = "gtest",
-            build_file = _build_file("BUILD.gtest"),
-            path = "/usr",
-        )
-    if "benchmark" not in existing:
-        native.new_local_repository(
-            name = "benchmark",
-            build_file = _build_file("BUILD.benchmark"),
-            path = "/usr",
-        )
-    if "mpi" not in existing:
-        native.new_local_repository(
-            name = "mpi",
-            build_file = _build_file("BUILD.mpi"),
-            path = "/usr/lib/x86_64-linux-gnu/openmpi",
-        )
-    if "liburing" not in existing:
-        native.new_local_repository(
-            name = "liburing",
-            build_file = _build_file("BUILD.liburing"),
-            path = "/usr",
-        )
-    if "json" not in existing:
-        native.new_local_repository(
-            name = "json",
-            build_file = _build_file("BUILD.json"),
-            path = "/usr",
-        )
+    for name, where in _STAND_INS:
+        if name not in existing:
+            native.local_repository(
+                name = name,
+                path = where if where.startswith("/") else path + "/" + where,
+            )
+    for name, where in _SYSTEM_LIBRARIES:
+        if name not in existing:
+            native.new_local_repository(
+                name = name,
+                # A label of this repository, whichever workspace calls.
+                build_file = str(Label("//third_party/system:BUILD." + name)),
+                path = where,
+            )
     if "local_cuda" not in existing:
         cuda_configure(name = "local_cuda")
