@@ -49,6 +49,7 @@
 #include "zeroshard/checkpoint/checkpoint.h"
 
 #include "zeroshard/train/log_sink.h"
+#include "zeroshard/train/loop.h"
 #include "zeroshard/train/metrics.h"
 #include "zeroshard/train/progress.h"
 #include "zeroshard/train/run_dir.h"

@@ -2,10 +2,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 namespace zeroshard {
 
@@ -15,13 +17,28 @@ std::vector<std::string> MetricsWriter::Columns(int world_size) {
   return c;
 }
 
-absl::StatusOr<MetricsWriter> MetricsWriter::Open(const std::string& path, int world_size) {
+absl::StatusOr<MetricsWriter> MetricsWriter::Open(const std::string& path, int world_size, bool append) {
+  const std::string header = absl::StrCat(absl::StrJoin(Columns(world_size), ","), "\n");
+  if (append) {
+    std::ifstream in(path);
+    std::string first;
+    if (in && std::getline(in, first) && !first.empty()) {
+      if (first + "\n" != header) {
+        return absl::FailedPreconditionError(absl::StrCat("metrics: cannot continue ", path, ": expected the header \"",
+                                                          absl::StripSuffix(header, "\n"), "\", found \"", first, "\""));
+      }
+      std::FILE* f = std::fopen(path.c_str(), "a");
+      if (f == nullptr) {
+        return absl::PermissionDeniedError(absl::StrCat("metrics: cannot append to ", path, ": ", std::strerror(errno)));
+      }
+      return MetricsWriter(path, world_size, f);
+    }
+  }
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
     return absl::PermissionDeniedError(absl::StrCat("metrics: cannot create ", path, ": ", std::strerror(errno)));
   }
   MetricsWriter w(path, world_size, f);
-  const std::string header = absl::StrCat(absl::StrJoin(Columns(world_size), ","), "\n");
   if (std::fputs(header.c_str(), f) < 0 || std::fflush(f) != 0) {
     return absl::DataLossError(absl::StrCat("metrics: cannot write ", path, ": ", std::strerror(errno)));
   }

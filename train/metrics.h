@@ -35,8 +35,11 @@ struct StepMetrics {
 
 class MetricsWriter {
  public:
-  // Creates (truncates) `path` and writes the header.
-  static absl::StatusOr<MetricsWriter> Open(const std::string& path, int world_size);
+  // Creates (truncates) `path` and writes the header. `append` (a resumed
+  // run continuing the file): a file with this header is appended to; a
+  // missing or empty one is created; one with another header is
+  // FailedPrecondition naming both.
+  static absl::StatusOr<MetricsWriter> Open(const std::string& path, int world_size, bool append = false);
   static std::vector<std::string> Columns(int world_size);
 
   absl::Status Write(const StepMetrics& m);

@@ -121,14 +121,15 @@ std::string EventFileName(int64_t unix_seconds, std::string_view host) {
 
 }  // namespace tensorboard
 
-absl::StatusOr<TensorBoardWriter> TensorBoardWriter::Open(const std::string& dir, double wall_time) {
+absl::StatusOr<TensorBoardWriter> TensorBoardWriter::Open(const std::string& dir, double wall_time,
+                                                          const std::string& filename_suffix) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     return absl::PermissionDeniedError(absl::StrCat("tensorboard: cannot create ", dir, ": ", ec.message()));
   }
   const std::string path = absl::StrCat(
-      dir, "/", tensorboard::EventFileName(static_cast<int64_t>(std::floor(wall_time)), Hostname()));
+      dir, "/", tensorboard::EventFileName(static_cast<int64_t>(std::floor(wall_time)), Hostname()), filename_suffix);
   // "x": never append to another writer's file (two runs in one second on one host).
   std::FILE* f = std::fopen(path.c_str(), "wbx");
   if (f == nullptr) {

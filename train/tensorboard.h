@@ -55,9 +55,12 @@ double WallTimeNow();
 class TensorBoardWriter {
  public:
   // Creates `dir` (and its parents) if missing, and in it a new event file
-  // named for `wall_time`'s whole seconds and this host; writes the
-  // file_version Event (stamped `wall_time`) and flushes.
-  static absl::StatusOr<TensorBoardWriter> Open(const std::string& dir, double wall_time = WallTimeNow());
+  // named for `wall_time`'s whole seconds and this host, then
+  // `filename_suffix` (PyTorch SummaryWriter's; e.g. ".1"); writes the
+  // file_version Event (stamped `wall_time`) and flushes. An existing file of
+  // that name is an error (never two writers in one file).
+  static absl::StatusOr<TensorBoardWriter> Open(const std::string& dir, double wall_time = WallTimeNow(),
+                                                const std::string& filename_suffix = "");
 
   // Appends one Event {wall_time, step, summary {value {tag, simple_value}}}.
   // Buffered until Flush.

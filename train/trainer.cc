@@ -25,6 +25,7 @@
 #include "zeroshard/checkpoint/hf_folder.h"
 #include "zeroshard/checkpoint/safetensors.h"
 #include "zeroshard/train/log_sink.h"
+#include "zeroshard/train/loop.h"
 #include "zeroshard/train/metrics.h"
 #include "zeroshard/train/tensorboard.h"
 #include "zeroshard/train/progress.h"
@@ -195,14 +196,6 @@ absl::StatusOr<std::vector<int64_t>> Generate(nn::CausalLm& gpt, std::vector<int
   return tokens;
 }
 
-// Every rank's `bytes`, in rank order.
-absl::StatusOr<std::vector<int64_t>> GatherPerRank(Communicator& comm, int64_t bytes) {
-  ZS_ASSIGN_OR_RETURN(Tensor mine, Tensor::FromVector(std::vector<int64_t>{bytes}, {1}));
-  ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Zeros({comm.size()}, DType::kI64));
-  ZS_RETURN_IF_ERROR(comm.AllGather(mine, all));
-  return all.ToVector<int64_t>();
-}
-
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<nn::CausalLm>> MakeJobModel(const TrainOptions& o, int rank) {
@@ -357,41 +350,22 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   s.unigram_entropy = unigram;
   // A save killed midway (kill -9) leaves a step-<n>.tmp directory or files of a
   // dead process; the lead removes them before this run saves or resumes there.
-  if (lead && !o.work_dir.empty() && (o.save_every > 0 || !o.resume.empty())) {
-    ZS_ASSIGN_OR_RETURN(const std::vector<std::string> orphans, RemoveOrphanedSaves(o.work_dir));
-    for (const std::string& path : orphans) {
-      log.Line(absl::StrCat("  removed what an interrupted save left: ", path, "\n"));
-    }
-  }
+  // (RemoveOrphans, ResumeTraining and LoopCheckpointer are RunLoop's pieces, train/loop.h.)
+  ZS_RETURN_IF_ERROR(RemoveOrphans(lead && (o.save_every > 0 || !o.resume.empty()), o.work_dir, log));
   // Resume: model shards, optimizer state, schedule, loss scale, dropout stream.
   int64_t start_step = 0;
-  if (!o.resume.empty()) {
-    std::string dir = o.resume;
-    if (o.resume == "auto") {
-      absl::StatusOr<std::string> latest = LatestCheckpoint(o.work_dir);
-      dir = latest.ok() ? *latest : "";
-      if (!latest.ok()) log.Line(absl::StrCat("  resume=auto: no checkpoint under ", o.work_dir, ", starting fresh\n"));
-    }
-    if (!dir.empty()) {
-      ZS_ASSIGN_OR_RETURN(LoadResult r, LoadCheckpoint(dir, *sharded, &opt));
-      start_step = r.state.step;
-      train_step.set_step(start_step);
-      if (!r.state.lr_scheduler.empty()) {
-        ZS_ASSIGN_OR_RETURN(scheduler, optim::LrScheduler::FromStateDict(r.state.lr_scheduler));
-      }
-      if (!r.state.loss_scaler.empty()) {
-        ZS_RETURN_IF_ERROR(scaler.LoadStateDict(r.state.loss_scaler));
-      }
-      if (static_cast<int>(r.state.rng_offsets.size()) == comm.size()) {
-        gpt->dropout_generator().offset = r.state.rng_offsets[comm.rank()];
-      }
-      log.Line(absl::StrFormat("  resumed from %s (%s, saved by %d ranks, %s) at step %d\n", dir,
-                               StateDictTypeName(r.type), r.saved_world_size, r.saved_strategy, start_step));
+  ZS_ASSIGN_OR_RETURN(const std::optional<LoadResult> resumed,
+                      ResumeTraining(o.resume, o.work_dir, *sharded, train_step, log));
+  if (resumed) {
+    start_step = resumed->state.step;
+    if (static_cast<int>(resumed->state.rng_offsets.size()) == comm.size()) {
+      gpt->dropout_generator().offset = resumed->state.rng_offsets[comm.rank()];
     }
   }
   s.start_step = start_step;
-  AsyncCheckpointer async_saver;
   ZS_ASSIGN_OR_RETURN(const StateDictType sd_type, ParseStateDictType(o.state_dict_type));
+  LoopCheckpointer saver(o.work_dir, {.type = sd_type, .write_tied_once = o.write_tied_once}, o.async_save,
+                         o.keep_last, lead, log);
   auto save = [&](int64_t steps_done) -> absl::Status {
     TrainingState state;
     state.step = steps_done;
@@ -404,32 +378,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     ZS_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, all.ToVector<int64_t>());
     state.rng_offsets.assign(offsets.begin(), offsets.end());
     state.config = o.ToString();
-    const std::string dir = CheckpointDir(o.work_dir, steps_done);
-    const SaveOptions so{.type = sd_type, .write_tied_once = o.write_tied_once};
-    const double t0 = Now();
-    if (o.async_save) {
-      // keep_last counts complete checkpoints, so the previous save is waited
-      // for (Start waits for it anyway: one save at a time) and the old ones
-      // removed before this one starts. The disk then never holds more than
-      // keep_last complete checkpoints and the one in flight; pruned only at
-      // the end, a long run kept every checkpoint it wrote.
-      ZS_RETURN_IF_ERROR(async_saver.Wait());
-      if (lead && o.keep_last > 0) {
-        ZS_RETURN_IF_ERROR(KeepLastCheckpoints(o.work_dir, o.keep_last));
-      }
-      ZS_RETURN_IF_ERROR(async_saver.Start(dir, *sharded, &opt, state, so));
-    } else {
-      ZS_RETURN_IF_ERROR(SaveCheckpoint(dir, *sharded, &opt, state, so));
-      if (lead && o.keep_last > 0) {
-        ZS_RETURN_IF_ERROR(KeepLastCheckpoints(o.work_dir, o.keep_last));
-      }
-    }
-    const double blocked = Now() - t0;
-    s.save_blocked_seconds += blocked;
-    s.last_checkpoint = dir;
-    log.Line(absl::StrFormat("saved %s (%s%s, training blocked %.1f ms)\n", dir, StateDictTypeName(sd_type),
-                             o.async_save ? ", writing in the background" : "", blocked * 1e3));
-    return absl::OkStatus();
+    return saver.Save(*sharded, &opt, state);
   };
   const int64_t tokens_per_step = o.batch_size * o.model.block_size * comm.size() * o.grad_accum_steps;
   const double flops_per_token = gpt->TrainFlopsPerToken(o.model.block_size);
@@ -443,30 +392,12 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     own_trace = std::make_unique<TraceRecorder>();
     trace = own_trace.get();
   }
-  // metrics.csv: per-step time and every rank's per-step peak memory.
-  std::optional<MetricsWriter> metrics;
-  if (lead && !o.metrics_csv.empty()) {
-    ZS_ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(o.metrics_csv, comm.size()));
-  }
-  // TensorBoard: a step's row as scalars (train/*, val/loss when evaluated,
-  // memory/peak_bytes_rank<r>), flushed at once.
-  std::optional<TensorBoardWriter> tensorboard;
-  if (lead && !o.tensorboard_dir.empty()) {
-    ZS_ASSIGN_OR_RETURN(tensorboard, TensorBoardWriter::Open(o.tensorboard_dir));
-  }
-  auto write_row = [&](const StepMetrics& r) -> absl::Status {
-    if (metrics) ZS_RETURN_IF_ERROR(metrics->Write(r));
-    if (!tensorboard) return absl::OkStatus();
-    std::vector<std::pair<std::string, double>> scalars = {
-        {"train/loss", r.loss}, {"train/lr", r.lr}, {"train/tokens_per_s", r.tokens_per_s},
-        {"train/ms_per_step", r.ms_per_step}};
-    if (r.val_loss) scalars.emplace_back("val/loss", *r.val_loss);
-    for (size_t i = 0; i < r.peak_bytes.size(); ++i) {
-      scalars.emplace_back(absl::StrCat("memory/peak_bytes_rank", i), static_cast<double>(r.peak_bytes[i]));
-    }
-    return tensorboard->AddScalars(r.step, scalars);
-  };
-  const bool writes_rows = metrics.has_value() || tensorboard.has_value();
+  // metrics.csv (per-step time and every rank's per-step peak memory) and
+  // TensorBoard (a step's row as scalars: train/*, val/loss when evaluated,
+  // memory/peak_bytes_rank<r>, flushed at once).
+  ZS_ASSIGN_OR_RETURN(StepRecorder recorder, StepRecorder::Open(lead, o.metrics_csv, o.tensorboard_dir, comm.size()));
+  auto write_row = [&](const StepMetrics& r) { return recorder.Write(r); };
+  const bool writes_rows = recorder.active();
   int64_t run_peak = 0;
   StepMetrics row;
   std::vector<double> step_ms;  // wall time of each step (the loss read back ends it)
@@ -509,8 +440,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       const int64_t steps_in_window = step == 0 ? 1 : ((step + 1) % o.log_every == 0 ? o.log_every : (step + 1) % o.log_every);
       const double ms = (now - window_start) * 1000.0 / steps_in_window;
       window_start = now;
-      log.Line(absl::StrFormat("step %d loss %.9g lr %.3e %.1f ms/step %.0f tokens/s\n", step, loss, lr, ms,
-                               tokens_per_step / (ms / 1000.0)));
+      log.Line(StepLine(step, loss, lr, ms, tokens_per_step));
     }
     if (o.save_every > 0 && !o.work_dir.empty() && (step + 1) % o.save_every == 0) {
       ZS_RETURN_IF_ERROR(save(step + 1));
@@ -556,10 +486,9 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       log.Line(absl::StrCat("trace: ", path, " (one file per rank)\n"));
     }
   }
-  ZS_RETURN_IF_ERROR(async_saver.Wait());
-  if (o.async_save && lead && o.keep_last > 0) {
-    ZS_RETURN_IF_ERROR(KeepLastCheckpoints(o.work_dir, o.keep_last));
-  }
+  ZS_RETURN_IF_ERROR(saver.Finish());
+  s.last_checkpoint = saver.last_checkpoint();
+  s.save_blocked_seconds = saver.blocked_seconds();
   s.skipped_steps = scaler.skipped_steps();
   s.final_loss_scale = scaling ? scaler.scale() : 0;
   if (scaling) log.Line(absl::StrCat("loss scaling: ", scaler.ToString(), "\n"));

@@ -13,6 +13,7 @@
 #include "zeroshard/collectives/objects.h"
 #include "zeroshard/kernels/reduce.h"
 #include "zeroshard/sharding/sharded_model.h"
+#include "zeroshard/train/loop.h"
 #include "zeroshard/train/train_step.h"
 #include "zeroshard/runtime/status.h"
 
@@ -118,23 +119,26 @@ absl::StatusOr<SpiralResult> RunSpiral(const SpiralOptions& o, Communicator& com
   ZS_RETURN_IF_ERROR(BroadcastString(comm, &run, /*root=*/0));
 
   const Points train = MakeSpirals(o.points, 1), val = MakeSpirals(o.points / 4, 2);
-  SpiralResult result;
+  // 4. The loop (train/loop.h): each step runs the user's forward and loss on
+  // each micro-batch, TrainStep does the rest; rank 0's lines go through the
+  // writer (here: prefixed with the run's name).
   const int64_t rows_per_step = o.batch_size * comm.size() * o.accumulation;
-  for (int64_t step = 0; step < o.steps; ++step) {
-    // 4. One step: the user's forward and loss on each micro-batch; TrainStep does the rest.
-    ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t m) -> absl::StatusOr<Variable> {
-      const int64_t first = step * rows_per_step + (m * comm.size() + comm.rank()) * o.batch_size;
-      ZS_ASSIGN_OR_RETURN(auto batch, Rows(train, first, o.batch_size));
-      ZS_ASSIGN_OR_RETURN(Variable logits, (*model)(Variable(batch.first)));
-      return ops::CrossEntropy(logits, batch.second);
-    }));
-    const double loss = r.loss;  // the mean over micro-batches and ranks
-    result.losses.push_back(loss);
-    if (o.log_every > 0 && comm.rank() == 0 && ((step + 1) % o.log_every == 0 || step == 0)) {
-      std::printf("%s step %ld loss %.6f lr %.2e\n", run.c_str(), static_cast<long>(step), loss,
-                  train_step.optim().lr());
-    }
+  LoopOptions loop{.steps = o.steps, .log_every = o.log_every};
+  loop.log.to_stdout = false;
+  if (o.log_every > 0) {
+    loop.log.writer = [&](absl::string_view line) {
+      std::printf("%s %.*s", run.c_str(), static_cast<int>(line.size()), line.data());
+    };
   }
+  auto forward = [&](int64_t step, int64_t m) -> absl::StatusOr<Variable> {
+    const int64_t first = step * rows_per_step + (m * comm.size() + comm.rank()) * o.batch_size;
+    ZS_ASSIGN_OR_RETURN(auto batch, Rows(train, first, o.batch_size));
+    ZS_ASSIGN_OR_RETURN(Variable logits, (*model)(Variable(batch.first)));
+    return ops::CrossEntropy(logits, batch.second);
+  };
+  ZS_ASSIGN_OR_RETURN(LoopResult trained, RunLoop(*sharded, train_step, loop, forward));
+  SpiralResult result;
+  result.losses = std::move(trained.losses);  // the global mean over micro-batches and ranks, per step
   // 5. Validation: each rank scores a strided part of the set; exact counts are summed.
   const int64_t n_val = static_cast<int64_t>(val.label.size());
   const int64_t mine = (n_val - comm.rank() + comm.size() - 1) / comm.size();

@@ -1,8 +1,8 @@
 // The embedding example: a user's own Module (a residual MLP classifying
 // three interleaved spirals), wrapped in a ShardedModel and trained with
-// TrainStep / ValStep (train/train_step.h) and the strategy helpers
-// of collectives/objects.h: no config system, no GPT, a few dozen lines of
-// training code (spiral.cc, RunSpiral). embed_example.cc is its command line.
+// TrainStep and RunLoop (train/train_step.h, train/loop.h), validated with
+// ValStep, with the strategy helpers of collectives/objects.h: no config
+// system, no GPT, a few dozen lines of training code (spiral.cc, RunSpiral). embed_example.cc is its command line.
 #ifndef ZEROSHARD_EXAMPLES_EMBED_SPIRAL_H_
 #define ZEROSHARD_EXAMPLES_EMBED_SPIRAL_H_
 
