@@ -2,6 +2,7 @@
 // the same run, with the ids checked against the golden file.
 //
 //   bazel build -c opt //bench:tokenizer_bench && bazel-bin/bench/tokenizer_bench [--repeats=7]
+//       [--json_out=<file>]   also the figures as data (bench/bench_json.h)
 //
 // Rows (MB/s of text per second of this thread's CPU time, the median of --repeats
 // runs; everything runs on the one thread, so this is the speed of one core, and CPU
@@ -30,6 +31,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "zeroshard/bench/bench_json.h"
 #include "zeroshard/bench/load_average.h"
 #include "zeroshard/data/gpt2_bpe.h"
 #include "zeroshard/data/tokenizer.h"
@@ -54,7 +56,15 @@ double WallSeconds() {
 
 struct Timing {
   double cpu, wall;  // medians, seconds
+  std::vector<double> cpu_runs;  // every run's CPU seconds, in run order
 };
+
+// Every run's MB/s (of CPU time): a figure's repeats in the JSON results.
+std::vector<double> MbPerSecond(double mb, const Timing& t) {
+  std::vector<double> v;
+  for (double s : t.cpu_runs) v.push_back(mb / s);
+  return v;
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -84,12 +94,13 @@ Timing Measure(int repeats, const std::function<void()>& setup, const std::funct
     cpu.push_back(ThreadCpuSeconds() - c0);
     wall.push_back(WallSeconds() - w0);
   }
+  std::vector<double> runs = cpu;
   std::sort(cpu.begin(), cpu.end());
   std::sort(wall.begin(), wall.end());
-  return {cpu[cpu.size() / 2], wall[wall.size() / 2]};
+  return {cpu[cpu.size() / 2], wall[wall.size() / 2], std::move(runs)};
 }
 
-int Main() {
+int Main(const std::string& json_out) {
   const std::string text = ReadFile(absl::GetFlag(FLAGS_text));
   const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
   std::vector<int32_t> golden;
@@ -145,6 +156,21 @@ int Main() {
   std::printf("  gpt2 fresh cache: %.1f MB/s of one core's time, %.1fx the uncached merge loop; "
               "target >= 20 MB/s (issue 23): %s\n",
               mb / fresh.cpu, none.cpu / fresh.cpu, mb / fresh.cpu >= 20 ? "met" : "NOT met");
+  if (!json_out.empty()) {
+    bench::JsonReport report("tokenizer_bench");
+    std::vector<double> load_ms;
+    for (double s : load.cpu_runs) load_ms.push_back(s * 1e3);
+    report.Add("tokenizer/load_vocab", "ms", /*higher_is_better=*/false, load_ms);
+    report.Add("tokenizer/gpt2/fresh_cache", "MB/s", true, MbPerSecond(mb, fresh), "tokenizer/gpt2/no_cache");
+    report.Add("tokenizer/gpt2/warm_cache", "MB/s", true, MbPerSecond(mb, warm), "tokenizer/gpt2/no_cache");
+    report.Add("tokenizer/gpt2/no_cache", "MB/s", true, MbPerSecond(mb, none));
+    report.Add("tokenizer/pretokenize", "MB/s", true, MbPerSecond(mb, pre));
+    report.Add("tokenizer/bytes", "MB/s", true, MbPerSecond(mb, byte));
+    if (absl::Status st = report.Write(json_out); !st.ok()) {
+      std::fprintf(stderr, "tokenizer_bench: %s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+  }
   if (failures) {
     std::printf("tokenizer_bench FAILED: %d row(s) gave other ids than the golden file\n", failures);
     return 1;
@@ -156,6 +182,7 @@ int Main() {
 }  // namespace zeroshard
 
 int main(int argc, char** argv) {
+  const std::string json_out = zeroshard::bench::TakeJsonOutFlag(&argc, argv);
   absl::ParseCommandLine(argc, argv);
-  return zeroshard::Main();
+  return zeroshard::Main(json_out);
 }
