@@ -5,6 +5,7 @@
 // (the snapshot) against a synchronous one.
 //
 //   bazel run -c opt //bench:checkpoint_bench -- --dir=/tmp/ckpt_bench [--n_layer=12 --n_embd=768]
+//       [--json_out=<file>]   also the figures as data (bench/bench_json.h; one repeat each)
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "zeroshard/autograd/nn/gpt.h"
+#include "zeroshard/bench/bench_json.h"
 #include "zeroshard/checkpoint/checkpoint.h"
 #include "zeroshard/collectives/local_communicator.h"
 #include "zeroshard/runtime/status.h"
@@ -58,7 +60,17 @@ std::pair<double, double> PlainIo(const std::string& path, int64_t bytes) {
   return {w, r};
 }
 
-int Main() {
+// "save sharded" -> "checkpoint/save/sharded"; the async row -> "checkpoint/async_save/blocked".
+std::string FigureName(const std::string& what) {
+  if (what.rfind("async save", 0) == 0) return "checkpoint/async_save/blocked";
+  std::string name = "checkpoint/" + what;
+  for (char& ch : name) {
+    if (ch == ' ') ch = '/';
+  }
+  return name;
+}
+
+int Main(const std::string& json_out) {
   const std::string dir = absl::GetFlag(FLAGS_dir);
   std::system(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir).c_str());
   nn::GptConfig c{.vocab_size = absl::GetFlag(FLAGS_vocab_size), .block_size = 1024,
@@ -123,6 +135,24 @@ int Main() {
     std::printf("%-42s %9.3f %9.2f\n", row.what.c_str(), row.seconds, bytes / row.seconds / 1e9);
   }
   std::system(absl::StrCat("rm -rf ", dir).c_str());
+  if (!json_out.empty()) {
+    bench::JsonReport report("checkpoint_bench");
+    report.Add("checkpoint/plain/write", "GB/s", /*higher_is_better=*/true, {bytes / w / 1e9});
+    report.Add("checkpoint/plain/read", "GB/s", true, {bytes / r / 1e9});
+    for (const Row& row : rows) {
+      const std::string name = FigureName(row.what);
+      if (name == "checkpoint/async_save/blocked") {
+        report.Add(name, "s", false, {row.seconds});
+      } else {
+        report.Add(name, "GB/s", true, {bytes / row.seconds / 1e9},
+                   name.rfind("checkpoint/save/", 0) == 0 ? "checkpoint/plain/write" : "checkpoint/plain/read");
+      }
+    }
+    if (absl::Status s = report.Write(json_out); !s.ok()) {
+      std::fprintf(stderr, "checkpoint_bench: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
   return 0;
 }
 
@@ -130,6 +160,7 @@ int Main() {
 }  // namespace zeroshard
 
 int main(int argc, char** argv) {
+  const std::string json_out = zeroshard::bench::TakeJsonOutFlag(&argc, argv);
   absl::ParseCommandLine(argc, argv);
-  return zeroshard::Main();
+  return zeroshard::Main(json_out);
 }

@@ -55,7 +55,7 @@ for s in ${suites//,/ }; do
         run "collectives mpi $op" mpirun "${mpirun_flags[@]}" -np 2 "$bin/collectives_bench" --backend=mpi --op="$op" -b 64K -e 64M -f 4
       done
       ;;
-    checkpoint) run checkpoint "$bin/checkpoint_bench" ;;
+    checkpoint) run checkpoint "$bin/checkpoint_bench" --json_out="$out/checkpoint.json" ;;
     conv) run conv "$bin/conv_bench" --threads=1,2 ;;
     tokenizer) run tokenizer "$bin/tokenizer_bench" --json_out="$out/tokenizer.json" ;;
     *) echo "run_benchmarks: unknown suite \"$s\" (expected kernels, optim, step, collectives, checkpoint, conv, tokenizer)" >&2; exit 2 ;;
