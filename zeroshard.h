@@ -35,6 +35,7 @@
 #include "zeroshard/autograd/nn/linear.h"
 #include "zeroshard/autograd/nn/module.h"
 
+#include "zeroshard/collectives/backend_registry.h"
 #include "zeroshard/collectives/communicator.h"
 #include "zeroshard/collectives/local_communicator.h"
 

@@ -49,17 +49,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "zeroshard/collectives/backend_registry.h"
 #include "zeroshard/collectives/communicator.h"
-#include "zeroshard/collectives/local_communicator.h"
-#include "zeroshard/collectives/mpi_communicator.h"
-#include "zeroshard/collectives/nccl_communicator.h"
 #include "zeroshard/runtime/cuda/cuda_allocator.h"
 #include "zeroshard/runtime/cuda/device_api.h"
 #include "zeroshard/runtime/dtype.h"
 #include "zeroshard/runtime/status.h"
 #include "zeroshard/runtime/tensor.h"
 
-ABSL_FLAG(std::string, backend, "local", "local | mpi | nccl (mpi and nccl under mpirun)");
+ABSL_FLAG(std::string, backend, "local", "a registered backend: local | mpi | nccl (mpi and nccl under mpirun)");
 ABSL_FLAG(int, world_size, 2, "ranks of the in-process backend");
 ABSL_FLAG(std::string, op, "all_gather", "all_gather | reduce_scatter | all_reduce | broadcast");
 ABSL_FLAG(std::string, dtype, "f32", "f32 | bf16 | f16 | i32 | i64");
@@ -426,9 +424,8 @@ Baseline MpiBaseline(const Config& c, MPI_Comm world) {
 absl::StatusOr<Config> ReadFlags() {
   Config c;
   c.backend = absl::GetFlag(FLAGS_backend);
-  if (c.backend != "local" && c.backend != "mpi" && c.backend != "nccl") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend=", c.backend, ": expected local, mpi or nccl"));
+  if (absl::Status s = BackendRegistry::Global().Find(c.backend).status(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--backend=", c.backend, ": ", s.message()));
   }
   c.op_name = absl::GetFlag(FLAGS_op);
   ZS_ASSIGN_OR_RETURN(c.op, ParseOp(c.op_name));
@@ -451,45 +448,36 @@ absl::StatusOr<Config> ReadFlags() {
   return c;
 }
 
-absl::Status RunLocal(const Config& c) {
-  LocalOptions options;
-  options.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank);
-  const int n = absl::GetFlag(FLAGS_world_size);
-  std::vector<absl::Status> statuses = RunRanks(
-      n,
-      [&](Communicator& comm) {
-        return RunSweep(comm, c, MemcpyBaseline(comm, /*all_ranks=*/false),
-                        MemcpyBaseline(comm, /*all_ranks=*/true), nullptr);
-      },
-      options);
+// The backend by name (collectives/backend_registry.h); the baseline is the
+// one of its kind: memcpy for in-process ranks, the raw MPI call for mpi, none
+// for nccl or a backend from outside.
+absl::Status RunBackend(const Config& c, int* argc, char*** argv) {
+  BackendLaunch launch{.world_size = absl::GetFlag(FLAGS_world_size), .argc = argc, .argv = argv};
+  launch.settings["threads_per_rank"] = absl::StrCat(absl::GetFlag(FLAGS_threads_per_rank));
+  launch.settings["chunk_bytes"] = absl::StrCat(absl::GetFlag(FLAGS_chunk_bytes));
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<BackendProcess> process, BackendRegistry::Global().Start(c.backend, launch));
+  std::vector<absl::Status> statuses = process->Run([&](Communicator& comm, Communicator*) -> absl::Status {
+    if (comm.backend() == "local") {
+      return RunSweep(comm, c, MemcpyBaseline(comm, /*all_ranks=*/false),
+                      MemcpyBaseline(comm, /*all_ranks=*/true), nullptr);
+    }
+    if (comm.backend() == "mpi") {
+      MPI_Comm raw;
+      MPI_Comm_dup(MPI_COMM_WORLD, &raw);
+      absl::Status s = RunSweep(comm, c, MpiBaseline(c, raw), Baseline(), nullptr);
+      MPI_Comm_free(&raw);
+      return s;
+    }
+    if (comm.device().is_cuda()) {
+      CudaAllocator gpu(comm.device().index);
+      return RunSweep(comm, c, Baseline(), Baseline(), &gpu);
+    }
+    return RunSweep(comm, c, Baseline(), Baseline(), nullptr);
+  });
   for (size_t r = 0; r < statuses.size(); ++r) {
     if (!statuses[r].ok()) return statuses[r];
   }
   return absl::OkStatus();
-}
-
-absl::Status RunMpi(const Config& c) {
-  MpiOptions options;
-  options.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<MpiCommunicator> comm,
-                      MpiCommunicator::Create(MPI_COMM_WORLD, options));
-  MPI_Comm raw;
-  MPI_Comm_dup(MPI_COMM_WORLD, &raw);
-  absl::Status s = RunSweep(*comm, c, MpiBaseline(c, raw), Baseline(), nullptr);
-  MPI_Comm_free(&raw);
-  return s;
-}
-
-absl::Status RunNccl(const Config& c) {
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<MpiCommunicator> bootstrap,
-                      MpiCommunicator::Create(MPI_COMM_WORLD));
-  ZS_ASSIGN_OR_RETURN(const int devices, cuda::CudaDeviceCount());
-  if (devices == 0) return absl::FailedPreconditionError("--backend=nccl: no CUDA device");
-  const int device = bootstrap->rank() % devices;
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                      NcclCommunicator::Create(*bootstrap, Device::Cuda(device)));
-  CudaAllocator gpu(device);
-  return RunSweep(*comm, c, Baseline(), Baseline(), &gpu);
 }
 
 }  // namespace
@@ -502,15 +490,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collectives_bench: %s\n", config.status().ToString().c_str());
     return 2;
   }
-  absl::Status s;
-  if (config->backend == "local") {
-    s = zeroshard::RunLocal(*config);
-  } else {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    s = config->backend == "mpi" ? zeroshard::RunMpi(*config) : zeroshard::RunNccl(*config);
-    MPI_Finalize();
-  }
+  absl::Status s = zeroshard::RunBackend(*config, &argc, &argv);
   if (!s.ok()) {
     std::fprintf(stderr, "collectives_bench: %s\n", s.ToString().c_str());
     return 1;

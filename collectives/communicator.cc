@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
+#include "zeroshard/runtime/dtype.h"
 #include "zeroshard/runtime/log.h"
 #include "zeroshard/runtime/status.h"
 
@@ -210,6 +211,26 @@ absl::Status Communicator::ValidateArgs(const CollectiveDesc& desc, const Tensor
   return absl::InternalError("unknown collective");
 }
 
+namespace {
+
+// Note [Bytes sent]: one rank's payload under the ring algorithm.
+int64_t RingBytesSent(const CollectiveDesc& desc, int size) {
+  if (size <= 1) return 0;
+  const int64_t w = size;
+  const int64_t in_bytes = desc.count * static_cast<int64_t>(DTypeSize(desc.dtype));
+  switch (desc.op) {
+    case CollectiveOp::kAllGather: return (w - 1) * in_bytes;         // output = w * input
+    case CollectiveOp::kReduceScatter: return (w - 1) * in_bytes / w;  // input = w * output
+    case CollectiveOp::kAllReduce: return 2 * (w - 1) * in_bytes / w;
+    case CollectiveOp::kBroadcast: return (w - 1) * in_bytes / w;
+    case CollectiveOp::kBarrier:
+    case CollectiveOp::kSplit: return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
 absl::StatusOr<CollectiveCall> Communicator::Prepare(CollectiveOp op, const Tensor& input,
                                                      const Tensor& output, ReduceOp reduce_op,
                                                      int root, const CollectiveOptions& opts,
@@ -235,6 +256,7 @@ absl::StatusOr<CollectiveCall> Communicator::Prepare(CollectiveOp op, const Tens
   }
   if (args.ok()) {
     trace_.Issued(call.desc);
+    bytes_sent_->fetch_add(RingBytesSent(call.desc, size_), std::memory_order_relaxed);
     return call;
   }
   call.desc.invalid_args = true;
@@ -353,6 +375,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
     trace_.Finish(desc.seq, CollectiveState::kFailed, child.status().message());
   } else if (*child != nullptr) {
     (*child)->world_rank_ = world_rank_;  // its flight record goes with this rank's
+    (*child)->bytes_sent_ = bytes_sent_;  // its traffic counts as this rank's
   }
   return child;
 }

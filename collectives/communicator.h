@@ -59,6 +59,25 @@
 //   caught) writes the flight records, aborts the communicators and ends the
 //   process. Nothing is watched until the job starts the watchdog.
 //
+// Note [Bytes sent]
+//   bytes_sent() counts, for each collective issued with valid arguments,
+//   the payload bytes one rank sends under the bandwidth-optimal ring
+//   algorithm for its size W (the convention of nccl-tests' bus bandwidth),
+//   whatever the backend does on the wire; N is the collective's whole
+//   buffer in bytes:
+//   - AllGather: (W-1)/W * N of the output (each rank's input W-1 times);
+//   - ReduceScatter: (W-1)/W * N of the input;
+//   - AllReduce: 2 (W-1)/W * N (a reduce-scatter, then an all-gather),
+//     rounded down to a whole byte;
+//   - Broadcast: (W-1)/W * N (a pipelined chain: W-1 of the W ranks forward
+//     the tensor once; the per-rank average), rounded down;
+//   - Barrier, Split, and any collective at W = 1: 0.
+//   So it is the nominal algorithm traffic in the collective's own dtype, not
+//   what a backend measured on its links: the in-process backend copies
+//   through shared memory, MPI's small all-reduce sends whole inputs. It
+//   compares schedules, dtypes and compression across backends; a backend's
+//   own wire figures belong in its bench.
+//
 // Threading: a Communicator is used by one thread at a time (its collectives
 // are ordered by the order of the calls). Asynchronous collectives of host
 // backends run on the communicator's own communication thread, one after
@@ -190,6 +209,10 @@ class Communicator {
   absl::Status health() const;
   // "rank 1 of 4 (local)".
   std::string Who() const;
+  // Bytes this rank has sent in the collectives it issued on this
+  // communicator and on every communicator split from it (Note [Bytes
+  // sent]). Thread-safe.
+  int64_t bytes_sent() const { return bytes_sent_->load(std::memory_order_relaxed); }
   // The rank this communicator's flight record is filed under: its own rank,
   // or for a group split from another, the parent's (the world rank).
   int world_rank() const { return world_rank_; }
@@ -265,6 +288,8 @@ class Communicator {
   mutable absl::Mutex health_mu_;
   absl::Status health_ ABSL_GUARDED_BY(health_mu_);
   std::atomic<bool> aborted_{false};
+  // Shared with the communicators split from this one.
+  std::shared_ptr<std::atomic<int64_t>> bytes_sent_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 }  // namespace zeroshard

@@ -6,6 +6,7 @@
 //       --set strategy.mixed_precision.reduce_dtype=bf16       (one line)
 //   bazel-bin/examples/train_gpt --world_size=4 --steps=200          # flags alone: the defaults + flags
 //   mpirun -np 2 bazel-bin/examples/train_gpt --config=... --backend=mpi
+//   (--backend takes any registered backend: collectives/backend_registry.h)
 //   bazel-bin/examples/train_gpt --config=examples/configs/resnet.json   # the vision job (model.type "resnet")
 //
 // The run is described by one JSON config (train/config.h has the schema;
@@ -28,10 +29,13 @@
 // (--steps, --lr, --sharding_strategy, --offload, ...: the field table of
 // train/config_schema.cc, parsed by train/config_flags.h); `--help` lists them
 // with their defaults and docs/config.md has the whole reference.
-#include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,16 +46,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "zeroshard/collectives/local_communicator.h"
-#include "zeroshard/collectives/mpi_communicator.h"
-#include "zeroshard/collectives/nccl_communicator.h"
+#include "zeroshard/collectives/backend_registry.h"
 #include "zeroshard/train/config.h"
 #include "zeroshard/train/config_flags.h"
 #include "zeroshard/train/progress.h"
 #include "zeroshard/train/resnet_job.h"
 #include "zeroshard/train/run_dir.h"
 #include "zeroshard/train/trainer.h"
-#include "zeroshard/runtime/cuda/device_api.h"
 #include "zeroshard/runtime/status.h"
 #include "zeroshard/runtime/watchdog.h"
 
@@ -94,18 +95,14 @@ int Fail(const absl::Status& s) {
 // past distributed.timeout_s, writes the flight records into the run folder,
 // aborts the communicators and ends the process; under MPI through MPI_Abort,
 // which ends every process of the job.
-absl::Status StartWatchdog(const RunConfig& config, const std::string& run_dir, int mpi_rank) {
+absl::Status StartWatchdog(const RunConfig& config, const std::string& run_dir, int mpi_rank,
+                           std::function<void(int)> terminate) {
   WatchdogOptions w;
   w.grace = absl::Seconds(30);
   w.wait_timeout = absl::Seconds(config.timeout_s);
   w.dump_dir = run_dir;
   w.process_rank = mpi_rank;
-  if (mpi_rank >= 0) {
-    w.terminate = [](int code) {
-      std::fflush(nullptr);
-      MPI_Abort(MPI_COMM_WORLD, code);
-    };
-  }
+  if (terminate != nullptr) w.terminate = std::move(terminate);
   ZS_RETURN_IF_ERROR(Watchdog::Process().Start(w));
   if (mpi_rank <= 0) {
     std::printf("watchdog: a collective %s past the timeout (%.0f s) or a device wait past it ends the job%s%s\n",
@@ -144,99 +141,78 @@ int main(int argc, char** argv) {
     std::fputs(header.c_str(), stdout);
     return path;
   };
-  if (config->backend == "mpi") {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    absl::Status status;
-    {
-      absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm = MpiCommunicator::Create(MPI_COMM_WORLD, MpiOptions{.comm = CommunicatorOptionsOf(*config)});
-      status = comm.ok() ? CheckWorldSize(*config, (*comm)->size()) : comm.status();
-      if (status.ok()) status = options.sharding.Validate((*comm)->size());
-      if (status.ok()) config->world_size = (*comm)->size();  // what the resolved config records
-      // Rank 0's run folder, told to every rank (they all gather the metrics' peak memory).
-      std::string run;
-      if (status.ok() && (*comm)->rank() == 0) {
-        absl::StatusOr<std::string> opened = open_run_dir();
-        status = opened.status();
-        if (opened.ok()) run = *opened;
-      }
-      int ok = status.ok() ? 1 : 0;
-      MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-      if (status.ok() && !ok) status = absl::AbortedError("another rank failed to start");
-      if (status.ok()) {
-        int n = static_cast<int>(run.size());
-        MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        run.resize(n);
-        MPI_Bcast(run.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-        if (!run.empty()) PointOutputsInto(&*config, RunDir::At(run));
-        status = StartWatchdog(*config, run, (*comm)->rank());
-      }
-      if (status.ok()) {
-        status = config->model_type == "resnet" ? RunResNetTraining(config->resnet, **comm).status()
-                                                : RunTraining(options, **comm);
-      }
-      if (!status.ok()) {
-        // A peer may be dead or stopped: MPI_Finalize (and the communicator's
-        // MPI_Comm_free) would wait for it forever, so the survivors of a
-        // timeout hung there (issue 26). MPI_Abort ends every process of the
-        // job, this one with status 1.
-        Fail(status);
-        std::fflush(nullptr);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-      }
-    }
-    Watchdog::Process().Stop();
-    MPI_Finalize();
-    return 0;
+  // The backend by name (collectives/backend_registry.h): local runs the ranks
+  // as threads here; mpi is one rank per process under mpirun (MPI_Init_thread
+  // in Start); nccl one thread per GPU.
+  BackendRegistry& registry = BackendRegistry::Global();
+  absl::StatusOr<BackendInfo> info = registry.Find(config->backend);
+  if (!info.ok()) return Fail(info.status());
+  const bool resnet = config->model_type == "resnet";
+  if (resnet && info->gpus) {
+    return Fail(absl::UnimplementedError(absl::StrCat(
+        "backend ", info->name, " trains the GPT; the vision job runs on host-memory ranks (local or mpi)")));
   }
-  const int world = config->world_size;
-  if (absl::Status s = options.sharding.Validate(world); !s.ok()) return Fail(s);
-  absl::StatusOr<std::string> opened = open_run_dir();
-  if (!opened.ok()) return Fail(opened.status());
-  if (absl::Status s = StartWatchdog(*config, *opened, /*mpi_rank=*/-1); !s.ok()) return Fail(s);
-  if (config->model_type == "resnet") {
-    if (config->backend == "nccl") {
-      return Fail(absl::UnimplementedError(
-          "backend nccl trains the GPT; the vision job runs on local or mpi ranks"));
-    }
-    absl::StatusOr<ResNetTrainResult> result = RunResNetConfig(*config);
-    return result.ok() ? 0 : Fail(result.status());
+  absl::StatusOr<std::unique_ptr<BackendProcess>> started = registry.Start(
+      config->backend, BackendLaunch{.world_size = config->world_size, .comm = CommunicatorOptionsOf(*config),
+                                     .argc = &argc, .argv = &argv});
+  if (!started.ok()) return Fail(started.status());
+  BackendProcess& process = **started;
+  const bool many_processes = process.process_rank() >= 0;
+  const int world = process.world_size();
+  // Setup: the world size, rank 0's run folder told to every process, the watchdog.
+  absl::Status status = many_processes ? CheckWorldSize(*config, world) : absl::OkStatus();
+  if (status.ok()) status = options.sharding.Validate(world);
+  if (status.ok() && resnet && !many_processes) status = config->resnet.sharding.Validate(world);
+  if (status.ok()) config->world_size = world;  // what the resolved config records
+  std::string run;
+  if (status.ok() && process.lead()) {
+    absl::StatusOr<std::string> opened = open_run_dir();
+    status = opened.status();
+    if (opened.ok()) run = *opened;
   }
-  const bool gpus = config->backend == "nccl";
-  if (gpus) {
-    absl::StatusOr<int> n = cuda::CudaDeviceCount();
-    const int have = n.ok() ? *n : 0;
-    if (have < world) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(
-          "backend nccl: expected ", world, " GPUs (distributed.world_size, one rank each), found ",
-          have, cuda::BuiltWithCuda() ? "" : " (built without CUDA)")));
-    }
+  status = process.AllOk(status);
+  if (status.ok()) {
+    run = process.FromLead(run);
+    if (many_processes && !run.empty()) PointOutputsInto(&*config, RunDir::At(run));
+    status = StartWatchdog(*config, run, process.process_rank(), process.Terminator());
   }
-  // On a terminal: a progress bar (plain lines stay in the log and in pipes).
-  options.progress_bar = isatty(fileno(stdout)) != 0;
-  if (options.progress_bar && !gpus) {  // the measured peak is the CPU's
-    const PeakFlops peak = MeasurePeakFlops();
-    options.peak_flops = peak.flops_per_s;
-    std::printf("MFU against the measured peak: %s\n", peak.how.c_str());
+  if (!status.ok()) {
+    Fail(status);
+    process.AbortJob(1);
+    return 1;
   }
   TraceRecorder trace;  // one recorder for every in-process rank
-  if (!options.trace.empty()) options.shared_trace = &trace;
-  // nccl: each in-process rank drives one GPU through NCCL, bootstrapped by
-  // (and keeping its host numbers on) the in-process communicator.
-  // distributed.timeout_s: the in-process group and the NCCL one it bootstraps.
-  const CommunicatorOptions comm_options = CommunicatorOptionsOf(*config);
-  std::vector<absl::Status> statuses = RunRanks(world, [&](Communicator& comm) -> absl::Status {
-    if (!gpus) return RunTraining(options, comm);
-    ZS_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
-                        NcclCommunicator::Create(comm, Device::Cuda(comm.rank()), NcclOptions{.comm = comm_options}));
-    return RunTraining(options, *nccl, nullptr, &comm);
-  }, LocalOptions{.comm = comm_options});
-  int rc = 0;
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    if (!statuses[r].ok()) {
-      std::fprintf(stderr, "rank %zu: %s\n", r, statuses[r].ToString().c_str());
-      rc = 1;
+  ResNetTrainOptions resnet_options = config->resnet;
+  if (!many_processes) {
+    // On a terminal: a progress bar (plain lines stay in the log and in pipes).
+    options.progress_bar = !resnet && isatty(fileno(stdout)) != 0;
+    if (options.progress_bar && !info->gpus) {  // the measured peak is the CPU's
+      const PeakFlops peak = MeasurePeakFlops();
+      options.peak_flops = peak.flops_per_s;
+      std::printf("MFU against the measured peak: %s\n", peak.how.c_str());
+    }
+    if (!options.trace.empty()) options.shared_trace = &trace;
+    if (resnet_options.threads_per_rank == 0) {  // as RunResNetConfig: the cores shared by the ranks
+      resnet_options.threads_per_rank = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world);
     }
   }
+  // `host`: nccl's host-memory communicator (the one that bootstrapped it),
+  // which keeps the run's host numbers; nullptr elsewhere.
+  std::vector<absl::Status> statuses = process.Run([&](Communicator& comm, Communicator* host) -> absl::Status {
+    if (resnet) return RunResNetTraining(resnet_options, comm).status();
+    return RunTraining(options, comm, nullptr, host);
+  });
+  int rc = 0;
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    if (statuses[r].ok()) continue;
+    rc = 1;
+    if (many_processes) {
+      Fail(statuses[r]);
+      process.AbortJob(1);
+    } else {
+      std::fprintf(stderr, "rank %zu: %s\n", r, statuses[r].ToString().c_str());
+    }
+  }
+  Watchdog::Process().Stop();
   return rc;
 }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "zeroshard/collectives/backend_registry.h"
 #include "zeroshard/runtime/status.h"
 #include "zeroshard/train/config_reader.h"
 #include "zeroshard/train/config_schema.h"
@@ -167,7 +168,9 @@ void CheckContradictions(RunConfig* c, Context* ctx) {
       ctx->Add("checkpoint.resume", "\"auto\" looks in work_dir/experiment_name: expected a work_dir, found \"\"");
     }
   }
-  if (c->backend != "mpi" && ctx->Ok({"distributed.world_size"})) {
+  // A backend under a launcher (mpi) takes the launcher's world size, checked when it starts.
+  const absl::StatusOr<BackendInfo> backend = BackendRegistry::Global().Find(c->backend);
+  if (backend.ok() && !backend->multi_process && ctx->Ok({"distributed.world_size"})) {
     CheckWorld(*c, c->world_size, "distributed.world_size", ctx);
   }
 }

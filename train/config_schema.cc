@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "zeroshard/collectives/backend_registry.h"
 #include "zeroshard/train/config_custom.h"
 #include "zeroshard/train/config_schema_builder.h"
 #include "zeroshard/train/deepspeed_config.h"
@@ -42,10 +43,23 @@ std::vector<ConfigField> MakeFields() {
       std::move(Int("distributed.world_size", 1, 4096).Ref([](auto& c) -> auto& { return c.world_size; })
           .Flag("world_size", "in-process ranks (--backend=local)")
           .Help("ranks (in-process; mpirun decides under mpi)").Example("2")),
-      std::move(Choice("distributed.backend", {"local", "mpi", "nccl"}).Ref([](auto& c) -> auto& { return c.backend; })
-          .Flag("backend", "local (threads), mpi (one rank per process under mpirun) or nccl (one thread per GPU, "
-                           "cuda:0 .. cuda:world_size-1)")
-          .Help("local: threads; mpi: one rank per process under mpirun; nccl: one thread per GPU")),
+      // Any backend registered by name (collectives/backend_registry.h), checked
+      // when the config is validated, so a backend linked in from outside counts.
+      std::move(Str("distributed.backend").Get([](const RunConfig& c) { return OJson(c.backend); })
+          .Set([](RunConfig& c, const Json& v) { c.backend = absl::AsciiStrToLower(v.get<std::string>()); })
+          .Check([](Section& s, const std::string& key, RunConfig* c) {
+            if (absl::StatusOr<BackendInfo> b = BackendRegistry::Global().Find(c->backend); !b.ok()) {
+              s.Add(key, absl::StrCat("expected a registered backend (", BackendRegistry::Global().NamesText(),
+                                      "), found \"", c->backend, "\""));
+            }
+          })
+          .Allowed("a registered backend: \"local\" | \"mpi\" | \"nccl\" built in, or one registered by "
+                   "code linked into the program")
+          .Example("\"mpi\"")
+          .Flag("backend", "a registered backend: local (threads), mpi (one rank per process under mpirun), nccl "
+                           "(one thread per GPU, cuda:0 .. cuda:world_size-1), or one linked into the program")
+          .Help("local: threads; mpi: one rank per process under mpirun; nccl: one thread per GPU; or any "
+                "backend registered by name (collectives/backend_registry.h)")),
       std::move(Num("distributed.timeout_s", Above(0)).Ref([](auto& c) -> auto& { return c.timeout_s; })
           .Peer("torch.distributed.init_process_group timeout")
           .Flag("timeout_s", "seconds a rank waits for its peers in one collective before it fails (DeadlineExceeded)")

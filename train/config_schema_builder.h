@@ -88,6 +88,8 @@ class F {
   F&& ResNet() && { f_.models = kResNetOnly; return std::move(*this); }
   F&& Peer(std::string peer) && { f_.peer = std::move(peer); return std::move(*this); }
   F&& Help(std::string help) && { f_.help = std::move(help); return std::move(*this); }
+  // The values in words, for the doc (a kString row checked by its Check).
+  F&& Allowed(std::string text) && { f_.allowed_text = std::move(text); return std::move(*this); }
   F&& Example(std::string json) && { f_.example = std::move(json); return std::move(*this); }
   F&& Flag(std::string name, std::string help) && {
     f_.flags.push_back({.name = std::move(name), .help = std::move(help), .is_bool = f_.kind == FieldKind::kBool});

@@ -404,12 +404,17 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   // cudaMalloc and host synchronisations of the steps after the first two.
   const int64_t first_counted = start_step + 2;
   cuda::CudaCallCounts counts_before;
+  // Note [Bytes sent] (collectives/communicator.h): what this rank sends in the
+  // training steps, on the model's communicator and the host one where it is another.
+  auto bytes_sent = [&] { return comm.bytes_sent() + (&host != &comm ? host.bytes_sent() : 0); };
+  int64_t step_bytes = 0;
   for (int64_t step = start_step; step < o.steps; ++step) {
     if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
     const double step_start = Now();
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nullptr);
     ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
+    const int64_t bytes_before = bytes_sent();
     ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t m) -> absl::StatusOr<Variable> {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
                                                    .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
@@ -419,6 +424,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
       return out.loss;
     }));
+    step_bytes += bytes_sent() - bytes_before;
     const double lr = r.lr;
     const double loss = r.loss;
     if (r.skipped) {
@@ -494,6 +500,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   if (scaling) log.Line(absl::StrCat("loss scaling: ", scaler.ToString(), "\n"));
   s.seconds = Now() - start;
   s.tokens = tokens_per_step * (o.steps - start_step);
+  s.comm_bytes_per_step = o.steps > start_step ? step_bytes / (o.steps - start_step) : 0;
   ZS_ASSIGN_OR_RETURN(s.final_val_loss, EvalLoss(*gpt, val, o, comm, host, &device));
   s.peak_bytes = std::max(run_peak, device.stats().peak_bytes_in_use);
   if (writes_rows && o.steps > start_step) {
@@ -538,10 +545,11 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(Tensor peak, Tensor::Full({1}, static_cast<double>(s.peak_bytes), DType::kF32));
   ZS_RETURN_IF_ERROR(host.AllReduce(peak, ReduceOp::kMax));
   log.Line(absl::StrFormat("done: %d steps, %d tokens in %.1f s (%.0f tokens/s), final train loss %.6f, "
-                           "peak memory per rank %s (max over ranks %s)\n",
+                           "peak memory per rank %s (max over ranks %s), comm_bytes_per_step %d\n",
                            o.steps - start_step, s.tokens, s.seconds, s.tokens / s.seconds,
                            s.losses.empty() ? 0.0 : s.losses.back(),
-                           FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value()))));
+                           FormatBytes(s.peak_bytes), FormatBytes(static_cast<int64_t>(peak.Item().value())),
+                           s.comm_bytes_per_step));
   if (lead && FiguresWanted() && !step_ms.empty()) {
     // Steady state: the median step after the first two (allocator and plan warm-up).
     std::vector<double> steady(step_ms.begin() + std::min<size_t>(2, step_ms.size() - 1), step_ms.end());

@@ -129,6 +129,10 @@ struct TrainSummary {
   double seconds = 0;
   int64_t tokens = 0;
   int64_t peak_bytes = 0;      // this rank's device allocator
+  // Bytes this rank sent per training step (the mean over the run's steps) in
+  // the step's collectives, by the ring convention of Note [Bytes sent]
+  // (collectives/communicator.h); the "done:" line's comm_bytes_per_step.
+  int64_t comm_bytes_per_step = 0;
   int64_t start_step = 0;      // > 0 when resumed
   std::string last_checkpoint;
   double save_blocked_seconds = 0;  // training time spent inside saves (async: the snapshots)

@@ -18,6 +18,8 @@
 #include "absl/strings/str_join.h"
 
 #include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/runtime/status.h"
+#include "zeroshard/sharding/sharded_model.h"
 #include "zeroshard/train/trainer.h"
 #include "zeroshard/tests/testing.h"
 
@@ -46,6 +48,43 @@ TrainSummary Train(const TrainOptions& o, int world) {
   std::vector<absl::Status> st = RunRanks(world, [&](Communicator& comm) { return RunTraining(o, comm, &s); });
   for (const absl::Status& x : st) EXPECT_TRUE(x.ok()) << x;
   return s;
+}
+
+// comm_bytes_per_step (Note [Bytes sent], collectives/communicator.h) in
+// closed form from the sharding plan. FULL_SHARD at world W, fp32: a unit's
+// all-gather sends (W-1)/W of its padded flat bytes, its reduce-scatter the
+// same; every Block is gathered in forward and again in backward, the root
+// (embeddings, tied head, final LayerNorm) once, as it stays gathered until
+// the end of backward; then the step's loss average is one f32 all-reduce,
+// 2 (W-1)/W * 4 bytes rounded down. Gradient clipping off (its norm is one
+// more all-reduce). W = 3 pads the flat parameters, so the padded sizes count.
+TEST(TrainGpt, CommBytesPerStepIsTheShardingPlansClosedForm) {
+  TrainOptions o = Small();
+  o.steps = 3;
+  o.sample_tokens = 0;
+  o.grad_clip = 0;
+  o.sharding.strategy = ShardingStrategy::kFullShard;
+  for (int world : {2, 3}) {
+    int64_t want = 0;
+    std::vector<absl::Status> st = RunRanks(world, [&](Communicator& comm) -> absl::Status {
+      ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> model, MakeJobModel(o, comm.rank()));
+      ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardedModel> sharded,
+                          ShardedModel::Create(model, comm, JobShardingOptions(o, *model)));
+      int64_t bytes = 0;
+      for (ShardedUnit* u : sharded->units()) {
+        const int64_t padded = u->flat.padded_numel() * 4;  // fp32
+        const int64_t gather = (world - 1) * padded / world;
+        bytes += (u->is_root ? 1 : 2) * gather + gather;  // all-gathers + reduce-scatter
+      }
+      bytes += 2 * (world - 1) * 4 / world;  // the loss average
+      if (comm.rank() == 0) want = bytes;
+      return absl::OkStatus();
+    });
+    for (const absl::Status& x : st) ASSERT_TRUE(x.ok()) << x;
+    const TrainSummary s = Train(o, world);
+    EXPECT_GT(want, 0);
+    EXPECT_EQ(s.comm_bytes_per_step, want) << "world " << world;
+  }
 }
 
 TEST(TrainGpt, LossFallsAndRunsRepeat) {
