@@ -1,6 +1,5 @@
 #include "zeroshard/collectives/backend_registry.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <utility>
 
@@ -8,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "zeroshard/collectives/builtin_backends.h"
+#include "zeroshard/runtime/log.h"
 
 namespace zeroshard {
 namespace {
@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<BackendProcess>> BackendRegistry::Start(absl::str
 BackendRegistrar::BackendRegistrar(BackendInfo info, BackendFactory factory) {
   const std::string name = info.name;
   if (absl::Status s = BackendRegistry::Global().Register(std::move(info), std::move(factory)); !s.ok()) {
-    std::fprintf(stderr, "ZS_REGISTER_BACKEND(%s): %s\n", name.c_str(), s.ToString().c_str());
+    // At static initialisation there is no caller to return the status to.
+    Log(LogLevel::kFatal, "collectives", absl::StrCat("ZS_REGISTER_BACKEND(", name, "): ", s.ToString()));
     std::abort();
   }
 }

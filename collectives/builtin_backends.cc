@@ -16,6 +16,7 @@
 #include "zeroshard/collectives/mpi_communicator.h"
 #include "zeroshard/collectives/nccl_communicator.h"
 #include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/log.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard::builtin_backends_internal {
@@ -224,7 +225,7 @@ absl::StatusOr<std::unique_ptr<BackendProcess>> StartNccl(const BackendLaunch& l
 void RegisterBuiltinBackends(BackendRegistry& registry) {
   auto must = [](const absl::Status& s) {
     if (!s.ok()) {
-      std::fprintf(stderr, "built-in backends: %s\n", s.ToString().c_str());
+      Log(LogLevel::kFatal, "collectives", absl::StrCat("built-in backends: ", s.ToString()));
       std::abort();
     }
   };
