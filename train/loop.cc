@@ -253,6 +253,9 @@ absl::StatusOr<LoopResult> RunLoop(ShardedModel& model, TrainStep& train_step, c
     return v;
   };
 
+  // The training steps' traffic only (not saves' or evaluations').
+  auto bytes_sent = [&] { return comm.bytes_sent() + (&host != &comm ? host.bytes_sent() : 0); };
+  int64_t step_bytes = 0;
   const double start = Now();
   double window_start = start;
   int64_t window_first = res.start_step;  // the first step of the current log line's window
@@ -260,7 +263,9 @@ absl::StatusOr<LoopResult> RunLoop(ShardedModel& model, TrainStep& train_step, c
   StepResult r;
   for (int64_t step = res.start_step; step < o.steps; ++step) {
     const double step_start = Now();
+    const int64_t bytes_before = bytes_sent();
     ZS_ASSIGN_OR_RETURN(r, train_step.Run([&](int64_t m) { return forward(step, m); }));
+    step_bytes += bytes_sent() - bytes_before;
     if (r.skipped) {
       ++res.skipped_steps;
       log.Line(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step,
@@ -328,6 +333,8 @@ absl::StatusOr<LoopResult> RunLoop(ShardedModel& model, TrainStep& train_step, c
   }
   if (ran) absl::StrAppendFormat(&done, ", final train loss %.6f", res.losses.back());
   if (!res.last_checkpoint.empty()) absl::StrAppend(&done, ", last checkpoint ", res.last_checkpoint);
+  res.comm_bytes_per_step = steps_run > 0 ? step_bytes / steps_run : 0;
+  absl::StrAppend(&done, ", comm_bytes_per_step ", res.comm_bytes_per_step);
   log.Line(done + "\n");
   return res;
 }

@@ -131,6 +131,11 @@ struct LoopResult {
   double seconds = 0;                 // the loop's wall time
   double save_blocked_seconds = 0;    // of it, inside saves (async: the snapshots)
   int64_t peak_bytes = 0;             // this rank's allocator high-water mark over the steps
+  // Bytes this rank sent per step of this call, as the communicators count
+  // them (Note [Bytes sent] in collectives/communicator.h: the model's world
+  // with its splits, and LoopOptions::host when it is another); the "done:"
+  // line's comm_bytes_per_step, as the GPT job's (train/trainer.cc).
+  int64_t comm_bytes_per_step = 0;
 };
 
 // The user's forward of micro-batch `micro_step` of step `step`: its loss, a 0-d Variable.

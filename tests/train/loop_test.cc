@@ -287,6 +287,10 @@ TEST(Loop, TheLogWriterGetsRankZerosLines) {
   EXPECT_THAT(lines[0], HasSubstr(" tokens/s\n"));
   EXPECT_THAT(lines[5], HasSubstr(absl::StrFormat("final train loss %.6f, last checkpoint %s/checkpoints/step-000006",
                                                   r.losses[5], dir)));
+  // FULL_SHARD sends every step (all-gathers, reduce-scatters, the loss's
+  // all-reduce): the figure is positive and the one printed.
+  EXPECT_GT(r.comm_bytes_per_step, 0);
+  EXPECT_THAT(lines[5], HasSubstr(absl::StrCat(", comm_bytes_per_step ", r.comm_bytes_per_step, "\n")));
   // The log file got the same lines.
   const std::vector<std::string> logged = FileLines(dir + ".log");
   ASSERT_EQ(logged.size(), lines.size());
