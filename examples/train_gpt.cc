@@ -35,7 +35,6 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -192,9 +191,7 @@ int main(int argc, char** argv) {
       std::printf("MFU against the measured peak: %s\n", peak.how.c_str());
     }
     if (!options.trace.empty()) options.shared_trace = &trace;
-    if (resnet_options.threads_per_rank == 0) {  // as RunResNetConfig: the cores shared by the ranks
-      resnet_options.threads_per_rank = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world);
-    }
+    resnet_options.threads_per_rank = ThreadsPerRank(resnet_options.threads_per_rank, world);
   }
   // `host`: nccl's host-memory communicator (the one that bootstrapped it),
   // which keeps the run's host numbers; nullptr elsewhere.

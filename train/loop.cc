@@ -33,6 +33,10 @@ absl::StatusOr<std::vector<int64_t>> GatherPerRank(Communicator& comm, int64_t v
   return all.ToVector<int64_t>();
 }
 
+int64_t BytesSent(const Communicator& comm, const Communicator& host) {
+  return comm.bytes_sent() + (&host != &comm ? host.bytes_sent() : 0);
+}
+
 std::string StepLine(int64_t step, double loss, double lr, double ms_per_step, int64_t tokens_per_step) {
   if (tokens_per_step <= 0) return absl::StrFormat("step %d loss %.9g lr %.3e %.1f ms/step\n", step, loss, lr, ms_per_step);
   return absl::StrFormat("step %d loss %.9g lr %.3e %.1f ms/step %.0f tokens/s\n", step, loss, lr, ms_per_step,
@@ -254,7 +258,6 @@ absl::StatusOr<LoopResult> RunLoop(ShardedModel& model, TrainStep& train_step, c
   };
 
   // The training steps' traffic only (not saves' or evaluations').
-  auto bytes_sent = [&] { return comm.bytes_sent() + (&host != &comm ? host.bytes_sent() : 0); };
   int64_t step_bytes = 0;
   const double start = Now();
   double window_start = start;
@@ -263,9 +266,9 @@ absl::StatusOr<LoopResult> RunLoop(ShardedModel& model, TrainStep& train_step, c
   StepResult r;
   for (int64_t step = res.start_step; step < o.steps; ++step) {
     const double step_start = Now();
-    const int64_t bytes_before = bytes_sent();
+    const int64_t bytes_before = BytesSent(comm, host);
     ZS_ASSIGN_OR_RETURN(r, train_step.Run([&](int64_t m) { return forward(step, m); }));
-    step_bytes += bytes_sent() - bytes_before;
+    step_bytes += BytesSent(comm, host) - bytes_before;
     if (r.skipped) {
       ++res.skipped_steps;
       log.Line(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step,

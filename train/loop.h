@@ -157,6 +157,11 @@ std::string LoopCheckpointDir(const LoopOptions& options);
 // Every rank's `value`, in rank order (one all-gather).
 absl::StatusOr<std::vector<int64_t>> GatherPerRank(Communicator& comm, int64_t value);
 
+// What this rank has sent so far (Note [Bytes sent], collectives/communicator.h)
+// on the model's communicator, and on `host` where it is another: the
+// difference around a step is the done line's comm_bytes_per_step.
+int64_t BytesSent(const Communicator& comm, const Communicator& host);
+
 // "step 12 loss 2.31 lr 9.000e-04 190.0 ms/step 5300 tokens/s\n" (tokens/s
 // only when tokens_per_step > 0).
 std::string StepLine(int64_t step, double loss, double lr, double ms_per_step, int64_t tokens_per_step);

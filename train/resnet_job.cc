@@ -12,6 +12,11 @@
 
 namespace zeroshard {
 
+int ThreadsPerRank(int configured, int world_size) {
+  if (configured != 0) return configured;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world_size);
+}
+
 absl::StatusOr<ResNetTrainResult> RunResNetConfig(const RunConfig& config) {
   if (config.model_type != "resnet") {
     return absl::InvalidArgumentError(
@@ -20,9 +25,7 @@ absl::StatusOr<ResNetTrainResult> RunResNetConfig(const RunConfig& config) {
   const int world = config.world_size;
   ResNetTrainOptions options = config.resnet;
   ZS_RETURN_IF_ERROR(options.sharding.Validate(world));
-  if (options.threads_per_rank == 0) {
-    options.threads_per_rank = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world);
-  }
+  options.threads_per_rank = ThreadsPerRank(options.threads_per_rank, world);
   std::mutex mu;
   ResNetTrainResult result;
   std::vector<absl::Status> statuses = RunRanks(world, [&](Communicator& comm) -> absl::Status {

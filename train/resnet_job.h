@@ -16,6 +16,10 @@
 
 namespace zeroshard {
 
+// OpenMP threads per rank for `world_size` in-process ranks: `configured`, or
+// when it is 0 the hardware threads shared among the ranks (at least 1).
+int ThreadsPerRank(int configured, int world_size);
+
 // RunResNetTraining(config.resnet) on config.world_size in-process ranks
 // (threads_per_rank 0: the hardware threads shared among them). Returns rank 0's result, or the first rank's error.
 absl::StatusOr<ResNetTrainResult> RunResNetConfig(const RunConfig& config);

@@ -404,9 +404,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   // cudaMalloc and host synchronisations of the steps after the first two.
   const int64_t first_counted = start_step + 2;
   cuda::CudaCallCounts counts_before;
-  // Note [Bytes sent] (collectives/communicator.h): what this rank sends in the
-  // training steps, on the model's communicator and the host one where it is another.
-  auto bytes_sent = [&] { return comm.bytes_sent() + (&host != &comm ? host.bytes_sent() : 0); };
+  // What this rank sends in the training steps (BytesSent, train/loop.h).
   int64_t step_bytes = 0;
   for (int64_t step = start_step; step < o.steps; ++step) {
     if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
@@ -414,7 +412,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nullptr);
     ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
-    const int64_t bytes_before = bytes_sent();
+    const int64_t bytes_before = BytesSent(comm, host);
     ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t m) -> absl::StatusOr<Variable> {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
                                                    .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
@@ -424,7 +422,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
       return out.loss;
     }));
-    step_bytes += bytes_sent() - bytes_before;
+    step_bytes += BytesSent(comm, host) - bytes_before;
     const double lr = r.lr;
     const double loss = r.loss;
     if (r.skipped) {
