@@ -14,26 +14,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "zeroshard/bench/robust_stats.h"
 #include "zeroshard/kernels/cpu/isa.h"
 
 namespace zeroshard::bench {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// MAD / |median| (tools/bench_compare.cc reads it the same way); 0 for one repeat.
-double RelativeMad(const std::vector<double>& v, double median) {
-  if (v.size() < 2 || median == 0) return 0;
-  std::vector<double> dev;
-  for (double x : v) dev.push_back(std::fabs(x - median));
-  return Median(dev) / std::fabs(median);
-}
 
 std::string CpuModel() {
   std::ifstream in("/proc/cpuinfo");
@@ -134,7 +121,7 @@ absl::Status JsonReport::Write(const std::string& path) const {
     }
     r["repeats"] = f.repeats;
     r["median"] = median;
-    r["spread"] = RelativeMad(f.repeats, median);
+    r["spread"] = RelativeMad(f.repeats);
     results.push_back(std::move(r));
   }
   j["results"] = std::move(results);

@@ -47,9 +47,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "zeroshard/bench/robust_stats.h"
 
 namespace zeroshard::tools {
 namespace {
+
+using bench::Median;
+using bench::RelativeMad;
 
 using Json = nlohmann::json;
 
@@ -68,22 +72,6 @@ struct Figure {
 struct Results {
   std::vector<Figure> figures;  // in file order
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// MAD / |median|; 0 for fewer than two values or a zero median.
-double RelativeMad(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = Median(v);
-  if (m == 0) return 0;
-  std::vector<double> dev;
-  for (double x : v) dev.push_back(std::fabs(x - m));
-  return Median(dev) / std::fabs(m);
-}
 
 absl::Status Malformed(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
