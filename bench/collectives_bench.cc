@@ -358,6 +358,7 @@ MPI_Datatype MpiType(DType d) {
     case DType::kF32: return MPI_FLOAT;
     case DType::kI32: return MPI_INT32_T;
     case DType::kI64: return MPI_INT64_T;
+    case DType::kI8: return MPI_INT8_T;
     default: return MPI_DATATYPE_NULL;  // MPI has no bf16 / f16
   }
 }

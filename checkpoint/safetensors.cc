@@ -51,7 +51,7 @@ uint64_t LoadLittleEndian64(const char* p) {
 
 // Dtypes the format defines that zeroshard does not hold.
 constexpr absl::string_view kOtherFormatDTypes[] = {
-    "BOOL", "U8", "I8", "I16", "U16", "U32", "U64", "F64", "F8_E5M2", "F8_E4M3", "F8_E8M0",
+    "BOOL", "U8", "I16", "U16", "U32", "U64", "F64", "F8_E5M2", "F8_E4M3", "F8_E8M0",
     "F4", "F6_E2M3", "F6_E3M2", "C64"};
 
 // A JSON value, described for error messages: `the number -1`, `a string`.
@@ -170,6 +170,7 @@ absl::string_view SafetensorsDTypeName(DType dtype) {
     case DType::kF16: return "F16";
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
+    case DType::kI8: return "I8";
   }
   return "?";
 }
@@ -183,11 +184,11 @@ absl::StatusOr<DType> ParseSafetensorsDType(absl::string_view name) {
       return absl::UnimplementedError(
           absl::StrCat("dtype \"", name,
                        "\" is a safetensors dtype zeroshard does not support (expected one of "
-                       "F32, BF16, F16, I32, I64)"));
+                       "F32, BF16, F16, I32, I64, I8)"));
     }
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype \"", name, "\" (expected one of F32, BF16, F16, I32, I64)"));
+      absl::StrCat("unknown dtype \"", name, "\" (expected one of F32, BF16, F16, I32, I64, I8)"));
 }
 
 // ---------------------------------------------------------------- header

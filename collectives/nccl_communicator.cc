@@ -45,6 +45,7 @@ ncclDataType_t NcclType(DType d) {
     case DType::kF16: return ncclFloat16;
     case DType::kI32: return ncclInt32;
     case DType::kI64: return ncclInt64;
+    case DType::kI8: return ncclInt8;
   }
   return ncclFloat32;
 }

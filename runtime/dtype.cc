@@ -15,6 +15,7 @@ absl::string_view DTypeName(DType d) {
     case DType::kF16: return "f16";
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
+    case DType::kI8: return "i8";
   }
   return "invalid";
 }
@@ -26,8 +27,9 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
   if (n == "f16" || n == "fp16" || n == "float16" || n == "half") return DType::kF16;
   if (n == "i32" || n == "int32") return DType::kI32;
   if (n == "i64" || n == "int64") return DType::kI64;
+  if (n == "i8" || n == "int8") return DType::kI8;
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown dtype \"", name, "\": expected one of f32, bf16, f16, i32, i64"));
+      "unknown dtype \"", name, "\": expected one of f32, bf16, f16, i32, i64, i8"));
 }
 
 std::ostream& operator<<(std::ostream& os, DType d) { return os << DTypeName(d); }

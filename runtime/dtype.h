@@ -31,10 +31,12 @@ enum class DType : uint8_t {
   kF16 = 2,
   kI32 = 3,
   kI64 = 4,
+  // Quantized communication (sharding/comm_hook.h: qwZ, qgZ) and raw bytes.
+  kI8 = 5,
 };
 
 inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kI32,
-                                       DType::kI64};
+                                       DType::kI64, DType::kI8};
 inline constexpr DType kFloatDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 
 // Bytes per element.
@@ -45,6 +47,7 @@ constexpr size_t DTypeSize(DType d) {
     case DType::kF16: return 2;
     case DType::kI32: return 4;
     case DType::kI64: return 8;
+    case DType::kI8: return 1;
   }
   return 0;
 }
@@ -53,7 +56,7 @@ constexpr bool IsFloatingPoint(DType d) {
   return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16;
 }
 
-// Short names: "f32", "bf16", "f16", "i32", "i64" (the names configs and flags use).
+// Short names: "f32", "bf16", "f16", "i32", "i64", "i8" (the names configs and flags use).
 absl::string_view DTypeName(DType d);
 
 // Accepts the short names and the long ones ("float32", "fp32", "float",
@@ -66,7 +69,7 @@ std::ostream& operator<<(std::ostream& os, DType d);
 template <typename T>
 inline constexpr bool kIsDTypeStorage =
     std::is_same_v<T, float> || std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16> ||
-    std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+    std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> || std::is_same_v<T, int8_t>;
 
 template <typename T>
 constexpr DType DTypeOf() {
@@ -76,6 +79,7 @@ constexpr DType DTypeOf() {
   if constexpr (std::is_same_v<T, Float16>) return DType::kF16;
   if constexpr (std::is_same_v<T, int32_t>) return DType::kI32;
   if constexpr (std::is_same_v<T, int64_t>) return DType::kI64;
+  if constexpr (std::is_same_v<T, int8_t>) return DType::kI8;
 }
 
 // Calls `fn.template operator()<T>()` with T the storage type of `d`.
@@ -87,6 +91,7 @@ decltype(auto) DispatchDType(DType d, Fn&& fn) {
     case DType::kF16: return fn.template operator()<Float16>();
     case DType::kI32: return fn.template operator()<int32_t>();
     case DType::kI64: return fn.template operator()<int64_t>();
+    case DType::kI8: return fn.template operator()<int8_t>();
   }
   ZS_CHECK(false, "invalid DType ", static_cast<int>(d));
   return fn.template operator()<float>();

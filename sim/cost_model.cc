@@ -17,7 +17,8 @@ double PeakFlops(const HardwareProfile& p, DType dtype) {
     case DType::kF16: return p.peak_flops_fp16;
     case DType::kF32: return p.peak_flops_fp32;
     case DType::kI32:
-    case DType::kI64: break;
+    case DType::kI64:
+    case DType::kI8: break;
   }
   ZS_CHECK(false, "PeakFlops: a GEMM's dtype is floating (f32, bf16, f16), found ", DTypeName(dtype));
   return 0;

@@ -29,7 +29,7 @@
 namespace zeroshard::cuda {
 
 // runtime/dtype.h's DType values (kept out of .cu files: that header uses Abseil).
-enum DTypeCode : int { kF32 = 0, kBF16 = 1, kF16 = 2, kI32 = 3, kI64 = 4 };
+enum DTypeCode : int { kF32 = 0, kBF16 = 1, kF16 = 2, kI32 = 3, kI64 = 4, kI8 = 5 };
 
 constexpr int kWarp = 32;
 

@@ -19,6 +19,8 @@ TEST(DType, SizesAndNames) {
   EXPECT_EQ(DTypeSize(DType::kF16), 2u);
   EXPECT_EQ(DTypeSize(DType::kI32), 4u);
   EXPECT_EQ(DTypeSize(DType::kI64), 8u);
+  EXPECT_EQ(DTypeSize(DType::kI8), 1u);
+  EXPECT_EQ(DTypeName(DType::kI8), "i8");
   for (DType d : kAllDTypes) {
     ZS_ASSERT_OK_AND_ASSIGN(DType parsed, ParseDType(DTypeName(d)));
     EXPECT_EQ(parsed, d);
@@ -32,6 +34,7 @@ TEST(DType, ParsesLongNames) {
   EXPECT_EQ(ParseDType("FP16").value(), DType::kF16);
   EXPECT_EQ(ParseDType("float32").value(), DType::kF32);
   EXPECT_EQ(ParseDType("int64").value(), DType::kI64);
+  EXPECT_EQ(ParseDType("int8").value(), DType::kI8);
 }
 
 TEST(DType, UnknownNameSaysWhatIsAccepted) {
@@ -72,6 +75,8 @@ TEST(DType, FloatToIntegerSaturatesAndMapsNanToZero) {
   EXPECT_EQ(ConvertElement<int32_t>(-1e20f), std::numeric_limits<int32_t>::min());
   EXPECT_EQ(ConvertElement<int64_t>(std::nanf("")), 0);
   EXPECT_EQ(ConvertElement<int32_t>(-3.9f), -3);
+  EXPECT_EQ(ConvertElement<int8_t>(300.0f), 127);
+  EXPECT_EQ(ConvertElement<int8_t>(-300.0f), -128);
 }
 
 TEST(DType, LargeConversionIsParallelAndExact) {

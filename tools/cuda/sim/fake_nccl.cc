@@ -167,6 +167,9 @@ ncclResult_t Reduce(const std::vector<const void*>& in, size_t offset, size_t co
     case ncclInt64:
       ReduceInts<int64_t>(in, offset, count, op, out);
       return ncclSuccess;
+    case ncclInt8:
+      ReduceInts<int8_t>(in, offset, count, op, out);
+      return ncclSuccess;
     case ncclUint8:
       ReduceInts<uint8_t>(in, offset, count, op, out);
       return ncclSuccess;
