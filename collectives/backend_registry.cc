@@ -8,19 +8,10 @@
 #include "absl/strings/str_join.h"
 #include "zeroshard/collectives/builtin_backends.h"
 #include "zeroshard/runtime/log.h"
+#include "zeroshard/runtime/registry_name.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
-namespace {
-
-bool IsLowercaseIdentifier(absl::string_view name) {
-  if (name.empty() || !(name[0] >= 'a' && name[0] <= 'z')) return false;
-  for (char ch : name) {
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 BackendRegistry& BackendRegistry::Global() {
   // Built on first use (a registrar in another translation unit may come
@@ -34,10 +25,7 @@ BackendRegistry& BackendRegistry::Global() {
 }
 
 absl::Status BackendRegistry::Register(BackendInfo info, BackendFactory factory) {
-  if (!IsLowercaseIdentifier(info.name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend name: expected a lowercase identifier ([a-z][a-z0-9_]*), found \"", info.name, "\""));
-  }
+  ZS_RETURN_IF_ERROR(CheckRegistryName("backend", info.name));
   if (factory == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("backend ", info.name, ": expected a factory, found none"));
   }
