@@ -17,6 +17,7 @@ absl::string_view CollectiveOpName(CollectiveOp op) {
     case CollectiveOp::kBroadcast: return "Broadcast";
     case CollectiveOp::kBarrier: return "Barrier";
     case CollectiveOp::kSplit: return "Split";
+    case CollectiveOp::kAllToAll: return "AllToAll";
   }
   return "InvalidCollective";
 }
@@ -26,6 +27,9 @@ std::string CollectiveDesc::ToString() const {
   switch (op) {
     case CollectiveOp::kAllGather:
       absl::StrAppend(&s, " (", DTypeName(dtype), ", ", count, " elements per rank");
+      break;
+    case CollectiveOp::kAllToAll:  // count: the whole input, size blocks of it
+      absl::StrAppend(&s, " (", DTypeName(dtype), ", ", count, " elements");
       break;
     case CollectiveOp::kReduceScatter:
     case CollectiveOp::kAllReduce:
@@ -52,6 +56,7 @@ bool CollectiveDesc::SameCollective(const CollectiveDesc& o) const {
     case CollectiveOp::kSplit:
       return true;
     case CollectiveOp::kAllGather:
+    case CollectiveOp::kAllToAll:
       return dtype == o.dtype && count == o.count;
     case CollectiveOp::kReduceScatter:
     case CollectiveOp::kAllReduce:

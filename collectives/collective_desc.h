@@ -35,9 +35,13 @@ enum class CollectiveOp : uint8_t {
   kBroadcast = 3,
   kBarrier = 4,
   kSplit = 5,
+  kAllToAll = 6,
 };
+// One more than the largest CollectiveOp: arrays indexed by op.
+inline constexpr int kNumCollectiveOps = 7;
 
-// "AllGather", "ReduceScatter", "AllReduce", "Broadcast", "Barrier", "Split".
+// "AllGather", "ReduceScatter", "AllReduce", "Broadcast", "Barrier", "Split",
+// "AllToAll".
 absl::string_view CollectiveOpName(CollectiveOp op);
 
 struct CollectiveDesc {

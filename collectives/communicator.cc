@@ -204,6 +204,24 @@ absl::Status Communicator::ValidateArgs(const CollectiveDesc& desc, const Tensor
             absl::StrCat("root ", desc.root, " is not a rank of a group of ", size_));
       }
       return absl::OkStatus();
+    case CollectiveOp::kAllToAll:
+      if (n % size_ != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input has ", n, " elements, expected a multiple of world_size (", size_,
+            "): one block of m elements per rank"));
+      }
+      if (output.numel() != n) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output has ", output.numel(), " elements, expected the input's ", n,
+            " (world_size (", size_, ") x ", n / size_, ")"));
+      }
+      if (Overlaps(input, output)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "input bytes [%p, %p) overlap output bytes [%p, %p); AllToAll is never in place "
+            "(expected disjoint buffers)",
+            in_ptr, in_ptr + input.nbytes(), out_ptr, out_ptr + output.nbytes()));
+      }
+      return absl::OkStatus();
     case CollectiveOp::kBarrier:
     case CollectiveOp::kSplit:
       return absl::OkStatus();
@@ -223,6 +241,7 @@ int64_t RingBytesSent(const CollectiveDesc& desc, int size) {
     case CollectiveOp::kReduceScatter: return (w - 1) * in_bytes / w;  // input = w * output
     case CollectiveOp::kAllReduce: return 2 * (w - 1) * in_bytes / w;
     case CollectiveOp::kBroadcast: return (w - 1) * in_bytes / w;
+    case CollectiveOp::kAllToAll: return (w - 1) * in_bytes / w;  // exact: in_bytes = w * m * esize
     case CollectiveOp::kBarrier:
     case CollectiveOp::kSplit: return 0;
   }
@@ -332,6 +351,12 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::BarrierAsync(const Collectiv
   return Issue(CollectiveOp::kBarrier, Tensor(), Tensor(), ReduceOp::kSum, 0, opts);
 }
 
+absl::StatusOr<std::shared_ptr<Work>> Communicator::AllToAllAsync(const Tensor& input,
+                                                                  const Tensor& output,
+                                                                  const CollectiveOptions& opts) {
+  return Issue(CollectiveOp::kAllToAll, input, output, ReduceOp::kSum, 0, opts);
+}
+
 absl::Status Communicator::AllGather(const Tensor& input, const Tensor& output,
                                      const CollectiveOptions& opts) {
   return IssueBlocking(CollectiveOp::kAllGather, input, output, ReduceOp::kSum, 0, opts);
@@ -359,6 +384,11 @@ absl::Status Communicator::Broadcast(const Tensor& tensor, int root,
 
 absl::Status Communicator::Barrier(const CollectiveOptions& opts) {
   return IssueBlocking(CollectiveOp::kBarrier, Tensor(), Tensor(), ReduceOp::kSum, 0, opts);
+}
+
+absl::Status Communicator::AllToAll(const Tensor& input, const Tensor& output,
+                                    const CollectiveOptions& opts) {
+  return IssueBlocking(CollectiveOp::kAllToAll, input, output, ReduceOp::kSum, 0, opts);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {

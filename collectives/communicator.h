@@ -10,6 +10,8 @@
 //     ... compute that touches neither tensor ...
 //     ZS_RETURN_IF_ERROR(gather->Wait());
 //     ZS_RETURN_IF_ERROR(comm.ReduceScatter(grads_full, grad_shard, ReduceOp::kAvg));
+//     // blocks: [size * m]; got: [size * m], got's block j is rank j's block rank
+//     ZS_RETURN_IF_ERROR(comm.AllToAll(blocks, got));
 //     ZS_ASSIGN_OR_RETURN(auto replicas, comm.Split(/*color=*/comm.rank() % 2, /*key=*/comm.rank()));
 //     return replicas->AllReduce(grad_shard, ReduceOp::kAvg);   // in place
 //   }
@@ -29,6 +31,14 @@
 //     input, on every rank. In place when output is input (same bytes).
 //   - Broadcast(tensor, root): tensor of every rank = tensor of `root`
 //     (same numel on every rank).
+//   - AllToAll(input, output): input.numel() == output.numel() == size * m
+//     (m may be 0); rank i's output[j*m, (j+1)*m) = rank j's
+//     input[i*m, (i+1)*m): block j of my input goes to rank j, block j of my
+//     output comes from rank j (my own block is copied across). Never in
+//     place: input and output must not overlap at all (InvalidArgument naming
+//     both byte ranges); a caller that wants the result in the input's
+//     buffer copies it back. ZeRO++'s qgZ reduces int8 gradient blocks this
+//     way: each rank all-to-alls its quantized blocks and reduces what it got.
 //   - Barrier(): returns on a rank once every rank has entered it.
 //   Any other overlap between input and output is an InvalidArgument.
 //   Every rank must issue the same collectives in the same order with the
@@ -71,6 +81,8 @@
 //     rounded down to a whole byte;
 //   - Broadcast: (W-1)/W * N (a pipelined chain: W-1 of the W ranks forward
 //     the tensor once; the per-rank average), rounded down;
+//   - AllToAll: (W-1)/W * N of the input (W-1 of its W blocks leave the rank,
+//     each once, directly to its peer; the rank's own block stays), exact;
 //   - Barrier, Split, and any collective at W = 1: 0.
 //   So it is the nominal algorithm traffic in the collective's own dtype, not
 //   what a backend measured on its links: the in-process backend copies
@@ -140,8 +152,8 @@ struct CollectiveOptions {
 // arguments (or desc.invalid_args), a sequence number, and the tensors.
 struct CollectiveCall {
   CollectiveDesc desc;
-  Tensor input;   // AllGather, ReduceScatter, AllReduce; Broadcast: the tensor
-  Tensor output;  // AllGather, ReduceScatter, AllReduce; Broadcast: the tensor
+  Tensor input;   // AllGather, ReduceScatter, AllReduce, AllToAll; Broadcast: the tensor
+  Tensor output;  // AllGather, ReduceScatter, AllReduce, AllToAll; Broadcast: the tensor
   const Stream* stream = nullptr;
   bool blocking = false;  // the caller waits at once (host backends may run it inline)
 };
@@ -174,6 +186,10 @@ class Communicator {
   absl::StatusOr<std::shared_ptr<Work>> BroadcastAsync(const Tensor& tensor, int root,
                                                        const CollectiveOptions& opts = {});
   absl::StatusOr<std::shared_ptr<Work>> BarrierAsync(const CollectiveOptions& opts = {});
+  // Note [Collective layouts]: block j of `input` to rank j, block j of
+  // `output` from rank j; input and output must not overlap.
+  absl::StatusOr<std::shared_ptr<Work>> AllToAllAsync(const Tensor& input, const Tensor& output,
+                                                      const CollectiveOptions& opts = {});
 
   // ------------------------------------------------------------ blocking
   absl::Status AllGather(const Tensor& input, const Tensor& output,
@@ -187,6 +203,8 @@ class Communicator {
                          const CollectiveOptions& opts = {});
   absl::Status Broadcast(const Tensor& tensor, int root, const CollectiveOptions& opts = {});
   absl::Status Barrier(const CollectiveOptions& opts = {});
+  absl::Status AllToAll(const Tensor& input, const Tensor& output,
+                        const CollectiveOptions& opts = {});
 
   // ------------------------------------------------------------ groups
   // Collective over this communicator: ranks with the same `color` form a

@@ -407,6 +407,18 @@ absl::Status LocalCommunicator::Execute(const CollectiveCall& call) {
           std::memcpy(out_of(me), in_of(d.root), d.count * esize);
         }
         break;
+      case CollectiveOp::kAllToAll: {
+        // Pull block `me` of every rank's input into my output's block of
+        // that rank, right neighbour first as in AllGather. Inputs and
+        // outputs never overlap (the base class refuses it).
+        const int64_t block = d.count / n * esize;
+        char* out = out_of(me);
+        for (int k = 1; k <= n && block > 0; ++k) {
+          const int src = (me + k) % n;
+          std::memcpy(out + src * block, in_of(src) + me * block, block);
+        }
+        break;
+      }
       case CollectiveOp::kBarrier:
       case CollectiveOp::kSplit:
         break;

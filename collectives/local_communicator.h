@@ -17,7 +17,8 @@
 //     one pass (collectives/cpu_reduce.h);
 //   - AllReduce: rank r reduces the r-th 1/size of the elements of all inputs
 //     and writes the result into every rank's output;
-//   - Broadcast: every non-root rank copies the root's tensor.
+//   - Broadcast: every non-root rank copies the root's tensor;
+//   - AllToAll: rank r copies block r of every rank's input into its output.
 // A second rendezvous marks the end, after which no rank touches another's
 // buffers. The rendezvous spins briefly (when the ranks fit on the cores),
 // yields the core for up to 50 us (a peer may be waiting for this very core

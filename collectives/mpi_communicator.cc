@@ -438,6 +438,7 @@ absl::Status MpiCommunicator::RunCollective(const CollectiveCall& call) {
       case CollectiveOp::kReduceScatter: s = ReduceScatterData(ex, call); break;
       case CollectiveOp::kAllReduce: s = AllReduceData(ex, call); break;
       case CollectiveOp::kBroadcast: s = BroadcastData(ex, call); break;
+      case CollectiveOp::kAllToAll: s = AllToAllData(ex, call); break;
       case CollectiveOp::kBarrier:
       case CollectiveOp::kSplit: break;
     }
@@ -474,6 +475,29 @@ absl::Status MpiCommunicator::AllGatherData(Exchange& ex, const CollectiveCall& 
     ZS_RETURN_IF_ERROR(ex.Send(in, bytes, (me + n - k) % n, tag));
   }
   if (!d.in_place) std::memcpy(out + me * bytes, in, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status MpiCommunicator::AllToAllData(Exchange& ex, const CollectiveCall& call) {
+  const CollectiveDesc& d = call.desc;
+  const int n = size(), me = rank();
+  const int64_t block = d.count / n * static_cast<int64_t>(DTypeSize(d.dtype));
+  if (block == 0) return absl::OkStatus();
+  const int tag = 2 + static_cast<int>(d.seq % data_tag_modulus_) * 2;
+  char* out = static_cast<char*>(call.output.raw_data());
+  const char* in = static_cast<const char*>(call.input.raw_data());
+  // Peer p's block of my output comes from its input's block `me`; my input's
+  // block p goes to p. Input and output never overlap (the base class checks),
+  // so receives land in place while the sends read.
+  for (int k = 1; k < n; ++k) {
+    const int p = (me + k) % n;
+    ZS_RETURN_IF_ERROR(ex.Recv(out + p * block, block, p, tag, Exchange::kFirstRecvGroup));
+  }
+  for (int k = 1; k < n; ++k) {
+    const int p = (me + n - k) % n;
+    ZS_RETURN_IF_ERROR(ex.Send(in + p * block, block, p, tag));
+  }
+  std::memcpy(out + me * block, in + me * block, block);
   return absl::OkStatus();
 }
 

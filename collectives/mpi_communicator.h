@@ -30,6 +30,8 @@
 //   - Broadcast: the root sends to every peer; from 256 KiB among 3+ ranks,
 //     it scatters 1/size to each rank, which passes its piece on to the
 //     other non-roots (the root sends 2(n-1)/n of the tensor, not n-1 copies).
+//   - AllToAll: send my input's block p to each peer p, receive each peer's
+//     block for me into place (every message at once, as AllGather).
 //   - Barrier: the handshake below alone.
 //   Each collective starts with a handshake: every rank sends its
 //   CollectiveDesc to every peer (small AllGather / AllReduce without check
@@ -101,6 +103,7 @@ class MpiCommunicator final : public Communicator {
   absl::Status ReduceScatterData(Exchange& ex, const CollectiveCall& call);
   absl::Status AllReduceData(Exchange& ex, const CollectiveCall& call);
   absl::Status BroadcastData(Exchange& ex, const CollectiveCall& call);
+  absl::Status AllToAllData(Exchange& ex, const CollectiveCall& call);
   absl::Status SmallData(Exchange& ex, const CollectiveCall& call);
   absl::Status FinishSmall(const CollectiveCall& call);
   // Scratch for `bytes` in each of 2 x (size - 1) receive slots.

@@ -238,6 +238,76 @@ TEST_P(CollectivesTest, Broadcast) {
   }));
 }
 
+// Rank `src`'s element t of its block for rank `dst`: which (src, dst) pair
+// it belongs to, unique for up to 8 ranks (the suite's largest world), plus
+// t % 3 so that a block copied a few elements off shows. In [-64, 127]:
+// exact in every dtype, int8 included.
+double AllToAllValue(int src, int dst, int64_t t) {
+  return static_cast<double>((src * 8 + dst) % 64 - 64 + 64 * (t % 3));
+}
+
+TEST_P(CollectivesTest, AllToAll) {
+  ExpectAllOk(Run([](Communicator& comm) -> absl::Status {
+    const int n = comm.size(), r = comm.rank();
+    for (DType dtype : kAllDTypes) {
+      for (int64_t m : kCounts) {
+        for (bool async : {false, true}) {
+          // Block j of my input is for rank j.
+          ZS_ASSIGN_OR_RETURN(Tensor in, MakeTensor(comm, dtype, n * m, [&](int64_t k) {
+                                return AllToAllValue(r, static_cast<int>(k / m), k % m);
+                              }));
+          ZS_ASSIGN_OR_RETURN(Tensor out, Full(comm, {n * m}, -99, dtype));
+          if (async) {
+            ZS_ASSIGN_OR_RETURN(std::shared_ptr<Work> work, comm.AllToAllAsync(in, out));
+            ZS_RETURN_IF_ERROR(work->Wait());
+          } else {
+            ZS_RETURN_IF_ERROR(comm.AllToAll(in, out));
+          }
+          const std::string what =
+              absl::StrCat("AllToAll", async ? "Async " : " ", Case(dtype, m, false));
+          // Block j of my output came from rank j: its block for me.
+          ZS_RETURN_IF_ERROR(CheckTensor(
+              out, [&](int64_t k) { return AllToAllValue(static_cast<int>(k / m), r, k % m); },
+              what));
+          ZS_RETURN_IF_ERROR(CheckTensor(
+              in, [&](int64_t k) { return AllToAllValue(r, static_cast<int>(k / m), k % m); },
+              absl::StrCat(what, " input (must be unchanged)")));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }));
+}
+
+// Note [Bytes sent]: (W-1)/W of the input, exactly; nothing for a call that
+// failed its argument check.
+TEST_P(CollectivesTest, AllToAllBytesSent) {
+  ExpectAllOk(Run([](Communicator& comm) -> absl::Status {
+    const int n = comm.size();
+    for (auto [dtype, m] : {std::pair{DType::kF32, int64_t{5}}, std::pair{DType::kI8, int64_t{3}},
+                            std::pair{DType::kBF16, int64_t{0}}}) {
+      ZS_ASSIGN_OR_RETURN(Tensor in, Zeros(comm, {n * m}, dtype));
+      ZS_ASSIGN_OR_RETURN(Tensor out, Zeros(comm, {n * m}, dtype));
+      const int64_t before = comm.bytes_sent();
+      ZS_RETURN_IF_ERROR(comm.AllToAll(in, out));
+      const int64_t want = (n - 1) * m * static_cast<int64_t>(DTypeSize(dtype));
+      if (comm.bytes_sent() - before != want) {
+        return absl::InternalError(absl::StrCat("AllToAll ", Case(dtype, m, false), " counted ",
+                                                comm.bytes_sent() - before,
+                                                " bytes sent, expected (W-1) m itemsize = ", want));
+      }
+    }
+    ZS_ASSIGN_OR_RETURN(Tensor t, Zeros(comm, {4 * n}, DType::kF32));
+    const int64_t before = comm.bytes_sent();
+    if (comm.AllToAll(t, t).ok()) return absl::InternalError("AllToAll in place was accepted");
+    if (comm.bytes_sent() != before) {
+      return absl::InternalError(absl::StrCat("a refused AllToAll counted ",
+                                              comm.bytes_sent() - before, " bytes sent"));
+    }
+    return absl::OkStatus();
+  }));
+}
+
 TEST_P(CollectivesTest, Barrier) {
   ExpectAllOk(Run([](Communicator& comm) -> absl::Status {
     for (int i = 0; i < 5; ++i) ZS_RETURN_IF_ERROR(comm.Barrier());
@@ -445,6 +515,10 @@ TEST_P(CollectivesTest, InvalidLayoutsAreRejectedWithWhatWasExpected) {
     ZS_ASSIGN_OR_RETURN(Tensor b, buf.Narrow(0, 1, 10));
     ZS_ASSIGN_OR_RETURN(Tensor gathered, Zeros(comm, {n * 10}, DType::kF32));
     ZS_ASSIGN_OR_RETURN(Tensor wrong_slice, gathered.Narrow(0, ((r + 1) % n) * 10, 10));
+    // Two blocks each of n elements, overlapping in [n, 2n).
+    ZS_ASSIGN_OR_RETURN(Tensor wide, Zeros(comm, {3 * n}, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor front, wide.Narrow(0, 0, 2 * n));
+    ZS_ASSIGN_OR_RETURN(Tensor back, wide.Narrow(0, n, 2 * n));
     struct Expect {
       absl::Status status;
       std::string substring;
@@ -456,6 +530,11 @@ TEST_P(CollectivesTest, InvalidLayoutsAreRejectedWithWhatWasExpected) {
         {comm.AllReduce(a, b), "overlaps input"},
         {comm.ReduceScatter(bad_out, in), absl::StrCat("input has ", n * 10 + 1, " elements")},
         {comm.Broadcast(in, n), absl::StrCat("root ", n, " is not a rank")},
+        {comm.AllToAll(gathered, gathered), "AllToAll is never in place"},
+        {comm.AllToAll(front, back), "overlap output bytes"},
+        {comm.AllToAll(gathered, bad_out),
+         absl::StrCat("output has ", n * 10 + 1, " elements, expected the input's ", n * 10)},
+        {comm.AllToAll(gathered, out_bf16), "input is f32, output is bf16"},
     };
     for (const Expect& e : cases) {
       if (e.status.code() != absl::StatusCode::kInvalidArgument ||
@@ -468,6 +547,13 @@ TEST_P(CollectivesTest, InvalidLayoutsAreRejectedWithWhatWasExpected) {
       absl::Status s = comm.AllGather(wrong_slice, gathered);
       if (!absl::StrContains(s.message(), "is not its slice")) {
         return absl::InternalError(absl::StrCat("wrong in-place slice: got ", s.ToString()));
+      }
+      // 10 * n + 1 elements cannot be cut into n blocks.
+      s = comm.AllToAll(bad_out, bad_out);
+      if (!absl::StrContains(s.message(), absl::StrCat("expected a multiple of world_size (", n,
+                                                       ")"))) {
+        return absl::InternalError(absl::StrCat("AllToAll of ", n * 10 + 1,
+                                                " elements: got ", s.ToString()));
       }
     }
     // Every rank failed the same calls, so the communicator is still usable.
@@ -579,6 +665,32 @@ TEST_P(CollectivesTest, MismatchedOpNamesTheRank) {
                           },
                           CheckMode()),
                       odd, "Broadcast #2");
+}
+
+TEST_P(CollectivesTest, MismatchedAllToAllNamesTheRank) {
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int odd = world_size() - 1;
+  const int n = world_size();
+  // Each rank's own arguments are valid (n blocks); the ranks disagree.
+  for (bool by_dtype : {false, true}) {
+    ExpectMismatchNamed(
+        Run(
+            [odd, by_dtype](Communicator& comm) -> absl::Status {
+              ZS_RETURN_IF_ERROR(comm.Barrier());
+              const bool me = comm.rank() == odd;
+              const int64_t m = me && !by_dtype ? 3 : 2;
+              const DType dtype = me && by_dtype ? DType::kI8 : DType::kF32;
+              ZS_ASSIGN_OR_RETURN(Tensor in, Zeros(comm, {comm.size() * m}, dtype));
+              ZS_ASSIGN_OR_RETURN(Tensor out, Zeros(comm, {comm.size() * m}, dtype));
+              absl::Status s = comm.AllToAll(in, out);
+              ZS_RETURN_IF_ERROR(comm.Barrier());  // still usable
+              return s;
+            },
+            CheckMode()),
+        odd,
+        by_dtype ? absl::StrCat("AllToAll #2 (i8, ", 2 * n, " elements")
+                 : absl::StrCat("AllToAll #2 (f32, ", 3 * n, " elements"));
+  }
 }
 
 // The last rank never arrives: the others fail after the timeout, naming it,
@@ -704,10 +816,14 @@ TEST_P(CollectivesTest, RingOfRecentCollectives) {
     ZS_RETURN_IF_ERROR(comm.AllGather(t, all));
     ZS_RETURN_IF_ERROR(comm.AllReduce(t, ReduceOp::kAvg));
     ZS_RETURN_IF_ERROR(comm.Barrier());
+    ZS_ASSIGN_OR_RETURN(Tensor blocks, Zeros(comm, {3 * comm.size()}, DType::kBF16));
+    ZS_RETURN_IF_ERROR(comm.AllToAll(all, blocks));
     const std::string ring = comm.RecentCollectives();
-    for (const char* want : {"AllGather #1 (bf16, 3 elements per rank)",
-                             "AllReduce #2 (bf16, 3 elements, avg, in place)", "Barrier #3",
-                             "completed"}) {
+    for (const std::string& want :
+         {std::string("AllGather #1 (bf16, 3 elements per rank)"),
+          std::string("AllReduce #2 (bf16, 3 elements, avg, in place)"), std::string("Barrier #3"),
+          absl::StrCat("AllToAll #4 (bf16, ", 3 * comm.size(), " elements)"),
+          std::string("completed")}) {
       if (!absl::StrContains(ring, want)) {
         return absl::InternalError(absl::StrCat("ring lacks \"", want, "\":\n", ring));
       }
