@@ -28,6 +28,44 @@ absl::Status HostWork::Wait() {
   return status_;
 }
 
+// ================================================================ ThenWork
+
+namespace {
+
+class ChainedWork final : public Work {
+ public:
+  ChainedWork(std::shared_ptr<Work> first, std::function<absl::Status()> then)
+      : first_(std::move(first)), then_(std::move(then)) {}
+
+  absl::Status Wait() override { return Finish(first_->Wait()); }
+  absl::Status Block(const Stream& stream) override { return Finish(first_->Block(stream)); }
+  bool IsCompleted() const override { return done_flag_.load(std::memory_order_acquire); }
+
+ private:
+  absl::Status Finish(absl::Status first) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return status_;
+    status_ = first.ok() ? then_() : std::move(first);
+    then_ = nullptr;  // free what it captured (buffers) at once
+    done_ = true;
+    done_flag_.store(true, std::memory_order_release);
+    return status_;
+  }
+
+  const std::shared_ptr<Work> first_;
+  std::mutex mu_;
+  std::function<absl::Status()> then_;  // guarded by mu_
+  bool done_ = false;                   // guarded by mu_
+  absl::Status status_;                 // guarded by mu_
+  std::atomic<bool> done_flag_{false};
+};
+
+}  // namespace
+
+std::shared_ptr<Work> ThenWork(std::shared_ptr<Work> first, std::function<absl::Status()> then) {
+  return std::make_shared<ChainedWork>(std::move(first), std::move(then));
+}
+
 // ================================================================ CommThread
 
 CommThread::CommThread(std::string name, std::function<void()> on_start)

@@ -68,6 +68,13 @@ class HostWork final : public Work {
   std::atomic<bool> done_flag_{false};
 };
 
+// A Work that runs `then` once, after `first` has completed OK, on the thread
+// that first waits for it (Wait) or blocks a stream on it (Block: on CUDA the
+// continuation's kernels are enqueued after the wait, on the op stream). Its
+// status is first's error, else then's. The continuation of a communication
+// hook: dequantize a gathered buffer on arrival (sharding/comm_hook.h).
+std::shared_ptr<Work> ThenWork(std::shared_ptr<Work> first, std::function<absl::Status()> then);
+
 // Runs tasks one at a time in the order they were given: queued ones on its
 // own thread (started on first use), or - for a blocking call that finds
 // nothing queued or running - directly on the caller's thread, which saves

@@ -55,9 +55,13 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
     unit.reduce_scatter_numel += unit.full_grad.numel();
     ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full_grad.Narrow(0, unit.flat.shard_offset(),
                                                            unit.flat.shard_numel()));
+    // Through the communication hook (comm_hook.h): the plain reduce-scatter by default.
     ZS_ASSIGN_OR_RETURN(unit.reduce_work,
-                        shard_group_->ReduceScatterAsync(unit.full_grad, mine, ReduceOp::kAvg,
-                                                         schedule_->Collective()));
+                        comm_hook_->ReduceScatter(*shard_group_, ReduceCall{.unit = unit.index,
+                                                                            .full_grad = unit.full_grad,
+                                                                            .mine = mine,
+                                                                            .op = ReduceOp::kAvg,
+                                                                            .opts = schedule_->Collective()}));
     reduce_order_.push_back(&unit);
   }
   // Note [Unsharded gradients are freed as their reductions finish]
@@ -173,6 +177,7 @@ absl::Status ShardedModel::FinishBackward() {
   reduce_order_.clear();
   for (ShardedUnit* u : replica_order_) ZS_RETURN_IF_ERROR(CompleteReplicaReduction(*u));
   replica_order_.clear();
+  comm_hook_->EndBackward();
   for (auto& u : units_) {
     if (!u->backward_started) continue;
     if (sync_gradients_) {

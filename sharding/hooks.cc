@@ -60,8 +60,15 @@ absl::Status ShardedModel::StartGatherOne(ShardedUnit& unit) {
   ZS_ASSIGN_OR_RETURN(Tensor mine, unit.full.Narrow(0, unit.flat.shard_offset(), unit.flat.shard_numel()));
   ZS_RETURN_IF_ERROR(
       WithShard(unit, /*write=*/false, [&](const Tensor& shard) { return schedule_->Copy(mine, shard); }));
-  ZS_ASSIGN_OR_RETURN(unit.gather_work,
-                      shard_group_->AllGatherAsync(mine, unit.full, schedule_->Collective()));
+  // Through the communication hook (comm_hook.h); inside SummonFullParams
+  // the plain all-gather (the base class's), whatever the hook.
+  const GatherCall call{.unit = unit.index,
+                        .mine = mine,
+                        .full = unit.full,
+                        .backward = (unit.owner != nullptr ? unit.owner : &unit)->backward_started,
+                        .opts = schedule_->Collective()};
+  ZS_ASSIGN_OR_RETURN(unit.gather_work, summoning_ ? comm_hook_->CommHook::AllGather(*shard_group_, call)
+                                                   : comm_hook_->AllGather(*shard_group_, call));
   if (trace_ != nullptr) unit.gather_issue_us = trace_->NowUs();
   unit.state = ShardedUnit::State::kGathering;
   ++unit.gathers;
@@ -211,6 +218,14 @@ absl::Status ShardedModel::OnPostForward(ShardedUnit& unit, std::vector<Variable
   }
   // Without a backward to come (evaluation), nothing needs the gathered bytes.
   if (!backward_follows || (!unit.is_root && options_.ReshardAfterForward())) {
+    if (backward_follows) {
+      // hpZ keeps its secondary slice of the gathered bytes for backward.
+      for (ShardedUnit* u : {&unit, unit.frozen_part}) {
+        if (u != nullptr && u->state == ShardedUnit::State::kGathered && !Aliased(*u, options_)) {
+          ZS_RETURN_IF_ERROR(comm_hook_->BeforeReshardAfterForward(u->index, u->full));
+        }
+      }
+    }
     ZS_RETURN_IF_ERROR(Reshard(unit));
   }
   return absl::OkStatus();

@@ -70,9 +70,14 @@ std::vector<ShardedUnit*> ShardedModel::units() {
 
 absl::Status ShardedModel::SummonFullParams(const std::function<absl::Status()>& fn, bool writeback,
                                             bool rank0_only) {
+  summoning_ = true;
   for (auto& u : units_) {
-    ZS_RETURN_IF_ERROR(Gather(*u));
+    if (absl::Status g = Gather(*u); !g.ok()) {
+      summoning_ = false;
+      return g;
+    }
   }
+  summoning_ = false;
   const bool hide = rank0_only && world_.rank() != 0;
   if (hide) {
     for (auto& u : units_) {

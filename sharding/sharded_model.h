@@ -140,6 +140,7 @@
 #include "zeroshard/collectives/communicator.h"
 #include "zeroshard/runtime/allocator.h"
 #include "zeroshard/runtime/nvme/swap_space.h"
+#include "zeroshard/sharding/comm_hook.h"
 #include "zeroshard/sharding/device_schedule.h"
 #include "zeroshard/sharding/flat_parameter.h"
 #include "zeroshard/sharding/memory_plan.h"
@@ -258,6 +259,8 @@ class ShardedModel {
   // This rank's shard group (size S) and replica group (world / S ranks).
   Communicator& shard_group() { return *shard_group_; }
   Communicator& replica_group() { return *replica_group_; }
+  // What the units' all-gathers and reduce-scatters go through (comm_hook.h).
+  CommHook& comm_hook() { return *comm_hook_; }
   Allocator* allocator() { return allocator_; }
   // The streams, events and rate limiter the model runs with (device_schedule.h).
   DeviceSchedule& schedule() { return *schedule_; }
@@ -402,6 +405,7 @@ class ShardedModel {
   std::unique_ptr<DeviceSchedule> schedule_;
   std::unique_ptr<Communicator> shard_group_;
   std::unique_ptr<Communicator> replica_group_;
+  std::unique_ptr<CommHook> comm_hook_;  // after the groups: destroyed before them
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // root last
   std::unique_ptr<SwapSpace> param_swap_;            // nvme_params
   ShardedUnit* root_unit_ = nullptr;
@@ -415,6 +419,10 @@ class ShardedModel {
   bool in_forward_ = false;
   bool callback_queued_ = false;
   bool sync_gradients_ = true;
+  // Inside SummonFullParams: gathers bypass the communication hook, so the
+  // parameters a user reads, saves or writes back are the masters' values,
+  // never their quantized image (qwZ).
+  bool summoning_ = false;
   std::vector<ShardedUnit*> reduce_order_;  // outstanding reductions, in the order they started
   // Note [Unsharded gradients are freed as their reductions finish] (gradients.cc).
   static constexpr size_t kReductionsInFlight = 2;

@@ -1,8 +1,12 @@
 #include "zeroshard/sharding/sharding_options.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "zeroshard/sharding/comm_hook.h"
 
 namespace zeroshard {
 
@@ -159,6 +163,28 @@ absl::Status ShardingOptions::Validate(int world_size) const {
   if (offload.nvme()) {
     if (absl::Status a = offload.aio.Validate(); !a.ok()) errors.push_back(std::string(a.message()));
   }
+  const CommHookOptions& hook = comm_hook;
+  if (!CommHookRegistry::Global().Has(hook.name)) {
+    errors.push_back(absl::StrCat("comm_hook \"", hook.name, "\": expected a registered hook (",
+                                  CommHookRegistry::Global().NamesText(), ")"));
+  }
+  for (const auto& [what, bits] : {std::pair<const char*, int>{"param_bits", hook.param_bits}, {"grad_bits", hook.grad_bits}}) {
+    if (bits != 8 && bits != 4) errors.push_back(absl::StrCat("comm_hook ", what, " ", bits, ": expected 8 or 4"));
+    if (bits == 4 && hook.block_size % 2 != 0) {
+      errors.push_back(absl::StrCat("comm_hook block_size ", hook.block_size, " with ", what,
+                                    " 4: expected an even block (two values per byte)"));
+    }
+  }
+  if (hook.block_size < 1) errors.push_back(absl::StrCat("comm_hook block_size ", hook.block_size, " < 1"));
+  const int s = std::max(1, ShardGroupSize(std::max(1, world_size)));
+  if (hook.group_size < 0 || (hook.group_size > 0 && s % hook.group_size != 0)) {
+    errors.push_back(absl::StrCat("comm_hook group_size ", hook.group_size,
+                                  " must be 0 (the ranks on a host) or divide the shard group size ", s));
+  }
+  if ((hook.name == "qgz" || hook.name == "zeropp") && ReplicatesGradients()) {
+    errors.push_back(absl::StrCat("comm_hook ", hook.name, " compresses the gradients' reduce-scatter, which ",
+                                  ShardingStrategyName(strategy), " does not do (it all-reduces them)"));
+  }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("ShardingOptions: ", absl::StrJoin(errors, "; ")));
 }
@@ -169,7 +195,13 @@ std::string ShardingOptions::ToString() const {
                       ", wrap ", wrap.ToString(), ", forward_prefetch ", forward_prefetch ? "on" : "off",
                       ", backward_prefetch ", BackwardPrefetchName(backward_prefetch),
                       ", limit_all_gathers ", limit_all_gathers,
-                      ", mixed precision (", mixed_precision.ToString(), "), offload ", offload.ToString());
+                      ", mixed precision (", mixed_precision.ToString(), "), offload ", offload.ToString(),
+                      comm_hook.name == "none" ? "" : absl::StrCat(", comm hook ", comm_hook.ToString()));
+}
+
+std::string CommHookOptions::ToString() const {
+  return absl::StrCat(name, " block_size=", block_size, " param_bits=", param_bits, " grad_bits=", grad_bits,
+                      " group_size=", group_size);
 }
 
 }  // namespace zeroshard

@@ -163,6 +163,24 @@ struct OffloadPolicy {
   std::string ToString() const;
 };
 
+// Which communication hook the all-gathers and reduce-scatters go through
+// (sharding/comm_hook.h: none, qwz, qgz, hpz, zeropp, or a registered name).
+struct CommHookOptions {
+  // none, qwz, qgz, hpz, zeropp, or a registered name.
+  std::string name = "none";
+  // qwz, qgz: elements per quantization block (one f32 scale each; even for 4 bits).
+  int64_t block_size = 256;
+  // qwz: 8 or 4 bits per parameter value on the wire.
+  int param_bits = 8;
+  // qgz: 8 or 4 bits per gradient value on the wire.
+  int grad_bits = 8;
+  // hpz: ranks of a secondary partition; qgz: ranks of the first all-to-all
+  // step. 0: the shard group's ranks on this host. Must divide the shard group size.
+  int group_size = 0;
+  // "qwz block_size=256 param_bits=8 grad_bits=8 group_size=0".
+  std::string ToString() const;
+};
+
 struct ShardingOptions {
   ShardingStrategy strategy = ShardingStrategy::kFullShard;
   WrapPolicy wrap;
@@ -184,6 +202,7 @@ struct ShardingOptions {
   uint64_t init_seed = 0;
   MixedPrecision mixed_precision;
   OffloadPolicy offload;
+  CommHookOptions comm_hook;
 
   // Shard group size for `world_size` ranks.
   int ShardGroupSize(int world_size) const;

@@ -158,6 +158,8 @@ absl::Status ShardedModel::Build() {
   const int s = options_.ShardGroupSize(world_size);
   ZS_ASSIGN_OR_RETURN(shard_group_, world_.Split(world_.rank() / s, world_.rank()));
   ZS_ASSIGN_OR_RETURN(replica_group_, world_.Split(world_.rank() % s, world_.rank()));
+  ZS_ASSIGN_OR_RETURN(comm_hook_, CommHookRegistry::Global().Create(options_.comm_hook));
+  ZS_RETURN_IF_ERROR(comm_hook_->Setup(*shard_group_, allocator_));
 
   const std::set<std::string> ignored(options_.ignored_modules.begin(), options_.ignored_modules.end());
   for (const std::string& name : ignored) {

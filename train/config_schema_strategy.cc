@@ -254,6 +254,32 @@ void AppendStrategyFields(std::vector<ConfigField>* t) {
       std::move(Bool("strategy.skip_init_weights").Gpt().Ref([](auto& c) -> auto& { return c.skip_init_weights; })
           .Peer("MMEngine skip_init_weights")
           .Help("the weights come from checkpoint.init_from or checkpoint.resume (validated only)")),
+      std::move(Str("strategy.comm_hook").Ref([](auto& c) -> auto& { return c.train.sharding.comm_hook.name; })
+          .Peer("FSDP register_comm_hook; DeepSpeed zero_quantized_weights, zero_quantized_gradients, "
+                "zero_hpz_partition_size (ZeRO++)")
+          .Flag("comm_hook", "none, qwz (int8 parameter gathers), qgz (quantized gradient all-to-all), hpz "
+                             "(backward gathers inside the node), zeropp (all three) or a registered hook")
+          .Help("what the all-gathers and reduce-scatters go through (sharding/comm_hook.h)").Example("\"qwz\"")),
+      Sec("strategy.comm_hook_options", "the communication hook's knobs"),
+      std::move(Int("strategy.comm_hook_options.block_size", 1, int64_t{1} << 30)
+          .Ref([](auto& c) -> auto& { return c.train.sharding.comm_hook.block_size; })
+          .Peer("DeepSpeed zero_quantized_* group size")
+          .Flag("comm_hook_block_size", "qwz/qgz: elements per quantization block (one f32 scale each)")
+          .Help("qwz, qgz: elements per quantization block (one f32 scale each; even for 4 bits)")),
+      std::move(Int("strategy.comm_hook_options.param_bits", 4, 8)
+          .Ref([](auto& c) -> auto& { return c.train.sharding.comm_hook.param_bits; })
+          .Help("qwz: bits per parameter value on the wire, 8 or 4")),
+      std::move(Int("strategy.comm_hook_options.grad_bits", 4, 8)
+          .Ref([](auto& c) -> auto& { return c.train.sharding.comm_hook.grad_bits; })
+          .Flag("comm_hook_grad_bits", "qgz: bits per gradient value on the wire, 8 or 4")
+          .Help("qgz: bits per gradient value on the wire, 8 or 4")),
+      std::move(Int("strategy.comm_hook_options.group_size", 0)
+          .Ref([](auto& c) -> auto& { return c.train.sharding.comm_hook.group_size; })
+          .Peer("DeepSpeed zero_hpz_partition_size; FSDP2 reshard_after_forward=<int>")
+          .Flag("comm_hook_group_size", "hpz: ranks of the secondary partition; qgz: ranks of the first all-to-all "
+                                        "step (0: the ranks on a host)")
+          .Help("hpz: ranks of the secondary partition; qgz: ranks of the first all-to-all step; 0: the ranks "
+                "on a host")),
       std::move(Strs("strategy.ignored_modules").Ref([](auto& c) -> auto& { return c.train.sharding.ignored_modules; })
           .Peer("FSDP ignored_modules").Help("modules left out of sharding (replicated)")),
   };
