@@ -425,6 +425,31 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
       break;
     case CollectiveOp::kSplit:
       return absl::InternalError("Split does not go through Launch");
+    case CollectiveOp::kAllToAll: {
+      // A send and a receive per rank (itself included) in one NCCL group:
+      // ncclAlltoAll exists only from NCCL 2.28 on; grouped point-to-point
+      // works from 2.7 and is what it does. Inside the caller's GroupStart
+      // the group nests and launches at the outer GroupEnd.
+      const size_t m = static_cast<size_t>(d.count / size());
+      if (m == 0) break;
+      const size_t block = m * DTypeSize(d.dtype);
+      ZS_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+      absl::Status posted;
+      for (int p = 0; p < size() && posted.ok(); ++p) {
+        posted = NcclStatus(ncclSend(static_cast<const char*>(in) + p * block, m, type, p, comm, s),
+                            "ncclSend", __FILE__, __LINE__);
+        if (posted.ok()) {
+          posted = NcclStatus(ncclRecv(static_cast<char*>(out) + p * block, m, type, p, comm, s),
+                              "ncclRecv", __FILE__, __LINE__);
+        }
+      }
+      // The group is closed whatever happened: an open one would swallow the
+      // next collective.
+      const absl::Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__);
+      ZS_RETURN_IF_ERROR(posted);
+      ZS_RETURN_IF_ERROR(ended);
+      break;
+    }
     case CollectiveOp::kAllReduce:
     case CollectiveOp::kReduceScatter: {
       const bool rs = d.op == CollectiveOp::kReduceScatter;

@@ -28,6 +28,8 @@
 // the wire). NCCL's MAX ignores NaN (fmaxf) where the host backends
 // propagate it.
 //
+// AllToAll is one ncclSend and one ncclRecv per rank inside an NCCL group.
+//
 // Errors: the argument checks are the base class's. A timeout is detected by
 // Work::Wait() polling the done event and ncclCommGetAsyncError; it aborts
 // the communicator (ncclCommAbort). NCCL cannot tell which rank is missing,

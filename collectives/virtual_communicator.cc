@@ -110,6 +110,7 @@ absl::StatusOr<std::shared_ptr<Work>> VirtualCommunicator::Launch(CollectiveCall
     case CollectiveOp::kReduceScatter:
     case CollectiveOp::kAllReduce: bytes = static_cast<int64_t>(call.input.nbytes()); break;
     case CollectiveOp::kBroadcast: bytes = static_cast<int64_t>(call.output.nbytes()); break;
+    case CollectiveOp::kAllToAll: bytes = static_cast<int64_t>(call.input.nbytes()); break;
     default: bytes = 0; break;
   }
   MarkRunning(desc);
@@ -133,7 +134,7 @@ absl::StatusOr<std::shared_ptr<Work>> VirtualCommunicator::Launch(CollectiveCall
   // The span covers the wait for the late peers: the rank is in the collective.
   const double end = d->Enqueue(stream_, CollectiveOpName(desc.op), "comm", seconds, after, sent, after + late);
   const int k = static_cast<int>(desc.op);
-  if (k >= 0 && k < 5) {
+  if (k >= 0 && k < kNumCollectiveOps) {
     ++totals_.count[k];
     totals_.bytes_sent[k] += sent;
     totals_.seconds[k] += seconds;

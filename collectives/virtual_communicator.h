@@ -49,9 +49,11 @@ struct VirtualGroup {
 class VirtualNetwork {
  public:
   virtual ~VirtualNetwork() = default;
-  // `bytes`: the full buffer (all-gather output, reduce-scatter input, all-reduce buffer).
+  // `bytes`: the full buffer (all-gather output, reduce-scatter input, all-reduce buffer,
+  // all-to-all input).
   virtual double CollectiveSeconds(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const = 0;
-  // Bytes this rank sends for it (ring algorithms: (n-1)/n of the buffer, twice for all-reduce).
+  // Bytes this rank sends for it (ring algorithms: (n-1)/n of the buffer, twice for all-reduce;
+  // all-to-all: the n-1 blocks that leave the rank, (n-1)/n of its input).
   virtual double BytesSent(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const = 0;
 };
 
@@ -77,9 +79,9 @@ struct VirtualCommunicatorOptions {
 
 // What a communicator moved, per collective kind (and in total).
 struct VirtualCommTotals {
-  int64_t count[5] = {};         // by CollectiveOp
-  double bytes_sent[5] = {};
-  double seconds[5] = {};
+  int64_t count[kNumCollectiveOps] = {};  // by CollectiveOp (Split: never counted)
+  double bytes_sent[kNumCollectiveOps] = {};
+  double seconds[kNumCollectiveOps] = {};
   int64_t total_count() const;
   double total_bytes_sent() const;
   double total_seconds() const;

@@ -83,6 +83,7 @@ std::string_view CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kAllReduce: return "all_reduce";
     case CollectiveKind::kBroadcast: return "broadcast";
     case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kAllToAll: return "all_to_all";
   }
   return "?";
 }
@@ -92,6 +93,7 @@ std::string_view CollectiveAlgorithmName(CollectiveAlgorithm algorithm) {
     case CollectiveAlgorithm::kNone: return "none";
     case CollectiveAlgorithm::kRing: return "ring";
     case CollectiveAlgorithm::kTree: return "tree";
+    case CollectiveAlgorithm::kDirect: return "direct";
   }
   return "?";
 }
@@ -144,6 +146,19 @@ CollectiveCost EstimateCollective(const HardwareProfile& p, CollectiveKind kind,
       latency = ring_pass_s;
       transfer = s / bw;
       break;
+    case CollectiveKind::kAllToAll: {
+      // Note [Collective model]: an alpha per message, the node-local and the
+      // off-node bytes on their own links at once.
+      cost.algorithm = CollectiveAlgorithm::kDirect;
+      latency = (r - 1) * p.intra_node_alpha_s + (n - r) * p.inter_node_alpha_s;
+      const double intra_bw = p.intra_node_bytes_per_s * p.collective_efficiency;
+      const double rail_bw = p.inter_node_bytes_per_s * p.inter_node_efficiency *
+                             std::min(r, p.gpus_per_node) / p.gpus_per_node / r;
+      const double slowest = std::max((r - 1) / intra_bw, nodes > 1 ? (n - r) / rail_bw : 0.0);
+      cost.bus_bytes_per_s = (n - 1) / slowest;  // B_a2a
+      transfer = s / n * slowest;                 // (n-1)/n S / B_a2a
+      break;
+    }
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBarrier: {
       const double s_ar = kind == CollectiveKind::kBarrier ? 0.0 : s;
@@ -180,7 +195,8 @@ double CollectiveBytesSent(CollectiveKind kind, int64_t bytes, int group_size) {
   switch (kind) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kBroadcast: return s * (n - 1) / n;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kAllToAll: return s * (n - 1) / n;
     case CollectiveKind::kAllReduce: return 2 * s * (n - 1) / n;
     case CollectiveKind::kBarrier: return 0;
   }

@@ -56,6 +56,23 @@
 //     base + 2 ((r - 1) a_intra + ceil(log2 N) a_inter) + 2 S / B
 // All-reduce takes the faster of the two, as NCCL's tuner does (ring on a tie);
 // a barrier is a zero-byte all-reduce. base = collective_base_s.
+// All-to-all (S = the input; no ring: NCCL's grouped send/recv, each rank
+// sends its n - 1 blocks of S/n straight to their ranks): the pairwise-exchange
+// model of Thakur, Rabenseifner and Gropp (2005), (n-1) alpha + (n-1)/n S beta,
+// with an alpha per message as the ring has one per hop - r - 1 of them to
+// ranks on the node, n - r to other nodes - and the bytes on the links they
+// take, both kinds at once:
+//     base + (r - 1) a_intra + (n - r) a_inter + (n-1)/n S / B_a2a
+//     B_a2a = (n - 1) / max((r - 1) / B_intra, (n - r) / B_rail)
+//     B_intra = intra_node_bytes_per_s * collective_efficiency
+//     B_rail  = inter_node_bytes_per_s * inter_node_efficiency * min(r, g) / g / r
+// B_rail is one rank's share of the rails its group has on the node (the
+// group's r ranks there send r (n-r)/n S off the node at once; with r <= g
+// that is one rail each), so (n-1)/n S / B_a2a = max((r-1)/n S / B_intra,
+// (n-r)/n S / B_rail): the slower of the node-local and the off-node part. In
+// one node (r = n) it is all-gather's bandwidth term; across nodes a rank gets
+// one rail, not the ring's whole node of them, as nccl-tests' alltoall shows.
+// bus_bytes_per_s reports B_a2a.
 // Not modelled: NVLink SHARP (NVLS: in-switch all-reduce, ~480 GB/s busbw on
 // DGX H100 against the ring's ~370), NCCL's protocol switch (LL / LL128 /
 // Simple), per-size efficiency below the plateau, and congestion between
@@ -112,11 +129,12 @@ struct GroupShape {
   int ranks_per_node = 1;
 };
 
-enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kBroadcast, kBarrier };
-std::string_view CollectiveKindName(CollectiveKind kind);  // "all_gather", ...
+enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kBroadcast, kBarrier, kAllToAll };
+std::string_view CollectiveKindName(CollectiveKind kind);  // "all_gather", ..., "all_to_all
 
-enum class CollectiveAlgorithm { kNone, kRing, kTree };
-std::string_view CollectiveAlgorithmName(CollectiveAlgorithm algorithm);  // "none", "ring", "tree"
+// kDirect: every rank sends to every other at once (all-to-all).
+enum class CollectiveAlgorithm { kNone, kRing, kTree, kDirect };
+std::string_view CollectiveAlgorithmName(CollectiveAlgorithm algorithm);  // "none", "ring", "tree", "direct"
 
 // One collective's time, split as the trace shows it.
 struct CollectiveCost {
@@ -136,7 +154,8 @@ double CollectiveSeconds(const HardwareProfile& p, CollectiveKind kind, int64_t 
 // Bytes one rank sends on the wire in a ring: (n-1)/n * bytes for all-gather,
 // reduce-scatter and broadcast (the average over ranks: all but the ring's last
 // forward the whole buffer), 2(n-1)/n * bytes for all-reduce, 0 for a barrier
-// or a group of one. These are nccl-tests' busbw factors.
+// or a group of one. These are nccl-tests' busbw factors. All-to-all: (n-1)/n
+// * bytes of the input, the n - 1 blocks that leave the rank.
 double CollectiveBytesSent(CollectiveKind kind, int64_t bytes, int group_size);
 
 // ---------------------------------------------------------------------------

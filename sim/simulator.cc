@@ -28,6 +28,7 @@ CollectiveKind KindOf(CollectiveOp op) {
     case CollectiveOp::kReduceScatter: return CollectiveKind::kReduceScatter;
     case CollectiveOp::kAllReduce: return CollectiveKind::kAllReduce;
     case CollectiveOp::kBroadcast: return CollectiveKind::kBroadcast;
+    case CollectiveOp::kAllToAll: return CollectiveKind::kAllToAll;
     default: return CollectiveKind::kBarrier;
   }
 }

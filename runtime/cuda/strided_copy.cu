@@ -52,6 +52,7 @@ int LaunchTyped(const StridedCopyArgs& a, cudaStream_t s) {
 // Bit types of a same-dtype copy, by element size.
 int LaunchBits(int itemsize, const StridedCopyArgs& a, cudaStream_t s) {
   switch (itemsize) {
+    case 1: return LaunchTyped<uint8_t, uint8_t>(a, s);
     case 2: return LaunchTyped<uint16_t, uint16_t>(a, s);
     case 4: return LaunchTyped<uint32_t, uint32_t>(a, s);
     case 8: return LaunchTyped<uint64_t, uint64_t>(a, s);
@@ -66,6 +67,7 @@ int ItemSize(int dtype) {
     case 2: return 2;  // f16
     case 3: return 4;  // i32
     case 4: return 8;  // i64
+    case 5: return 1;  // i8
     default: return 0;
   }
 }

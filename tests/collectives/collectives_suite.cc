@@ -794,7 +794,18 @@ TEST_P(CollectivesTest, GroupedCollectives) {
       bucket.push_back(g);
       works.push_back(w);
     }
+    // An all-to-all in the same group (NCCL: its own group nests in this one).
+    const int64_t m = 6;
+    ZS_ASSIGN_OR_RETURN(Tensor blocks, MakeTensor(comm, DType::kI8, n * m, [&](int64_t k) {
+                          return AllToAllValue(r, static_cast<int>(k / m), k % m);
+                        }));
+    ZS_ASSIGN_OR_RETURN(Tensor got, Zeros(comm, {n * m}, DType::kI8));
+    ZS_ASSIGN_OR_RETURN(auto a2a, comm.AllToAllAsync(blocks, got));
     ZS_RETURN_IF_ERROR(comm.GroupEnd());
+    ZS_RETURN_IF_ERROR(a2a->Wait());
+    ZS_RETURN_IF_ERROR(CheckTensor(
+        got, [&](int64_t k) { return AllToAllValue(static_cast<int>(k / m), r, k % m); },
+        "grouped AllToAll"));
     for (int k = 0; k < 5; ++k) {
       ZS_RETURN_IF_ERROR(works[k]->Wait());
       ZS_RETURN_IF_ERROR(CheckTensor(

@@ -131,6 +131,40 @@ TEST(Watchdog, AStuckCollectiveIsRecordedAndItsGroupAborted) {
   comms.clear();
 }
 
+// The flight record and the abort name an all-to-all as the other collectives.
+TEST(Watchdog, AStuckAllToAllIsNamed) {
+  const std::string dir = FreshDir("all_to_all");
+  Watchdog& w = Watchdog::Process();
+  std::atomic<int> expired{0};
+  ZS_ASSERT_OK(w.Start({.grace = absl::Seconds(30),
+                        .poll = absl::Hours(1),
+                        .dump_dir = dir,
+                        .terminate = [&](int) { ++expired; }}));
+  LocalOptions options;
+  options.comm.timeout = absl::Seconds(100);
+  options.comm.print_trace_on_error = false;
+  ZS_ASSERT_OK_AND_ASSIGN(auto comms, LocalCommunicator::CreateGroup(2, options));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor in, Tensor::Zeros({6}, DType::kI8));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor out, Tensor::Zeros({6}, DType::kI8));
+  absl::Status a2a;
+  std::thread rank0([&] { a2a = comms[0]->AllToAll(in, out); });  // rank 1 never comes
+  const absl::Time start = absl::Now();
+  while (comms[0]->RecentCollectives().find("running") == std::string::npos) {
+    ASSERT_LT(absl::Now() - start, absl::Seconds(60)) << comms[0]->RecentCollectives();
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_TRUE(w.CheckNow(absl::Now() + absl::Seconds(131)));  // past timeout + grace
+  rank0.join();
+  EXPECT_EQ(expired.load(), 1);
+  EXPECT_THAT(a2a, StatusIs(absl::StatusCode::kAborted,
+                            HasSubstr("watchdog: rank 0 of 2 (local): AllToAll #1 (i8, 6 elements) "
+                                      "running has been in progress for")));
+  const std::string record = ReadFile(dir + "/flight_recorder.rank0.txt");
+  EXPECT_THAT(record, HasSubstr("AllToAll #1 (i8, 6 elements)"));
+  w.Stop();
+  comms.clear();
+}
+
 // Collectives that completed, failed or timed out are not in progress: the
 // watchdog leaves a healthy group alone however long after them it looks.
 TEST(Watchdog, FinishedCollectivesAreNotInProgress) {

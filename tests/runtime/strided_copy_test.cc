@@ -90,7 +90,7 @@ void ExpectSame(const Tensor& got, const Tensor& want, const std::string& what) 
 TEST(CudaStridedCopy, LayoutsAndDtypesMatchTheCpu) {
   if (!::zeroshard::testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
   CudaAllocator gpu(0);
-  for (DType src_t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64}) {
+  for (DType src_t : kAllDTypes) {  // i8 included: the same-size bit copy of 1-byte elements
     const Tensor x = Iota({3, 5, 7, 2}, src_t);
     const Tensor xd = x.To(&gpu).value();
     // Transposes and permutes made contiguous.

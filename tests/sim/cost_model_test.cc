@@ -431,10 +431,40 @@ TEST(Collective, TheTreeWinsSmallAllReducesOnManyNodes) {
             CollectiveAlgorithm::kRing);
 }
 
+// Note [Collective model]: an alpha per message, the node-local and off-node
+// parts of the (n-1)/n S a rank sends on their own links, the slower one counting.
+TEST(Collective, AllToAllIsAPairwiseExchange) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  const int64_t s = 1024 * kMiB;
+  const double intra_bw = p.intra_node_bytes_per_s * p.collective_efficiency;  // 450 x 0.81 GB/s
+  // In one node: 7 messages, and all-gather's bandwidth term (7/8 S over NVLink).
+  const CollectiveCost node = EstimateCollective(p, CollectiveKind::kAllToAll, s, {8, 8});
+  EXPECT_EQ(node.algorithm, CollectiveAlgorithm::kDirect);
+  EXPECT_EQ(CollectiveAlgorithmName(node.algorithm), "direct");
+  EXPECT_DOUBLE_EQ(node.latency_s, p.collective_base_s + 7 * p.intra_node_alpha_s);
+  EXPECT_DOUBLE_EQ(node.bandwidth_s, EstimateCollective(p, CollectiveKind::kAllGather, s, {8, 8}).bandwidth_s);
+  EXPECT_DOUBLE_EQ(node.bus_bytes_per_s, intra_bw);
+  // 64 ranks, 8 per node: 7 messages on NVLink, 56 over the network, each rank
+  // on its own 50 GB/s rail x 0.9 = 45 GB/s. 56/64 S / 45 GB/s is slower than
+  // 7/64 S / 364.5 GB/s, so it is the time; B_a2a = 63 / (56 / 45e9).
+  const CollectiveCost wide = EstimateCollective(p, CollectiveKind::kAllToAll, s, {64, 8});
+  EXPECT_EQ(wide.nodes, 8);
+  EXPECT_DOUBLE_EQ(wide.latency_s,
+                   p.collective_base_s + 7 * p.intra_node_alpha_s + 56 * p.inter_node_alpha_s);
+  EXPECT_DOUBLE_EQ(wide.bandwidth_s, 56.0 / 64 * s / 45e9);
+  EXPECT_DOUBLE_EQ(wide.bus_bytes_per_s, 63 * 45e9 / 56);
+  // The ring all-gather of the same buffer has the node's 8 rails (360 GB/s), a rank's all-to-all its one.
+  EXPECT_LT(EstimateCollective(p, CollectiveKind::kAllGather, s, {64, 8}).seconds, wide.seconds);
+  // One rank per node (HYBRID_SHARD's replica groups): every message crosses the network.
+  const CollectiveCost replica = EstimateCollective(p, CollectiveKind::kAllToAll, s, {8, 1});
+  EXPECT_DOUBLE_EQ(replica.seconds, p.collective_base_s + 7 * p.inter_node_alpha_s + 7.0 / 8 * s / 45e9);
+  EXPECT_EQ(CollectiveKindName(CollectiveKind::kAllToAll), "all_to_all");
+}
+
 TEST(Collective, AGroupOfOneCostsNothing) {
   const HardwareProfile p = MustLoad("h100_dgx");
   for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce,
-                              CollectiveKind::kBroadcast, CollectiveKind::kBarrier}) {
+                              CollectiveKind::kBroadcast, CollectiveKind::kBarrier, CollectiveKind::kAllToAll}) {
     EXPECT_EQ(CollectiveSeconds(p, kind, 1024 * kMiB, {1, 8}), 0) << CollectiveKindName(kind);
     EXPECT_EQ(CollectiveBytesSent(kind, 1024 * kMiB, 1), 0) << CollectiveKindName(kind);
   }
@@ -445,7 +475,8 @@ TEST(Collective, InterNodeIsSlowerThanIntraNodeForTheSameGroupSize) {
     const HardwareProfile p = MustLoad(name);
     for (int64_t s : {int64_t{1024}, 16 * kMiB, 1024 * kMiB}) {
       for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
-                                  CollectiveKind::kAllReduce, CollectiveKind::kBroadcast}) {
+                                  CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
+                                  CollectiveKind::kAllToAll}) {
         const double intra = CollectiveSeconds(p, kind, s, {8, 8});
         const double inter = CollectiveSeconds(p, kind, s, {8, 1});
         const double half = CollectiveSeconds(p, kind, s, {8, 4});
@@ -463,6 +494,7 @@ TEST(Collective, BytesSentAreTheRingVolumesExactly) {
   EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kAllReduce, 1 * kMiB, 4), 1572864.0);
   EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kBroadcast, 1 * kMiB, 8), 917504.0);
   EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kBarrier, 1 * kMiB, 8), 0);
+  EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kAllToAll, 1 * kMiB, 4), 786432.0);  // 3 of 4 blocks leave
   // 3 ranks, 3 MiB: 2 MiB all-gathered, 4 MiB all-reduced per rank.
   EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kAllGather, 3 * kMiB, 3), 2.0 * kMiB);
   EXPECT_EQ(CollectiveBytesSent(CollectiveKind::kAllReduce, 3 * kMiB, 3), 4.0 * kMiB);

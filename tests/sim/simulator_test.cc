@@ -1,7 +1,8 @@
 // zs_simulate's engine (sim/simulator.h) and the planner (sim/planner.h):
 // the figures the checks read, the model state and the bytes each strategy
 // moves against the ZeRO paper's closed forms, exactly, and the planner's
-// answers against the simulations they come from.
+// answers against the simulations they come from. And the virtual
+// communicator's AllToAll under a profile.
 //
 // Exactness: bytes are integers summed in double far below 2^53, so the
 // closed forms hold to the last bit; FULL_SHARD's all-gathers are
@@ -13,6 +14,10 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "zeroshard/collectives/virtual_communicator.h"
+#include "zeroshard/runtime/tensor.h"
+#include "zeroshard/runtime/virtual_device.h"
+#include "zeroshard/sim/cost_model.h"
 #include "zeroshard/sim/planner.h"
 #include "zeroshard/sim/profile.h"
 #include "zeroshard/sim/simulator.h"
@@ -164,6 +169,41 @@ TEST(Simulator, RefusesWhatItCannotRun) {
   const absl::Status s = ApplyModelPreset("llama-9b", 0, &job);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("llama-8b"), std::string::npos) << s;
+}
+
+// The virtual communicator's AllToAll under the profile: the cost model's
+// all-to-all time on its stream, (n-1)/n of the input on the wire in its
+// totals and in bytes_sent() (Note [Bytes sent]), and the base class's
+// refusal of an in-place call.
+TEST(VirtualCommunicator, AllToAllTakesTheProfilesAllToAllTime) {
+  absl::StatusOr<HardwareProfile> profile = LoadProfile("h100_dgx");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  ProfileCost cost(*profile);
+  auto device = VirtualDevice::Create(901, {.cost = &cost});
+  ASSERT_TRUE(device.ok()) << device.status();
+  const int n = 64;
+  auto comm = VirtualCommunicator::Create(5, n, (*device)->device(),
+                                          {.network = &cost, .gpus_per_node = 8});
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  const int64_t m = 1 << 20;  // int8 elements per block: 64 MiB in all
+  auto in = Tensor::Empty({n * m}, DType::kI8, (*device)->allocator());
+  auto out = Tensor::Empty({n * m}, DType::kI8, (*device)->allocator());
+  ASSERT_TRUE(in.ok() && out.ok());
+  ASSERT_TRUE((*comm)->AllToAll(*in, *out).ok());
+  const int64_t bytes = n * m;
+  const double want_s = CollectiveSeconds(*profile, CollectiveKind::kAllToAll, bytes, {n, 8});
+  const VirtualCommTotals& t = (*comm)->totals();
+  const int k = static_cast<int>(CollectiveOp::kAllToAll);
+  EXPECT_EQ(t.count[k], 1);
+  EXPECT_EQ(t.seconds[k], want_s);
+  EXPECT_EQ(t.bytes_sent[k], 63.0 * m);  // 63 of the 64 blocks leave the rank
+  EXPECT_EQ((*comm)->bytes_sent(), 63 * m);
+  // Blocking: the host waited for the collective's end on the comm stream.
+  EXPECT_GE((*device)->host_time(), want_s);
+  EXPECT_EQ((*device)->stream_time((*comm)->stream()), (*device)->host_time());
+  const absl::Status in_place = (*comm)->AllToAll(*in, *in);
+  EXPECT_EQ(in_place.code(), absl::StatusCode::kInvalidArgument) << in_place;
+  EXPECT_EQ(t.count[k], 1);
 }
 
 TEST(Planner, ItsBestPlanIsTheFastestThatFitsAndItsConfigRunsIt) {

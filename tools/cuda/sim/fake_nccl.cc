@@ -13,6 +13,18 @@
 // fmaxf-like (NaN loses), as NCCL's. Group calls run their members at once, in
 // the order issued, which is what NCCL promises to every rank that issues the
 // same sequence. ncclCommAbort wakes waiting ranks with ncclSystemError.
+//
+// Point-to-point (ncclSend / ncclRecv, what an all-to-all is made of): inside
+// ncclGroupStart/End they are kept (per thread, as NCCL keeps its group) and
+// run at the outermost ncclGroupEnd; outside a group each is a group of its
+// own. Running a group posts every send (the buffer, in its communicator's
+// mailbox for that (sender, receiver) pair, taken in the order posted as NCCL
+// matches them), then takes each receive's send, copying straight from the
+// sender's buffer, then waits until its own sends were taken: so every rank
+// may send before it receives (the deadlock NCCL's groups exist to avoid
+// cannot happen), a rank may send to itself, and a send buffer is free again
+// when ncclGroupEnd returns. A receive whose count differs from its send's is
+// ncclInvalidArgument.
 #include <nccl.h>
 
 #include <algorithm>
@@ -20,6 +32,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,8 +63,15 @@ struct ncclComm {
 
 namespace {
 
+// A send posted and not yet received.
+struct Posted {
+  const void* buf = nullptr;
+  size_t bytes = 0;
+};
+
 struct Group {
-  explicit Group(int n) : size(n), arrivals(static_cast<size_t>(n)) {}
+  explicit Group(int n)
+      : size(n), arrivals(static_cast<size_t>(n)), unreceived(static_cast<size_t>(n), 0) {}
   const int size;
   std::mutex mu;
   std::condition_variable cv;
@@ -61,6 +81,10 @@ struct Group {
   std::vector<Arrival> arrivals;
   // ncclCommSplit: the new groups of the split in progress, by color.
   std::map<int, std::shared_ptr<Group>> split;
+  // Point-to-point: sends posted by (sender, receiver), oldest first, and how
+  // many of each sender's sends no receiver has taken yet.
+  std::map<std::pair<int, int>, std::deque<Posted>> mail;
+  std::vector<int> unreceived;
 
   // Waits until all ranks have arrived (a generation barrier).
   bool Meet(std::unique_lock<std::mutex>& lock) {
@@ -214,6 +238,66 @@ ncclResult_t Collective(ncclComm_t comm, const void* send, void* recv, size_t re
   return r;
 }
 
+// One ncclSend or ncclRecv kept for its group's end.
+struct P2p {
+  bool send = false;
+  ncclComm_t comm = nullptr;
+  void* buf = nullptr;  // const for a send
+  size_t bytes = 0;
+  int peer = 0;
+};
+
+// This thread's ncclGroupStart depth and the point-to-point calls of its group.
+thread_local int group_depth = 0;
+thread_local std::vector<P2p> group_p2p;
+
+ncclResult_t P2pCall(P2p op) {
+  if (op.comm == nullptr || op.comm->group == nullptr) return ncclInvalidArgument;
+  if (op.peer < 0 || op.peer >= op.comm->group->size) return ncclInvalidArgument;
+  if (op.bytes > 0 && op.buf == nullptr) return ncclInvalidArgument;
+  group_p2p.push_back(op);
+  return ncclSuccess;
+}
+
+// Runs the point-to-point calls of a group: every send posted, every receive
+// taken, then this thread's sends received (see the top of the file).
+ncclResult_t RunP2p(std::vector<P2p> ops) {
+  ncclResult_t result = ncclSuccess;
+  for (const P2p& op : ops) {
+    if (!op.send) continue;
+    Group& g = *op.comm->group;
+    std::lock_guard<std::mutex> lock(g.mu);
+    g.mail[{op.comm->rank, op.peer}].push_back(Posted{op.buf, op.bytes});
+    ++g.unreceived[static_cast<size_t>(op.comm->rank)];
+    g.cv.notify_all();
+  }
+  for (const P2p& op : ops) {
+    if (op.send) continue;
+    Group& g = *op.comm->group;
+    std::unique_lock<std::mutex> lock(g.mu);
+    std::deque<Posted>& box = g.mail[{op.peer, op.comm->rank}];
+    g.cv.wait(lock, [&] { return !box.empty() || g.aborted; });
+    if (g.aborted) return ncclSystemError;
+    const Posted sent = box.front();
+    box.pop_front();
+    if (sent.bytes != op.bytes) {
+      result = ncclInvalidArgument;
+    } else if (op.bytes > 0) {
+      std::memcpy(op.buf, sent.buf, op.bytes);
+    }
+    --g.unreceived[static_cast<size_t>(op.peer)];
+    g.cv.notify_all();
+  }
+  for (const P2p& op : ops) {
+    if (!op.send) continue;
+    Group& g = *op.comm->group;
+    std::unique_lock<std::mutex> lock(g.mu);
+    g.cv.wait(lock, [&] { return g.unreceived[static_cast<size_t>(op.comm->rank)] == 0 || g.aborted; });
+    if (g.aborted) return ncclSystemError;
+  }
+  return result;
+}
+
 }  // namespace
 
 extern "C" {
@@ -355,8 +439,40 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   return ncclSuccess;
 }
 
-ncclResult_t ncclGroupStart() { return ncclSuccess; }
-ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+ncclResult_t ncclGroupStart() {
+  ++group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (group_depth == 0) return ncclInvalidUsage;
+  if (--group_depth > 0) return ncclSuccess;
+  std::vector<P2p> ops;
+  ops.swap(group_p2p);
+  return RunP2p(std::move(ops));
+}
+
+// Kept for the group's end; outside a group, a group of one.
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer,
+                      ncclComm_t comm, cudaStream_t) {
+  if (TypeSize(type) == 0) return ncclInvalidArgument;
+  ncclGroupStart();
+  const ncclResult_t posted =
+      P2pCall(P2p{.send = true, .comm = comm, .buf = const_cast<void*>(send),
+                  .bytes = count * TypeSize(type), .peer = peer});
+  const ncclResult_t ended = ncclGroupEnd();
+  return posted != ncclSuccess ? posted : ended;
+}
+
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t) {
+  if (TypeSize(type) == 0) return ncclInvalidArgument;
+  ncclGroupStart();
+  const ncclResult_t posted = P2pCall(
+      P2p{.send = false, .comm = comm, .buf = recv, .bytes = count * TypeSize(type), .peer = peer});
+  const ncclResult_t ended = ncclGroupEnd();
+  return posted != ncclSuccess ? posted : ended;
+}
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type,
                            ncclComm_t comm, cudaStream_t) {
