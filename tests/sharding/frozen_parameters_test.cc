@@ -214,6 +214,7 @@ class CountingCommunicator final : public Communicator {
         }
         s = inner_->AllReduce(call.input, call.output, call.desc.reduce_op);
         break;
+      case CollectiveOp::kAllToAll: s = inner_->AllToAll(call.input, call.output); break;
       case CollectiveOp::kBroadcast: s = inner_->Broadcast(call.output, call.desc.root); break;
       case CollectiveOp::kBarrier: s = inner_->Barrier(); break;
       case CollectiveOp::kSplit: break;

@@ -40,6 +40,7 @@ class DelayedCommunicator final : public Communicator {
         case CollectiveOp::kAllGather: return inner_->AllGather(call.input, call.output);
         case CollectiveOp::kReduceScatter: return inner_->ReduceScatter(call.input, call.output, call.desc.reduce_op);
         case CollectiveOp::kAllReduce: return inner_->AllReduce(call.input, call.output, call.desc.reduce_op);
+        case CollectiveOp::kAllToAll: return inner_->AllToAll(call.input, call.output);
         case CollectiveOp::kBroadcast: return inner_->Broadcast(call.output, call.desc.root);
         case CollectiveOp::kBarrier: return inner_->Barrier();
         case CollectiveOp::kSplit: break;
