@@ -36,7 +36,9 @@
 //   collectives/<backend>_w<n>/<op>[_<redop>]_<dtype>[_inplace]/<size>/busbw     GB/s
 //   .../<size>/memcpy (local) or .../<size>/raw_mpi (mpi): the baseline, GB/s as its column
 //   .../<size>/memcpy_all_ranks (local): the last column
-// (redop for reduce_scatter and all_reduce; size in bytes as the row's first column).
+// (redop for reduce_scatter and all_reduce; size in bytes as the row's first column);
+// the nccl-tests table's rows: .../<size>/busbw_out_of_place and .../busbw_in_place,
+// <size> being that table's (Note [nccl-tests format]).
 //
 // Note [nccl-tests format]
 // --nccl_tests_format prints what an nccl-tests binary (all_reduce_perf, ...)
@@ -315,17 +317,14 @@ absl::StatusOr<double> TimeRound(Communicator& comm, const Config& c, const Buff
   return static_cast<double>(ns) * 1e-9 / c.iters / (mean ? comm.size() : 1);
 }
 
-// The figures of one run, in our JSON schema (--json_out; bench/bench_json.h).
-// Only rank 0 adds to it.
-struct JsonNames {
-  // "collectives/local_w2/all_reduce_sum_f32_inplace/65536/" (the row's size last).
-  static std::string Prefix(const Config& c, int n, bool inplace, int64_t size) {
-    const bool reduces = c.op == Op::kReduceScatter || c.op == Op::kAllReduce;
-    return absl::StrCat("collectives/", c.backend, "_w", n, "/", c.op_name,
-                        reduces ? absl::StrCat("_", ReduceOpName(c.redop)) : "", "_", DTypeName(c.dtype),
-                        inplace ? "_inplace" : "", "/", size, "/");
-  }
-};
+// The start of a row's figure names in our JSON schema (--json_out; the file
+// header): "collectives/local_w2/all_reduce_sum_f32_inplace/65536/".
+std::string JsonPrefix(const Config& c, int n, bool inplace, int64_t size) {
+  const bool reduces = c.op == Op::kReduceScatter || c.op == Op::kAllReduce;
+  return absl::StrCat("collectives/", c.backend, "_w", n, "/", c.op_name,
+                      reduces ? absl::StrCat("_", ReduceOpName(c.redop)) : "", "_", DTypeName(c.dtype),
+                      inplace ? "_inplace" : "", "/", size, "/");
+}
 
 std::vector<double> GbPerSecond(double bytes, const std::vector<double>& seconds) {
   std::vector<double> v;
@@ -408,7 +407,7 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
                   par.c_str());
       std::fflush(stdout);
       if (report != nullptr) {
-        const std::string prefix = JsonNames::Prefix(c, n, c.inplace, count * esize);
+        const std::string prefix = JsonPrefix(c, n, c.inplace, count * esize);
         const std::string base_name =
             prefix + (c.backend == "local" ? "memcpy" : c.backend == "mpi" ? "raw_mpi" : "baseline");
         if (!base_rounds.empty()) {
@@ -535,7 +534,7 @@ absl::StatusOr<int> RunNcclSweep(Communicator& comm, const Config& c, int ranks_
                                        static_cast<double>(wrong))
                      : absl::StrFormat("  %7s  %6.2f  %6.2f  %5s", NcclTime(seconds * 1e6), algbw, busbw, "N/A");
       if (report != nullptr && r == 0) {
-        report->Add(absl::StrCat(JsonNames::Prefix(c, n, /*inplace=*/false, row_bytes),
+        report->Add(absl::StrCat(JsonPrefix(c, n, /*inplace=*/false, row_bytes),
                                  inplace ? "busbw_in_place" : "busbw_out_of_place"),
                     "GB/s", /*higher_is_better=*/true, GbPerSecond(row_bytes * BusFactor(c.op, n), rounds));
       }
