@@ -8,7 +8,10 @@
 #                 make consumer-test
 #   make isa-test the numerics tests (kernels, autograd, optim, sharded parity,
 #                 checkpoints, the GPT job) again with ZEROSHARD_CPU_ISA=baseline
-#   make bench    build with -c opt and run the benchmark suites
+#   make bench    build with -c opt and run the benchmark suites; each writes JSON
+#                 under bench/results/<machine>/<UTC date>_<commit>/<suite>.json
+#   make bench-docs RESULTS=bench/results/<machine>[/<run>]  rewrite the generated
+#                 tables of docs/benchmarks.md from stored results (tools/bench_docs)
 #   make gpu-test on a GPU machine: every test tagged "gpu" (CUDA kernels and
 #                 attention against their CPU twins, allocator, AdamW, a GPT on CUDA,
 #                 NCCL collectives, a sharded GPT on GPUs), run afresh; elsewhere a
@@ -68,7 +71,7 @@ BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: install consumer-test bazel-consumer-test deps test train config-doc bench bench-peers fuzz sanitize faults soak plot clean gpu-test gpu-bench sim-test \
+.PHONY: install consumer-test bazel-consumer-test deps test train config-doc bench bench-docs bench-peers fuzz sanitize faults soak plot clean gpu-test gpu-bench sim-test \
 	isa-test gpu-bundle gpu-check bundle-sim-test sim-validate
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
@@ -202,6 +205,13 @@ sim-validate: deps
 bench: deps
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all
 	./tools/run_benchmarks.sh
+
+# The regions of docs/benchmarks.md marked <!-- bench:SUITE begin/end --> rewritten from
+# stored results (tools/bench_docs.cc): RESULTS is a machine folder (the newest run with
+# each suite) or one run folder; the default is the runs committed as the docs' data.
+RESULTS ?= bench/results/amd-epyc-2c
+bench-docs: deps
+	BAZEL="$(BAZEL)" DISK_CACHE="$(DISK_CACHE)" CUDA="$(CUDA)" ./tools/bench_docs $(RESULTS)
 
 # GPU suites: no GPU (or a CPU-only build) is not a failure, only nothing to run.
 # Test results are never taken from the cache: one cached on a machine without

@@ -14,6 +14,14 @@
 // whole batch in one product, K = C KH KW), with the operands the forward
 // uses. The peer (Debian's libtorch 1.13, oneDNN/MKL-DNN) is
 // tools/peers/torch_conv_bench.py with the same shapes.
+//
+// --json_out=<file>: the figures as data too (bench/bench_json.h; the table is
+// unchanged). Each timing's 3 rounds are its repeats (the table prints the best,
+// the file's value is their median). Names, with <run> = b<batch>_<image>_threads<t>:
+//   conv/eigen_gemm_1024/threads<t>/gflops            the roofline line
+//   conv/<layer>/<run>/{fwd,dgrad,wgrad}             GFLOP/s, beside conv/<layer>/<run>/gemm
+//   conv/{resnet_default,resnet18_cifar}/b<batch>_32_threads<t>/images_per_s
+// where <layer> is the row's name with "_" for spaces and "s" for "/" (layer2.0.conv1_3x3s2).
 #include <omp.h>
 
 #include <algorithm>
@@ -26,11 +34,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "zeroshard/bench/bench_json.h"
 #include "zeroshard/bench/load_average.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "zeroshard/autograd/engine.h"
 #include "zeroshard/autograd/nn/resnet.h"
@@ -58,10 +68,21 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Seconds per call of fn: repeated for at least min_time, the best of 3 such means.
-double TimeIt(const std::function<void()>& fn, double min_time) {
+// Seconds per call of fn in 3 rounds, each repeated for at least min_time / 3.
+struct Timing {
+  std::vector<double> rounds;  // seconds per call
+  double best() const { return *std::min_element(rounds.begin(), rounds.end()); }
+  // `work` per second in each round (the JSON repeats).
+  std::vector<double> Rates(double work) const {
+    std::vector<double> v;
+    for (double t : rounds) v.push_back(work / t);
+    return v;
+  }
+};
+
+Timing TimeIt(const std::function<void()>& fn, double min_time) {
   fn();  // warm up
-  double best = 1e30;
+  Timing timing;
   for (int round = 0; round < 3; ++round) {
     int reps = 0;
     const double t0 = Now();
@@ -71,9 +92,9 @@ double TimeIt(const std::function<void()>& fn, double min_time) {
       ++reps;
       t = Now();
     } while (t - t0 < min_time / 3);
-    best = std::min(best, (t - t0) / reps);
+    timing.rounds.push_back((t - t0) / reps);
   }
-  return best;
+  return timing;
 }
 
 Tensor Random(const Shape& shape, uint64_t seed) {
@@ -156,7 +177,8 @@ bool CheckLayer(const Layer& l, int64_t n, const Tensor& x, const Tensor& w, con
   return true;
 }
 
-absl::Status ConvTable(int64_t n, int64_t image, const std::string& filter, double min_time) {
+absl::Status ConvTable(int64_t n, int64_t image, int threads, const std::string& filter, double min_time,
+                       bench::JsonReport* report) {
   std::printf("%-28s %-22s %9s %9s %9s | %9s %6s\n", "layer (ResNet-18)", "N x C x H -> O x OH", "fwd", "dgrad",
               "wgrad", "GEMM", "fwd/GEMM");
   std::printf("%-28s %-22s %9s %9s %9s | %9s %6s\n", "", "", "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s", "");
@@ -179,29 +201,39 @@ absl::Status ConvTable(int64_t n, int64_t image, const std::string& filter, doub
     }
     const double flops = 2.0 * n * l.o * oh * oh * l.c * l.k * l.k;
     absl::Status st;
-    const double t_fwd = TimeIt([&] { st.Update(Conv2dForward(x, w, Tensor(), o, y)); }, min_time);
-    const double t_dx = TimeIt([&] { st.Update(Conv2dBackward(dy, x, w, o, dx, Tensor(), Tensor(), GradMode::kOverwrite)); }, min_time);
-    const double t_dw = TimeIt([&] { st.Update(Conv2dBackward(dy, x, w, o, Tensor(), dw, Tensor(), GradMode::kOverwrite)); }, min_time);
+    const Timing fwd = TimeIt([&] { st.Update(Conv2dForward(x, w, Tensor(), o, y)); }, min_time);
+    const Timing dgrad = TimeIt([&] { st.Update(Conv2dBackward(dy, x, w, o, dx, Tensor(), Tensor(), GradMode::kOverwrite)); }, min_time);
+    const Timing wgrad = TimeIt([&] { st.Update(Conv2dBackward(dy, x, w, o, Tensor(), dw, Tensor(), GradMode::kOverwrite)); }, min_time);
+    const double t_fwd = fwd.best(), t_dx = dgrad.best(), t_dw = wgrad.best();
     ZS_RETURN_IF_ERROR(st);
     // The GEMM of the forward over the whole batch: [O, K] x [K, N OH OW].
     const int64_t k = l.c * l.k * l.k, cols = n * oh * oh;
     Tensor a = Random({l.o, k}, 4), b = Random({k, cols}, 5);
     ZS_ASSIGN_OR_RETURN(Tensor c, Tensor::Empty({l.o, cols}, DType::kF32));
-    const double t_gemm = TimeIt([&] {
+    const Timing gemm = TimeIt([&] {
       cpu::Gemm({a.data<float>(), l.o, k, k, 1}, {b.data<float>(), k, cols, cols, 1},
                 {c.data<float>(), l.o, cols, cols, 1}, 1.0f, 0.0f);
     }, min_time);
+    const double t_gemm = gemm.best();
     std::printf("%-28s %-22s %9.1f %9.1f %9.1f | %9.1f %5.0f%%\n", l.name.c_str(),
                 absl::StrCat(n, "x", l.c, "x", l.in, " -> ", l.o, "x", oh).c_str(), flops / t_fwd * 1e-9,
                 flops / t_dx * 1e-9, flops / t_dw * 1e-9, flops / t_gemm * 1e-9, 100 * t_gemm / t_fwd);
     std::fflush(stdout);
+    if (report != nullptr) {
+      const std::string prefix = absl::StrCat("conv/", absl::StrReplaceAll(l.name, {{" ", "_"}, {"/", "s"}}), "/b",
+                                              n, "_", image, "_threads", threads, "/");
+      report->Add(prefix + "gemm", "GFLOP/s", /*higher_is_better=*/true, gemm.Rates(flops * 1e-9));
+      report->Add(prefix + "fwd", "GFLOP/s", true, fwd.Rates(flops * 1e-9), prefix + "gemm");
+      report->Add(prefix + "dgrad", "GFLOP/s", true, dgrad.Rates(flops * 1e-9), prefix + "gemm");
+      report->Add(prefix + "wgrad", "GFLOP/s", true, wgrad.Rates(flops * 1e-9), prefix + "gemm");
+    }
   }
   return absl::OkStatus();
 }
 
 // A training step of `config` at `image` x `image`: images/s and model GFLOP/s (3 x forward FLOPs).
-absl::Status StepRow(const std::string& name, const nn::ResNetConfig& config, int64_t image, int64_t batch,
-                     double min_time) {
+absl::Status StepRow(const std::string& name, const std::string& json_name, const nn::ResNetConfig& config,
+                     int64_t image, int64_t batch, int threads, double min_time, bench::JsonReport* report) {
   auto net = std::make_shared<nn::ResNet>(config);
   ZS_RETURN_IF_ERROR(net->Materialize(1));
   ZS_ASSIGN_OR_RETURN(ShapesData data, ShapesData::Create({.image_size = image, .train_size = 4096}));
@@ -237,7 +269,8 @@ absl::Status StepRow(const std::string& name, const nn::ResNetConfig& config, in
     ++step;
     return absl::OkStatus();
   };
-  const double t = TimeIt([&] { st.Update(one()); }, min_time);
+  const Timing timing = TimeIt([&] { st.Update(one()); }, min_time);
+  const double t = timing.best();
   ZS_RETURN_IF_ERROR(st);
   if (!(std::fabs(first_loss - std::log(10.0)) < 1.5)) {
     return absl::InternalError(absl::StrCat(name, ": first loss ", first_loss, ", expected about ln 10 = 2.30"));
@@ -246,12 +279,18 @@ absl::Status StepRow(const std::string& name, const nn::ResNetConfig& config, in
   std::printf("%-44s batch %3lld %8.1f images/s %7.1f model GFLOP/s (3 x forward)\n", name.c_str(),
               static_cast<long long>(batch), batch / t, flops / t * 1e-9);
   std::fflush(stdout);
+  if (report != nullptr) {
+    report->Add(absl::StrCat("conv/", json_name, "/b", batch, "_", image, "_threads", threads, "/images_per_s"),
+                "images/s", /*higher_is_better=*/true, timing.Rates(static_cast<double>(batch)));
+  }
   return absl::OkStatus();
 }
 
 using bench::LoadAverage;
 
-absl::Status Main() {
+absl::Status Main(const std::string& json_out) {
+  bench::JsonReport report("conv_bench");
+  bench::JsonReport* const json = json_out.empty() ? nullptr : &report;
   const int64_t n = absl::GetFlag(FLAGS_batch), image = absl::GetFlag(FLAGS_image);
   const double min_time = absl::GetFlag(FLAGS_min_time);
   for (absl::string_view ts : absl::StrSplit(absl::GetFlag(FLAGS_threads), ',')) {
@@ -264,19 +303,28 @@ absl::Status Main() {
     const int64_t g = 1024;
     Tensor a = Random({g, g}, 7), b = Random({g, g}, 8);
     ZS_ASSIGN_OR_RETURN(Tensor c, Tensor::Empty({g, g}, DType::kF32));
-    const double t = TimeIt([&] { bench::EigenGemmNative(a.data<float>(), b.data<float>(), c.data<float>(), g, 1); }, min_time);
+    const Timing roofline =
+        TimeIt([&] { bench::EigenGemmNative(a.data<float>(), b.data<float>(), c.data<float>(), g, 1); }, min_time);
+    const double t = roofline.best();
     std::printf("\n== %d thread(s); load average %s; Eigen GEMM 1024^3 (-march=native): %.1f GFLOP/s\n", threads,
                 LoadAverage().c_str(), 2.0 * g * g * g / t * 1e-9);
-    ZS_RETURN_IF_ERROR(ConvTable(n, image, absl::GetFlag(FLAGS_layers), min_time));
+    if (json != nullptr) {
+      json->Add(absl::StrCat("conv/eigen_gemm_1024/threads", threads, "/gflops"), "GFLOP/s", true,
+                roofline.Rates(2.0 * g * g * g * 1e-9));
+    }
+    ZS_RETURN_IF_ERROR(ConvTable(n, image, threads, absl::GetFlag(FLAGS_layers), min_time, json));
     if (absl::GetFlag(FLAGS_step)) {
       std::printf("ResNet training steps (forward, backward, SGD; one rank, fp32; ShapesData images made beforehand):\n");
       nn::ResNetConfig small{.widths = {16, 32, 64, 128}, .depths = {1, 1, 1, 1}, .num_classes = 10,
                              .stem = nn::ResNetStem::kCifar};
-      ZS_RETURN_IF_ERROR(StepRow("resnet.json default (16-128 wide, 32x32)", small, 32, 32, 2 * min_time));
+      ZS_RETURN_IF_ERROR(StepRow("resnet.json default (16-128 wide, 32x32)", "resnet_default", small, 32, 32,
+                                 threads, 2 * min_time, json));
       nn::ResNetConfig r18{.num_classes = 10, .stem = nn::ResNetStem::kCifar};
-      ZS_RETURN_IF_ERROR(StepRow("ResNet-18 layout, CIFAR stem, 32x32", r18, 32, 16, 2 * min_time));
+      ZS_RETURN_IF_ERROR(StepRow("ResNet-18 layout, CIFAR stem, 32x32", "resnet18_cifar", r18, 32, 16, threads,
+                                 2 * min_time, json));
     }
   }
+  if (json != nullptr) ZS_RETURN_IF_ERROR(report.Write(json_out));
   return absl::OkStatus();
 }
 
@@ -284,8 +332,9 @@ absl::Status Main() {
 }  // namespace zeroshard
 
 int main(int argc, char** argv) {
+  const std::string json_out = zeroshard::bench::TakeJsonOutFlag(&argc, argv);  // before flag parsing
   absl::ParseCommandLine(argc, argv);
-  absl::Status s = zeroshard::Main();
+  absl::Status s = zeroshard::Main(json_out);
   if (!s.ok()) {
     std::fprintf(stderr, "conv_bench: %s\n", s.ToString().c_str());
     return 1;

@@ -18,6 +18,8 @@
 //
 // `cuda_bench --quick` (and every run on the CPU simulator) does the same with
 // small shapes and 2 timed iterations (BenchMode in cuda_bench_util.h).
+// `--json_out=<file>` writes the figures in our schema too (Report() in
+// cuda_bench_util.h, bench/bench_json.h); the tables are unchanged.
 // Prints a clear message and exits 0 when no device is present. See docs/gpu.md.
 #include <cublas_v2.h>
 
@@ -93,6 +95,9 @@ void RunMemoryBenches(const Stream& stream, CudaAllocator& gpu, std::vector<Memo
     const double gbs = b.bytes / (ms * 1e6), copy_gbs = 2.0 * half / (copy_ms * 1e6);
     std::printf("%-44s %12lld %10.1f %10.1f %10.1f %7.0f%%\n", b.name.c_str(),
                 static_cast<long long>(b.bytes), ms * 1e3, gbs, copy_gbs, 100.0 * gbs / copy_gbs);
+    const std::string json = "cuda/memory/" + Slug(b.name) + "/";
+    Report().Add(json + "memcpy", "GB/s", /*higher_is_better=*/true, {copy_gbs});
+    Report().Add(json + "ours", "GB/s", true, {gbs}, json + "memcpy");
     EmitFigure("cuda_bench", "memory " + b.name, gbs, "GB/s",
                {{"us", ms * 1e3}, {"bytes", static_cast<double>(b.bytes)}, {"baseline", copy_gbs},
                 {"of_baseline", gbs / copy_gbs}},
@@ -314,6 +319,9 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
     const double tflops = flops / (ms * 1e9), base = flops / (base_ms * 1e9);
     std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%%s\n", name.c_str(), ms * 1e3, tflops, base,
                 100.0 * tflops / base, k.bias_gelu ? "  (baseline without epilogue)" : "");
+    const std::string json = "cuda/gemm/" + Slug(name) + "/";
+    Report().Add(json + "cublas", "TFLOP/s", /*higher_is_better=*/true, {base});
+    Report().Add(json + "ours", "TFLOP/s", true, {tflops}, json + "cublas");
     EmitFigure("cuda_bench", "gemm " + name, tflops, "TFLOP/s",
                {{"us", ms * 1e3}, {"baseline", base}, {"of_baseline", tflops / base}},
                k.bias_gelu ? "baseline: cublasGemmEx, default algorithm, without the epilogue"
@@ -325,23 +333,26 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
 }
 
 int Main(int argc, char** argv) {
+  const std::string json_out = TakeJsonOutFlag(&argc, argv);
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick") {
       Mode().quick = true;
     } else {
       std::fprintf(stderr,
                    "cuda_bench: unknown argument '%s'\n"
-                   "usage: cuda_bench [--quick]\n"
-                   "  --quick  small shapes and 2 timed iterations in every section, results still\n"
-                   "           checked (always so on the CPU simulator)\n",
+                   "usage: cuda_bench [--quick] [--json_out=<file>]\n"
+                   "  --quick     small shapes and 2 timed iterations in every section, results still\n"
+                   "              checked (always so on the CPU simulator)\n"
+                   "  --json_out  also the figures as data, our schema (bench/bench_json.h)\n",
                    argv[i]);
       return 2;
     }
   }
   const int devices = Must(cuda::CudaDeviceCount(), "device count");
   if (devices == 0) {
-    std::printf("cuda_bench: no CUDA device on this machine: nothing to measure (exit 0). "
-                "Run it on an H100/H200, see docs/gpu.md.\n");
+    std::printf("cuda_bench: no CUDA device on this machine: nothing to measure (exit 0%s). "
+                "Run it on an H100/H200, see docs/gpu.md.\n",
+                json_out.empty() ? "" : "; no --json_out file written");
     return 0;
   }
   const std::string device = Must(cuda::CudaDeviceName(kDevice), "device name");
@@ -363,6 +374,8 @@ int Main(int argc, char** argv) {
   RunAttentionBenches();
   RunStepBench(gemm_tflops);
   RunNcclBenches();
+  Report().Add("cuda/checks/failed", "count", /*higher_is_better=*/false, {static_cast<double>(Failures())});
+  if (!json_out.empty()) Must(Report().Write(json_out), "--json_out");
   if (Failures() > 0) {
     std::printf("\n%d result checks FAILED\n", Failures());
     EmitFigure("cuda_bench", "result checks failed", Failures(), "count");

@@ -124,6 +124,17 @@ void RunAttentionBenches() {
     } else {
       std::printf(try_cudnn ? "   (cuDNN did not run)\n" : "   (no cuDNN on the simulator)\n");
     }
+    const std::string json = "cuda/attention/" + Slug(name) + "/";
+    if (cudnn.ran) {
+      Report().Add(json + "fwd_cudnn", "TFLOP/s", /*higher_is_better=*/true, {tf(fwd_flops, cudnn.fwd_ms)});
+      Report().Add(json + "bwd_cudnn", "TFLOP/s", true, {tf(bwd_flops, cudnn.bwd_ms)});
+    }
+    if (own.ran) {
+      Report().Add(json + "fwd_ours", "TFLOP/s", true, {tf(fwd_flops, own.fwd_ms)},
+                   cudnn.ran ? json + "fwd_cudnn" : "");
+      Report().Add(json + "bwd_ours", "TFLOP/s", true, {tf(bwd_flops, own.bwd_ms)},
+                   cudnn.ran ? json + "bwd_cudnn" : "");
+    }
     if (own.ran) {
       EmitFigure("cuda_bench", "attention fwd ours " + name, tf(fwd_flops, own.fwd_ms), "TFLOP/s",
                  {{"us", own.fwd_ms * 1e3}, {"flops", fwd_flops}});

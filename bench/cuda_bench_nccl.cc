@@ -201,6 +201,9 @@ void RunNcclBenches() {
       std::printf("%-34s %10.1f %10.1f %10.1f %10.1f %7.0f%%\n", name.c_str(), o * 1e3,
                   full_bytes / (o * 1e6) * factor, w * 1e3, full_bytes / (w * 1e6) * factor,
                   o > 0 ? 100.0 * w / o : 0.0);
+      const std::string json = absl::StrCat("cuda/nccl/", Slug(name), "_x", n, "/");
+      Report().Add(json + "raw_nccl_us", "us", /*higher_is_better=*/false, {w * 1e3});
+      Report().Add(json + "ours_us", "us", false, {o * 1e3}, json + "raw_nccl_us");
       EmitFigure("cuda_bench", absl::StrCat("nccl ", name, " x", n), o * 1e3, "us",
                  {{"busbw_gbs", full_bytes / (o * 1e6) * factor}, {"baseline_us", w * 1e3},
                   {"of_baseline", o > 0 ? w / o : 0.0}},

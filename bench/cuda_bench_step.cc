@@ -117,6 +117,10 @@ void RunStepBench(double gemm_tflops) {
               losses.front(), losses.back(), warmup + steps, FormatBytes(gpu.stats().peak_bytes_in_use).c_str(),
               cache.stats().ToString().c_str());
   const std::string shape = absl::StrCat(model, " B", B, " T", T, " bf16 FULL_SHARD world 1");
+  const std::string json = "cuda/step/" + Slug(shape) + "/";
+  Report().Add(json + "tokens_per_s", "tokens/s", /*higher_is_better=*/true, {tokens_per_s});
+  Report().Add(json + "ms_per_step", "ms", false, {1e3 * seconds / steps});
+  if (peak > 0) Report().Add(json + "mfu_pct", "%", true, {100.0 * achieved / peak});
   EmitFigure("cuda_bench", "step tokens/s " + shape, tokens_per_s, "tokens/s",
              {{"ms_per_step", 1e3 * seconds / steps}, {"model_tflops", achieved / 1e12},
               {"mfu", peak > 0 ? achieved / peak : 0.0}, {"peak_tflops", peak / 1e12},

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # cuda_bench --quick end to end (the simulator build runs it on the CPU, `make
 # sim-test`): it must exit 0 with every result check passed and write every
-# section's figures, named with the quick shapes, to $ZEROSHARD_FIGURES. Where
+# section's figures, named with the quick shapes, to $ZEROSHARD_FIGURES, and in our
+# schema to --json_out (bench/bench_json.h; the names in cuda_bench_util.h). Where
 # there is nothing to measure (a CUDA build on a machine without a GPU, or a
-# build without CUDA) cuda_bench says so and exits 0, and so does this test.
+# build without CUDA) cuda_bench says so, writes no --json_out file and exits 0, and
+# so does this test.
 #
 #   cuda_bench_test.sh PATH/TO/cuda_bench
 set -uo pipefail
 bench=${1:?usage: cuda_bench_test.sh PATH/TO/cuda_bench}
 dir=$(mktemp -d "${TEST_TMPDIR:-/tmp}/cuda_bench_test.XXXXXX")
 figures=$dir/figures.jsonl
+json=$dir/cuda_bench.json
 
-out=$(ZEROSHARD_FIGURES=$figures "$bench" --quick 2>&1)
+out=$(ZEROSHARD_FIGURES=$figures "$bench" --quick --json_out="$json" 2>&1)
 rc=$?
 echo "$out"
 if [ $rc = 0 ] && grep -qE "no CUDA device on this machine|built without CUDA" <<< "$out"; then
+  if [ -e "$json" ]; then echo "cuda_bench_test: FAILED: nothing measured, yet $json was written" >&2; exit 1; fi
   echo "cuda_bench_test: nothing to measure here (cuda_bench said so and exited 0): passed"
   exit 0
 fi
@@ -58,6 +62,16 @@ done
 grep -qF '"name":"result checks failed","value":0,' "$figures" || fail "result checks failed is not 0"
 # Every figure has a finite value (figures.h writes null for NaN and Inf).
 if grep -q '"value":null' "$figures"; then fail "figures without a finite value: $(grep '"value":null' "$figures")"; fi
+
+# The same run in our schema: every section, baselines named, the checks' count 0.
+grep -qF '"schema": "zeroshard-bench/1"' "$json" || fail "no zeroshard-bench/1 file at $json"
+for name in cuda/memory/softmax_bf16_64_512/ours cuda/memory/softmax_bf16_64_512/memcpy \
+  cuda/gemm/qkv_bf16_64x192x64/ours cuda/gemm/qkv_bf16_64x192x64/cublas cuda/attention/b1_h2_t64_d64/fwd_ours \
+  cuda/step/gpt_l2_c64_v256_b2_t32_bf16_full_shard_world_1/tokens_per_s cuda/checks/failed; do
+  grep -qF "\"name\": \"$name\"" "$json" || fail "no figure $name in $json"
+done
+grep -qE '"name": "cuda/nccl/all_gather_bf16_4_kib_x[0-9]+/ours_us"' "$json" || fail "no nccl figure in $json"
+grep -A2 -F '"name": "cuda/checks/failed"' "$json" | grep -qE '"value": 0(\.0)?,' || fail "cuda/checks/failed is not 0"
 
 if [ $failures -ne 0 ]; then
   echo "--- $figures:" >&2

@@ -1,6 +1,7 @@
 // Helpers shared by the sections of bench/cuda_bench (make gpu-bench): fatal
-// checks, deterministic inputs, timing with CUDA events, and the count of
-// failed result checks (any failure makes the program exit 1).
+// checks, deterministic inputs, timing with CUDA events, the count of failed
+// result checks (any failure makes the program exit 1), and the run's figures in
+// our JSON schema (--json_out=<file>; bench/bench_json.h).
 #ifndef ZEROSHARD_BENCH_CUDA_BENCH_UTIL_H_
 #define ZEROSHARD_BENCH_CUDA_BENCH_UTIL_H_
 
@@ -13,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "zeroshard/bench/bench_json.h"
 #include "zeroshard/runtime/figures.h"
 #include "zeroshard/runtime/stream.h"
 #include "zeroshard/runtime/tensor.h"
@@ -43,6 +45,30 @@ inline int Iters(int normal) { return Mode().quick ? std::min(normal, 2) : norma
 inline int& Failures() {
   static int failures = 0;
   return failures;
+}
+
+// The figures of this run in our schema, written by main to --json_out=<file>
+// (beside the ZEROSHARD_FIGURES lines of runtime/figures.h, which the GPU record
+// reads). Names: "cuda/<section>/<case>/<figure>", <case> being the printed
+// row's name in lower case with "_" for anything not [a-z0-9.] ("softmax_bf16_64_512").
+inline JsonReport& Report() {
+  static JsonReport report("cuda_bench");
+  return report;
+}
+
+inline std::string Slug(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const char l = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    const bool keep = (l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '.';
+    if (keep) {
+      out += l;
+    } else if (!out.empty() && out.back() != '_') {
+      out += '_';
+    }
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out;
 }
 
 inline void Fail(const std::string& what) {

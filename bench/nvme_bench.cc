@@ -29,6 +29,15 @@
 //
 //   bazel build -c opt //bench:nvme_bench
 //   OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE bazel-bin/bench/nvme_bench --dir=/local_nvme --max_mb=4096
+//
+// --json_out=<file>: the figures as data too (bench/bench_json.h; the tables are
+// unchanged):
+//   nvme/swap/<MiB>mib/{plain_write,plain_read}                      GB/s, one run each
+//   nvme/swap/<MiB>mib/{swap_out,swap_out_crc}, {swap_in,swap_in_crc}  beside plain write / read
+//   nvme/swap/<MiB>mib/{in_out,in_out_crc}
+//   nvme/step/<row>_world<N>/{ms_per_step,io_wait_ms,mib_per_step}   one value per repeat;
+//     ms_per_step beside host_offload's; <row>: host_offload, nvme_optimizer[_no_overlap],
+//     nvme_params_opt[_no_overlap]
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -48,6 +57,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "zeroshard/bench/bench_json.h"
 #include "zeroshard/bench/load_average.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
@@ -202,7 +212,7 @@ absl::Status Swap(const std::string& dir, int64_t bytes, bool verify, int k, Thr
   return absl::OkStatus();
 }
 
-int ThroughputPart(const std::string& dir) {
+int ThroughputPart(const std::string& dir, bench::JsonReport* report) {
   struct statvfs vfs;
   if (::statvfs(dir.c_str(), &vfs) != 0) {
     std::fprintf(stderr, "nvme_bench: --dir=%s: %s\n", dir.c_str(), std::strerror(errno));
@@ -237,6 +247,17 @@ int ThroughputPart(const std::string& dir) {
                 FormatBytes(bytes).c_str(), t.plain_write, t.out[0], t.out[1], t.out[0] / t.plain_write,
                 t.plain_read, t.in[0], t.in[1], t.in[0] / t.plain_read, t.cycle[0], t.cycle[1]);
     std::fflush(stdout);
+    if (report != nullptr) {
+      const std::string p = absl::StrCat("nvme/swap/", mb, "mib/");
+      report->Add(p + "plain_write", "GB/s", /*higher_is_better=*/true, {t.plain_write});
+      report->Add(p + "swap_out", "GB/s", true, {t.out[0]}, p + "plain_write");
+      report->Add(p + "swap_out_crc", "GB/s", true, {t.out[1]}, p + "plain_write");
+      report->Add(p + "plain_read", "GB/s", true, {t.plain_read});
+      report->Add(p + "swap_in", "GB/s", true, {t.in[0]}, p + "plain_read");
+      report->Add(p + "swap_in_crc", "GB/s", true, {t.in[1]}, p + "plain_read");
+      report->Add(p + "in_out", "GB/s", true, {t.cycle[0]});
+      report->Add(p + "in_out_crc", "GB/s", true, {t.cycle[1]});
+    }
   }
   return 0;
 }
@@ -312,7 +333,7 @@ absl::StatusOr<StepFigures> Step(const TokenData& data, const OffloadPolicy& off
   return f;
 }
 
-int StepPart(const std::string& dir) {
+int StepPart(const std::string& dir, bench::JsonReport* report) {
   absl::StatusOr<TokenData> data = TokenData::Load(absl::GetFlag(FLAGS_data));
   if (!data.ok()) {
     std::fprintf(stderr, "%s\n", data.status().ToString().c_str());
@@ -337,13 +358,14 @@ int StepPart(const std::string& dir) {
   struct Row {
     const char* name;
     OffloadPolicy policy;
+    const char* json_name;
   };
   const std::vector<Row> rows = {
-      {"host offload (baseline)", OffloadPolicy{.params = true, .grads = true, .optimizer = true}},
-      {"nvme optimizer, no overlap", nvme(false, false)},
-      {"nvme optimizer", nvme(false, true)},
-      {"nvme params+opt, no overlap", nvme(true, false)},
-      {"nvme params+opt", nvme(true, true)},
+      {"host offload (baseline)", OffloadPolicy{.params = true, .grads = true, .optimizer = true}, "host_offload"},
+      {"nvme optimizer, no overlap", nvme(false, false), "nvme_optimizer_no_overlap"},
+      {"nvme optimizer", nvme(false, true), "nvme_optimizer"},
+      {"nvme params+opt, no overlap", nvme(true, false), "nvme_params_opt_no_overlap"},
+      {"nvme params+opt", nvme(true, true), "nvme_params_opt"},
   };
   // Rows interleaved, `repeats` times: a load that drifts over the run hits
   // every row alike; each figure is the median of its repeats.
@@ -406,19 +428,43 @@ int StepPart(const std::string& dir) {
                 best[i] / best[0], med[i].ms_per_step, med[i].cpu_ms, modelled, modelled / modelled_host,
                 med[i].mb_per_step, med[i].io_wait_ms, hidden.c_str());
   }
+  if (report != nullptr) {
+    const int world = absl::GetFlag(FLAGS_step_world);
+    auto prefix = [&](size_t i) { return absl::StrCat("nvme/step/", rows[i].json_name, "_world", world, "/"); };
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<double> ms, wait, mb;
+      for (const StepFigures& f : runs[i]) {
+        ms.push_back(f.ms_per_step);
+        wait.push_back(f.io_wait_ms);
+        mb.push_back(f.mb_per_step);
+      }
+      report->Add(prefix(i) + "ms_per_step", "ms", /*higher_is_better=*/false, ms,
+                  i == 0 ? "" : prefix(0) + "ms_per_step");
+      report->Add(prefix(i) + "io_wait_ms", "ms", false, wait);
+      report->Add(prefix(i) + "mib_per_step", "MiB", false, mb);
+    }
+  }
   std::printf("(hidden: 1 - I/O wait with read-ahead and write-behind / I/O wait without; cpu+wait: the rank "
               "thread's CPU time plus its I/O wait, medians; losses equal host offload's bit for bit in every row "
               "unless marked)\n");
   return bad == 0 ? 0 : 1;
 }
 
-int Main() {
+int Main(const std::string& json_out) {
   const std::string dir = absl::GetFlag(FLAGS_dir);
+  bench::JsonReport report("nvme_bench");
+  bench::JsonReport* const json = json_out.empty() ? nullptr : &report;
   std::printf("nvme_bench: load average %s (start)\n", LoadAverage().c_str());
   int rc = 0;
-  if (!absl::GetFlag(FLAGS_skip_throughput)) rc |= ThroughputPart(dir);
-  if (rc == 0 && !absl::GetFlag(FLAGS_skip_step)) rc |= StepPart(dir);
+  if (!absl::GetFlag(FLAGS_skip_throughput)) rc |= ThroughputPart(dir, json);
+  if (rc == 0 && !absl::GetFlag(FLAGS_skip_step)) rc |= StepPart(dir, json);
   std::printf("nvme_bench: load average %s (end)\n", LoadAverage().c_str());
+  if (json != nullptr) {
+    if (absl::Status s = report.Write(json_out); !s.ok()) {
+      std::fprintf(stderr, "nvme_bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
   return rc;
 }
 
@@ -426,6 +472,7 @@ int Main() {
 }  // namespace zeroshard
 
 int main(int argc, char** argv) {
+  const std::string json_out = zeroshard::bench::TakeJsonOutFlag(&argc, argv);  // before flag parsing
   absl::ParseCommandLine(argc, argv);
-  return zeroshard::Main();
+  return zeroshard::Main(json_out);
 }

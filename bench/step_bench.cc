@@ -23,6 +23,13 @@
 //   bazel run -c opt //bench:step_bench -- --model=llama --n_kv_head=2
 //
 // The peer (the same step in Debian's libtorch) is `make bench-peers`.
+//
+// --json_out=<file>: the figures as data too (bench/bench_json.h; the table is
+// unchanged), per row "step/<model>/<strategy>_world<N>/" (strategy lower case;
+// the baseline row "unsharded_world1") followed by
+//   ms_per_step       ms, one value per repeat, beside the unsharded row's
+//   peak_mib          the rank allocator's peak, MiB (the last repeat)
+//   exposed_comm_pct  % of the step waiting on collectives (the last repeat; sharded rows)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,12 +41,15 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "zeroshard/autograd/engine.h"
+#include "zeroshard/bench/bench_json.h"
 #include "zeroshard/bench/load_average.h"
+#include "zeroshard/bench/robust_stats.h"
 #include "zeroshard/autograd/nn/gpt.h"
 #include "zeroshard/autograd/nn/llama.h"
 #include "zeroshard/collectives/local_communicator.h"
@@ -72,6 +82,7 @@ namespace {
 using autograd::Variable;
 
 using bench::LoadAverage;
+using bench::Median;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -92,12 +103,6 @@ int64_t ZeroFormulaBytes(int64_t psi, int world, const ShardingStrategy* strateg
   if (*strategy == ShardingStrategy::kShardGradOp) return 4 * psi + 12 * psi / world;
   if (*strategy == ShardingStrategy::kShardOptimizer) return 8 * psi + 8 * psi / world;
   return 16 * psi / world;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 nn::GptConfig Config() {
@@ -207,7 +212,7 @@ absl::StatusOr<Figures> Sharded(const TokenData& data, int world, ShardingStrate
   return f;
 }
 
-int Main() {
+int Main(const std::string& json_out) {
   absl::StatusOr<TokenData> data = TokenData::Load(absl::GetFlag(FLAGS_data));
   if (!data.ok()) {
     std::fprintf(stderr, "%s\n", data.status().ToString().c_str());
@@ -283,6 +288,23 @@ int Main() {
   }
   std::printf("parameters Psi = %lld; ms/step is the median of %d interleaved run(s); load average %s\n",
               static_cast<long long>(base.num_params), repeats, LoadAverage().c_str());
+  if (!json_out.empty()) {
+    bench::JsonReport report("step_bench");
+    const std::string model = IsLlama() ? "llama" : "gpt";
+    const std::string base_name = absl::StrCat("step/", model, "/unsharded_world1/ms_per_step");
+    for (const Row& row : rows) {
+      const std::string prefix =
+          absl::StrCat("step/", model, "/", absl::AsciiStrToLower(row.name), "_world", row.world, "/");
+      report.Add(prefix + "ms_per_step", "ms", /*higher_is_better=*/false, row.ms,
+                 row.strategy ? base_name : "");
+      report.Add(prefix + "peak_mib", "MiB", false, {row.last.peak_bytes / 1048576.0});
+      if (row.strategy) report.Add(prefix + "exposed_comm_pct", "%", false, {100 * row.last.exposed_comm});
+    }
+    if (absl::Status st = report.Write(json_out); !st.ok()) {
+      std::fprintf(stderr, "step_bench: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
   return bad == 0 ? 0 : 1;
 }
 
@@ -290,6 +312,7 @@ int Main() {
 }  // namespace zeroshard
 
 int main(int argc, char** argv) {
+  const std::string json_out = zeroshard::bench::TakeJsonOutFlag(&argc, argv);  // before flag parsing
   absl::ParseCommandLine(argc, argv);
-  return zeroshard::Main();
+  return zeroshard::Main(json_out);
 }

@@ -36,10 +36,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -47,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "zeroshard/bench/bench_results.h"
 #include "zeroshard/bench/robust_stats.h"
 
 namespace zeroshard::tools {
@@ -55,7 +53,7 @@ namespace {
 using bench::Median;
 using bench::RelativeMad;
 
-using Json = nlohmann::json;
+using Json = nlohmann::json;  // bench_results.h reads with the same type
 
 // One figure of one file.
 struct Figure {
@@ -77,72 +75,21 @@ absl::Status Malformed(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
-absl::StatusOr<double> Number(const std::string& path, const std::string& where, const Json& j, const char* key) {
-  if (!j.contains(key)) return Malformed(path, absl::StrCat(where, ": expected a number \"", key, "\", found none"));
-  const Json& v = j.at(key);
-  if (!v.is_number()) {
-    return Malformed(path, absl::StrCat(where, ": expected \"", key, "\" to be a number, found ", v.dump()));
-  }
-  const double d = v.get<double>();
-  if (!std::isfinite(d)) return Malformed(path, absl::StrCat(where, ": \"", key, "\" is not finite"));
-  return d;
-}
+using bench::JsonNumber;
 
-// Ours: {"schema": "zeroshard-bench/1", "results": [{name, value, unit, higher_is_better, repeats?}]}.
+// Ours (bench/bench_results.h reads the schema): {"schema": "zeroshard-bench/1", "results": [...]}.
 absl::StatusOr<Results> ReadOurs(const std::string& path, const Json& j) {
-  const std::string schema = j.at("schema").is_string() ? j.at("schema").get<std::string>() : j.at("schema").dump();
-  if (schema != "zeroshard-bench/1") {
-    return Malformed(path, absl::StrCat("expected \"schema\": \"zeroshard-bench/1\", found \"", schema, "\""));
-  }
-  if (!j.contains("results") || !j.at("results").is_array()) {
-    return Malformed(path, "expected a \"results\" array");
-  }
+  absl::StatusOr<bench::ResultFile> file = bench::ReadResultJson(path, j);
+  if (!file.ok()) return file.status();
   Results out;
-  std::set<std::string> seen;
-  int index = 0;
-  for (const Json& r : j.at("results")) {
-    const std::string where = absl::StrCat("results[", index++, "]");
-    if (!r.is_object()) return Malformed(path, absl::StrCat(where, ": expected an object, found ", r.dump()));
+  for (const bench::ResultFigure& r : file->figures) {
     Figure f;
-    if (!r.contains("name") || !r.at("name").is_string() || r.at("name").get<std::string>().empty()) {
-      return Malformed(path, absl::StrCat(where, ": expected a non-empty string \"name\""));
-    }
-    f.name = r.at("name").get<std::string>();
-    if (!seen.insert(f.name).second) return Malformed(path, absl::StrCat(where, ": name \"", f.name, "\" repeated"));
-    if (!r.contains("unit") || !r.at("unit").is_string()) {
-      return Malformed(path, absl::StrCat(where, " (", f.name, "): expected a string \"unit\""));
-    }
-    f.unit = r.at("unit").get<std::string>();
-    if (!r.contains("higher_is_better") || !r.at("higher_is_better").is_boolean()) {
-      return Malformed(path, absl::StrCat(where, " (", f.name, "): expected a boolean \"higher_is_better\""));
-    }
-    f.higher_is_better = r.at("higher_is_better").get<bool>();
-    absl::StatusOr<double> value = Number(path, absl::StrCat(where, " (", f.name, ")"), r, "value");
-    if (!value.ok()) return value.status();
-    std::vector<double> repeats;
-    if (r.contains("repeats")) {
-      if (!r.at("repeats").is_array()) return Malformed(path, absl::StrCat(where, ": \"repeats\" is not an array"));
-      for (const Json& x : r.at("repeats")) {
-        if (!x.is_number() || !std::isfinite(x.get<double>())) {
-          return Malformed(path, absl::StrCat(where, " (", f.name, "): expected numbers in \"repeats\", found ",
-                                              x.dump()));
-        }
-        repeats.push_back(x.get<double>());
-      }
-    }
-    if (!repeats.empty()) {
-      f.median = Median(repeats);
-      f.spread = RelativeMad(repeats);
-      f.repeats = static_cast<int>(repeats.size());
-    } else {
-      f.median = *value;
-      f.repeats = 1;
-      if (r.contains("spread")) {
-        absl::StatusOr<double> s = Number(path, where, r, "spread");
-        if (!s.ok()) return s.status();
-        f.spread = *s;
-      }
-    }
+    f.name = r.name;
+    f.unit = r.unit;
+    f.higher_is_better = r.higher_is_better;
+    f.median = r.median;
+    f.spread = r.spread;
+    f.repeats = r.repeats;
     out.figures.push_back(std::move(f));
   }
   return out;
@@ -213,7 +160,7 @@ absl::StatusOr<Results> ReadGbench(const std::string& path, const Json& j) {
     if (!g.iterations.empty()) {
       std::vector<double> v;
       for (const Json* row : g.iterations) {
-        absl::StatusOr<double> x = Number(path, where, *row, key);
+        absl::StatusOr<double> x = JsonNumber(path, where, *row, key);
         if (!x.ok()) return x.status();
         v.push_back(*x);
       }
@@ -227,12 +174,12 @@ absl::StatusOr<Results> ReadGbench(const std::string& path, const Json& j) {
       if (center == nullptr) {
         return Malformed(path, absl::StrCat(where, ": aggregate rows without a median or mean"));
       }
-      absl::StatusOr<double> m = Number(path, where, *center, key);
+      absl::StatusOr<double> m = JsonNumber(path, where, *center, key);
       if (!m.ok()) return m.status();
       f.median = *m;
       f.repeats = center->value("repetitions", 0);
       if (g.aggregates.count("stddev") && f.median != 0) {
-        absl::StatusOr<double> sd = Number(path, where, *g.aggregates["stddev"], key);
+        absl::StatusOr<double> sd = JsonNumber(path, where, *g.aggregates["stddev"], key);
         if (!sd.ok()) return sd.status();
         f.spread = 0.6745 * *sd / std::fabs(f.median);
       }
@@ -243,13 +190,9 @@ absl::StatusOr<Results> ReadGbench(const std::string& path, const Json& j) {
 }
 
 absl::StatusOr<Results> ReadResults(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  Json j = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Malformed(path, "not valid JSON");
-  if (!j.is_object()) return Malformed(path, absl::StrCat("expected a JSON object, found ", j.type_name()));
+  absl::StatusOr<Json> parsed = bench::ParseJsonFile(path);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
   if (j.contains("schema")) return ReadOurs(path, j);
   if (j.contains("benchmarks")) return ReadGbench(path, j);
   return Malformed(path,
