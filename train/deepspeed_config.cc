@@ -62,6 +62,9 @@ using config_internal::StrategyOfZeroStage;
 //     restores the schedule's position).
 //   A DeepSpeed config file at the top level (IsDeepSpeedConfig) is read as
 //   the "deepspeed" block of an otherwise default config.
+//   zero_quantized_weights -> strategy.comm_hook qwz; zero_quantized_gradients
+//     -> qgz; zero_hpz_partition_size n > 1 -> hpz with group_size n; all
+//     three -> zeropp (ZeRO++; two of the three is an error: no single hook).
 //   Bucket sizes and the other tuning keys of zero_optimization are read
 //   (type-checked) without effect: the unit of communication is the wrap unit.
 namespace {
@@ -268,6 +271,28 @@ void ReadDeepSpeed(Section ds, RunConfig* c) {
     if (use_ds({zero.PathOf("overlap_comm")}, "strategy.forward_prefetch")) sh.forward_prefetch = overlap;
     if (use_ds({zero.PathOf("overlap_comm")}, "strategy.backward_prefetch")) {
       sh.backward_prefetch = overlap ? BackwardPrefetch::kBackwardPre : BackwardPrefetch::kNone;
+    }
+  }
+  // ZeRO++: zero_quantized_weights (qwZ), zero_quantized_gradients (qgZ),
+  // zero_hpz_partition_size > 1 (hpZ) -> strategy.comm_hook.
+  bool qw = false, qg = false;
+  int64_t hpz = 1;
+  const bool has_qw = zero.Bool("zero_quantized_weights", &qw);
+  const bool has_qg = zero.Bool("zero_quantized_gradients", &qg);
+  const bool has_hpz = zero.Int("zero_hpz_partition_size", &hpz, 1, 1 << 20);
+  if ((has_qw || has_qg || has_hpz) &&
+      use_ds({zero.PathOf("zero_quantized_weights"), zero.PathOf("zero_quantized_gradients"),
+              zero.PathOf("zero_hpz_partition_size")},
+             "strategy.comm_hook")) {
+    const bool hp = hpz > 1;
+    const int on = int{qw} + int{qg} + int{hp};
+    if (on == 2) {
+      zero.Add("zero_quantized_weights",
+               absl::StrCat("ZeRO++ with two of qwZ (", qw, "), qgZ (", qg, ") and hpZ (partition size ", hpz,
+                            "): expected one of them alone or all three (comm hook zeropp)"));
+    } else if (on > 0) {
+      sh.comm_hook.name = on == 3 ? "zeropp" : qw ? "qwz" : qg ? "qgz" : "hpz";
+      if (hp) sh.comm_hook.group_size = static_cast<int>(hpz);
     }
   }
   for (const char* k : {"contiguous_gradients", "reduce_scatter", "allgather_partitions", "round_robin_gradients",

@@ -98,6 +98,25 @@ TEST(Config, DeepSpeedBf16AdamAndOffloadOptimizer) {
                           "nesterov": true, "dampening": 0}}}})").train.optimizer.sgd.momentum, 0.3);
 }
 
+TEST(Config, DeepSpeedZeroPlusPlusKeysChooseTheCommHook) {
+  auto hook = [](const std::string& zero) {
+    return MustParse(absl::StrCat(R"({"deepspeed": {"zero_optimization": {"stage": 3, )", zero, "}}}"))
+        .train.sharding.comm_hook;
+  };
+  EXPECT_EQ(hook(R"("zero_quantized_weights": true)").name, "qwz");
+  EXPECT_EQ(hook(R"("zero_quantized_gradients": true)").name, "qgz");
+  EXPECT_EQ(hook(R"("zero_hpz_partition_size": 8)").name, "hpz");
+  EXPECT_EQ(hook(R"("zero_hpz_partition_size": 8)").group_size, 8);
+  EXPECT_EQ(hook(R"("zero_hpz_partition_size": 1)").name, "none");
+  const CommHookOptions all = hook(
+      R"("zero_quantized_weights": true, "zero_quantized_gradients": true, "zero_hpz_partition_size": 4)");
+  EXPECT_EQ(all.name, "zeropp");
+  EXPECT_EQ(all.group_size, 4);
+  EXPECT_THAT(Problems(R"({"deepspeed": {"zero_optimization": {"stage": 3, "zero_quantized_weights": true,
+                                                                  "zero_hpz_partition_size": 4}}})"),
+              HasSubstr("expected one of them alone or all three"));
+}
+
 TEST(Config, CommandLineWinsOverTheDeepSpeedBlock) {
   const std::string ds = R"({"deepspeed": {"train_micro_batch_size_per_gpu": 4, "steps_per_print": 5,
                                             "zero_optimization": {"stage": 3}, "bf16": {"enabled": true}}})";

@@ -116,7 +116,10 @@ TEST(ConfigSchema, TheFlagsAreTrainGptsFlagsOfBefore) {
     }
   }
   // Flags added since, each with its key.
-  const std::set<std::string> added = {"tokenizer", "timeout_s", "model", "n_kv_head", "intermediate_size", "rope_theta"};
+  const std::set<std::string> added = {"tokenizer",         "timeout_s",           "model",
+                                       "n_kv_head",         "intermediate_size",   "rope_theta",
+                                       "comm_hook",         "comm_hook_block_size", "comm_hook_grad_bits",
+                                       "comm_hook_group_size"};
   std::set<std::string> want = before;
   want.insert(added.begin(), added.end());
   EXPECT_EQ(now, want);
