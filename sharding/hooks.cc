@@ -65,7 +65,7 @@ absl::Status ShardedModel::StartGatherOne(ShardedUnit& unit) {
   const GatherCall call{.unit = unit.index,
                         .mine = mine,
                         .full = unit.full,
-                        .backward = (unit.owner != nullptr ? unit.owner : &unit)->backward_started,
+                        .backward = autograd::InBackward(),  // backward's gathers, prefetches included
                         .opts = schedule_->Collective()};
   ZS_ASSIGN_OR_RETURN(unit.gather_work, summoning_ ? comm_hook_->CommHook::AllGather(*shard_group_, call)
                                                    : comm_hook_->AllGather(*shard_group_, call));

@@ -241,6 +241,7 @@ TEST(CommHook, HpzHoldsItsSecondarySlicesFromForwardToBackward) {
     ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, o));
     const std::vector<int64_t> ids = {1, 2, 3, 4, 5, 6, 7, 8};
     ZS_ASSIGN_OR_RETURN(Tensor x, Tensor::FromVector(ids, {1, 8}, DType::kI64));
+    const int64_t before = comm.bytes_sent();
     ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(x, x));
     // Every unit but the root was resharded after forward, keeping half of
     // its gathered f32 bytes (a secondary partition over 2 ranks).
@@ -254,6 +255,19 @@ TEST(CommHook, HpzHoldsItsSecondarySlicesFromForwardToBackward) {
     ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
     if (sharded->comm_hook().HeldBytes() != 0) {
       return absl::InternalError(absl::StrCat("after backward: held ", sharded->comm_hook().HeldBytes()));
+    }
+    // Note [Bytes sent], f32: forward gathers every unit over the 4 ranks
+    // (3/4 of it); backward re-gathers every unit but the root (kept gathered)
+    // over its group of 2 (1/2 of it), prefetched or not; every unit is
+    // reduce-scattered over the 4 (3/4).
+    int64_t bytes = 0;
+    for (ShardedUnit* u : sharded->units()) {
+      const int64_t b = u->flat.padded_numel() * 4;
+      bytes += b * 3 / 4 + b * 3 / 4 + (u->is_root ? 0 : b / 2);
+    }
+    if (comm.bytes_sent() - before != bytes) {
+      return absl::InternalError(
+          absl::StrCat("bytes sent in one step: ", comm.bytes_sent() - before, ", expected ", bytes));
     }
     return absl::OkStatus();
   });
