@@ -113,7 +113,7 @@ parse "all_reduce max mpi x2" 1 4 1 float max -1 1 4 <<<"$out"
 run 2 "$bench" --nccl_tests_format --op=all_gather,all_reduce
 grep -q "one --op at a time" <<<"$out" || fail "two ops: $out"
 run 2 "$bench" --op=alltoall
-grep -q "has no all-to-all" <<<"$out" || fail "alltoall: $out"
+grep -q "never in place" <<<"$out" || fail "alltoall: $out"
 
 # --json_out, both tables: our schema, every figure named as the header of
 # collectives_bench.cc says, and bench_compare reads it (a file against itself: exit 0).
