@@ -222,9 +222,12 @@ class ZeroPlusPlusHook final : public CommHook {
     Communicator* intra = qg_intra_.get();
     Communicator* inter = qg_inter_.get();
     Allocator* allocator = allocator_;
+    // On a GPU the collectives wait for the compute stream (the kernels that
+    // wrote their inputs, on this thread or the chain's) through call.opts.
+    const CollectiveOptions opts = call.opts;
     std::shared_ptr<Work> chain = thread_->Enqueue([=]() -> absl::Status {
       ZS_ASSIGN_OR_RETURN(Tensor recv1, Tensor::Empty({l * groups * c}, DType::kI8, allocator));
-      ZS_RETURN_IF_ERROR(intra->AllToAll(send1, recv1));
+      ZS_RETURN_IF_ERROR(intra->AllToAll(send1, recv1, opts));
       // recv1 holds, from each member l'', the chunks for g' = 0..N-1: group them by g'.
       ZS_ASSIGN_OR_RETURN(Tensor by_group, Tensor::Empty({l * groups * c}, DType::kI8, allocator));
       ZS_RETURN_IF_ERROR(PermuteChunks(recv1, by_group, c, l, groups));
@@ -232,7 +235,7 @@ class ZeroPlusPlusHook final : public CommHook {
       ZS_RETURN_IF_ERROR(DequantizeReduce(by_group, groups, l, spec, partial, 1.0f));
       ZS_ASSIGN_OR_RETURN(Tensor send2, Tensor::Empty({groups * c}, DType::kI8, allocator));
       ZS_RETURN_IF_ERROR(QuantizeChunks(partial, groups, spec, send2));
-      return inter->AllToAll(send2, recv2);
+      return inter->AllToAll(send2, recv2, opts);
     });
     return ThenWork(std::move(chain), [recv2, mine, spec, groups, divisor]() {
       return DequantizeReduce(recv2, 1, groups, spec, mine, divisor);

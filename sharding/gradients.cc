@@ -37,6 +37,27 @@ const Tensor& ShardedModel::GradStorage(const ShardedUnit& unit) {
 
 // ================================================================ reduction
 
+// Note [Gradients that land in their shard]
+// With one rank in the shard group and one in the replica group (world 1, or
+// every rank its own group), the reduction is the identity: the averaged
+// gradient is the rank's own. Then, when the flat gradient would have the
+// shard's dtype and place (reduce_dtype == grad_dtype, gradients not
+// offloaded, no communication hook that wants to see the reduction) and
+// gradients are synchronised (not inside NoSync()), the parameters' .grad
+// views point into the gradient shard itself: gradients land (accumulate)
+// there directly, and the zero fill of a separate flat gradient, the
+// collective and the add into the shard - three passes over the unit's
+// gradient bytes per backward - do not happen. The values are bitwise the
+// same: the engine sums a leaf's contributions of one backward (two uses of
+// GPT's tied embedding) before AccumulateGrad adds them into its .grad, so the
+// shard gets s + g either way (before: 0 + g into the flat gradient, exact,
+// then s + g into the shard).
+bool ShardedModel::GradientsLandInShard(const ShardedUnit& unit) const {
+  return shard_group_->size() == 1 && replica_group_->size() == 1 && sync_gradients_ && !unit.frozen() &&
+         unit.reduce_dtype == unit.grad_dtype && !options_.offload.grads_on_host() &&
+         GradStorage(unit).numel() == unit.flat.padded_numel() && comm_hook_->name() == "none";
+}
+
 absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
   if (unit.reduced) return absl::OkStatus();
   unit.reduced = true;
@@ -45,7 +66,12 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
     trace_->AddSpan("backward " + unit.name, "compute", 2 * world_.rank(), unit.backward_start_us,
                     unit.reduce_issue_us);
   }
-  if (sync_gradients_ && !unit.frozen() && options_.ReplicatesGradients()) {
+  if (sync_gradients_ && !unit.frozen() && unit.full_grad.raw_data() == GradStorage(unit).raw_data()) {
+    // Note [Gradients that land in their shard]: nothing to reduce or add.
+    unit.reduce_scatter_numel += unit.full_grad.numel();
+    unit.full_grad = Tensor();
+    for (const FlatParamSlot& p : unit.flat.params()) p.var.reset_grad();
+  } else if (sync_gradients_ && !unit.frozen() && options_.ReplicatesGradients()) {
     // Note [Replicated gradients]: every rank gets the whole averaged gradient.
     unit.reduce_scatter_numel += unit.full_grad.numel();
     ZS_ASSIGN_OR_RETURN(unit.reduce_work, shard_group_->AllReduceAsync(unit.full_grad, unit.full_grad, ReduceOp::kAvg,

@@ -254,7 +254,11 @@ absl::Status ShardedModel::OnPreBackward(ShardedUnit& unit) {
     ZS_RETURN_IF_ERROR(Prefetch(NextInBackwardOrder(unit)));
   }
   if (!unit.frozen() && !unit.full_grad.defined()) {  // kept across backwards inside NoSync()
-    ZS_ASSIGN_OR_RETURN(unit.full_grad, Tensor::Zeros({unit.flat.padded_numel()}, unit.reduce_dtype, allocator_));
+    if (GradientsLandInShard(unit)) {
+      unit.full_grad = GradStorage(unit);  // Note [Gradients that land in their shard]
+    } else {
+      ZS_ASSIGN_OR_RETURN(unit.full_grad, Tensor::Zeros({unit.flat.padded_numel()}, unit.reduce_dtype, allocator_));
+    }
   }
   for (const FlatParamSlot& p : unit.flat.params()) {
     if (!p.requires_grad) continue;

@@ -396,6 +396,8 @@ class ShardedModel {
   absl::Status InitGradShard(ShardedUnit& unit, Allocator* grad_home);
   // What ZeroGrad and scaling act on: replicated_grad when defined, else grad_shard.
   static const Tensor& GradStorage(const ShardedUnit& unit);
+  // Note [Gradients that land in their shard] (gradients.cc).
+  bool GradientsLandInShard(const ShardedUnit& unit) const;
 
   std::shared_ptr<nn::Module> root_;
   Communicator& world_;
