@@ -411,7 +411,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     const double step_start = Now();
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nullptr);
-    ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
+    ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step",
+                         {comm.rank(), TraceRow::kCompute});
     const int64_t bytes_before = BytesSent(comm, host);
     ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t m) -> absl::StatusOr<Variable> {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
