@@ -41,6 +41,7 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
   if (unit.reduced) return absl::OkStatus();
   unit.reduced = true;
   CollectiveOptions opts = schedule_->Collective();
+  unit.reduce_issue_us = -1;  // issued untraced: no "issued" span
   if (trace_ != nullptr) {
     unit.reduce_issue_us = trace_->NowUs();  // before issuing (Note [Trace layout])
     trace_->AddSpan("backward " + unit.name, "compute", {world_.rank(), TraceRow::kCompute}, unit.backward_start_us,
@@ -104,13 +105,16 @@ absl::Status ShardedModel::CompleteReduction(ShardedUnit& unit) {
     const double now = trace_->NowUs();
     const std::string what = options_.ReplicatesGradients() ? "all-reduce " : "reduce-scatter ";
     trace_->AddSpan("wait " + what + u->name, "wait", {world_.rank(), TraceRow::kCompute}, wait_start, now);
-    trace_->AddSpan(what + u->name, "issued", {world_.rank(), TraceRow::kIssued}, u->reduce_issue_us, now);
+    if (u->reduce_issue_us >= 0) {
+      trace_->AddSpan(what + u->name, "issued", {world_.rank(), TraceRow::kIssued}, u->reduce_issue_us, now);
+    }
   }
   if (replica_group_->size() > 1) {
     // Second stage (Note [Replica all-reduces run beside backward]): started now,
     // finished when two more have started or at the end of backward.
     ZS_ASSIGN_OR_RETURN(Tensor mine, ReducedPart(*u));
     CollectiveOptions opts = schedule_->Collective();
+    u->replica_issue_us = -1;
     if (trace_ != nullptr) {
       u->replica_issue_us = trace_->NowUs();
       opts.trace_label = "replica all-reduce " + u->name;
@@ -151,8 +155,10 @@ absl::Status ShardedModel::CompleteReplicaReduction(ShardedUnit& unit) {
     const double now = trace_->NowUs();
     trace_->AddSpan("wait replica all-reduce " + u->name, "wait", {world_.rank(), TraceRow::kCompute}, wait_start,
                     now);
-    trace_->AddSpan("replica all-reduce " + u->name, "issued", {world_.rank(), TraceRow::kIssued},
-                    u->replica_issue_us, now);
+    if (u->replica_issue_us >= 0) {
+      trace_->AddSpan("replica all-reduce " + u->name, "issued", {world_.rank(), TraceRow::kIssued},
+                      u->replica_issue_us, now);
+    }
   }
   return AccumulateReduced(*u);
 }

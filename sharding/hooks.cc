@@ -67,11 +67,10 @@ absl::Status ShardedModel::StartGatherOne(ShardedUnit& unit) {
                   .full = unit.full,
                   .backward = (unit.owner != nullptr ? unit.owner : &unit)->backward_started,
                   .opts = schedule_->Collective()};
-  if (trace_ != nullptr) {
-    // Before issuing: the backend's span must start after it (Note [Trace layout]).
-    unit.gather_issue_us = trace_->NowUs();
-    call.opts.trace_label = "all-gather " + unit.name;
-  }
+  // Before issuing: the backend's span must start after it (Note [Trace
+  // layout]); -1: issued untraced, so no "issued" span when it is awaited.
+  unit.gather_issue_us = trace_ != nullptr ? trace_->NowUs() : -1;
+  if (trace_ != nullptr) call.opts.trace_label = "all-gather " + unit.name;
   ZS_ASSIGN_OR_RETURN(unit.gather_work, summoning_ ? comm_hook_->CommHook::AllGather(*shard_group_, call)
                                                    : comm_hook_->AllGather(*shard_group_, call));
   unit.state = ShardedUnit::State::kGathering;
@@ -95,8 +94,10 @@ absl::Status ShardedModel::AwaitGather(ShardedUnit& unit) {
     if (trace_ != nullptr) {
       const double now = trace_->NowUs();
       trace_->AddSpan("wait all-gather " + unit.name, "wait", {world_.rank(), TraceRow::kCompute}, wait_start, now);
-      trace_->AddSpan("all-gather " + unit.name, "issued", {world_.rank(), TraceRow::kIssued}, unit.gather_issue_us,
-                      now);
+      if (unit.gather_issue_us >= 0) {
+        trace_->AddSpan("all-gather " + unit.name, "issued", {world_.rank(), TraceRow::kIssued},
+                        unit.gather_issue_us, now);
+      }
     }
   }
   for (const FlatParamSlot& p : unit.flat.params()) {
@@ -120,7 +121,7 @@ absl::Status ShardedModel::ReshardOne(ShardedUnit& unit) {
     // Never free bytes a collective is writing: compute (which orders the free) waits first.
     ZS_RETURN_IF_ERROR(schedule_->Await(*unit.gather_work));
     unit.gather_work.reset();
-    if (trace_ != nullptr) {
+    if (trace_ != nullptr && unit.gather_issue_us >= 0) {
       trace_->AddSpan("all-gather " + unit.name, "issued", {world_.rank(), TraceRow::kIssued}, unit.gather_issue_us,
                       trace_->NowUs());
     }
