@@ -507,7 +507,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
     // Traced with this one, on a row of its own (Note [Communication spans]).
     (*child)->trace_family_ = trace_family_;
     (*child)->trace_tid_ = trace_family_->next_tid.fetch_add(1, std::memory_order_relaxed);
-    (*child)->trace_name_ = absl::StrCat("group of ", (*child)->size(), " ranks (split color ", color, ")");
+    (*child)->trace_name_ = absl::StrCat("group of ", (*child)->size(), " ranks (split #", desc.seq, " of row ",
+                                         trace_tid_, ", color ", color, ")");
   }
   return child;
 }

@@ -246,7 +246,8 @@ class Communicator {
   // changes is not recorded. Off, a collective pays an atomic load.
   void set_trace(TraceRecorder* trace, int pid);
   // The name of this communicator's row ("shard group (2 ranks)"); the
-  // default names the backend, the size and, for a split, the color.
+  // default: "world (N ranks)", or for a split "group of N ranks (split #seq
+  // of row <parent's row>, color c)".
   void set_trace_name(std::string name);
   // This communicator's row (its pid is the one set_trace gave).
   TraceRow trace_row() const;

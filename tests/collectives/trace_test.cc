@@ -5,6 +5,7 @@
 // ranks with separate recorders merged on rank 0.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -81,6 +82,21 @@ TEST(CommunicationSpansTest, LieBetweenIssueAndObservedCompletionOnARowPerCommun
   }
   const std::string path = ::testing::TempDir() + "/comm_spans.json";
   ZS_ASSERT_OK(trace.WriteJson(path));
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char buf[4096];
+  const std::string json(buf, std::fread(buf, 1, sizeof buf, f));
+  std::fclose(f);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(json.find(absl::StrCat(R"({"name": "thread_name", "ph": "M", "pid": )", r,
+                                     R"j(, "tid": 2, "args": {"name": "world (2 ranks)"}})j")),
+              std::string::npos)
+        << json;
+    EXPECT_NE(json.find(absl::StrCat(R"({"name": "thread_name", "ph": "M", "pid": )", r,
+                                     R"j(, "tid": 3, "args": {"name": "group of 2 ranks (split #1 of row 2, color 0)"}})j")),
+              std::string::npos)
+        << json;
+  }
 }
 
 // ================================================================ clock offsets
