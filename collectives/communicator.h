@@ -243,7 +243,7 @@ class Communicator {
   // set_trace applies to this communicator and to every communicator split
   // from the same root, before or after the call (a communication hook's
   // groups included); nullptr turns it off. A collective in flight when it
-  // changes is not recorded. Off, a collective pays an atomic load.
+  // changes is not recorded. Off, a collective pays three atomic loads.
   void set_trace(TraceRecorder* trace, int pid);
   // The name of this communicator's row ("shard group (2 ranks)"); the
   // default: "world (N ranks)", or for a split "group of N ranks (split #seq
