@@ -22,6 +22,13 @@ struct GraphTask {
 // Backward passes running on this thread (innermost last).
 thread_local std::vector<GraphTask*> graph_tasks;
 
+// SetBackwardOpTrace's recorder and row for this thread.
+struct OpTrace {
+  TraceRecorder* trace = nullptr;
+  TraceRow row;
+};
+thread_local OpTrace op_trace;
+
 struct ReadyOrder {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
@@ -86,7 +93,11 @@ absl::Status RunGraph(const std::vector<Edge>& root_edges, const std::vector<Ten
     for (const Tensor& g : grads) any = any || g.defined();
     std::vector<Tensor> input_grads;
     if (any) {
+      TraceRecorder* const trace =
+          op_trace.trace != nullptr && dynamic_cast<AccumulateGrad*>(node) == nullptr ? op_trace.trace : nullptr;
+      const double op_start = trace != nullptr ? trace->NowUs() : 0;
       absl::StatusOr<std::vector<Tensor>> r = node->Apply(std::move(grads));
+      if (trace != nullptr) trace->AddSpan(std::string(node->name()), "op", op_trace.row, op_start, trace->NowUs());
       if (!r.ok()) {
         return absl::Status(r.status().code(),
                             absl::StrCat("backward of ", node->name(), ": ", r.status().message()));
@@ -177,5 +188,7 @@ absl::Status QueueCallback(std::function<absl::Status()> fn) {
 }
 
 bool InBackward() { return !graph_tasks.empty(); }
+
+void SetBackwardOpTrace(TraceRecorder* trace, TraceRow row) { op_trace = OpTrace{trace, row}; }
 
 }  // namespace zeroshard::autograd

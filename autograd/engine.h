@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "zeroshard/autograd/variable.h"
+#include "zeroshard/runtime/trace.h"
 
 namespace zeroshard::autograd {
 
@@ -45,6 +46,13 @@ absl::Status Backward(const Variable& root, const BackwardOptions& options = {})
 absl::Status QueueCallback(std::function<absl::Status()> fn);
 // True while this thread runs a backward pass.
 bool InBackward();
+
+// Records each backward op this thread runs (a node's Apply) as a span named
+// after the node, category "op", on `row` of `trace` (Note [Trace layout] in
+// runtime/trace.h); nullptr: off, the default (a node then pays one
+// thread-local load). Leaf accumulators are left out: their post-accumulate
+// hooks issue and wait for collectives, which have spans of their own.
+void SetBackwardOpTrace(TraceRecorder* trace, TraceRow row);
 
 }  // namespace zeroshard::autograd
 

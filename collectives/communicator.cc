@@ -1,5 +1,6 @@
 #include "zeroshard/collectives/communicator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,7 +53,8 @@ Communicator::Communicator(int rank, int size, Device device, CommunicatorOption
       device_(device),
       options_(std::move(options)),
       world_rank_(rank),
-      trace_(options_.trace_capacity) {}
+      trace_(options_.trace_capacity),
+      trace_tid_(trace_family_->next_tid.fetch_add(1, std::memory_order_relaxed)) {}
 
 Communicator::~Communicator() { StopWatchdog(); }
 
@@ -98,9 +100,11 @@ void Communicator::Abort(const absl::Status& reason) {
 
 void Communicator::MarkRunning(const CollectiveDesc& desc) {
   trace_.SetState(desc.seq, CollectiveState::kRunning);
+  if (open_spans_count_.load(std::memory_order_acquire) > 0) SpanRunning(desc.seq);
 }
 
 absl::Status Communicator::MarkDone(const CollectiveDesc& desc, absl::Status status) {
+  if (open_spans_count_.load(std::memory_order_acquire) > 0) CloseSpan(desc, status);
   if (status.ok()) {
     trace_.SetState(desc.seq, CollectiveState::kCompleted);
     return status;
@@ -117,6 +121,93 @@ absl::Status Communicator::MarkDone(const CollectiveDesc& desc, absl::Status sta
     Log(LogLevel::kError, "collectives", status.ToString(), RecentCollectives());
   }
   return status;
+}
+
+namespace {
+int64_t RingBytesSent(const CollectiveDesc& desc, int size);
+}  // namespace
+
+// ================================================================ tracing
+
+void Communicator::set_trace(TraceRecorder* trace, int pid) {
+  trace_family_->pid.store(pid, std::memory_order_relaxed);
+  trace_family_->trace.store(trace, std::memory_order_release);
+}
+
+void Communicator::set_trace_name(std::string name) {
+  std::lock_guard<std::mutex> lock(spans_mu_);
+  trace_name_ = std::move(name);
+  trace_named_in_ = nullptr;  // named again at the next span
+}
+
+TraceRow Communicator::trace_row() const {
+  return TraceRow{trace_family_->pid.load(std::memory_order_relaxed), trace_tid_};
+}
+
+namespace {
+// Spans opened but never closed (a launch that failed before the backend saw
+// it) are dropped beyond this many.
+constexpr size_t kMaxOpenSpans = 4096;
+}  // namespace
+
+void Communicator::OpenSpan(const CollectiveDesc& desc, const std::string& label) {
+  TraceRecorder* trace = trace_family_->trace.load(std::memory_order_acquire);
+  if (trace == nullptr) return;
+  std::lock_guard<std::mutex> lock(spans_mu_);
+  if (open_spans_.size() >= kMaxOpenSpans) open_spans_.erase(open_spans_.begin());
+  open_spans_.push_back(OpenedSpan{.seq = desc.seq,
+                                   .label = label.empty() ? std::string(CollectiveOpName(desc.op)) : label,
+                                   .issued_us = trace->NowUs(),
+                                   .trace = trace});
+  open_spans_count_.store(static_cast<int>(open_spans_.size()), std::memory_order_release);
+}
+
+void Communicator::SpanRunning(int64_t seq) {
+  std::lock_guard<std::mutex> lock(spans_mu_);
+  for (OpenedSpan& s : open_spans_) {
+    if (s.seq == seq) {
+      s.start_us = s.trace->NowUs();
+      return;
+    }
+  }
+}
+
+void Communicator::DropSpan(int64_t seq) {
+  if (open_spans_count_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lock(spans_mu_);
+  std::erase_if(open_spans_, [seq](const OpenedSpan& s) { return s.seq == seq; });
+  open_spans_count_.store(static_cast<int>(open_spans_.size()), std::memory_order_release);
+}
+
+void Communicator::CloseSpan(const CollectiveDesc& desc, const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(spans_mu_);
+  auto it = std::find_if(open_spans_.begin(), open_spans_.end(),
+                         [&](const OpenedSpan& s) { return s.seq == desc.seq; });
+  if (it == open_spans_.end()) return;
+  OpenedSpan span = std::move(*it);
+  open_spans_.erase(it);
+  open_spans_count_.store(static_cast<int>(open_spans_.size()), std::memory_order_release);
+  // Recorded only if still traced into the same recorder, and started.
+  if (span.start_us < 0 || trace_family_->trace.load(std::memory_order_acquire) != span.trace) return;
+  const double end_us = span.trace->NowUs();
+  const TraceRow row = trace_row();
+  if (trace_named_in_ != span.trace) {
+    span.trace->NameRow(row, trace_name_.empty() ? absl::StrCat("world (", size_, " ranks)") : trace_name_);
+    trace_named_in_ = span.trace;
+  }
+  std::string args = absl::StrFormat(
+      "\"op\": \"%s\", \"seq\": %d, \"dtype\": \"%s\", \"count\": %d, \"bytes\": %d, \"issued_us\": %.3f",
+      CollectiveOpName(desc.op), desc.seq, DTypeName(desc.dtype), desc.count, RingBytesSent(desc, size_),
+      span.issued_us);
+  if (!status.ok()) {
+    std::string message(status.message().substr(0, status.message().find('\n')));
+    for (char& c : message) {
+      if (c == '"' || c == '\\') c = '\'';
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    }
+    absl::StrAppend(&args, ", \"status\": \"", absl::StatusCodeToString(status.code()), ": ", message, "\"");
+  }
+  span.trace->AddSpan(std::move(span.label), "comm", row, span.start_us, end_us, std::move(args));
 }
 
 // ================================================================ issuing
@@ -275,6 +366,7 @@ absl::StatusOr<CollectiveCall> Communicator::Prepare(CollectiveOp op, const Tens
   }
   if (args.ok()) {
     trace_.Issued(call.desc);
+    OpenSpan(call.desc, opts.trace_label);
     bytes_sent_->fetch_add(RingBytesSent(call.desc, size_), std::memory_order_relaxed);
     return call;
   }
@@ -302,7 +394,10 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(CollectiveOp op, const
   const int64_t seq = call.desc.seq;
   absl::StatusOr<std::shared_ptr<Work>> work = Launch(std::move(call));
   // Not started: the ring must not show it in progress (the watchdog reads it).
-  if (!work.ok()) trace_.Finish(seq, CollectiveState::kFailed, work.status().message());
+  if (!work.ok()) {
+    trace_.Finish(seq, CollectiveState::kFailed, work.status().message());
+    DropSpan(seq);
+  }
   return work;
 }
 
@@ -315,7 +410,10 @@ absl::Status Communicator::IssueBlocking(CollectiveOp op, const Tensor& input,
   absl::Status status = RunBlocking(std::move(call));
   // Backends record the outcome; an error before they could (a failed launch)
   // must not leave the collective "in progress" in the ring.
-  if (!status.ok()) trace_.Finish(seq, CollectiveState::kFailed, status.message());
+  if (!status.ok()) {
+    trace_.Finish(seq, CollectiveState::kFailed, status.message());
+    DropSpan(seq);
+  }
   return status;
 }
 
@@ -406,6 +504,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   } else if (*child != nullptr) {
     (*child)->world_rank_ = world_rank_;  // its flight record goes with this rank's
     (*child)->bytes_sent_ = bytes_sent_;  // its traffic counts as this rank's
+    // Traced with this one, on a row of its own (Note [Communication spans]).
+    (*child)->trace_family_ = trace_family_;
+    (*child)->trace_tid_ = trace_family_->next_tid.fetch_add(1, std::memory_order_relaxed);
+    (*child)->trace_name_ = absl::StrCat("group of ", (*child)->size(), " ranks (split #", desc.seq, " of row ",
+                                         trace_tid_, ", color ", color, ")");
   }
   return child;
 }

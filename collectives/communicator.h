@@ -101,6 +101,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -117,6 +118,7 @@
 #include "zeroshard/runtime/device.h"
 #include "zeroshard/runtime/stream.h"
 #include "zeroshard/runtime/tensor.h"
+#include "zeroshard/runtime/trace.h"
 #include "zeroshard/runtime/watchdog.h"
 
 namespace zeroshard {
@@ -146,6 +148,11 @@ struct CollectiveOptions {
   // orders later work after it. nullptr: only the communicator's stream.
   // Host backends ignore it.
   const Stream* stream = nullptr;
+  // The name of the collective's span while the communicator is traced
+  // (set_trace), e.g. "all-gather transformer.h.1"; "" names it by its op.
+  // Communication hooks pass their call's options on, so every collective a
+  // hook issues for a unit carries the unit's label.
+  std::string trace_label;
 };
 
 // One collective as the base class hands it to a backend: validated
@@ -219,6 +226,31 @@ class Communicator {
   // them one by one; the calls are accepted everywhere.
   virtual absl::Status GroupStart() { return absl::OkStatus(); }
   virtual absl::Status GroupEnd() { return absl::OkStatus(); }
+
+  // ------------------------------------------------------------ tracing
+  // Note [Communication spans]
+  //   While traced, each collective issued with valid arguments becomes one
+  //   span on `trace` (category "comm", named by CollectiveOptions::trace_label
+  //   or its op) from the backend's own start (MarkRunning: this rank arrived
+  //   and moves data or waits for its peers) to its end (MarkDone), on a row
+  //   of its own per communicator in process `pid` (Note [Trace layout] in
+  //   runtime/trace.h). Its args: op, seq, dtype, count, bytes (Note [Bytes
+  //   sent]), issued_us (when the base class accepted it) and, on an error,
+  //   status. The span lies inside [issue, observed completion]: a backend
+  //   marks done before it completes the Work. For the host backends the
+  //   times are the transfer's; NCCL marks on the host around the launch and
+  //   at the next poll (GPU-side times would need CUDA events; not recorded).
+  // set_trace applies to this communicator and to every communicator split
+  // from the same root, before or after the call (a communication hook's
+  // groups included); nullptr turns it off. A collective in flight when it
+  // changes is not recorded. Off, a collective pays three atomic loads.
+  void set_trace(TraceRecorder* trace, int pid);
+  // The name of this communicator's row ("shard group (2 ranks)"); the
+  // default: "world (N ranks)", or for a split "group of N ranks (split #seq
+  // of row <parent's row>, color c)".
+  void set_trace_name(std::string name);
+  // This communicator's row (its pid is the one set_trace gave).
+  TraceRow trace_row() const;
 
   // ------------------------------------------------------------ diagnostics
   // The ring of recent collectives, as printed on errors.
@@ -295,6 +327,13 @@ class Communicator {
   absl::Status IssueBlocking(CollectiveOp op, const Tensor& input, const Tensor& output,
                              ReduceOp reduce_op, int root, const CollectiveOptions& opts);
 
+  // Note [Communication spans]: called at issue, MarkRunning and MarkDone.
+  void OpenSpan(const CollectiveDesc& desc, const std::string& label);
+  void SpanRunning(int64_t seq);
+  void CloseSpan(const CollectiveDesc& desc, const absl::Status& status);
+  // A collective the backend never saw (its launch failed): no span.
+  void DropSpan(int64_t seq);
+
   const int rank_;
   const int size_;
   const Device device_;
@@ -308,6 +347,26 @@ class Communicator {
   std::atomic<bool> aborted_{false};
   // Shared with the communicators split from this one.
   std::shared_ptr<std::atomic<int64_t>> bytes_sent_ = std::make_shared<std::atomic<int64_t>>(0);
+  // Tracing (Note [Communication spans]): shared with the communicators split
+  // from the same root; this communicator's row in it.
+  struct TraceFamily {
+    std::atomic<TraceRecorder*> trace{nullptr};
+    std::atomic<int> pid{0};
+    std::atomic<int> next_tid{TraceRow::kFirstStream};
+  };
+  struct OpenedSpan {
+    int64_t seq = 0;
+    std::string label;
+    double issued_us = 0, start_us = -1;
+    TraceRecorder* trace = nullptr;
+  };
+  std::shared_ptr<TraceFamily> trace_family_ = std::make_shared<TraceFamily>();
+  int trace_tid_;
+  std::atomic<int> open_spans_count_{0};
+  mutable std::mutex spans_mu_;  // guards the three below (std::mutex: Note [std::mutex on the collective path])
+  std::vector<OpenedSpan> open_spans_;
+  std::string trace_name_;
+  TraceRecorder* trace_named_in_ = nullptr;  // the recorder that has this row's name
 };
 
 }  // namespace zeroshard

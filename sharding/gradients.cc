@@ -61,10 +61,13 @@ bool ShardedModel::GradientsLandInShard(const ShardedUnit& unit) const {
 absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
   if (unit.reduced) return absl::OkStatus();
   unit.reduced = true;
+  CollectiveOptions opts = schedule_->Collective();
+  unit.reduce_issue_us = -1;  // issued untraced: no "issued" span
   if (trace_ != nullptr) {
-    unit.reduce_issue_us = trace_->NowUs();
-    trace_->AddSpan("backward " + unit.name, "compute", 2 * world_.rank(), unit.backward_start_us,
+    unit.reduce_issue_us = trace_->NowUs();  // before issuing (Note [Trace layout])
+    trace_->AddSpan("backward " + unit.name, "compute", {world_.rank(), TraceRow::kCompute}, unit.backward_start_us,
                     unit.reduce_issue_us);
+    opts.trace_label = (options_.ReplicatesGradients() ? "all-reduce " : "reduce-scatter ") + unit.name;
   }
   if (sync_gradients_ && !unit.frozen() && unit.full_grad.raw_data() == GradStorage(unit).raw_data()) {
     // Note [Gradients that land in their shard]: nothing to reduce or add.
@@ -74,8 +77,8 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
   } else if (sync_gradients_ && !unit.frozen() && options_.ReplicatesGradients()) {
     // Note [Replicated gradients]: every rank gets the whole averaged gradient.
     unit.reduce_scatter_numel += unit.full_grad.numel();
-    ZS_ASSIGN_OR_RETURN(unit.reduce_work, shard_group_->AllReduceAsync(unit.full_grad, unit.full_grad, ReduceOp::kAvg,
-                                                                       schedule_->Collective()));
+    ZS_ASSIGN_OR_RETURN(unit.reduce_work,
+                        shard_group_->AllReduceAsync(unit.full_grad, unit.full_grad, ReduceOp::kAvg, opts));
     reduce_order_.push_back(&unit);
   } else if (sync_gradients_ && !unit.frozen()) {
     unit.reduce_scatter_numel += unit.full_grad.numel();
@@ -87,7 +90,7 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
                                                                             .full_grad = unit.full_grad,
                                                                             .mine = mine,
                                                                             .op = ReduceOp::kAvg,
-                                                                            .opts = schedule_->Collective()}));
+                                                                            .opts = opts}));
     reduce_order_.push_back(&unit);
   }
   // Note [Unsharded gradients are freed as their reductions finish]
@@ -127,16 +130,22 @@ absl::Status ShardedModel::CompleteReduction(ShardedUnit& unit) {
   if (trace_ != nullptr) {
     const double now = trace_->NowUs();
     const std::string what = options_.ReplicatesGradients() ? "all-reduce " : "reduce-scatter ";
-    trace_->AddSpan("wait " + what + u->name, "wait", 2 * world_.rank(), wait_start, now);
-    trace_->AddSpan(what + u->name, "comm", 2 * world_.rank() + 1, u->reduce_issue_us, now);
+    trace_->AddSpan("wait " + what + u->name, "wait", {world_.rank(), TraceRow::kCompute}, wait_start, now);
+    if (u->reduce_issue_us >= 0) {
+      trace_->AddSpan(what + u->name, "issued", {world_.rank(), TraceRow::kIssued}, u->reduce_issue_us, now);
+    }
   }
   if (replica_group_->size() > 1) {
     // Second stage (Note [Replica all-reduces run beside backward]): started now,
     // finished when two more have started or at the end of backward.
     ZS_ASSIGN_OR_RETURN(Tensor mine, ReducedPart(*u));
-    u->replica_issue_us = trace_ ? trace_->NowUs() : 0;
-    ZS_ASSIGN_OR_RETURN(u->replica_work,
-                        replica_group_->AllReduceAsync(mine, mine, ReduceOp::kAvg, schedule_->Collective()));
+    CollectiveOptions opts = schedule_->Collective();
+    u->replica_issue_us = -1;
+    if (trace_ != nullptr) {
+      u->replica_issue_us = trace_->NowUs();
+      opts.trace_label = "replica all-reduce " + u->name;
+    }
+    ZS_ASSIGN_OR_RETURN(u->replica_work, replica_group_->AllReduceAsync(mine, mine, ReduceOp::kAvg, opts));
     replica_order_.push_back(u);
     while (replica_order_.size() > kReductionsInFlight) {
       ZS_RETURN_IF_ERROR(CompleteReplicaReduction(*replica_order_.front()));
@@ -170,8 +179,12 @@ absl::Status ShardedModel::CompleteReplicaReduction(ShardedUnit& unit) {
   u->replica_work.reset();
   if (trace_ != nullptr) {
     const double now = trace_->NowUs();
-    trace_->AddSpan("wait replica all-reduce " + u->name, "wait", 2 * world_.rank(), wait_start, now);
-    trace_->AddSpan("replica all-reduce " + u->name, "comm", 2 * world_.rank() + 1, u->replica_issue_us, now);
+    trace_->AddSpan("wait replica all-reduce " + u->name, "wait", {world_.rank(), TraceRow::kCompute}, wait_start,
+                    now);
+    if (u->replica_issue_us >= 0) {
+      trace_->AddSpan("replica all-reduce " + u->name, "issued", {world_.rank(), TraceRow::kIssued},
+                      u->replica_issue_us, now);
+    }
   }
   return AccumulateReduced(*u);
 }
@@ -271,11 +284,13 @@ absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_t
   // The shard group holds the whole gradient between its ranks (replicas hold copies).
   ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Full({1}, local, DType::kF32, CommAllocator()));
   const double norm_start = trace_ ? trace_->NowUs() : 0;
-  ZS_RETURN_IF_ERROR(shard_group_->AllReduce(t, inf ? ReduceOp::kMax : ReduceOp::kSum));
+  CollectiveOptions norm_opts;
+  if (trace_ != nullptr) norm_opts.trace_label = "grad-norm all-reduce";
+  ZS_RETURN_IF_ERROR(shard_group_->AllReduce(t, inf ? ReduceOp::kMax : ReduceOp::kSum, norm_opts));
   if (trace_ != nullptr) {
     const double now = trace_->NowUs();
-    trace_->AddSpan("wait grad-norm all-reduce", "wait", 2 * world_.rank(), norm_start, now);
-    trace_->AddSpan("grad-norm all-reduce", "comm", 2 * world_.rank() + 1, norm_start, now);
+    trace_->AddSpan("wait grad-norm all-reduce", "wait", {world_.rank(), TraceRow::kCompute}, norm_start, now);
+    trace_->AddSpan("grad-norm all-reduce", "issued", {world_.rank(), TraceRow::kIssued}, norm_start, now);
   }
   ZS_ASSIGN_OR_RETURN(double total, t.Item());
   const double norm = inf ? total : std::sqrt(total);

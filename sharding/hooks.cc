@@ -62,14 +62,17 @@ absl::Status ShardedModel::StartGatherOne(ShardedUnit& unit) {
       WithShard(unit, /*write=*/false, [&](const Tensor& shard) { return schedule_->Copy(mine, shard); }));
   // Through the communication hook (comm_hook.h); inside SummonFullParams
   // the plain all-gather (the base class's), whatever the hook.
-  const GatherCall call{.unit = unit.index,
-                        .mine = mine,
-                        .full = unit.full,
-                        .backward = autograd::InBackward(),  // backward's gathers, prefetches included
-                        .opts = schedule_->Collective()};
+  GatherCall call{.unit = unit.index,
+                  .mine = mine,
+                  .full = unit.full,
+                  .backward = autograd::InBackward(),  // backward's gathers, prefetches included
+                  .opts = schedule_->Collective()};
+  // Before issuing: the backend's span must start after it (Note [Trace
+  // layout]); -1: issued untraced, so no "issued" span when it is awaited.
+  unit.gather_issue_us = trace_ != nullptr ? trace_->NowUs() : -1;
+  if (trace_ != nullptr) call.opts.trace_label = "all-gather " + unit.name;
   ZS_ASSIGN_OR_RETURN(unit.gather_work, summoning_ ? comm_hook_->CommHook::AllGather(*shard_group_, call)
                                                    : comm_hook_->AllGather(*shard_group_, call));
-  if (trace_ != nullptr) unit.gather_issue_us = trace_->NowUs();
   unit.state = ShardedUnit::State::kGathering;
   ++unit.gathers;
   return absl::OkStatus();
@@ -90,8 +93,11 @@ absl::Status ShardedModel::AwaitGather(ShardedUnit& unit) {
     unit.state = ShardedUnit::State::kGathered;
     if (trace_ != nullptr) {
       const double now = trace_->NowUs();
-      trace_->AddSpan("wait all-gather " + unit.name, "wait", 2 * world_.rank(), wait_start, now);
-      trace_->AddSpan("all-gather " + unit.name, "comm", 2 * world_.rank() + 1, unit.gather_issue_us, now);
+      trace_->AddSpan("wait all-gather " + unit.name, "wait", {world_.rank(), TraceRow::kCompute}, wait_start, now);
+      if (unit.gather_issue_us >= 0) {
+        trace_->AddSpan("all-gather " + unit.name, "issued", {world_.rank(), TraceRow::kIssued},
+                        unit.gather_issue_us, now);
+      }
     }
   }
   for (const FlatParamSlot& p : unit.flat.params()) {
@@ -115,6 +121,10 @@ absl::Status ShardedModel::ReshardOne(ShardedUnit& unit) {
     // Never free bytes a collective is writing: compute (which orders the free) waits first.
     ZS_RETURN_IF_ERROR(schedule_->Await(*unit.gather_work));
     unit.gather_work.reset();
+    if (trace_ != nullptr && unit.gather_issue_us >= 0) {
+      trace_->AddSpan("all-gather " + unit.name, "issued", {world_.rank(), TraceRow::kIssued}, unit.gather_issue_us,
+                      trace_->NowUs());
+    }
   }
   for (const FlatParamSlot& p : unit.flat.params()) {
     ZS_RETURN_IF_ERROR(p.var.set_value(Tensor()));
@@ -214,7 +224,8 @@ absl::Status ShardedModel::OnPostForward(ShardedUnit& unit, std::vector<Variable
   }
   if (unit.is_root) in_forward_ = false;
   if (trace_ != nullptr) {
-    trace_->AddSpan("forward " + unit.name, "compute", 2 * world_.rank(), unit.forward_start_us, trace_->NowUs());
+    trace_->AddSpan("forward " + unit.name, "compute", {world_.rank(), TraceRow::kCompute}, unit.forward_start_us,
+                    trace_->NowUs());
   }
   // Without a backward to come (evaluation), nothing needs the gathered bytes.
   if (!backward_follows || (!unit.is_root && options_.ReshardAfterForward())) {

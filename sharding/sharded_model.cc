@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "zeroshard/autograd/engine.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
@@ -54,9 +55,18 @@ bool ShardedModel::Aliased(const ShardedUnit& u, const ShardingOptions& o) {
 
 void ShardedModel::set_trace(TraceRecorder* trace) {
   trace_ = trace;
+  const int pid = world_.rank();
+  // The communicators' own spans: world, shard and replica groups and the
+  // communication hook's groups are one family (Note [Communication spans]).
+  world_.set_trace(trace, pid);
+  autograd::SetBackwardOpTrace(trace, {pid, TraceRow::kCompute});
   if (trace_ != nullptr) {
-    trace_->NameThread(2 * world_.rank(), absl::StrCat("rank ", world_.rank(), " compute"));
-    trace_->NameThread(2 * world_.rank() + 1, absl::StrCat("rank ", world_.rank(), " comm"));
+    trace_->NameProcess(pid, absl::StrCat("rank ", pid));
+    trace_->NameRow({pid, TraceRow::kCompute}, "compute");
+    trace_->NameRow({pid, TraceRow::kIssued}, "issued (issue to observed completion)");
+    world_.set_trace_name(absl::StrCat("world (", world_.size(), " ranks)"));
+    shard_group_->set_trace_name(absl::StrCat("shard group (", shard_group_->size(), " ranks)"));
+    replica_group_->set_trace_name(absl::StrCat("replica group (", replica_group_->size(), " ranks)"));
   }
 }
 

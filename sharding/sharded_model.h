@@ -331,9 +331,11 @@ class ShardedModel {
   // the end of every backward through an engine callback; public for tests).
   absl::Status FinishBackward();
 
-  // Records this rank's spans into `trace` (nullptr: off): row 2r holds
-  // compute (forward and backward per unit, waits), row 2r+1 communication
-  // (from issuing a collective to observing its completion).
+  // Records this rank's spans into `trace` (nullptr: off) in process `rank`
+  // (Note [Trace layout] in runtime/trace.h): compute (forward and backward
+  // per unit, backward ops, waits), each collective from issue to observed
+  // completion, and each communicator's collectives as the backend ran them.
+  // Backward ops are recorded for passes on the calling thread.
   void set_trace(TraceRecorder* trace);
 
   // Where each tied parameter lives (Note [Tied parameters]).

@@ -30,6 +30,7 @@
 #include "zeroshard/train/tensorboard.h"
 #include "zeroshard/train/progress.h"
 #include "zeroshard/train/train_step.h"
+#include "zeroshard/collectives/trace_merge.h"
 #include "zeroshard/data/token_data.h"
 #include "zeroshard/data/tokenizer.h"
 #include "zeroshard/runtime/figures.h"
@@ -384,13 +385,19 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   const double flops_per_token = gpt->TrainFlopsPerToken(o.model.block_size);
   const double start = Now();
   double window_start = start;
-  // Tracing: in-process ranks record into the caller's shared recorder (rank
-  // 0 writes the file); an MPI rank records and writes its own.
+  // Tracing, one file with a process per rank (Note [Merged traces] in
+  // collectives/trace_merge.h): in-process ranks record into the caller's
+  // shared recorder, on one clock; a rank of its own process records into its
+  // own, its clock's offset to rank 0's measured here, and rank 0 merges them.
   std::unique_ptr<TraceRecorder> own_trace;
   TraceRecorder* trace = o.shared_trace;
+  ClockOffset clock_offset;
   if (!o.trace.empty() && trace == nullptr) {
     own_trace = std::make_unique<TraceRecorder>();
     trace = own_trace.get();
+    if (host.size() > 1) {
+      ZS_ASSIGN_OR_RETURN(clock_offset, MeasureClockOffset(host, *own_trace));
+    }
   }
   // metrics.csv (per-step time and every rank's per-step peak memory) and
   // TensorBoard (a step's row as scalars: train/*, val/loss when evaluated,
@@ -411,7 +418,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     const double step_start = Now();
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nullptr);
-    ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step", 2 * comm.rank());
+    ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step",
+                         {comm.rank(), TraceRow::kCompute});
     const int64_t bytes_before = BytesSent(comm, host);
     ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t m) -> absl::StatusOr<Variable> {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
@@ -481,13 +489,21 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (o.shared_trace != nullptr) {
       ZS_RETURN_IF_ERROR(host.Barrier());  // every rank's spans are in before rank 0 writes
       if (lead) {
+        o.shared_trace->SetOtherData("clock_alignment", "{\"method\": \"one clock (in-process ranks)\"}");
         ZS_RETURN_IF_ERROR(o.shared_trace->WriteJson(o.trace));
       }
-      log.Line(absl::StrCat("trace: ", o.trace, " (", o.shared_trace->size(), " spans)\n"));
+      log.Line(absl::StrCat("trace: ", o.trace, " (", o.shared_trace->size(), " spans, ", comm.size(),
+                            " in-process ranks on one clock)\n"));
     } else {
-      const std::string path = comm.size() > 1 ? absl::StrCat(o.trace, ".rank", comm.rank()) : o.trace;
-      ZS_RETURN_IF_ERROR(own_trace->WriteJson(path));
-      log.Line(absl::StrCat("trace: ", path, " (one file per rank)\n"));
+      if (host.size() > 1) ZS_RETURN_IF_ERROR(GatherTrace(host, *own_trace, clock_offset));
+      if (lead) {
+        ZS_RETURN_IF_ERROR(own_trace->WriteJson(o.trace));
+        log.Line(absl::StrCat("trace: ", o.trace, " (", own_trace->size(), " spans of ", host.size(),
+                              " ranks, merged by rank 0)\n"));
+      } else {
+        log.Line(absl::StrFormat("trace: spans sent to rank 0 (clock offset %.1f us, within %.1f us)\n",
+                                 clock_offset.offset_us, clock_offset.bound_us));
+      }
     }
   }
   ZS_RETURN_IF_ERROR(saver.Finish());

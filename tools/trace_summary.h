@@ -1,0 +1,93 @@
+// trace_summary: exposed communication per step and per unit from a Chrome
+// trace (the job's --trace, zs_simulate's --trace, or any trace with complete
+// "X" events), by interval arithmetic on each rank's spans.
+//
+//   tools/trace_summary trace.json
+//
+//   ZS_ASSIGN_OR_RETURN(TraceSummary s, SummarizeTraceFile("trace.json"));
+//   std::printf("%s", FormatSummary(s).c_str());   // ends "exposed_comm_fraction 0.213000"
+//
+// Note [Exposed communication]
+//   A rank is a process (pid; Note [Trace layout] in runtime/trace.h). Each of
+//   its complete events is, by category then name:
+//     step     cat "step", or a name starting "ProfilerStep#" (PyTorch): the windows
+//     wait     cat "wait": the rank blocked on a collective
+//     ignored  cat "issued" (the sharding runtime's issue-to-completion view)
+//     comm     cat "comm", a category containing "comm" or "nccl", or a name
+//              containing "nccl" (any case)
+//     compute  everything else (compute, op, copy, PyTorch's kernels and ops)
+//   busy    = union(compute) - union(wait): compute spans enclose the waits
+//             inside them (a unit's forward includes waiting for its gather)
+//   comm    = union(comm)
+//   exposed = comm - busy: communication the rank's compute did not hide
+//   idle    = window - (busy + comm)
+//   each measured inside every step window (no step span on a rank: one
+//   window from its first event's start to its last event's end).
+//   Units are named by compute spans "forward <unit>" and "backward <unit>";
+//   a unit's compute is the busy time whose innermost unit span is its (the
+//   root unit's spans enclose the others'); its comm and exposed are those of
+//   the comm spans whose name ends with " <unit>" ("all-gather <unit>"). Two
+//   units' collectives in flight at once count for both, so the per-unit
+//   figures may add up to more than the rank's.
+//   exposed_comm_fraction = sum over ranks of exposed / sum over ranks of
+//   the windows' length.
+#ifndef ZEROSHARD_TOOLS_TRACE_SUMMARY_H_
+#define ZEROSHARD_TOOLS_TRACE_SUMMARY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace zeroshard::tools {
+
+// Sorted, disjoint, non-empty [lo, hi) intervals (microseconds).
+struct Interval {
+  double lo = 0, hi = 0;
+};
+using Intervals = std::vector<Interval>;
+
+Intervals Union(std::vector<Interval> spans);
+Intervals Subtract(const Intervals& a, const Intervals& b);
+Intervals Intersect(const Intervals& a, const Intervals& b);
+double Length(const Intervals& a);
+
+struct WindowFigures {
+  std::string name;
+  double start_us = 0, dur_us = 0;
+  double compute_us = 0, comm_us = 0, exposed_us = 0, idle_us = 0;
+};
+
+struct UnitFigures {
+  std::string unit;
+  double compute_us = 0, comm_us = 0, exposed_us = 0;
+};
+
+struct RankSummary {
+  std::string pid;   // as the trace writes it
+  std::string name;  // its process_name, or ""
+  std::vector<WindowFigures> steps;
+  WindowFigures total;               // the steps together
+  std::vector<UnitFigures> units;    // in the order their first span starts; "(no unit)" last
+};
+
+struct TraceSummary {
+  int events = 0;  // complete events read
+  std::vector<RankSummary> ranks;
+  double exposed_us = 0, window_us = 0;
+  double exposed_comm_fraction = 0;
+};
+
+// `json_text`: {"traceEvents": [...]} or a bare array of events.
+// InvalidArgument saying what was expected and what was found.
+absl::StatusOr<TraceSummary> SummarizeTrace(absl::string_view json_text);
+absl::StatusOr<TraceSummary> SummarizeTraceFile(const std::string& path);
+
+// Per rank a table of steps and one of units (milliseconds), then the line
+// "exposed_comm_fraction <x>".
+std::string FormatSummary(const TraceSummary& summary);
+
+}  // namespace zeroshard::tools
+
+#endif  // ZEROSHARD_TOOLS_TRACE_SUMMARY_H_

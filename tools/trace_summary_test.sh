@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# trace_summary on hand-written traces (tools/trace_summary_testdata). The expected
+# figures follow from Note [Exposed communication] (tools/trace_summary.h) by hand;
+# times in the files are whole microseconds, printed in ms with 3 decimals, so every
+# figure is exact.
+#   bazel test //tools:trace_summary_test
+set -uo pipefail
+tool="$1"
+d=tools/trace_summary_testdata
+failures=0
+
+# expect_output FILE EXPECTED: exit 0 and exactly EXPECTED on stdout.
+expect_output() {
+  local out got
+  out=$("$tool" "$d/$1" 2>&1); got=$?
+  if [[ "$got" != 0 || "$out" != "$2" ]]; then
+    echo "FAIL: trace_summary $1: exit $got; output:"; echo "$out"
+    echo "expected:"; echo "$2"
+    diff <(echo "$out") <(echo "$2")
+    failures=$((failures + 1))
+  fi
+}
+# expect_error FILE PATTERN: exit 2 and PATTERN in the message.
+expect_error() {
+  local out got
+  out=$("$tool" "$d/$1" 2>&1); got=$?
+  if [[ "$got" != 2 ]] || ! grep -Fq -- "$2" <<<"$out"; then
+    echo "FAIL: trace_summary $1: exit $got (expected 2), output lacks '$2':"; echo "$out"
+    failures=$((failures + 1))
+  fi
+}
+
+# overlaps.json, rank 0 (microseconds):
+#   compute: forward <root> [0,500] > forward a [100,400] > wait [100,200];
+#            backward a [600,900] > op MatMul [650,700]; forward a [1000,1300]; Adam [1700,1800]
+#   busy = compute - wait = [0,100] [200,500] [600,900] [1000,1300] [1700,1800]
+#   comm = all-gather a [50,250], reduce-scatter a [850,1100], all-gather a [1200,1400],
+#          AllReduce [1500,1600], all-gather a [2100,2200] (after the last step: not counted);
+#          the "issued" span [40,260] is not communication
+#   exposed = comm - busy = [100,200] [900,1000] [1300,1400] [1500,1600] (+ [2100,2200])
+#   step 1 [0,1000]:   compute 100+300+300 = 700, comm 200+150 = 350, exposed 100+100 = 200,
+#                      idle = 1000 - |[0,500] [600,1000]| = 100
+#   step 2 [1000,2000]: compute 300+100 = 400, comm 100+200+100 = 400, exposed 100+100 = 200,
+#                      idle = 1000 - |[1000,1400] [1500,1600] [1700,1800]| = 400
+#   units: innermost unit span owns busy time: <root> [0,100] [400,500] = 200;
+#          a [200,400] [600,900] [1000,1300] = 800 (Adam is in no unit);
+#          a's comm (names ending " a") in the steps = 200+250+200 = 650, exposed 300;
+#          AllReduce has no unit: comm 100, exposed 100
+# rank 1 (a straggler): step [0,1500], forward a [0,1000] > wait [0,600], all-gather a [500,700]
+#   busy [600,1000] = 400, comm 200, exposed [500,600] = 100, idle 1500 - |[500,1000]| = 1000
+# exposed_comm_fraction = (400 + 100) / (2000 + 1500) = 1/7 = 0.142857
+expect_output overlaps.json "19 complete events, 2 ranks; times in ms (Note [Exposed communication] in tools/trace_summary.h)
+
+rank pid 0 (rank 0)
+  step                            start     length    compute       comm    exposed       idle exposed%
+  step 1                          0.000      1.000      0.700      0.350      0.200      0.100    20.0%
+  step 2                          1.000      1.000      0.400      0.400      0.200      0.400    20.0%
+  total (2 steps)                            2.000      1.100      0.750      0.400      0.500    20.0%
+  unit                                     compute       comm    exposed
+  <root>                                     0.200      0.000      0.000
+  a                                          0.800      0.650      0.300
+  (no unit)                                  0.000      0.100      0.100
+
+rank pid 1 (rank 1)
+  step                            start     length    compute       comm    exposed       idle exposed%
+  step 1                          0.000      1.500      0.400      0.200      0.100      1.000     6.7%
+  unit                                     compute       comm    exposed
+  a                                          0.400      0.200      0.100
+
+exposed_comm_ms 0.500 of 3.500 ms of steps over 2 ranks
+exposed_comm_fraction 0.142857"
+
+# generic.json (PyTorch-like: a bare array, string pid, NCCL kernels named so): no step
+# span, so the window is the whole trace [0,150]; aten::mm [0,100] is compute, the NCCL
+# kernel [50,150] communication: exposed [100,150] = 50 of 150 = 1/3. B and i events are
+# not read.
+expect_output generic.json "2 complete events, 1 ranks; times in ms (Note [Exposed communication] in tools/trace_summary.h)
+
+rank pid host
+  step                            start     length    compute       comm    exposed       idle exposed%
+  (whole trace)                   0.000      0.150      0.100      0.100      0.050      0.000    33.3%
+  unit                                     compute       comm    exposed
+  (no unit)                                  0.000      0.100      0.050
+
+exposed_comm_ms 0.050 of 0.150 ms of steps over 1 ranks
+exposed_comm_fraction 0.333333"
+
+expect_error no_dur.json 'event 0: a complete ("X") event needs numbers ts and dur >= 0, found'
+expect_error truncated.json "expected JSON (a Chrome trace), found text that does not parse"
+expect_error missing.json 'cannot open'
+
+if [[ "$failures" != 0 ]]; then echo "$failures failure(s)"; exit 1; fi
+echo "PASS"
