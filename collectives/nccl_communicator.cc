@@ -29,10 +29,16 @@
 namespace zeroshard {
 namespace {
 
-absl::Status NcclStatus(ncclResult_t r, const char* call, const char* file, int line) {
+// A failed NCCL call as a Status: ncclRemoteError (a peer is gone or ended
+// the group) is Unavailable, anything else Internal; NCCL's own account of
+// the failure (ncclGetLastError: the simulator's names the rank) follows.
+absl::Status NcclStatus(ncclResult_t r, const char* call, const char* file, int line,
+                        ncclComm_t comm = nullptr) {
   if (r == ncclSuccess || r == ncclInProgress) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(file, ":", line, ": ", call,
-                                          " failed: ", ncclGetErrorString(r)));
+  std::string text = absl::StrCat(file, ":", line, ": ", call, " failed: ", ncclGetErrorString(r));
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && last[0] != '\0') absl::StrAppend(&text, ": ", last);
+  return r == ncclRemoteError ? absl::UnavailableError(text) : absl::InternalError(text);
 }
 
 #define ZS_NCCL_RETURN_IF_ERROR(call) \
@@ -350,6 +356,19 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
   Impl& im = *impl_;
   const CollectiveDesc& d = call.desc;
   const std::string prefix = ErrorPrefix(d, rank(), size());
+  // An NCCL call that fails leaves the group unusable (a peer is gone, the
+  // group was aborted, a wait timed out): the communicator is aborted, the
+  // ring records why, and every later collective fails with Aborted.
+  auto nccl_failed = [&](absl::Status s) -> absl::Status {
+    s = absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+    im.shared->Fail(d, s, /*abort=*/true);
+    return s;
+  };
+#define ZS_NCCL_COLLECTIVE(call)                                                   \
+  do {                                                                             \
+    absl::Status zs_nccl_s = NcclStatus((call), #call, __FILE__, __LINE__, comm); \
+    if (!zs_nccl_s.ok()) return nccl_failed(std::move(zs_nccl_s));                 \
+  } while (0)
   ZS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device().index));
   ncclComm_t comm = im.shared->comm;
   auto s = static_cast<cudaStream_t>(im.stream.native_handle());
@@ -386,7 +405,7 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
   if (options().check_mode && im.group_depth == 0) {
     ZS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(im.desc_buf + rank(), &d, sizeof(d),
                                             cudaMemcpyHostToDevice, s));
-    ZS_NCCL_RETURN_IF_ERROR(ncclAllGather(im.desc_buf + rank(), im.desc_buf, sizeof(d), ncclUint8,
+    ZS_NCCL_COLLECTIVE(ncclAllGather(im.desc_buf + rank(), im.desc_buf, sizeof(d), ncclUint8,
                                           comm, s));
     std::vector<CollectiveDesc> all(size());
     ZS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(all.data(), im.desc_buf, size() * sizeof(d),
@@ -414,13 +433,13 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
   void* out = call.output.defined() ? call.output.raw_data() : nullptr;
   switch (d.op) {
     case CollectiveOp::kAllGather:
-      ZS_NCCL_RETURN_IF_ERROR(ncclAllGather(in, out, d.count, type, comm, s));
+      ZS_NCCL_COLLECTIVE(ncclAllGather(in, out, d.count, type, comm, s));
       break;
     case CollectiveOp::kBroadcast:
-      ZS_NCCL_RETURN_IF_ERROR(ncclBroadcast(in, in, d.count, type, d.root, comm, s));
+      ZS_NCCL_COLLECTIVE(ncclBroadcast(in, in, d.count, type, d.root, comm, s));
       break;
     case CollectiveOp::kBarrier:
-      ZS_NCCL_RETURN_IF_ERROR(
+      ZS_NCCL_COLLECTIVE(
           ncclAllReduce(im.barrier_buf, im.barrier_buf, 1, ncclFloat32, ncclSum, comm, s));
       break;
     case CollectiveOp::kSplit:
@@ -433,21 +452,21 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
       const size_t m = static_cast<size_t>(d.count / size());
       if (m == 0) break;
       const size_t block = m * DTypeSize(d.dtype);
-      ZS_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+      ZS_NCCL_COLLECTIVE(ncclGroupStart());
       absl::Status posted;
       for (int p = 0; p < size() && posted.ok(); ++p) {
         posted = NcclStatus(ncclSend(static_cast<const char*>(in) + p * block, m, type, p, comm, s),
-                            "ncclSend", __FILE__, __LINE__);
+                            "ncclSend", __FILE__, __LINE__, comm);
         if (posted.ok()) {
           posted = NcclStatus(ncclRecv(static_cast<char*>(out) + p * block, m, type, p, comm, s),
-                              "ncclRecv", __FILE__, __LINE__);
+                              "ncclRecv", __FILE__, __LINE__, comm);
         }
       }
       // The group is closed whatever happened: an open one would swallow the
       // next collective.
-      const absl::Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__);
-      ZS_RETURN_IF_ERROR(posted);
-      ZS_RETURN_IF_ERROR(ended);
+      const absl::Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__, comm);
+      if (!posted.ok()) return nccl_failed(posted);
+      if (!ended.ok()) return nccl_failed(ended);
       break;
     }
     case CollectiveOp::kAllReduce:
@@ -456,10 +475,10 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
       const int64_t out_count = rs ? d.count / size() : d.count;
       if (!widen) {
         if (rs) {
-          ZS_NCCL_RETURN_IF_ERROR(
+          ZS_NCCL_COLLECTIVE(
               ncclReduceScatter(in, out, out_count, type, NcclOp(d.reduce_op), comm, s));
         } else {
-          ZS_NCCL_RETURN_IF_ERROR(
+          ZS_NCCL_COLLECTIVE(
               ncclAllReduce(in, out, d.count, type, NcclOp(d.reduce_op), comm, s));
         }
         break;
@@ -472,10 +491,10 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
       ZS_CUDA_RETURN_IF_ERROR(static_cast<cudaError_t>(cuda::LaunchWiden(ctype, in, tmp, d.count, s)));
       float* result = rs ? tmp + d.count : tmp;
       if (rs) {
-        ZS_NCCL_RETURN_IF_ERROR(ncclReduceScatter(tmp, result, out_count, ncclFloat32,
+        ZS_NCCL_COLLECTIVE(ncclReduceScatter(tmp, result, out_count, ncclFloat32,
                                                   NcclOp(d.reduce_op), comm, s));
       } else {
-        ZS_NCCL_RETURN_IF_ERROR(
+        ZS_NCCL_COLLECTIVE(
             ncclAllReduce(tmp, tmp, d.count, ncclFloat32, NcclOp(d.reduce_op), comm, s));
       }
       auto narrow = [ctype, tmp, result, out, out_count, s]() -> absl::Status {
@@ -511,6 +530,7 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
     im.in_flight.pop_back();
   }
   return std::shared_ptr<Work>(work);
+#undef ZS_NCCL_COLLECTIVE
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
@@ -521,7 +541,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
   absl::Status s = NcclStatus(
       ncclCommSplit(impl_->shared->comm, desc.color < 0 ? NCCL_SPLIT_NOCOLOR : desc.color,
                     desc.key, &sub, nullptr),
-      "ncclCommSplit", __FILE__, __LINE__);
+      "ncclCommSplit", __FILE__, __LINE__, impl_->shared->comm);
   if (!s.ok()) return MarkDone(desc, s);
   (void)MarkDone(desc, absl::OkStatus());
   if (sub == nullptr) return std::unique_ptr<Communicator>();
