@@ -1,7 +1,9 @@
 #include "zeroshard/collectives/builtin_backends.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -170,6 +172,7 @@ class NcclThreadsProcess final : public BackendProcess {
     // The in-process group bootstraps NCCL and keeps the host numbers; both
     // have `comm`'s timeout.
     return RunRanks(world_, [&](Communicator& host) -> absl::Status {
+      ZS_RETURN_IF_ERROR(cuda::CudaSetDevice(host.rank()));  // this thread's device, first
       ZS_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
                           NcclCommunicator::Create(host, Device::Cuda(host.rank()), NcclOptions{.comm = comm}));
       return fn(*nccl, &host);
@@ -182,23 +185,65 @@ class NcclThreadsProcess final : public BackendProcess {
 
 class NcclMpiProcess final : public MpiProcessBase {
  public:
-  NcclMpiProcess(const BackendLaunch& launch, std::shared_ptr<MpiSession> mpi, int devices)
-      : MpiProcessBase(launch, std::move(mpi)), devices_(devices) {}
+  NcclMpiProcess(const BackendLaunch& launch, std::shared_ptr<MpiSession> mpi, int device)
+      : MpiProcessBase(launch, std::move(mpi)), device_(device) {}
   std::vector<absl::Status> Run(const BackendRankFn& fn, const CommunicatorOptions& comm) override {
     absl::Status s = [&]() -> absl::Status {
+      // The device again on this thread (CUDA's current device is per thread),
+      // before the first allocation.
+      ZS_RETURN_IF_ERROR(cuda::CudaSetDevice(device_));
       ZS_ASSIGN_OR_RETURN(std::unique_ptr<MpiCommunicator> host,
                           MpiCommunicator::Create(MPI_COMM_WORLD, MpiOptions{.comm = comm}));
+      // The NCCL unique id travels over MPI (rank 0's, broadcast by `host`).
       ZS_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
-                          NcclCommunicator::Create(*host, Device::Cuda(host->rank() % devices_),
-                                                   NcclOptions{.comm = comm}));
+                          NcclCommunicator::Create(*host, Device::Cuda(device_), NcclOptions{.comm = comm}));
       return fn(*nccl, host.get());
     }();
     return {s};
   }
 
  private:
-  const int devices_;
+  const int device_;  // the node-local rank
 };
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "this node";
+  return name;
+}
+
+// Under mpirun or srun: the processes of this node (MPI_Comm_split_type,
+// MPI_COMM_TYPE_SHARED) take its GPUs in the order of their world ranks;
+// the node-local rank is the device. Every process learns whether some node
+// has more processes than GPUs before any rank allocates anything, and the
+// process picks its device before any other CUDA call of its rank.
+absl::StatusOr<std::unique_ptr<BackendProcess>> StartNcclUnderMpi(const BackendLaunch& launch, int gpus) {
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<MpiSession> mpi, MpiSession::Open(launch));
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi->rank(), MPI_INFO_NULL, &node);
+  int local_rank = 0, local_size = 1;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
+  MPI_Comm_free(&node);
+  absl::Status mine = absl::OkStatus();
+  if (local_size > gpus) {
+    mine = absl::FailedPreconditionError(absl::StrCat(
+        "backend nccl: node ", HostName(), " runs ", local_size, " processes of this job (world ranks ",
+        "placed there by the launcher) but has ", gpus, " GPU(s): expected at most one process per GPU. "
+        "Start at most ", gpus, " per node (mpirun --map-by ppr:", std::max(gpus, 1), ":node, srun "
+        "--ntasks-per-node=", std::max(gpus, 1), ") or use more nodes; nothing was allocated"));
+  }
+  int ok = mine.ok() ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!mine.ok()) return mine;
+  if (!ok) {
+    return absl::FailedPreconditionError(
+        "backend nccl: another node runs more processes of this job than it has GPUs (its processes say "
+        "which); nothing was allocated");
+  }
+  ZS_RETURN_IF_ERROR(cuda::CudaSetDevice(local_rank));
+  return std::make_unique<NcclMpiProcess>(launch, std::move(mpi), local_rank);
+}
 
 absl::StatusOr<std::unique_ptr<BackendProcess>> StartNccl(const BackendLaunch& launch) {
   if (!cuda::BuiltWithCuda()) {
@@ -206,12 +251,13 @@ absl::StatusOr<std::unique_ptr<BackendProcess>> StartNccl(const BackendLaunch& l
         "backend nccl: this program was built without CUDA (ZEROSHARD_CUDA=0 or no toolkit); "
         "build with CUDA to use it");
   }
+  // The device count is the one CUDA call made before a process picks its
+  // device (it creates no context).
   absl::StatusOr<int> n = cuda::CudaDeviceCount();
   const int have = n.ok() ? *n : 0;
   if (UnderMpirun()) {
     if (have == 0) return absl::FailedPreconditionError("backend nccl: expected a CUDA device, found none");
-    ZS_ASSIGN_OR_RETURN(std::shared_ptr<MpiSession> mpi, MpiSession::Open(launch));
-    return std::make_unique<NcclMpiProcess>(launch, std::move(mpi), have);
+    return StartNcclUnderMpi(launch, have);
   }
   if (have < launch.world_size) {
     return absl::FailedPreconditionError(absl::StrCat(
