@@ -13,12 +13,14 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "zeroshard/collectives/cuda/convert_kernels.h"
@@ -224,11 +226,73 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   return InitRank(id, bootstrap.rank(), bootstrap.size(), device, options);
 }
 
+absl::StatusOr<std::string> NcclCommunicator::NewUniqueId() {
+  ncclUniqueId id;
+  ZS_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+  return std::string(reinterpret_cast<const char*>(&id), sizeof(id));
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateWithId(
+    const std::string& unique_id, int rank, int size, Device device, const NcclOptions& options) {
+  if (rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("NcclCommunicator::CreateWithId: rank ", rank, " of ", size));
+  }
+  ncclUniqueId id;
+  if (unique_id.size() != sizeof(id)) {
+    return absl::InvalidArgumentError(absl::StrCat("NcclCommunicator::CreateWithId: expected a unique id of ",
+                                                   sizeof(id), " bytes, found ", unique_id.size()));
+  }
+  std::memcpy(&id, unique_id.data(), sizeof(id));
+  return InitRank(id, rank, size, device, options);
+}
+
+namespace {
+
+// The rendezvous file: a header line, then the id's bytes (Note in the header).
+constexpr char kIdFileMagic[] = "zeroshard-nccl-id 2";
+
+std::string IdFile(const ncclUniqueId& id, const std::string& job_id, int64_t created_ns) {
+  return absl::StrCat(kIdFileMagic, " job=", job_id, " created_ns=", created_ns, "\n",
+                      std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+}
+
+// The id in `text` when it is this job's and new enough; else why not.
+absl::StatusOr<ncclUniqueId> ReadIdFile(const std::string& text, const std::string& job_id, int64_t not_before_ns) {
+  const size_t nl = text.find('\n');
+  ncclUniqueId id;
+  if (nl == std::string::npos || text.size() != nl + 1 + sizeof(id)) {
+    return absl::UnavailableError("incomplete or not a rendezvous file of this version");
+  }
+  const std::string header = text.substr(0, nl);
+  const std::string want = absl::StrCat(kIdFileMagic, " job=", job_id, " created_ns=");
+  if (header.rfind(want, 0) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("another job's (\"", header, "\")"));
+  }
+  int64_t created = 0;
+  if (!absl::SimpleAtoi(header.substr(want.size()), &created)) {
+    return absl::UnavailableError(absl::StrCat("a malformed header \"", header, "\""));
+  }
+  if (created < not_before_ns) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stale: created ", absl::FormatDuration(absl::Nanoseconds(not_before_ns - created)),
+        " before the earliest moment this run's rank 0 could have written it"));
+  }
+  std::memcpy(&id, text.data() + nl + 1, sizeof(id));
+  return id;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateFromFile(
-    const std::string& path, int rank, int size, Device device, const NcclOptions& options) {
+    const std::string& path, int rank, int size, Device device, const NcclOptions& options,
+    const std::string& job_id) {
   if (rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
         absl::StrCat("NcclCommunicator::CreateFromFile: rank ", rank, " of ", size));
+  }
+  if (job_id.find_first_of(" \n") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NcclCommunicator::CreateFromFile: expected a job id without spaces or newlines, found \"", job_id, "\""));
   }
   ncclUniqueId id;
   if (rank == 0) {
@@ -236,14 +300,15 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateFromFi
     // The id lets anyone join the group: written into a file only this user
     // can read (mkstemp: mode 0600), under a name no one can guess or plant a
     // link at beforehand (O_EXCL, random suffix), then renamed into place
-    // (issue 26).
+    // (issue 26), replacing whatever an earlier run left there.
+    const std::string text = IdFile(id, job_id, absl::ToUnixNanos(absl::Now()));
     std::string tmp = absl::StrCat(path, ".tmp.XXXXXX");
     const int fd = ::mkstemp(tmp.data());
     if (fd < 0) {
       return absl::UnavailableError(absl::StrCat("NcclCommunicator::CreateFromFile: creating a file next to ",
                                                  path, ": ", std::strerror(errno)));
     }
-    const bool written = ::write(fd, &id, sizeof(id)) == static_cast<ssize_t>(sizeof(id));
+    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     const int write_errno = errno;
     ::close(fd);
     if (!written) {
@@ -258,15 +323,28 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateFromFi
                                                  path, ": ", std::strerror(rename_errno)));
     }
   } else {
-    const absl::Time deadline = absl::Now() + options.comm.timeout;
+    // Rank 0 started at most the timeout before this rank (or it would have
+    // given up on us): a file older than that is an earlier run's.
+    const absl::Time start = absl::Now();
+    const int64_t not_before = absl::ToUnixNanos(start - options.comm.timeout);
+    const absl::Time deadline = start + options.comm.timeout;
+    std::string ignored;
     while (true) {
       std::ifstream in(path, std::ios::binary);
-      if (in.read(reinterpret_cast<char*>(&id), sizeof(id))) break;
+      if (in) {
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        absl::StatusOr<ncclUniqueId> read = ReadIdFile(text, job_id, not_before);
+        if (read.ok()) {
+          id = *read;
+          break;
+        }
+        if (absl::IsFailedPrecondition(read.status())) ignored = std::string(read.status().message());
+      }
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("NcclCommunicator::CreateFromFile: rank ", rank, " waited ",
-                         absl::FormatDuration(options.comm.timeout), " for rank 0 to write ",
-                         path));
+        return absl::DeadlineExceededError(absl::StrCat(
+            "NcclCommunicator::CreateFromFile: rank ", rank, " waited ", absl::FormatDuration(options.comm.timeout),
+            " for rank 0 to write ", path, ignored.empty() ? "" : absl::StrCat(" (ignored the file there: ", ignored, ")"),
+            ": rank 0 never arrived"));
       }
       absl::SleepFor(absl::Milliseconds(2));
     }
