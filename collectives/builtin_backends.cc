@@ -369,8 +369,8 @@ absl::StatusOr<std::unique_ptr<BackendProcess>> StartNcclUnderMpi(const BackendL
   absl::Status mine = absl::OkStatus();
   if (local_size > gpus) {
     mine = absl::FailedPreconditionError(absl::StrCat(
-        "backend nccl: node ", HostName(), " runs ", local_size, " processes of this job (world ranks ",
-        "placed there by the launcher) but has ", gpus, " GPU(s): expected at most one process per GPU. "
+        "backend nccl: node ", HostName(), " runs ", local_size, " processes of this job but has ", gpus,
+        " GPU(s): expected at most one process per GPU. "
         "Start at most ", gpus, " per node (mpirun --map-by ppr:", std::max(gpus, 1), ":node, srun "
         "--ntasks-per-node=", std::max(gpus, 1), ") or use more nodes; nothing was allocated"));
   }
