@@ -18,7 +18,7 @@ set -uo pipefail
 BIN="$(realpath "$1")"; TRIALS="${2:-${FAULT_TRIALS:-2}}"
 TIMEOUT_S=20
 CONFIG=examples/configs/default.json
-probe="$("$BIN" --config="$CONFIG" --backend=nccl --world_size=2 --steps=0 --eval_iters=1 --sample_tokens=0 \
+probe="$("$BIN" --config="$CONFIG" --backend=nccl --world_size=2 --steps=1 --eval_iters=1 --set train.batch_size=1 --set model.block_size=8 --sample_tokens=0 \
          --work_dir= --set model.n_layer=1 --set model.n_embd=32 2>&1)"
 if echo "$probe" | grep -Eq "built without CUDA|expected 2 GPUs|expected a CUDA device"; then
   echo "SKIPPED: $(echo "$probe" | grep -Em1 'built without CUDA|expected 2 GPUs|expected a CUDA device')"

@@ -12,7 +12,7 @@ BIN="$1"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export CUDA_VISIBLE_DEVICES=0 ZEROSHARD_CUDA_SIM_DEVICES=1
 common=(--config=examples/configs/default.json --world_size=2 --steps=1 --sample_tokens=0 --work_dir= --backend=nccl)
-probe="$("$BIN" "${common[@]}" --world_size=1 --steps=0 --eval_iters=1 --set model.n_layer=1 --set model.n_embd=32 2>&1)"
+probe="$("$BIN" "${common[@]}" --world_size=1 --steps=1 --eval_iters=1 --set train.batch_size=1 --set model.block_size=8 --set model.n_layer=1 --set model.n_embd=32 2>&1)"
 if echo "$probe" | grep -Eq "built without CUDA|expected a CUDA device|expected 1 GPUs"; then
   echo "SKIPPED: $(echo "$probe" | grep -Em1 'built without CUDA|expected a CUDA device|expected 1 GPUs')"
   exit 0

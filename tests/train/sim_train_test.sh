@@ -8,7 +8,7 @@
 #   sim_train_test.sh TRAIN_GPT
 set -uo pipefail
 BIN="$1"
-probe="$("$BIN" --config=examples/configs/default.json --backend=nccl --world_size=2 --steps=0 --eval_iters=1 \
+probe="$("$BIN" --config=examples/configs/default.json --backend=nccl --world_size=2 --steps=1 --eval_iters=1 --set train.batch_size=1 --set model.block_size=8 \
          --sample_tokens=0 --work_dir= --set model.n_layer=1 --set model.n_embd=32 2>&1)"
 if echo "$probe" | grep -Eq "built without CUDA|expected 2 GPUs|expected a CUDA device"; then
   echo "SKIPPED: $(echo "$probe" | grep -Em1 'built without CUDA|expected 2 GPUs|expected a CUDA device')"
