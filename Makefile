@@ -28,6 +28,12 @@
 #   make bundle-sim-test  the bundle's run.sh --sim on a few GPU tests, cuda_bench
 #                 --quick and the job, whose record must pass gpu-check (`make test`
 #                 runs it). docs/gpu.md.
+#   make sim-train the main job (examples/configs/default.json, 4 steps) on 2
+#                 simulated GPUs as 2 processes (mpirun and torchrun-style), on 2
+#                 GPU threads, resumed from its step-2 checkpoint, and on 2 CPU
+#                 ranks, for FULL_SHARD and HYBRID_SHARD; prints the loss lists
+#                 and checks them (tools/sim_train.sh; docs/launch.md).
+#                 SIM_TRAIN_ARGS="--shrink" for a model ~10x cheaper
 #   make sim-test the same GPU tests on any machine, the device being the CPU
 #                 simulator (--define=cuda_sim=1, tools/cuda/sim): our kernels run
 #                 through the op entries, allocator and copies, with stand-ins for
@@ -71,7 +77,7 @@ BAZEL_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 QUERY_FLAGS += --repo_env=ZEROSHARD_CUDA=0
 endif
 
-.PHONY: install consumer-test bazel-consumer-test deps test train config-doc bench bench-docs bench-peers fuzz sanitize faults soak plot clean gpu-test gpu-bench sim-test \
+.PHONY: install consumer-test bazel-consumer-test deps test train config-doc bench bench-docs bench-peers fuzz sanitize faults soak plot clean gpu-test gpu-bench sim-test sim-train \
 	isa-test gpu-bundle gpu-check bundle-sim-test sim-validate
 
 # The main job: a GPT trained with FULL_SHARD over 4 in-process ranks on the
@@ -140,6 +146,20 @@ sim-test: deps
 	  $(BAZEL) query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null | ./tools/test_summary.sh bazel-testlogs; \
 	  summary=$$?; \
 	  if [ $$status -ne 0 ] || [ $$summary -ne 0 ]; then exit 1; fi
+
+# The main job as people run it on GPUs, on the simulator (issue 20): 2
+# processes under mpirun and started torchrun-style, 2 threads, a resume and
+# the CPU job; tools/sim_train.sh prints the three loss lists and fails unless
+# the GPU runs agree bitwise and the CPU run is within its derived fp32 bound.
+# The build is sim-test's (--define=cuda_sim=1), so after it nothing compiles.
+# About 10 minutes at the config's size on 2 busy cores; SIM_TRAIN_ARGS adds
+# flags (--shrink, --steps=N, --save_at=K, --strategies=..., -- train_gpt flags).
+SIM_TRAIN_ARGS ?=
+sim-train: deps
+	@if $(NO_TOOLKIT); then \
+	  echo "make sim-train: no CUDA toolkit (or CUDA=0): the simulated-device build needs its headers."; exit 1; fi
+	$(BAZEL) build $(BAZEL_FLAGS) --define=cuda_sim=1 //examples:train_gpt
+	./tools/sim_train.sh bazel-bin/examples/train_gpt $(SIM_TRAIN_ARGS)
 
 # The GPU visit in one folder (docs/gpu.md, "The GPU bundle"): the programs of
 # tools/gpu_bundle/targets.txt built with CUDA and linked to shared libraries

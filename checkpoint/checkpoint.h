@@ -100,6 +100,11 @@ struct SaveOptions {
   // Either way the tie is in the model file's metadata (Note [Tied parameters in files]).
   bool write_tied_once = false;
   AtomicFileOptions file;            // fsync; fail_after_bytes injects a failure (tests)
+  // The ranks' agreement (statuses, file sizes and checksums: host tensors)
+  // goes through this communicator over the model's ranks; nullptr: the
+  // model's world. On GPUs the world takes device tensors only: pass the
+  // host communicator that bootstrapped it (the job's `host`).
+  Communicator* host = nullptr;
 };
 
 struct LoadOptions {
@@ -108,6 +113,8 @@ struct LoadOptions {
   // (regex, replacement) applied in order to every name in the checkpoint.
   std::vector<std::pair<std::string, std::string>> revise_keys = {{"^module\\.", ""}};
   bool verify_checksums = true;
+  // As SaveOptions::host.
+  Communicator* host = nullptr;
 };
 
 struct LoadResult {

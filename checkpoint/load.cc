@@ -189,7 +189,7 @@ class CheckpointReader {
 
 absl::StatusOr<LoadResult> LoadCheckpoint(const std::string& dir, ShardedModel& model,
                                           optim::ShardedOptimizer* optimizer, const LoadOptions& o) {
-  Communicator& world = model.world();
+  Communicator& world = o.host != nullptr ? *o.host : model.world();  // host tensors
   absl::StatusOr<CheckpointReader> opened = CheckpointReader::Open(dir, o);
   ZS_RETURN_IF_ERROR(Agree(world, opened.status()));
   CheckpointReader& reader = *opened;

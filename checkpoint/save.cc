@@ -62,7 +62,7 @@ absl::Status WriteBuffersFile(const DirNames& d, const SafetensorsTensors& buffe
 
 absl::Status SaveCheckpoint(const std::string& dir, ShardedModel& model, optim::ShardedOptimizer* optimizer,
                             const TrainingState& state, const SaveOptions& o) {
-  Communicator& world = model.world();
+  Communicator& world = o.host != nullptr ? *o.host : model.world();  // host tensors
   const bool lead = world.rank() == 0;
   const DirNames d(dir);
   ZS_RETURN_IF_ERROR(Agree(world, lead ? PrepareTmpDir(d) : absl::OkStatus()));
@@ -195,7 +195,7 @@ absl::Status AsyncCheckpointer::Start(const std::string& dir, ShardedModel& mode
   status_ = absl::OkStatus();
   peer_failed_ = false;
   if (!previous.ok()) return previous;
-  Communicator& world = model.world();
+  Communicator& world = o.host != nullptr ? *o.host : model.world();  // host tensors
   world_ = &world;
   const bool lead = world.rank() == 0;
   const DirNames d(dir);

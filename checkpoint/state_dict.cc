@@ -272,9 +272,17 @@ absl::Status GatherFull(ShardedModel& model, optim::ShardedOptimizer* opt, const
   for (size_t i = 0; i < units.size(); ++i) {
     ShardedUnit* u = units[i];
     auto gather = [&](const Tensor& shard) -> absl::StatusOr<Tensor> {
+      Communicator& group = model.shard_group();
+      if (group.device().is_cuda() && shard.device() == group.device()) {
+        // On GPUs the group gathers device tensors: gather where the shard
+        // is, then bring the whole to the host.
+        ZS_ASSIGN_OR_RETURN(Tensor full, Tensor::Empty({u->flat.padded_numel()}, DType::kF32, shard.allocator()));
+        ZS_RETURN_IF_ERROR(group.AllGather(shard, full));
+        return full.To(DefaultCpuAllocator());
+      }
       ZS_ASSIGN_OR_RETURN(Tensor full, Tensor::Empty({u->flat.padded_numel()}, DType::kF32, DefaultCpuAllocator()));
       ZS_ASSIGN_OR_RETURN(Tensor src, shard.device().is_cpu() ? absl::StatusOr<Tensor>(shard) : shard.To(DefaultCpuAllocator()));
-      ZS_RETURN_IF_ERROR(model.shard_group().AllGather(src, full));
+      ZS_RETURN_IF_ERROR(group.AllGather(src, full));
       return full;
     };
     Tensor params;

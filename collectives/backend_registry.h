@@ -22,8 +22,9 @@
 // function on each. How ranks are launched is the backend's business: the
 // in-process backend runs world_size threads (RunRanks); mpi has one rank per
 // process under mpirun (the launcher decides the world size); nccl runs one
-// thread per GPU bootstrapped by the in-process backend, or under mpirun one
-// process per rank bootstrapped by MPI.
+// thread per GPU bootstrapped by the in-process backend, or one process per
+// GPU: under mpirun / srun bootstrapped by MPI, or started torchrun-style
+// (RANK, WORLD_SIZE, ...) bootstrapped by a TCP rendezvous (docs/launch.md).
 //
 // Built in (registered by the registry itself, so every program that links
 // it knows them): local, mpi, nccl. nccl is registered in every build; in a

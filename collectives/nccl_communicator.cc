@@ -13,12 +13,14 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "zeroshard/collectives/cuda/convert_kernels.h"
@@ -29,10 +31,16 @@
 namespace zeroshard {
 namespace {
 
-absl::Status NcclStatus(ncclResult_t r, const char* call, const char* file, int line) {
+// A failed NCCL call as a Status: ncclRemoteError (a peer is gone or ended
+// the group) is Unavailable, anything else Internal; NCCL's own account of
+// the failure (ncclGetLastError: the simulator's names the rank) follows.
+absl::Status NcclStatus(ncclResult_t r, const char* call, const char* file, int line,
+                        ncclComm_t comm = nullptr) {
   if (r == ncclSuccess || r == ncclInProgress) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(file, ":", line, ": ", call,
-                                          " failed: ", ncclGetErrorString(r)));
+  std::string text = absl::StrCat(file, ":", line, ": ", call, " failed: ", ncclGetErrorString(r));
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && last[0] != '\0') absl::StrAppend(&text, ": ", last);
+  return r == ncclRemoteError ? absl::UnavailableError(text) : absl::InternalError(text);
 }
 
 #define ZS_NCCL_RETURN_IF_ERROR(call) \
@@ -218,11 +226,73 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   return InitRank(id, bootstrap.rank(), bootstrap.size(), device, options);
 }
 
+absl::StatusOr<std::string> NcclCommunicator::NewUniqueId() {
+  ncclUniqueId id;
+  ZS_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+  return std::string(reinterpret_cast<const char*>(&id), sizeof(id));
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateWithId(
+    const std::string& unique_id, int rank, int size, Device device, const NcclOptions& options) {
+  if (rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("NcclCommunicator::CreateWithId: rank ", rank, " of ", size));
+  }
+  ncclUniqueId id;
+  if (unique_id.size() != sizeof(id)) {
+    return absl::InvalidArgumentError(absl::StrCat("NcclCommunicator::CreateWithId: expected a unique id of ",
+                                                   sizeof(id), " bytes, found ", unique_id.size()));
+  }
+  std::memcpy(&id, unique_id.data(), sizeof(id));
+  return InitRank(id, rank, size, device, options);
+}
+
+namespace {
+
+// The rendezvous file: a header line, then the id's bytes (Note in the header).
+constexpr char kIdFileMagic[] = "zeroshard-nccl-id 2";
+
+std::string IdFile(const ncclUniqueId& id, const std::string& job_id, int64_t created_ns) {
+  return absl::StrCat(kIdFileMagic, " job=", job_id, " created_ns=", created_ns, "\n",
+                      std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+}
+
+// The id in `text` when it is this job's and new enough; else why not.
+absl::StatusOr<ncclUniqueId> ReadIdFile(const std::string& text, const std::string& job_id, int64_t not_before_ns) {
+  const size_t nl = text.find('\n');
+  ncclUniqueId id;
+  if (nl == std::string::npos || text.size() != nl + 1 + sizeof(id)) {
+    return absl::UnavailableError("incomplete or not a rendezvous file of this version");
+  }
+  const std::string header = text.substr(0, nl);
+  const std::string want = absl::StrCat(kIdFileMagic, " job=", job_id, " created_ns=");
+  if (header.rfind(want, 0) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("another job's (\"", header, "\")"));
+  }
+  int64_t created = 0;
+  if (!absl::SimpleAtoi(header.substr(want.size()), &created)) {
+    return absl::UnavailableError(absl::StrCat("a malformed header \"", header, "\""));
+  }
+  if (created < not_before_ns) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stale: created ", absl::FormatDuration(absl::Nanoseconds(not_before_ns - created)),
+        " before the earliest moment this run's rank 0 could have written it"));
+  }
+  std::memcpy(&id, text.data() + nl + 1, sizeof(id));
+  return id;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateFromFile(
-    const std::string& path, int rank, int size, Device device, const NcclOptions& options) {
+    const std::string& path, int rank, int size, Device device, const NcclOptions& options,
+    const std::string& job_id) {
   if (rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
         absl::StrCat("NcclCommunicator::CreateFromFile: rank ", rank, " of ", size));
+  }
+  if (job_id.find_first_of(" \n") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NcclCommunicator::CreateFromFile: expected a job id without spaces or newlines, found \"", job_id, "\""));
   }
   ncclUniqueId id;
   if (rank == 0) {
@@ -230,14 +300,15 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateFromFi
     // The id lets anyone join the group: written into a file only this user
     // can read (mkstemp: mode 0600), under a name no one can guess or plant a
     // link at beforehand (O_EXCL, random suffix), then renamed into place
-    // (issue 26).
+    // (issue 26), replacing whatever an earlier run left there.
+    const std::string text = IdFile(id, job_id, absl::ToUnixNanos(absl::Now()));
     std::string tmp = absl::StrCat(path, ".tmp.XXXXXX");
     const int fd = ::mkstemp(tmp.data());
     if (fd < 0) {
       return absl::UnavailableError(absl::StrCat("NcclCommunicator::CreateFromFile: creating a file next to ",
                                                  path, ": ", std::strerror(errno)));
     }
-    const bool written = ::write(fd, &id, sizeof(id)) == static_cast<ssize_t>(sizeof(id));
+    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     const int write_errno = errno;
     ::close(fd);
     if (!written) {
@@ -252,15 +323,28 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateFromFi
                                                  path, ": ", std::strerror(rename_errno)));
     }
   } else {
-    const absl::Time deadline = absl::Now() + options.comm.timeout;
+    // Rank 0 started at most the timeout before this rank (or it would have
+    // given up on us): a file older than that is an earlier run's.
+    const absl::Time start = absl::Now();
+    const int64_t not_before = absl::ToUnixNanos(start - options.comm.timeout);
+    const absl::Time deadline = start + options.comm.timeout;
+    std::string ignored;
     while (true) {
       std::ifstream in(path, std::ios::binary);
-      if (in.read(reinterpret_cast<char*>(&id), sizeof(id))) break;
+      if (in) {
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        absl::StatusOr<ncclUniqueId> read = ReadIdFile(text, job_id, not_before);
+        if (read.ok()) {
+          id = *read;
+          break;
+        }
+        if (absl::IsFailedPrecondition(read.status())) ignored = std::string(read.status().message());
+      }
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("NcclCommunicator::CreateFromFile: rank ", rank, " waited ",
-                         absl::FormatDuration(options.comm.timeout), " for rank 0 to write ",
-                         path));
+        return absl::DeadlineExceededError(absl::StrCat(
+            "NcclCommunicator::CreateFromFile: rank ", rank, " waited ", absl::FormatDuration(options.comm.timeout),
+            " for rank 0 to write ", path, ignored.empty() ? "" : absl::StrCat(" (ignored the file there: ", ignored, ")"),
+            ": rank 0 never arrived"));
       }
       absl::SleepFor(absl::Milliseconds(2));
     }
@@ -350,6 +434,19 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
   Impl& im = *impl_;
   const CollectiveDesc& d = call.desc;
   const std::string prefix = ErrorPrefix(d, rank(), size());
+  // An NCCL call that fails leaves the group unusable (a peer is gone, the
+  // group was aborted, a wait timed out): the communicator is aborted, the
+  // ring records why, and every later collective fails with Aborted.
+  auto nccl_failed = [&](absl::Status s) -> absl::Status {
+    s = absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+    im.shared->Fail(d, s, /*abort=*/true);
+    return s;
+  };
+#define ZS_NCCL_COLLECTIVE(call)                                                   \
+  do {                                                                             \
+    absl::Status zs_nccl_s = NcclStatus((call), #call, __FILE__, __LINE__, comm); \
+    if (!zs_nccl_s.ok()) return nccl_failed(std::move(zs_nccl_s));                 \
+  } while (0)
   ZS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device().index));
   ncclComm_t comm = im.shared->comm;
   auto s = static_cast<cudaStream_t>(im.stream.native_handle());
@@ -386,7 +483,7 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
   if (options().check_mode && im.group_depth == 0) {
     ZS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(im.desc_buf + rank(), &d, sizeof(d),
                                             cudaMemcpyHostToDevice, s));
-    ZS_NCCL_RETURN_IF_ERROR(ncclAllGather(im.desc_buf + rank(), im.desc_buf, sizeof(d), ncclUint8,
+    ZS_NCCL_COLLECTIVE(ncclAllGather(im.desc_buf + rank(), im.desc_buf, sizeof(d), ncclUint8,
                                           comm, s));
     std::vector<CollectiveDesc> all(size());
     ZS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(all.data(), im.desc_buf, size() * sizeof(d),
@@ -414,13 +511,13 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
   void* out = call.output.defined() ? call.output.raw_data() : nullptr;
   switch (d.op) {
     case CollectiveOp::kAllGather:
-      ZS_NCCL_RETURN_IF_ERROR(ncclAllGather(in, out, d.count, type, comm, s));
+      ZS_NCCL_COLLECTIVE(ncclAllGather(in, out, d.count, type, comm, s));
       break;
     case CollectiveOp::kBroadcast:
-      ZS_NCCL_RETURN_IF_ERROR(ncclBroadcast(in, in, d.count, type, d.root, comm, s));
+      ZS_NCCL_COLLECTIVE(ncclBroadcast(in, in, d.count, type, d.root, comm, s));
       break;
     case CollectiveOp::kBarrier:
-      ZS_NCCL_RETURN_IF_ERROR(
+      ZS_NCCL_COLLECTIVE(
           ncclAllReduce(im.barrier_buf, im.barrier_buf, 1, ncclFloat32, ncclSum, comm, s));
       break;
     case CollectiveOp::kSplit:
@@ -433,21 +530,21 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
       const size_t m = static_cast<size_t>(d.count / size());
       if (m == 0) break;
       const size_t block = m * DTypeSize(d.dtype);
-      ZS_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+      ZS_NCCL_COLLECTIVE(ncclGroupStart());
       absl::Status posted;
       for (int p = 0; p < size() && posted.ok(); ++p) {
         posted = NcclStatus(ncclSend(static_cast<const char*>(in) + p * block, m, type, p, comm, s),
-                            "ncclSend", __FILE__, __LINE__);
+                            "ncclSend", __FILE__, __LINE__, comm);
         if (posted.ok()) {
           posted = NcclStatus(ncclRecv(static_cast<char*>(out) + p * block, m, type, p, comm, s),
-                              "ncclRecv", __FILE__, __LINE__);
+                              "ncclRecv", __FILE__, __LINE__, comm);
         }
       }
       // The group is closed whatever happened: an open one would swallow the
       // next collective.
-      const absl::Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__);
-      ZS_RETURN_IF_ERROR(posted);
-      ZS_RETURN_IF_ERROR(ended);
+      const absl::Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__, comm);
+      if (!posted.ok()) return nccl_failed(posted);
+      if (!ended.ok()) return nccl_failed(ended);
       break;
     }
     case CollectiveOp::kAllReduce:
@@ -456,10 +553,10 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
       const int64_t out_count = rs ? d.count / size() : d.count;
       if (!widen) {
         if (rs) {
-          ZS_NCCL_RETURN_IF_ERROR(
+          ZS_NCCL_COLLECTIVE(
               ncclReduceScatter(in, out, out_count, type, NcclOp(d.reduce_op), comm, s));
         } else {
-          ZS_NCCL_RETURN_IF_ERROR(
+          ZS_NCCL_COLLECTIVE(
               ncclAllReduce(in, out, d.count, type, NcclOp(d.reduce_op), comm, s));
         }
         break;
@@ -472,10 +569,10 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
       ZS_CUDA_RETURN_IF_ERROR(static_cast<cudaError_t>(cuda::LaunchWiden(ctype, in, tmp, d.count, s)));
       float* result = rs ? tmp + d.count : tmp;
       if (rs) {
-        ZS_NCCL_RETURN_IF_ERROR(ncclReduceScatter(tmp, result, out_count, ncclFloat32,
+        ZS_NCCL_COLLECTIVE(ncclReduceScatter(tmp, result, out_count, ncclFloat32,
                                                   NcclOp(d.reduce_op), comm, s));
       } else {
-        ZS_NCCL_RETURN_IF_ERROR(
+        ZS_NCCL_COLLECTIVE(
             ncclAllReduce(tmp, tmp, d.count, ncclFloat32, NcclOp(d.reduce_op), comm, s));
       }
       auto narrow = [ctype, tmp, result, out, out_count, s]() -> absl::Status {
@@ -511,6 +608,7 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
     im.in_flight.pop_back();
   }
   return std::shared_ptr<Work>(work);
+#undef ZS_NCCL_COLLECTIVE
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
@@ -521,7 +619,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
   absl::Status s = NcclStatus(
       ncclCommSplit(impl_->shared->comm, desc.color < 0 ? NCCL_SPLIT_NOCOLOR : desc.color,
                     desc.key, &sub, nullptr),
-      "ncclCommSplit", __FILE__, __LINE__);
+      "ncclCommSplit", __FILE__, __LINE__, impl_->shared->comm);
   if (!s.ok()) return MarkDone(desc, s);
   (void)MarkDone(desc, absl::OkStatus());
   if (sub == nullptr) return std::unique_ptr<Communicator>();

@@ -67,10 +67,21 @@ class NcclCommunicator final : public Communicator {
       Communicator& bootstrap, Device device, const NcclOptions& options = {});
   // Without a host communicator: rank 0 writes the unique id to `path`
   // (a 0600 file of an unpredictable temporary name, renamed into place),
-  // the others wait for the file (up to the timeout). `path` must be new to
-  // this job: a file left by an earlier run is read as this one's.
+  // the others wait for the file (up to the timeout). The file is tagged
+  // with `job_id` and its creation time: a waiting rank takes only a file of
+  // its own job created no earlier than the timeout before it began to wait,
+  // so a file an earlier run left is not read as this one's (it waits for
+  // rank 0 to replace it). With an empty `job_id` only the time is checked:
+  // a rerun within the timeout of the last one may then read the old id.
+  // Clocks of the processes' hosts must agree within the timeout.
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> CreateFromFile(
-      const std::string& path, int rank, int size, Device device, const NcclOptions& options = {});
+      const std::string& path, int rank, int size, Device device, const NcclOptions& options = {},
+      const std::string& job_id = "");
+  // A new unique id as bytes, for a launcher that hands it out itself
+  // (collectives/env_rendezvous.h), and the group of such an id.
+  static absl::StatusOr<std::string> NewUniqueId();
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> CreateWithId(
+      const std::string& unique_id, int rank, int size, Device device, const NcclOptions& options = {});
 
   ~NcclCommunicator() override;
 

@@ -24,6 +24,13 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
 }
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateFromFile(
+    const std::string&, int, int, Device, const NcclOptions&, const std::string&) {
+  return NotBuilt();
+}
+
+absl::StatusOr<std::string> NcclCommunicator::NewUniqueId() { return NotBuilt(); }
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateWithId(
     const std::string&, int, int, Device, const NcclOptions&) {
   return NotBuilt();
 }

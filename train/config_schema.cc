@@ -57,8 +57,10 @@ std::vector<ConfigField> MakeFields() {
                    "code linked into the program")
           .Example("\"mpi\"")
           .Flag("backend", "a registered backend: local (threads), mpi (one rank per process under mpirun), nccl "
-                           "(one thread per GPU, cuda:0 .. cuda:world_size-1), or one linked into the program")
-          .Help("local: threads; mpi: one rank per process under mpirun; nccl: one thread per GPU; or any "
+                           "(one thread per GPU, cuda:0 .. cuda:world_size-1; or one process per GPU under mpirun, "
+                           "srun or a torchrun-style launch, docs/launch.md), or one linked into the program")
+          .Help("local: threads; mpi: one rank per process under mpirun; nccl: one thread per GPU, or one process "
+                "per GPU under mpirun, srun or a torchrun-style launch (docs/launch.md); or any "
                 "backend registered by name (collectives/backend_registry.h)")),
       std::move(Num("distributed.timeout_s", Above(0)).Ref([](auto& c) -> auto& { return c.timeout_s; })
           .Peer("torch.distributed.init_process_group timeout")

@@ -42,6 +42,11 @@ absl::StatusOr<int> CudaDeviceCount() {
   return n;
 }
 
+absl::Status CudaSetDevice(int device) {
+  ZS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> CudaDeviceName(int device) {
   cudaDeviceProp prop;
   ZS_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));

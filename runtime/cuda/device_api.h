@@ -26,6 +26,9 @@ namespace zeroshard::cuda {
 bool BuiltWithCuda();
 // Number of visible devices; 0 (not an error) when there is no driver or device.
 absl::StatusOr<int> CudaDeviceCount();
+// Makes `device` the calling thread's current device (cudaSetDevice): what a
+// process of one GPU does first, before any other CUDA call of its rank.
+absl::Status CudaSetDevice(int device);
 // "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB".
 absl::StatusOr<std::string> CudaDeviceName(int device);
 

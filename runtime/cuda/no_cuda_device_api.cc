@@ -17,6 +17,7 @@ absl::Status NotBuilt(const char* call) {
 bool BuiltWithCuda() { return false; }
 CudaCallCounts ThreadCudaCallCounts() { return {}; }
 absl::StatusOr<int> CudaDeviceCount() { return 0; }
+absl::Status CudaSetDevice(int) { return NotBuilt("CudaSetDevice"); }
 absl::StatusOr<std::string> CudaDeviceName(int) { return NotBuilt("CudaDeviceName"); }
 absl::StatusOr<void*> CudaMalloc(int, size_t) { return NotBuilt("CudaMalloc"); }
 absl::Status CudaFree(int, void*) { return NotBuilt("CudaFree"); }
