@@ -9,11 +9,15 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "zeroshard/train/trainer.h"
 
 namespace zeroshard::testing {
 
 // OK, or what the trace at `path` lacks. `world` ranks, `steps` traced steps.
 absl::Status CheckMergedJobTrace(const std::string& path, int world, int steps);
+
+// The tiny GPT job both trace tests run: 4 steps, steps 1-2 traced into `trace`.
+TrainOptions TinyTracedJob(const std::string& trace);
 
 }  // namespace zeroshard::testing
 

@@ -16,21 +16,7 @@
 namespace zeroshard::testing {
 namespace {
 
-TrainOptions Tiny(const std::string& trace) {
-  TrainOptions o;
-  o.model = nn::GptConfig{.vocab_size = 256, .block_size = 32, .n_layer = 2, .n_head = 2, .n_embd = 32};
-  o.data = "data/tinyshakespeare.txt";
-  o.batch_size = 4;
-  o.steps = 4;
-  o.eval_every = 0;
-  o.eval_iters = 1;
-  o.sample_tokens = 0;
-  o.sharding.wrap = WrapPolicy::ByType({"Block"});
-  o.trace = trace;
-  o.trace_from = 1;
-  o.trace_steps = 2;
-  return o;
-}
+TrainOptions Tiny(const std::string& trace) { return TinyTracedJob(trace); }
 
 TEST(TraceGpt, SharedRecorderWritesAProcessPerRank) {
   const std::string path = ::testing::TempDir() + "/shared.json";

@@ -22,18 +22,7 @@ TEST(TraceMpi, RankZeroWritesOneMergedTrace) {
   // TEST_TMPDIR: the same folder for every process of the test.
   const char* dir = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/trace_mpi.json";
-  TrainOptions o;
-  o.model = nn::GptConfig{.vocab_size = 256, .block_size = 32, .n_layer = 2, .n_head = 2, .n_embd = 32};
-  o.data = "data/tinyshakespeare.txt";
-  o.batch_size = 4;
-  o.steps = 4;
-  o.eval_every = 0;
-  o.eval_iters = 1;
-  o.sample_tokens = 0;
-  o.sharding.wrap = WrapPolicy::ByType({"Block"});
-  o.trace = path;
-  o.trace_from = 1;
-  o.trace_steps = 2;
+  TrainOptions o = TinyTracedJob(path);
   TrainSummary s;
   const absl::Status st = RunTraining(o, **comm, &s);
   ASSERT_TRUE(st.ok()) << st;
