@@ -436,6 +436,7 @@ const char* NcclTypeName(DType d) {
     case DType::kF16: return "half";
     case DType::kI32: return "int32";
     case DType::kI64: return "int64";
+    case DType::kI8: return "int8";
   }
   return "unknown";
 }
