@@ -18,7 +18,10 @@
 # the trials found: e.g. the steps resumed from, how many kills hit a save, the
 # seed that reproduces them). Everything else it prints is its log.
 #
-# Adding a scenario is one line in SCENARIOS: "<script> <trials>".
+# Adding a scenario is one line in SCENARIOS: "<script> <trials> [sim]"; "sim"
+# runs it with train_gpt built for the CUDA simulator (--define=cuda_sim=1, the
+# build make sim-test makes: two simulated GPUs whose NCCL spans processes),
+# for the GPU scenarios; without a CUDA toolkit such a row is SKIPPED.
 #
 # Environment: FAULT_TRIALS (every scenario's trial count), FAULT_SCENARIOS
 # (names to run, e.g. "save_kill"; default all), FAULT_DOC (the markdown file,
@@ -30,6 +33,7 @@ SCENARIOS=(
   "tests/faults/save_kill.sh 20"
   "tests/faults/mpi_kill.sh 3"
   "tests/faults/mpi_sigstop.sh 2"
+  "tests/faults/nccl_peer_loss.sh 2 sim"
 )
 
 BAZEL="${BAZEL:-bazel}"
@@ -47,19 +51,39 @@ echo "building //examples:train_gpt (-c opt)"
 bin="$("$BAZEL" info "${FLAGS[@]}" -c opt bazel-bin 2> /dev/null)/examples/train_gpt"
 [[ -x "$bin" ]] || { echo "faults.sh: expected the built binary at '$bin'" >&2; exit 1; }
 
-cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
 log_dir="$(mktemp -d "${TMPDIR:-/tmp}/faults.XXXXXX")"
+# The GPU scenarios' binary: the simulator build overwrites bazel-bin's, so each is copied.
+cp "$bin" "$log_dir/train_gpt" && bin="$log_dir/train_gpt"
+sim_bin=""
+sim_binary() {
+  [[ -n "$sim_bin" ]] && return 0
+  [[ -x "${ZEROSHARD_CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]] || return 1
+  echo "building //examples:train_gpt for the CUDA simulator (--define=cuda_sim=1)"
+  "$BAZEL" build "${FLAGS[@]}" --define=cuda_sim=1 //examples:train_gpt || return 1
+  cp "$("$BAZEL" info "${FLAGS[@]}" --define=cuda_sim=1 bazel-bin 2> /dev/null)/examples/train_gpt" \
+    "$log_dir/train_gpt_sim" && sim_bin="$log_dir/train_gpt_sim"
+}
+
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
 rows=()
 failed=0
 start=$SECONDS
 for entry in "${SCENARIOS[@]}"; do
-  read -r script trials <<< "$entry"
+  read -r script trials kind <<< "$entry"
   trials="${FAULT_TRIALS:-$trials}"
   name="$(basename "$script" .sh)"
   if [[ -n "${FAULT_SCENARIOS:-}" && " ${FAULT_SCENARIOS//,/ } " != *" $name "* ]]; then continue; fi
-  echo "== $name: $script $bin $trials"
+  run_bin="$bin"
+  if [[ "${kind:-}" == sim ]]; then
+    if ! sim_binary; then
+      rows+=("| $name | - | $trials | 0 | SKIPPED | - | needs the CUDA simulator build (a CUDA toolkit's nvcc and headers) |")
+      continue
+    fi
+    run_bin="$sim_bin"
+  fi
+  echo "== $name: $script $run_bin $trials"
   log="$log_dir/$name.log"
-  "$script" "$bin" "$trials" 2>&1 | tee "$log"
+  "$script" "$run_bin" "$trials" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   mapfile -t lines < <(grep -E '^FAULTS\|' "$log")
   if ((${#lines[@]} == 0)); then
