@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "zeroshard/collectives/communicator.h"
@@ -33,6 +34,12 @@ absl::Status BroadcastValue(Communicator& comm, T* value, int root) {
   std::memcpy(value, bytes.data(), sizeof(T));
   return absl::OkStatus();
 }
+
+// Every rank's string (any length, any bytes), in rank order. The tensors go
+// through `allocator` (nullptr: host memory), so it works on a communicator of
+// device tensors too (NCCL).
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& comm, const std::string& mine,
+                                                          Allocator* allocator = nullptr);
 
 // A scalar metric reduced over the ranks (kSum, kAvg, kMax) in double: every
 // rank's value is all-gathered (its 64 bits, as i64) and reduced in rank

@@ -35,12 +35,11 @@
 // awaited, as the plain reduce-scatter's consumption does.
 #include "zeroshard/sharding/comm_hook.h"
 
-#include <unistd.h>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "zeroshard/collectives/node_layout.h"
 #include "zeroshard/collectives/work.h"
 #include "zeroshard/kernels/flat_buffer.h"
 #include "zeroshard/kernels/quantize.h"
@@ -84,33 +83,18 @@ class PlainHook final : public CommHook {
 
 // ================================================================ topology
 
-// The number of consecutive shard-group ranks on this host: host names are
-// compared (an all-gather of their hashes), and every host must hold the same
-// number of consecutive ranks.
+// The number of consecutive shard-group ranks on each node
+// (collectives/node_layout.h): every node must hold the same number of
+// consecutive ranks.
 absl::StatusOr<int> RanksPerHost(Communicator& group, Allocator* allocator) {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (const char* p = host; *p != '\0'; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
-  ZS_ASSIGN_OR_RETURN(Tensor mine, Tensor::FromVector(std::vector<int64_t>{static_cast<int64_t>(h >> 1)}, {1},
-                                                      DType::kI64, allocator));
-  ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({group.size()}, DType::kI64, allocator));
-  ZS_RETURN_IF_ERROR(group.AllGather(mine, all));
-  ZS_ASSIGN_OR_RETURN(std::vector<int64_t> hashes, all.ToVector<int64_t>());
-  int per_host = 1;
-  while (per_host < group.size() && hashes[per_host] == hashes[0]) ++per_host;
-  for (int r = 0; r < group.size(); ++r) {
-    const bool same_as_leader = hashes[r] == hashes[r / per_host * per_host];
-    const bool new_host = r % per_host == 0 && r > 0 && hashes[r] == hashes[r - 1];
-    if (group.size() % per_host != 0 || !same_as_leader || new_host) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "comm hook: group_size 0 (the ranks on this host) needs every host to hold the same number of "
-          "consecutive ranks of the shard group; found rank ",
-          r, " breaks that (host of rank 0 holds ranks 0..", per_host - 1, " of ", group.size(),
-          "); set strategy.comm_hook group_size explicitly"));
-    }
+  ZS_ASSIGN_OR_RETURN(const NodeLayout nodes, GatherNodeLayout(group, allocator));
+  const int per_node = nodes.ConsecutiveRanksPerNode();
+  if (per_node == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "comm hook: group_size 0 (the ranks on a node) needs every node to hold the same number of consecutive "
+        "ranks of the shard group; found ", nodes.ToString(), "; set strategy.comm_hook_options.group_size explicitly"));
   }
-  return per_host;
+  return per_node;
 }
 
 // ================================================================ ZeRO++

@@ -42,10 +42,51 @@ absl::StatusOr<std::unique_ptr<ShardedModel>> ShardedModel::Create(std::shared_p
                                                                    Allocator* host_allocator) {
   if (root == nullptr) return absl::InvalidArgumentError("ShardedModel::Create: null module");
   ZS_RETURN_IF_ERROR(options.Validate(world.size()));
+  ShardingOptions resolved = options;
+  std::optional<NodeLayout> nodes;
+  if (options.strategy == ShardingStrategy::kHybridShard && options.hybrid_shard_size == 0) {
+    // A shard group per node (Note [Hybrid shard groups]).
+    ZS_ASSIGN_OR_RETURN(nodes, GatherNodeLayout(world, allocator));
+    resolved.hybrid_shard_size = nodes->ConsecutiveRanksPerNode();
+    if (resolved.hybrid_shard_size == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "HYBRID_SHARD with hybrid_shard_size 0 makes a shard group of each node's ranks, which needs every node "
+          "to hold the same number of consecutive ranks; found ", nodes->ToString(),
+          "; set strategy.hybrid_shard_size (or launch the ranks of a node consecutively)"));
+    }
+    ZS_RETURN_IF_ERROR(resolved.Validate(world.size()));
+  }
   std::unique_ptr<ShardedModel> m(
-      new ShardedModel(std::move(root), world, options, allocator, host_allocator));
+      new ShardedModel(std::move(root), world, resolved, allocator, host_allocator));
+  m->nodes_ = std::move(nodes);
   ZS_RETURN_IF_ERROR(m->Build());
   return m;
+}
+
+std::string ShardedModel::GroupMapping() const {
+  const int n = world_.size();
+  const int s = options_.ShardGroupSize(n);
+  const std::string strategy(ShardingStrategyName(options_.strategy));
+  if (s == n) {
+    return absl::StrCat(strategy, ": one shard group of all ", n, n == 1 ? " rank" : " ranks",
+                        nodes_ ? absl::StrCat(" (", nodes_->ToString(), ")") : "");
+  }
+  std::string out = absl::StrCat(strategy, ": ", n / s, " shard groups of ", s, s == 1 ? " rank" : " ranks",
+                                 nodes_ ? " (a group per node: hybrid_shard_size 0)" : "",
+                                 ", each parameter replicated across the groups");
+  for (int g = 0; g < n / s; ++g) {
+    std::vector<int> ranks(static_cast<size_t>(s));
+    for (int i = 0; i < s; ++i) ranks[i] = g * s + i;
+    absl::StrAppend(&out, "\n  shard group ", g, s == 1 ? ": rank " : ": ranks ", RankRanges(ranks));
+    if (nodes_) absl::StrAppend(&out, " on node ", nodes_->names[nodes_->node_of_rank[g * s]]);
+  }
+  if (s == 1) {
+    absl::StrAppend(&out, "\n  replica group: every rank");
+  } else {
+    absl::StrAppend(&out, "\n  replica groups: ranks {r, r + ", s, ", ...} for r in 0..", s - 1);
+  }
+  if (nodes_) absl::StrAppend(&out, " (one rank per node)");
+  return out;
 }
 
 bool ShardedModel::Aliased(const ShardedUnit& u, const ShardingOptions& o) {

@@ -92,6 +92,20 @@
 // so no more than the buffers' bytes are ever in memory. Values are bitwise
 // those of host offload and of no offload (tested): only where bytes rest changes.
 //
+// Note [Hybrid shard groups] (HYBRID_SHARD, hybrid_shard_size 0, the
+// default): shard inside a node, replicate across nodes, as FSDP's
+// HYBRID_SHARD does with its default device mesh. Create all-gathers every
+// rank's node name (collectives/node_layout.h: ZEROSHARD_NODE, else the host
+// name) and makes each node's ranks a shard group, so the all-gathers and
+// reduce-scatters of every step stay on the node's links and only the
+// replicas' all-reduce crosses the network. It needs every node to hold the
+// same number of consecutive ranks (what mpirun, srun and torchrun give by
+// default); otherwise Create refuses, naming the layout, and
+// hybrid_shard_size must be set. options() returns the resolved size and
+// GroupMapping() the groups with their nodes (the training log prints it).
+// A communicator whose peers do not run (the simulator's) cannot be asked:
+// there the caller resolves the size (sim/simulator.cc: GPUs per node).
+//
 // Note [Frozen parameters] (e.g. LoRA: a frozen base weight beside trainable
 // adapters in one module). FSDP's flat parameter refuses mixed requires_grad;
 // here a unit whose parameters mix them is split at Create() into two units
@@ -132,12 +146,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "zeroshard/autograd/nn/module.h"
 #include "zeroshard/collectives/communicator.h"
+#include "zeroshard/collectives/node_layout.h"
 #include "zeroshard/runtime/allocator.h"
 #include "zeroshard/runtime/nvme/swap_space.h"
 #include "zeroshard/sharding/comm_hook.h"
@@ -259,6 +275,11 @@ class ShardedModel {
   // This rank's shard group (size S) and replica group (world / S ranks).
   Communicator& shard_group() { return *shard_group_; }
   Communicator& replica_group() { return *replica_group_; }
+  // The shard and replica groups as ranks (and nodes, where HYBRID_SHARD
+  // found them: hybrid_shard_size 0), for the log:
+  //   "HYBRID_SHARD: 2 shard groups of 8 ranks (a group per node: ...), ...
+  //     shard group 0: ranks 0-7 on node a ..."
+  std::string GroupMapping() const;
   // What the units' all-gathers and reduce-scatters go through (comm_hook.h).
   CommHook& comm_hook() { return *comm_hook_; }
   Allocator* allocator() { return allocator_; }
@@ -403,7 +424,8 @@ class ShardedModel {
 
   std::shared_ptr<nn::Module> root_;
   Communicator& world_;
-  ShardingOptions options_;
+  ShardingOptions options_;  // hybrid_shard_size resolved (0: the ranks per node)
+  std::optional<NodeLayout> nodes_;  // when HYBRID_SHARD's groups came from the nodes
   Allocator* allocator_;
   Allocator* host_allocator_;
   std::unique_ptr<DeviceSchedule> schedule_;

@@ -132,9 +132,9 @@ absl::Status ShardingOptions::Validate(int world_size) const {
   std::vector<std::string> errors;
   if (world_size < 1) errors.push_back(absl::StrCat("world size ", world_size, " < 1"));
   if (strategy == ShardingStrategy::kHybridShard) {
-    if (hybrid_shard_size < 1 || world_size % hybrid_shard_size != 0) {
+    if (hybrid_shard_size < 0 || (hybrid_shard_size > 0 && world_size % hybrid_shard_size != 0)) {
       errors.push_back(absl::StrCat("hybrid_shard_size ", hybrid_shard_size,
-                                    " must be >= 1 and divide the world size ", world_size));
+                                    " must be 0 (the ranks of a node) or divide the world size ", world_size));
     }
   }
   if (limit_all_gathers < 0) {
@@ -176,8 +176,10 @@ absl::Status ShardingOptions::Validate(int world_size) const {
     }
   }
   if (hook.block_size < 1) errors.push_back(absl::StrCat("comm_hook block_size ", hook.block_size, " < 1"));
+  // An unresolved hybrid group (0: a node's ranks) is checked once resolved.
   const int s = std::max(1, ShardGroupSize(std::max(1, world_size)));
-  if (hook.group_size < 0 || (hook.group_size > 0 && s % hook.group_size != 0)) {
+  const bool unresolved = strategy == ShardingStrategy::kHybridShard && hybrid_shard_size == 0;
+  if (hook.group_size < 0 || (hook.group_size > 0 && !unresolved && s % hook.group_size != 0)) {
     errors.push_back(absl::StrCat("comm_hook group_size ", hook.group_size,
                                   " must be 0 (the ranks on a host) or divide the shard group size ", s));
   }
@@ -191,7 +193,10 @@ absl::Status ShardingOptions::Validate(int world_size) const {
 
 std::string ShardingOptions::ToString() const {
   return absl::StrCat(ShardingStrategyName(strategy),
-                      strategy == ShardingStrategy::kHybridShard ? absl::StrCat(" (groups of ", hybrid_shard_size, ")") : "",
+                      strategy == ShardingStrategy::kHybridShard
+                          ? (hybrid_shard_size == 0 ? std::string(" (a group per node)")
+                                                    : absl::StrCat(" (groups of ", hybrid_shard_size, ")"))
+                          : "",
                       ", wrap ", wrap.ToString(), ", forward_prefetch ", forward_prefetch ? "on" : "off",
                       ", backward_prefetch ", BackwardPrefetchName(backward_prefetch),
                       ", limit_all_gathers ", limit_all_gathers,

@@ -13,7 +13,9 @@
 //   kShardGradOp  S = world size; kept gathered from forward until after backward (ZeRO-2)
 //   kNoShard      S = 1 (every rank holds everything); gradients all-reduced (DDP)
 //   kHybridShard  S = hybrid_shard_size; sharded inside groups of S consecutive ranks,
-//                 replicated across them; resharded like kFullShard
+//                 replicated across them; resharded like kFullShard. 0 (the
+//                 default): the ranks of a node (Note [Hybrid shard groups]
+//                 in sharded_model.h), resolved by ShardedModel::Create
 //   kShardOptimizer S = world size; kept gathered like kShardGradOp, but gradients
 //                 are replicated (ZeRO-1, DeepSpeed's stage 1): only the
 //                 optimizer state and the f32 master shards are sharded
@@ -187,7 +189,8 @@ struct ShardingOptions {
   // Dotted module names whose parameters are left out of every unit: not
   // sharded, and their gradients not reduced (FSDP's ignored_modules).
   std::vector<std::string> ignored_modules;
-  // kHybridShard: ranks per shard group (must divide the world size).
+  // kHybridShard: ranks per shard group (must divide the world size); 0: the
+  // ranks of each node (Note [Hybrid shard groups]).
   int hybrid_shard_size = 0;
   // Start the next unit's all-gather (in the recorded forward order) when a unit begins forward.
   bool forward_prefetch = false;

@@ -241,7 +241,12 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   Allocator* memory = device->allocator();
 
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> model, MakeJobModel(o.job, /*rank=*/0));
-  const ShardingOptions sharding = JobShardingOptions(o.job, *model);
+  ShardingOptions sharding = JobShardingOptions(o.job, *model);
+  if (sharding.strategy == ShardingStrategy::kHybridShard && sharding.hybrid_shard_size == 0) {
+    // A shard group per node (Note [Hybrid shard groups]): the virtual peers
+    // cannot be asked their node, so the profile's GPUs per node say it.
+    sharding.hybrid_shard_size = std::min(gpus_per_node, o.world);
+  }
   ZS_RETURN_IF_ERROR(sharding.Validate(o.world));
   if (sharding.offload.any()) {
     // The host side of offload is real host memory and the host optimizer a real

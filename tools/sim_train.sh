@@ -18,8 +18,12 @@
 # examples/configs/default.json with STEPS steps (default 4) and no sampling
 # or mid-run evaluation; --shrink also narrows the model (2 blocks of width
 # 64, batch 4: the test's size, ~10x faster on the simulator). HYBRID_SHARD
-# runs as 2 "nodes" of 1 GPU (hybrid_shard_size 1: shard within a node,
-# replicate across).
+# runs as 2 "nodes" of 1 GPU: the 2-process runs name their nodes
+# (ZEROSHARD_NODE=node-a / node-b, one mpirun app context each) and keep the
+# default hybrid_shard_size 0, so the groups come from the nodes (Note
+# [Hybrid shard groups]); the log must print that mapping. One process is one
+# node, so the threads and CPU runs set hybrid_shard_size 1 (the same groups),
+# and bitwise equality shows the node mapping made the groups it should.
 #
 # Bitwise: a logged loss is an f32 printed with %.9g, and 9 significant digits
 # identify an f32, so equal text is equal bits (tests/faults/save_kill.sh);
@@ -98,22 +102,39 @@ same_ckpt() {  # same_ckpt A B: every file of A and B byte for byte
 }
 
 echo "sim-train: $CONFIG, $STEPS steps, save at step $SAVE_AT, model L=$L C=$C$( ((SHRINK)) && echo ' (shrunk)'), binary $BIN"
+# PROCS=(the mpirun command of 2 processes running BIN with "$@");
+# HYBRID_SHARD's as 2 named nodes (see the top).
+procs2() {
+  if [ "$S" = HYBRID_SHARD ]; then
+    PROCS=(mpirun --oversubscribe --bind-to none -np 1 env ZEROSHARD_NODE=node-a "$BIN" "$@"
+           : -np 1 env ZEROSHARD_NODE=node-b "$BIN" "$@")
+  else
+    PROCS=(mpirun --oversubscribe --bind-to none -np 2 "$BIN" "$@")
+  fi
+}
 for S in $STRATEGIES; do
-  strategy=(--sharding_strategy="$S")
-  [ "$S" = HYBRID_SHARD ] && strategy+=(--hybrid_shard_size=1)
+  one_process=()  # what a single process needs to lay out the same groups
+  [ "$S" = HYBRID_SHARD ] && one_process=(--hybrid_shard_size=1)
   common=(--config="$CONFIG" --world_size=2 --steps="$STEPS" --log_every=1 --eval_every=0 --sample_tokens=0
-          --eval_iters=2 --timeout_s=120 "${strategy[@]}" "${SIZE[@]}" "${EXTRA[@]}")
+          --eval_iters=2 --timeout_s=120 --sharding_strategy="$S" "${SIZE[@]}" "${EXTRA[@]}")
   d="$WORK/$S"
   echo
-  echo "== $S$([ "$S" = HYBRID_SHARD ] && echo ' (2 nodes x 1 GPU: hybrid_shard_size 1)')"
-  run "$S.procs" mpirun --oversubscribe --bind-to none -np 2 "$BIN" "${common[@]}" --backend=nccl \
-    --work_dir="$d/procs" --save_every="$SAVE_AT" || { fail "$S: the 2-process GPU run"; continue; }
-  run "$S.threads" "$BIN" "${common[@]}" --backend=nccl --work_dir="$d/threads" --save_every="$SAVE_AT" ||
-    { fail "$S: the 2-thread GPU run"; continue; }
+  echo "== $S$([ "$S" = HYBRID_SHARD ] && echo ' (2 nodes x 1 GPU: a shard group per node)')"
+  procs2 "${common[@]}" --backend=nccl --work_dir="$d/procs" --save_every="$SAVE_AT"
+  run "$S.procs" "${PROCS[@]}" || { fail "$S: the 2-process GPU run"; continue; }
+  run "$S.threads" "$BIN" "${common[@]}" "${one_process[@]}" --backend=nccl --work_dir="$d/threads" \
+    --save_every="$SAVE_AT" || { fail "$S: the 2-thread GPU run"; continue; }
   from="$(ckpt "$d/procs" "$SAVE_AT")"
-  run "$S.resumed" mpirun --oversubscribe --bind-to none -np 2 "$BIN" "${common[@]}" --backend=nccl \
-    --work_dir="$d/resumed" --save_every="$SAVE_AT" --resume="$from" || { fail "$S: the resumed GPU run"; continue; }
-  run "$S.cpu" "$BIN" "${common[@]}" --backend=local --work_dir="$d/cpu" || { fail "$S: the CPU run"; continue; }
+  procs2 "${common[@]}" --backend=nccl --work_dir="$d/resumed" --save_every="$SAVE_AT" --resume="$from"
+  run "$S.resumed" "${PROCS[@]}" || { fail "$S: the resumed GPU run"; continue; }
+  run "$S.cpu" "$BIN" "${common[@]}" "${one_process[@]}" --backend=local --work_dir="$d/cpu" ||
+    { fail "$S: the CPU run"; continue; }
+  if [ "$S" = HYBRID_SHARD ]; then
+    mapping="$(grep -a -A3 'HYBRID_SHARD: 2 shard groups' "$WORK/$S.procs.log")"
+    echo "$mapping"
+    grep -q "shard group 1: rank 1 on node node-b" <<< "$mapping" ||
+      fail "$S: the 2-process run did not print a shard group per node"
+  fi
   procs="$(losses "$WORK/$S.procs.log")"; threads="$(losses "$WORK/$S.threads.log")"
   resumed="$(losses "$WORK/$S.resumed.log")"; cpu="$(losses "$WORK/$S.cpu.log")"
   echo "GPU, 2 processes (mpirun):        $procs"

@@ -100,10 +100,10 @@ namespace {
 void CheckWorld(const RunConfig& c, int world, const std::string& world_source, Context* ctx) {
   const ShardingOptions& sh = c.train.sharding;
   if (sh.strategy == ShardingStrategy::kHybridShard && ctx->Ok({"strategy.hybrid_shard_size"})) {
-    if (sh.hybrid_shard_size < 1 || world % sh.hybrid_shard_size != 0) {
+    if (sh.hybrid_shard_size < 0 || (sh.hybrid_shard_size > 0 && world % sh.hybrid_shard_size != 0)) {
       ctx->Add("strategy.hybrid_shard_size",
-               absl::StrCat("HYBRID_SHARD needs a shard group size >= 1 that divides the world size ", world,
-                            " (", world_source, "), found ", sh.hybrid_shard_size));
+               absl::StrCat("HYBRID_SHARD needs a shard group size that divides the world size ", world, " (",
+                            world_source, "), or 0 for the ranks of each node; found ", sh.hybrid_shard_size));
     }
   }
   if (c.train_batch_size > 0) {

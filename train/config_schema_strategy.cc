@@ -35,8 +35,9 @@ void AppendStrategyFields(std::vector<ConfigField>* t) {
                 "included) they must agree unless only one comes from the command line, which wins")
           .Example("1")),
       std::move(Int("strategy.hybrid_shard_size", 0).Ref([](auto& c) -> auto& { return c.train.sharding.hybrid_shard_size; })
-          .Flag("hybrid_shard_size", "ranks per shard group for HYBRID_SHARD")
-          .Help("HYBRID_SHARD: ranks per shard group (divides the world)")),
+          .Flag("hybrid_shard_size", "ranks per shard group for HYBRID_SHARD; 0: the ranks of each node")
+          .Help("HYBRID_SHARD: ranks per shard group (divides the world); 0: a group per node (shard inside a "
+                "node, replicate across nodes)")),
       std::move(Custom("strategy.auto_wrap_policy", "list, object or null",
                        "module types; {\"min_num_params\": n}; null: none", config_internal::ReadAutoWrapPolicy)
           .Get([](const RunConfig& c) {

@@ -335,6 +335,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   }
   log.Line(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
                            sharded->Plan().ToString()));
+  // HYBRID_SHARD's groups, with their nodes when they follow them (Note [Hybrid shard groups]).
+  if (sharding.strategy == ShardingStrategy::kHybridShard) log.Line(absl::StrCat("  ", sharded->GroupMapping(), "\n"));
   // Where each tied parameter lives under the wrap policy (Note [Tied parameters]).
   for (const TiedPlacement& t : sharded->ties()) log.Line(absl::StrCat("  ", t.ToString(), "\n"));
   const bool scaling = o.loss_scaling || sharding.mixed_precision.param_dtype == DType::kF16;
@@ -380,7 +382,10 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     ZS_RETURN_IF_ERROR(host.AllGather(mine, all));
     ZS_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, all.ToVector<int64_t>());
     state.rng_offsets.assign(offsets.begin(), offsets.end());
-    state.config = o.ToString();
+    // The run as it ran: HYBRID_SHARD's group size as resolved (0: the nodes').
+    TrainOptions ran = o;
+    ran.sharding.hybrid_shard_size = sharded->options().hybrid_shard_size;
+    state.config = ran.ToString();
     return saver.Save(*sharded, &opt, state);
   };
   const int64_t tokens_per_step = o.batch_size * o.model.block_size * comm.size() * o.grad_accum_steps;

@@ -355,6 +355,33 @@ TEST(ShardedFeatures, KeepLowPrecisionGradsHalvesTheGradientBytes) {
   }
 }
 
+// HYBRID_SHARD with hybrid_shard_size 0 makes a shard group of each node's
+// ranks (Note [Hybrid shard groups]); in-process ranks share one node, so one
+// group of every rank, and the explicit size prints its groups by rank.
+// (Several nodes: tools/sim_train.sh runs processes as two named nodes.)
+TEST(ShardedFeatures, HybridShardGroupsFollowTheNodes) {
+  ExpectAllOk(RunRanks(4, [&](Communicator& comm) -> absl::Status {
+    ShardingOptions per_node = BlockOptions(ShardingStrategy::kHybridShard);
+    EXPECT_EQ(per_node.hybrid_shard_size, 0);
+    EXPECT_THAT(per_node.ToString(), HasSubstr("HYBRID_SHARD (a group per node)"));
+    ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(std::make_shared<nn::Gpt>(TinyConfig()), comm, per_node));
+    EXPECT_EQ(sharded->options().hybrid_shard_size, 4);
+    EXPECT_EQ(sharded->shard_group().size(), 4);
+    EXPECT_EQ(sharded->replica_group().size(), 1);
+    EXPECT_THAT(sharded->GroupMapping(),
+                HasSubstr(absl::StrCat("HYBRID_SHARD: one shard group of all 4 ranks (node ", ThisNodeName(),
+                                       ": ranks 0-3)")));
+    ShardingOptions pairs = per_node;
+    pairs.hybrid_shard_size = 2;
+    ZS_ASSIGN_OR_RETURN(auto two, ShardedModel::Create(std::make_shared<nn::Gpt>(TinyConfig()), comm, pairs));
+    EXPECT_EQ(two->GroupMapping(),
+              "HYBRID_SHARD: 2 shard groups of 2 ranks, each parameter replicated across the groups\n"
+              "  shard group 0: ranks 0, 1\n  shard group 1: ranks 2, 3\n"
+              "  replica groups: ranks {r, r + 2, ...} for r in 0..1");
+    return absl::OkStatus();
+  }));
+}
+
 TEST(ShardedFeatures, PrintsUnitsAndErrors) {
   ExpectAllOk(RunRanks(2, [&](Communicator& comm) -> absl::Status {
     auto gpt = std::make_shared<nn::Gpt>(TinyConfig());
@@ -368,7 +395,7 @@ TEST(ShardedFeatures, PrintsUnitsAndErrors) {
     bad.hybrid_shard_size = 3;
     auto other = std::make_shared<nn::Gpt>(TinyConfig());
     EXPECT_THAT(ShardedModel::Create(other, comm, bad),
-                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hybrid_shard_size 3 must be >= 1 and divide the world size 2")));
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hybrid_shard_size 3 must be 0 (the ranks of a node) or divide the world size 2")));
     ShardingOptions ignored = BlockOptions(ShardingStrategy::kFullShard);
     ignored.ignored_modules = {"transformer.nope"};
     EXPECT_THAT(ShardedModel::Create(other, comm, ignored),

@@ -158,6 +158,20 @@ TEST(Simulator, OneRankMovesNothingAndStragglersAndJitterSlowTheStep) {
   EXPECT_EQ(jitter->step_time_s, again->step_time_s);
 }
 
+// HYBRID_SHARD's default (hybrid_shard_size 0) is a shard group per node:
+// the profile's 8 GPUs per node at world 16, the same step as the explicit 8.
+TEST(Simulator, HybridShardDefaultsToAGroupPerNode) {
+  SimulateOptions o = Small(ShardingStrategy::kHybridShard, 16);
+  ASSERT_EQ(o.profile.gpus_per_node, 8);
+  absl::StatusOr<SimResult> per_node = Simulate(o);
+  o.job.sharding.hybrid_shard_size = 8;
+  absl::StatusOr<SimResult> eight = Simulate(o);
+  ASSERT_TRUE(per_node.ok() && eight.ok()) << per_node.status() << eight.status();
+  EXPECT_NE(per_node->config.find("HYBRID_SHARD (groups of 8)"), std::string::npos) << per_node->config;
+  EXPECT_EQ(per_node->step_time_s, eight->step_time_s);
+  EXPECT_EQ(per_node->comm_bytes_per_step, eight->comm_bytes_per_step);
+}
+
 TEST(Simulator, RefusesWhatItCannotRun) {
   SimulateOptions o = Small(ShardingStrategy::kHybridShard, 8);
   o.job.sharding.hybrid_shard_size = 3;  // does not divide 8

@@ -147,14 +147,20 @@ INSTANTIATE_TEST_SUITE_P(Table, ConfigProblemKinds, ::testing::ValuesIn(ProblemK
 TEST(ConfigProblems, HybridShardSizeMustDivideTheWorld) {
   EXPECT_THAT(Problems(R"({"distributed": {"world_size": 4},
                            "strategy": {"sharding_strategy": "HYBRID_SHARD", "hybrid_shard_size": 3}})"),
-              HasSubstr("strategy.hybrid_shard_size: HYBRID_SHARD needs a shard group size >= 1 that divides the "
-                        "world size 4 (distributed.world_size), found 3"));
+              HasSubstr("strategy.hybrid_shard_size: HYBRID_SHARD needs a shard group size that divides the world "
+                        "size 4 (distributed.world_size), or 0 for the ranks of each node; found 3"));
   // Under MPI the real world size is checked when it is known.
   const RunConfig mpi = MustParse(R"({"distributed": {"backend": "mpi"},
                                       "strategy": {"sharding_strategy": "HYBRID_SHARD", "hybrid_shard_size": 3}})");
   EXPECT_TRUE(CheckWorldSize(mpi, 6).ok());
   EXPECT_THAT(CheckWorldSize(mpi, 4), StatusIs(absl::StatusCode::kInvalidArgument,
-                                               HasSubstr("divides the world size 4 (the number of ranks), found 3")));
+                                               HasSubstr("divides the world size 4 (the number of ranks), or 0 for "
+                                                         "the ranks of each node; found 3")));
+  // 0 (the default): a group per node, resolved when the ranks are known.
+  const RunConfig per_node = MustParse(R"({"distributed": {"backend": "mpi"},
+                                           "strategy": {"sharding_strategy": "HYBRID_SHARD"}})");
+  EXPECT_EQ(per_node.train.sharding.hybrid_shard_size, 0);
+  EXPECT_TRUE(CheckWorldSize(per_node, 6).ok());
 }
 
 TEST(ConfigProblems, NvmeOffloadMistakes) {

@@ -181,7 +181,7 @@ TEST(ResNetConfig, BadValuesAreReportedWithTheirPaths) {
        "model.depths: expected as many entries as model.widths (3), found 2"},
       {R"({"model": {"type": "vit"}})", "model.type: expected one of \"gpt\", \"llama\", \"resnet\", found string \"vit\""},
       {R"({"model": {"type": "resnet"}, "strategy": {"sharding_strategy": "HYBRID_SHARD", "hybrid_shard_size": 3}})",
-       "strategy.hybrid_shard_size: HYBRID_SHARD needs a shard group size >= 1 that divides the world size 4"},
+       "strategy.hybrid_shard_size: HYBRID_SHARD needs a shard group size that divides the world size 4"},
   });
 }
 
