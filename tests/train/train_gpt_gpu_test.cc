@@ -341,7 +341,8 @@ TEST(TrainGptOnGpus, InitFromAndSaveMoveWeightsBetweenGpuAndCpuRuns) {
 //   (--fmad=false), so they round alike. (With clipping on, the norm is summed
 //   on the device in one run and on the host in the other: the clip factor
 //   may differ in its last bits.)
-// And a run resumed from an NVMe-offloaded run's checkpoint continues bitwise.
+// So are the weights each run saves. And a run resumed from an NVMe-offloaded
+// run's sharded or full checkpoint continues bitwise.
 TEST(TrainGptOnGpus, NvmeOffloadMovesBytesNotMath) {
   if (!testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
   const int world = Gpus() >= 2 ? 2 : 1;
@@ -358,35 +359,49 @@ TEST(TrainGptOnGpus, NvmeOffloadMovesBytesNotMath) {
     TrainOptions o = Small();
     o.grad_clip = clip;
     o.sample_tokens = 0;
-    TrainOptions host = o;
+    // Each run saves its final weights (`save`, gathered through the hooks).
+    auto saving = [&](TrainOptions r, const std::string& name) {
+      r.save = absl::StrCat(swap, "/", name, ".safetensors");
+      return r;
+    };
+    TrainOptions host = saving(o, "host");
     host.sharding.offload = {.params = true, .grads = true, .optimizer = true};
     const TrainSummary on_host = TrainOnGpus(host, world);
-    const TrainSummary on_nvme = TrainOnGpus(with_nvme(o), world);
+    const TrainSummary on_nvme = TrainOnGpus(saving(with_nvme(o), "nvme"), world);
     ASSERT_EQ(on_host.losses.size(), 6u);
     EXPECT_EQ(on_nvme.losses, on_host.losses);
     EXPECT_EQ(on_nvme.final_val_loss, on_host.final_val_loss);
+    const std::string nvme_file = BytesOf(swap + "/nvme.safetensors");
+    ASSERT_FALSE(nvme_file.empty());
+    EXPECT_TRUE(nvme_file == BytesOf(swap + "/host.safetensors")) << "the saved weights differ";
     if (clip == 0) {
-      const TrainSummary none = TrainOnGpus(o, world);
+      const TrainSummary none = TrainOnGpus(saving(o, "none"), world);
       EXPECT_EQ(on_nvme.losses, none.losses);
       EXPECT_EQ(on_nvme.final_val_loss, none.final_val_loss);
+      EXPECT_TRUE(nvme_file == BytesOf(swap + "/none.safetensors")) << "the saved weights differ";
     } else {
-      // Checkpoints of the NVMe-offloaded run (read through its swap buffers),
-      // and a resume into one.
-      TrainOptions first = with_nvme(o);
-      first.eval_every = 0;
-      first.work_dir = FreshDir("gpu_nvme_resume");
-      first.steps = 3;
-      first.save_every = 3;
-      const TrainSummary a = TrainOnGpus(first, world);
-      TrainOptions second = first;
-      second.steps = 6;
-      second.save_every = 0;
-      second.resume = "auto";
-      const TrainSummary b = TrainOnGpus(second, world);
-      EXPECT_EQ(b.start_step, 3);
-      std::vector<double> joined = a.losses;
-      joined.insert(joined.end(), b.losses.begin(), b.losses.end());
-      EXPECT_EQ(joined, on_nvme.losses);
+      // Sharded and full checkpoints of the NVMe-offloaded run (read through
+      // its swap buffers; the full one gathered on the device), and a resume
+      // into one.
+      for (const char* type : {"sharded", "full"}) {
+        SCOPED_TRACE(type);
+        TrainOptions first = with_nvme(o);
+        first.eval_every = 0;
+        first.state_dict_type = type;
+        first.work_dir = FreshDir("gpu_nvme_resume");
+        first.steps = 3;
+        first.save_every = 3;
+        const TrainSummary a = TrainOnGpus(first, world);
+        TrainOptions second = first;
+        second.steps = 6;
+        second.save_every = 0;
+        second.resume = "auto";
+        const TrainSummary b = TrainOnGpus(second, world);
+        EXPECT_EQ(b.start_step, 3);
+        std::vector<double> joined = a.losses;
+        joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+        EXPECT_EQ(joined, on_nvme.losses);
+      }
     }
   }
 }
