@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -380,14 +381,15 @@ TEST(TrainGptOnGpus, NvmeOffloadMovesBytesNotMath) {
       EXPECT_EQ(on_nvme.final_val_loss, none.final_val_loss);
       EXPECT_TRUE(nvme_file == BytesOf(swap + "/none.safetensors")) << "the saved weights differ";
     } else {
-      // Sharded and full checkpoints of the NVMe-offloaded run (read through
-      // its swap buffers; the full one gathered on the device), and a resume
-      // into one.
-      for (const char* type : {"sharded", "full"}) {
+      // A sharded checkpoint of the NVMe-offloaded run (read through its swap
+      // buffers) and a full one written in the background (gathered on the
+      // device), and a resume into the run from each.
+      for (const auto& [type, async] : {std::pair<const char*, bool>{"sharded", false}, {"full", true}}) {
         SCOPED_TRACE(type);
         TrainOptions first = with_nvme(o);
         first.eval_every = 0;
         first.state_dict_type = type;
+        first.async_save = async;
         first.work_dir = FreshDir("gpu_nvme_resume");
         first.steps = 3;
         first.save_every = 3;
