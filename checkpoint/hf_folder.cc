@@ -277,7 +277,7 @@ absl::Status MatchFolder(const HfWeights& w, ShardedModel& model, HfLoadResult& 
 }  // namespace
 
 absl::StatusOr<HfLoadResult> LoadHfWeights(const std::string& dir, ShardedModel& model, const HfLoadOptions& o) {
-  Communicator& world = model.world();
+  Communicator& world = o.host != nullptr ? *o.host : model.world();  // host tensors
   const std::string where = absl::StrCat("LoadHfWeights(", Quoted(dir), ")");
   absl::StatusOr<HfWeights> opened = HfWeights::Open(dir);
   ZS_RETURN_IF_ERROR(Agree(world, opened.status()));
@@ -455,7 +455,7 @@ absl::Status CheckSaveOptions(const HfSaveOptions& o) {
 absl::Status SaveHfWeights(const std::string& dir, ShardedModel& model, const HfSaveOptions& o) {
   // Same options on every rank, same verdict: no collective needed yet.
   ZS_RETURN_IF_ERROR(CheckSaveOptions(o));
-  Communicator& world = model.world();
+  Communicator& world = o.host != nullptr ? *o.host : model.world();  // host tensors
   const bool lead = world.rank() == 0;
   const DirNames d(dir);
   ZS_RETURN_IF_ERROR(Agree(world, lead ? PrepareTmpDir(d) : absl::OkStatus()));

@@ -162,6 +162,10 @@ absl::StatusOr<nn::NamedTensors> ReadHfStateDict(const std::string& dir);
 
 struct HfLoadOptions {
   bool strict = true;  // missing or unexpected tensors are errors
+  // As SaveOptions::host (checkpoint.h): the ranks' agreement on statuses
+  // (host tensors) goes through it; nullptr: the model's world. On GPUs pass
+  // the host communicator that bootstrapped the world (the job's `host`).
+  Communicator* host = nullptr;
 };
 
 struct HfLoadResult {
@@ -175,8 +179,11 @@ struct HfLoadResult {
 // piece of its own shards (FlatParameter::PiecesOfShard), only the byte ranges
 // that hold it, so it never reads a tensor it holds no piece of and reads
 // about 1 / shard-group-size of the folder. Shards resident on NVMe are read,
-// filled and written back unit by unit. A tied parameter is found under any of
-// its names; names present together must hold equal values; an absent
+// filled and written back unit by unit. On a GPU the shards are device
+// memory: each range is read into host memory and copied in (SafetensorsFile
+// stages any read whose output is not contiguous host memory of its dtype).
+// A tied parameter is found under any of its names; names present together
+// must hold equal values; an absent
 // lm_head.weight is no missing key when the model ties it. InvalidArgument,
 // naming the tensor and both sides, for a shape that differs ("model.layers.0.
 // mlp.up_proj.weight: the folder has [64, 32], the model expects [96, 32]") or
@@ -197,12 +204,14 @@ struct HfSaveOptions {
   std::string config_json;
   bool write_tied_once = true;  // a tied parameter under its first name only (Hugging Face's layout)
   AtomicFileOptions file;       // fsync; fail_after_bytes injects a failure into each file (tests)
+  Communicator* host = nullptr;  // as HfLoadOptions::host
 };
 
 // Collective over the model's world. The f32 master values are gathered over
 // the shard group one run of parameters at a time (the parameters, in the
 // model's order, that one unit holds: never more than one unit unsharded at
-// once, as full checkpoints), and rank 0 streams them into the files of Note
+// once, as full checkpoints; on a GPU gathered in device memory and copied to
+// the host), and rank 0 streams them into the files of Note
 // [Hugging Face folder shards]. Everything is written into `<dir>.tmp` and
 // renamed to `dir` only when complete: a failed save leaves an existing folder
 // at `dir` as it was and removes the temporary directory. InvalidArgument for

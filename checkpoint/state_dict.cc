@@ -273,11 +273,16 @@ absl::Status GatherFull(ShardedModel& model, optim::ShardedOptimizer* opt, const
     ShardedUnit* u = units[i];
     auto gather = [&](const Tensor& shard) -> absl::StatusOr<Tensor> {
       Communicator& group = model.shard_group();
-      if (group.device().is_cuda() && shard.device() == group.device()) {
-        // On GPUs the group gathers device tensors: gather where the shard
-        // is, then bring the whole to the host.
-        ZS_ASSIGN_OR_RETURN(Tensor full, Tensor::Empty({u->flat.padded_numel()}, DType::kF32, shard.allocator()));
-        ZS_RETURN_IF_ERROR(group.AllGather(shard, full));
+      if (group.device().is_cuda()) {
+        // On GPUs the group gathers device tensors: gather on the device (a
+        // shard offloaded to the host or NVMe is copied there first), then
+        // bring the whole to the host.
+        Tensor src = shard;
+        if (shard.device() != group.device()) {
+          ZS_ASSIGN_OR_RETURN(src, shard.To(model.allocator()));
+        }
+        ZS_ASSIGN_OR_RETURN(Tensor full, Tensor::Empty({u->flat.padded_numel()}, DType::kF32, model.allocator()));
+        ZS_RETURN_IF_ERROR(group.AllGather(src, full));
         return full.To(DefaultCpuAllocator());
       }
       ZS_ASSIGN_OR_RETURN(Tensor full, Tensor::Empty({u->flat.padded_numel()}, DType::kF32, DefaultCpuAllocator()));

@@ -14,7 +14,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -239,21 +238,12 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
         "RunTraining on GPUs: expected a host communicator for the run's numbers, found none");
   }
   Communicator& host = host_comm != nullptr ? *host_comm : comm;
-  if (on_gpu) {
-    // Checkpoints (sharded and full, sync and async) and resume work on GPUs:
-    // the shards are copied to the host to be written and read into device
-    // memory, the ranks agree through `host` (tests/train/sim_train_test.sh).
-    // What has not run on GPUs yet is refused by name.
-    std::vector<std::string> unsupported;
-    if (!o.init_from.empty()) unsupported.push_back("init_from");
-    if (!o.save.empty()) unsupported.push_back("save");
-    if (o.sharding.offload.nvme()) unsupported.push_back("strategy.nvme_offload");
-    if (!unsupported.empty()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "training on GPUs (backend nccl) does not yet support ", absl::StrJoin(unsupported, ", "),
-          ": expected them unset, found them set"));
-    }
-  }
+  // On GPUs every option runs as on CPU ranks; values cross between host and
+  // device by copies: init_from is read on the host (before Create copies each
+  // rank's slice into its device shard; a Hugging Face folder range by range),
+  // save and checkpoints gather or read device shards and write host copies,
+  // offload (CPU or NVMe) copies each shard to the device before its gather and
+  // steps the optimizer on the host. The ranks agree on statuses through `host`.
   ZS_ASSIGN_OR_RETURN(const LogSink log,
                       LogSink::Open({.lead = lead, .log_file = o.log_file, .progress_bar = o.progress_bar,
                                      .writer = o.output}));
@@ -330,7 +320,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   ZS_ASSIGN_OR_RETURN(auto sharded, ShardedModel::Create(gpt, comm, sharding, &device));
   if (hf_init) {
     // A Hugging Face folder: every rank reads the byte ranges of its own shards.
-    ZS_ASSIGN_OR_RETURN(const HfLoadResult r, LoadHfWeights(o.init_from, *sharded));
+    ZS_ASSIGN_OR_RETURN(const HfLoadResult r, LoadHfWeights(o.init_from, *sharded, {.host = &host}));
     log.Line(absl::StrFormat("  init_from %s: rank 0 read %s of tensor data\n", o.init_from, FormatBytes(r.bytes_read)));
   }
   log.Line(absl::StrFormat("  parameters: %d (%s per rank sharded)\n", gpt->NumParameters(),
@@ -549,7 +539,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     ZS_RETURN_IF_ERROR(SaveHfWeights(o.save, *sharded,
                                      {.max_shard_bytes = o.save_shard_bytes,
                                       .dtype = DType::kF32,
-                                      .config_json = llama_config->ToHfJson("float32")}));
+                                      .config_json = llama_config->ToHfJson("float32"),
+                                      .host = &host}));
     log.Line(absl::StrCat("saved ", o.save, " (Hugging Face layout)\n"));
   } else if (!o.save.empty()) {
     ZS_RETURN_IF_ERROR(sharded->SummonFullParams([&]() -> absl::Status {
