@@ -17,7 +17,9 @@
 //             the gathered-buffer peak (our layout, padding included)
 //   peak      the rank allocator's measured peak (adds activations and temporaries)
 // Rows run --repeats times, interleaved (every configuration once, then again);
-// ms/step is the median over the repeats.
+// ms/step is the median over the repeats. The timed steps run untraced, as
+// the unsharded ones do; "exposed" is measured on --traced_steps more steps
+// (the trace records every op and collective, which costs time of its own).
 //
 //   bazel run -c opt //bench:step_bench -- --steps=10 --world_sizes=1,2,4 --repeats=3
 //   bazel run -c opt //bench:step_bench -- --model=llama --n_kv_head=2
@@ -71,6 +73,7 @@ ABSL_FLAG(int64_t, vocab_size, 256, "");
 ABSL_FLAG(int64_t, batch_size, 8, "global batch rows (split over ranks)");
 ABSL_FLAG(int, steps, 6, "timed steps");
 ABSL_FLAG(int, warmup, 2, "untimed steps");
+ABSL_FLAG(int, traced_steps, 2, "traced steps after the timed ones, for the exposed-communication column (0: none)");
 ABSL_FLAG(std::string, world_sizes, "1,2,4", "");
 ABSL_FLAG(std::string, strategies, "FULL_SHARD,SHARD_GRAD_OP,SHARD_OPTIMIZER,NO_SHARD", "");
 ABSL_FLAG(int, repeats, 1, "interleaved runs of every configuration (median ms/step)");
@@ -95,6 +98,21 @@ struct Figures {
   int64_t plan_bytes = 0;   // ShardedModel::Plan().total() (sharded rows)
   int64_t num_params = 0;   // Psi
   double exposed_comm = 0;  // fraction of step time waiting on collectives
+  // Rank 0's ms per timed step in forward, backward and the optimizer step
+  // (with ZeroGrad on sharded rows): where a row's difference to the unsharded one is.
+  double phase_ms[3] = {0, 0, 0};
+};
+
+// Accumulates the time since the previous mark into one of Figures::phase_ms.
+struct PhaseClock {
+  double* sums;
+  bool on = false;
+  double last = 0;
+  void Start(bool timed, double now) { on = timed; last = now; }
+  void Mark(int phase, double now) {
+    if (on) sums[phase] += (now - last) * 1000;
+    last = now;
+  }
 };
 
 // The ZeRO paper's model-state bytes per rank for fp32 Adam (K = 8): 16 Psi in all.
@@ -142,21 +160,27 @@ absl::StatusOr<Figures> Unsharded(const TokenData& data) {
   Figures f;
   const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
   double t0 = 0;
+  PhaseClock clock{f.phase_ms};
   for (int step = 0; step < warmup + steps; ++step) {
     if (step == warmup) t0 = Now();
     for (auto& [n, v] : params) v.reset_grad();
     ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .batch_size = absl::GetFlag(FLAGS_batch_size),
                                                 .block_size = Config().block_size}, &device));
+    clock.Start(step >= warmup, Now());
     ZS_ASSIGN_OR_RETURN(nn::LmOutput out, gpt->Forward(b.inputs, b.targets));
     if (step == 0) f.first_loss = out.loss.value().Item().value();
+    clock.Mark(0, Now());
     ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
+    clock.Mark(1, Now());
     for (size_t i = 0; i < params.size(); ++i) {
       const Variable& v = params[i].second;
       ZS_RETURN_IF_ERROR(optim::AdamWStep({.beta2 = 0.95}, {optim::ParamGroup::Whole(v.numel(), 6e-4, v.dim() >= 2 ? 0.1 : 0.0)},
                                           v.value(), v.grad(), states[i]));
     }
+    clock.Mark(2, Now());
   }
   f.ms_per_step = (Now() - t0) * 1000 / steps;
+  for (double& p : f.phase_ms) p /= steps;
   f.peak_bytes = device.stats().peak_bytes_in_use;
   for (auto& [n, v] : params) f.num_params += v.numel();
   return f;
@@ -178,34 +202,50 @@ absl::StatusOr<Figures> Sharded(const TokenData& data, int world, ShardingStrate
     optim::OptimizerOptions oo{.lr = 6e-4, .weight_decay = 0.1};
     oo.adamw.beta2 = 0.95;
     ZS_ASSIGN_OR_RETURN(optim::ShardedOptimizer opt, optim::ShardedOptimizer::Create(*sharded, oo));
+    // The timed steps run untraced, as a user's would (tracing records every
+    // op); exposed communication comes from `traced` more steps after them.
     TraceRecorder trace;
-    double t0 = 0;
-    for (int step = 0; step < warmup + steps; ++step) {
-      if (step == warmup) {
-        t0 = Now();
+    const int traced = absl::GetFlag(FLAGS_traced_steps);
+    double t0 = 0, elapsed = 0, traced_start = 0;
+    double phase_ms[3] = {0, 0, 0};
+    PhaseClock clock{phase_ms};
+    for (int step = 0; step < warmup + steps + traced; ++step) {
+      if (step == warmup) t0 = Now();
+      if (step == warmup + steps) {
+        ZS_RETURN_IF_ERROR(comm.Barrier());
+        elapsed = Now() - t0;
+        traced_start = Now();
         sharded->set_trace(&trace);
       }
       ZS_ASSIGN_OR_RETURN(Batch b, data.GetBatch({.step = step, .rank = comm.rank(), .world_size = world,
                                                   .batch_size = per_rank, .block_size = Config().block_size},
                                                  &device));
+      clock.Start(step >= warmup && step < warmup + steps && comm.rank() == 0, Now());
       ZS_ASSIGN_OR_RETURN(nn::LmOutput out, gpt->Forward(b.inputs, b.targets));
       if (step == 0) {
         ZS_ASSIGN_OR_RETURN(Tensor l, Tensor::Full({1}, out.loss.value().Item().value(), DType::kF32));
         ZS_RETURN_IF_ERROR(comm.AllReduce(l, ReduceOp::kAvg));
         if (comm.rank() == 0) f.first_loss = l.Item().value();
       }
+      clock.Mark(0, Now());
       ZS_RETURN_IF_ERROR(autograd::Backward(out.loss));
+      clock.Mark(1, Now());
       ZS_RETURN_IF_ERROR(opt.Step(6e-4));
       ZS_RETURN_IF_ERROR(sharded->ZeroGrad());
+      clock.Mark(2, Now());
     }
     ZS_RETURN_IF_ERROR(comm.Barrier());
-    const double elapsed = Now() - t0;
+    if (traced == 0) elapsed = Now() - t0;
+    const double traced_seconds = Now() - traced_start;
     sharded->set_trace(nullptr);
     std::lock_guard<std::mutex> lock(mu);
     f.ms_per_step = std::max(f.ms_per_step, elapsed * 1000 / steps);
+    if (comm.rank() == 0) {
+      for (int p = 0; p < 3; ++p) f.phase_ms[p] = phase_ms[p] / steps;
+    }
     f.peak_bytes = std::max(f.peak_bytes, device.stats().peak_bytes_in_use);
     f.plan_bytes = std::max(f.plan_bytes, sharded->Plan().total());
-    f.exposed_comm = std::max(f.exposed_comm, trace.TotalUs("wait") / 1e6 / elapsed);
+    if (traced > 0) f.exposed_comm = std::max(f.exposed_comm, trace.TotalUs("wait") / 1e6 / traced_seconds);
     return absl::OkStatus();
   });
   for (const absl::Status& s : st) ZS_RETURN_IF_ERROR(s);
@@ -238,6 +278,7 @@ int Main(const std::string& json_out) {
     int world = 1;
     std::optional<ShardingStrategy> strategy;  // none: the unsharded baseline
     std::vector<double> ms;
+    std::vector<double> phase_ms[3];  // per repeat
     Figures last;
   };
   std::vector<Row> rows = {{.name = "unsharded"}};
@@ -266,12 +307,13 @@ int Main(const std::string& json_out) {
       }
       row.ms.push_back(f->ms_per_step);
       row.last = *f;
+      for (int p = 0; p < 3; ++p) row.phase_ms[p].push_back(f->phase_ms[p]);
     }
   }
   const Figures& base = rows[0].last;
   const double base_ms = Median(rows[0].ms);
-  std::printf("%-16s %5s %10s %10s %9s %11s %11s %11s %8s  %s\n", "strategy", "world", "ms/step", "tokens/s",
-              "vs base", "zero", "plan", "peak", "exposed", "first loss");
+  std::printf("%-16s %5s %10s %10s %9s %11s %11s %11s %8s %17s  %s\n", "strategy", "world", "ms/step", "tokens/s",
+              "vs base", "zero", "plan", "peak", "exposed", "fwd/bwd/opt ms", "first loss");
   int bad = 0;
   for (const Row& row : rows) {
     const Figures& f = row.last;
@@ -279,11 +321,14 @@ int Main(const std::string& json_out) {
     const bool ok = std::fabs(f.first_loss - base.first_loss) <= 1e-5 * std::fabs(base.first_loss);
     bad += !ok;
     const ShardingStrategy* st = row.strategy ? &*row.strategy : nullptr;
-    std::printf("%-16s %5d %10.1f %10.0f %8.2fx %11s %11s %11s %8s  %.7f%s\n", row.name.c_str(), row.world, ms,
+    const std::string phases = absl::StrFormat("%.1f/%.1f/%.1f", Median(row.phase_ms[0]), Median(row.phase_ms[1]),
+                                               Median(row.phase_ms[2]));
+    std::printf("%-16s %5d %10.1f %10.0f %8.2fx %11s %11s %11s %8s %17s  %.7f%s\n", row.name.c_str(), row.world, ms,
                 tokens / (ms / 1000), base_ms / ms,
                 FormatBytes(ZeroFormulaBytes(base.num_params, row.world, st)).c_str(),
                 row.strategy ? FormatBytes(f.plan_bytes).c_str() : "-", FormatBytes(f.peak_bytes).c_str(),
-                row.strategy ? absl::StrFormat("%.1f%%", 100 * f.exposed_comm).c_str() : "-", f.first_loss,
+                row.strategy ? absl::StrFormat("%.1f%%", 100 * f.exposed_comm).c_str() : "-", phases.c_str(),
+                f.first_loss,
                 ok ? "" : "  MISMATCH");
   }
   std::printf("parameters Psi = %lld; ms/step is the median of %d interleaved run(s); load average %s\n",
