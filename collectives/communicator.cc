@@ -103,6 +103,10 @@ void Communicator::MarkRunning(const CollectiveDesc& desc) {
   if (open_spans_count_.load(std::memory_order_acquire) > 0) SpanRunning(desc.seq);
 }
 
+void Communicator::MarkPeersArrived(const CollectiveDesc& desc) {
+  if (open_spans_count_.load(std::memory_order_acquire) > 0) SpanRunning(desc.seq, /*peers_arrived=*/true);
+}
+
 absl::Status Communicator::MarkDone(const CollectiveDesc& desc, absl::Status status) {
   if (open_spans_count_.load(std::memory_order_acquire) > 0) CloseSpan(desc, status);
   if (status.ok()) {
@@ -162,11 +166,11 @@ void Communicator::OpenSpan(const CollectiveDesc& desc, const std::string& label
   open_spans_count_.store(static_cast<int>(open_spans_.size()), std::memory_order_release);
 }
 
-void Communicator::SpanRunning(int64_t seq) {
+void Communicator::SpanRunning(int64_t seq, bool peers_arrived) {
   std::lock_guard<std::mutex> lock(spans_mu_);
   for (OpenedSpan& s : open_spans_) {
     if (s.seq == seq) {
-      s.start_us = s.trace->NowUs();
+      (peers_arrived ? s.arrived_us : s.start_us) = s.trace->NowUs();
       return;
     }
   }
@@ -207,7 +211,18 @@ void Communicator::CloseSpan(const CollectiveDesc& desc, const absl::Status& sta
     }
     absl::StrAppend(&args, ", \"status\": \"", absl::StatusCodeToString(status.code()), ": ", message, "\"");
   }
-  span.trace->AddSpan(std::move(span.label), "comm", row, span.start_us, end_us, std::move(args));
+  double transfer_us = span.start_us;
+  if (span.arrived_us >= span.start_us) {
+    // The wait for the last peer, then the transfer (Note [Communication spans]).
+    absl::StrAppendFormat(&args, ", \"peers_arrived_us\": %.3f, \"peer_wait_us\": %.3f", span.arrived_us,
+                          span.arrived_us - span.start_us);
+    if (span.arrived_us > span.start_us) {
+      span.trace->AddSpan(absl::StrCat("wait for peers: ", span.label), "peers", row, span.start_us, span.arrived_us,
+                          absl::StrFormat("\"op\": \"%s\", \"seq\": %d", CollectiveOpName(desc.op), desc.seq));
+    }
+    transfer_us = span.arrived_us;
+  }
+  span.trace->AddSpan(std::move(span.label), "comm", row, transfer_us, end_us, std::move(args));
 }
 
 // ================================================================ issuing

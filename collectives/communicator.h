@@ -237,9 +237,16 @@ class Communicator {
   //   runtime/trace.h). Its args: op, seq, dtype, count, bytes (Note [Bytes
   //   sent]), issued_us (when the base class accepted it) and, on an error,
   //   status. The span lies inside [issue, observed completion]: a backend
-  //   marks done before it completes the Work. For the host backends the
-  //   times are the transfer's; NCCL marks on the host around the launch and
-  //   at the next poll (GPU-side times would need CUDA events; not recorded).
+  //   marks done before it completes the Work. A backend that knows when
+  //   its peers have all arrived (the in-process one: after its arrival
+  //   rendezvous) calls MarkPeersArrived: the time before it becomes its own
+  //   span, category "peers" ("wait for peers: <label>"), and the "comm" span
+  //   starts there, so it shows when the transfer ran and a peer's lateness
+  //   (skew, a straggler, ranks sharing cores) shows apart from it
+  //   (tools/trace_summary's "peer wait"). MPI's collectives wait inside the
+  //   library, so their spans include the wait for peers. NCCL marks on the
+  //   host around the launch and at the next poll (GPU-side times would need
+  //   CUDA events; not recorded).
   // set_trace applies to this communicator and to every communicator split
   // from the same root, before or after the call (a communication hook's
   // groups included); nullptr turns it off. A collective in flight when it
@@ -281,6 +288,9 @@ class Communicator {
   virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc& desc) = 0;
 
   void MarkRunning(const CollectiveDesc& desc);
+  // Every peer has posted this collective: the transfer starts now (Note
+  // [Communication spans]). Optional; a no-op when untraced.
+  void MarkPeersArrived(const CollectiveDesc& desc);
   // Records the outcome in the ring; on a timeout, mismatch or abort prints
   // the ring (if enabled). Returns `status` for chaining.
   absl::Status MarkDone(const CollectiveDesc& desc, absl::Status status);
@@ -329,7 +339,7 @@ class Communicator {
 
   // Note [Communication spans]: called at issue, MarkRunning and MarkDone.
   void OpenSpan(const CollectiveDesc& desc, const std::string& label);
-  void SpanRunning(int64_t seq);
+  void SpanRunning(int64_t seq, bool peers_arrived = false);
   void CloseSpan(const CollectiveDesc& desc, const absl::Status& status);
   // A collective the backend never saw (its launch failed): no span.
   void DropSpan(int64_t seq);
@@ -357,7 +367,7 @@ class Communicator {
   struct OpenedSpan {
     int64_t seq = 0;
     std::string label;
-    double issued_us = 0, start_us = -1;
+    double issued_us = 0, start_us = -1, arrived_us = -1;
     TraceRecorder* trace = nullptr;
   };
   std::shared_ptr<TraceFamily> trace_family_ = std::make_shared<TraceFamily>();

@@ -350,6 +350,7 @@ absl::Status LocalCommunicator::Execute(const CollectiveCall& call) {
     Abort(s);
     return MarkDone(d, s);
   }
+  MarkPeersArrived(d);  // the transfer starts (Note [Communication spans])
 
   // Every post of this collective is visible now.
   const int n = size();

@@ -74,7 +74,7 @@ double Length(const Intervals& a) {
 
 namespace {
 
-enum class Kind { kStep, kWait, kIgnored, kComm, kCompute };
+enum class Kind { kStep, kWait, kIgnored, kPeers, kComm, kCompute };
 
 // Note [Exposed communication]: the kind of a complete event.
 Kind KindOf(const std::string& name, const std::string& cat) {
@@ -82,6 +82,7 @@ Kind KindOf(const std::string& name, const std::string& cat) {
   if (c == "step" || absl::StartsWith(name, "ProfilerStep#")) return Kind::kStep;
   if (c == "wait") return Kind::kWait;
   if (c == "issued") return Kind::kIgnored;
+  if (c == "peers") return Kind::kPeers;
   if (absl::StrContains(c, "comm") || absl::StrContains(c, "nccl") ||
       absl::StrContains(absl::AsciiStrToLower(name), "nccl")) {
     return Kind::kComm;
@@ -142,7 +143,7 @@ struct UnitSpan {
 
 RankSummary Summarize(const std::string& pid, const Rank& rank) {
   RankSummary r{.pid = pid, .name = rank.name};
-  std::vector<Interval> compute, wait, comm, steps;
+  std::vector<Interval> compute, wait, comm, peers, steps;
   std::vector<std::pair<std::string, Interval>> step_spans;
   double first = 0, last = 0;
   bool any = false;
@@ -155,6 +156,7 @@ RankSummary Summarize(const std::string& pid, const Rank& rank) {
       case Kind::kStep: step_spans.emplace_back(e.name, x); break;
       case Kind::kWait: wait.push_back(x); break;
       case Kind::kComm: comm.push_back(x); break;
+      case Kind::kPeers: peers.push_back(x); break;
       case Kind::kCompute: compute.push_back(x); break;
       case Kind::kIgnored: break;
     }
@@ -165,6 +167,7 @@ RankSummary Summarize(const std::string& pid, const Rank& rank) {
   const Intervals busy = Subtract(Union(compute), Union(wait));
   const Intervals comm_all = Union(comm);
   const Intervals exposed = Subtract(comm_all, busy);
+  const Intervals peer_wait = Subtract(Subtract(Union(peers), busy), comm_all);
   std::vector<Interval> window_list;
   for (const auto& [name, w] : step_spans) {
     const Intervals win = Union({w});
@@ -172,6 +175,7 @@ RankSummary Summarize(const std::string& pid, const Rank& rank) {
     f.compute_us = Length(Intersect(busy, win));
     f.comm_us = Length(Intersect(comm_all, win));
     f.exposed_us = Length(Intersect(exposed, win));
+    f.peer_wait_us = Length(Intersect(peer_wait, win));
     std::vector<Interval> active = busy;
     active.insert(active.end(), comm_all.begin(), comm_all.end());
     f.idle_us = f.dur_us - Length(Intersect(Union(active), win));
@@ -180,6 +184,7 @@ RankSummary Summarize(const std::string& pid, const Rank& rank) {
     r.total.comm_us += f.comm_us;
     r.total.exposed_us += f.exposed_us;
     r.total.idle_us += f.idle_us;
+    r.total.peer_wait_us += f.peer_wait_us;
     r.steps.push_back(std::move(f));
     window_list.push_back(w);
   }
@@ -299,16 +304,22 @@ absl::StatusOr<TraceSummary> SummarizeTrace(absl::string_view json_text) {
     ranks[pid].events.push_back(Event{name, KindOf(name, cat), ts->get<double>(), dur->get<double>()});
     ++summary.events;
   }
+  bool any_peers = false;
   for (const auto& [pid, rank] : ranks) {
     if (rank.events.empty()) continue;
     summary.ranks.push_back(Summarize(pid, rank));
     summary.exposed_us += summary.ranks.back().total.exposed_us;
     summary.window_us += summary.ranks.back().total.dur_us;
+    summary.peer_wait_us += summary.ranks.back().total.peer_wait_us;
+    any_peers = any_peers || std::any_of(rank.events.begin(), rank.events.end(),
+                                         [](const Event& e) { return e.kind == Kind::kPeers; });
   }
   if (summary.ranks.empty()) {
     return absl::InvalidArgumentError("trace_summary: expected complete (\"X\") events, found none");
   }
   summary.exposed_comm_fraction = summary.window_us > 0 ? summary.exposed_us / summary.window_us : 0;
+  summary.peer_wait_fraction = summary.window_us > 0 ? summary.peer_wait_us / summary.window_us : 0;
+  summary.has_peer_spans = any_peers;
   return summary;
 }
 
@@ -351,6 +362,11 @@ std::string FormatSummary(const TraceSummary& summary) {
   absl::StrAppendFormat(&out, "\nexposed_comm_ms %.3f of %.3f ms of steps over %d ranks\n", ms(summary.exposed_us),
                         ms(summary.window_us), summary.ranks.size());
   absl::StrAppendFormat(&out, "exposed_comm_fraction %.6f\n", summary.exposed_comm_fraction);
+  if (summary.has_peer_spans) {
+    absl::StrAppendFormat(&out, "peer_wait_ms %.3f (collectives waiting for late peers: skew, not transfer)\n",
+                          ms(summary.peer_wait_us));
+    absl::StrAppendFormat(&out, "peer_wait_fraction %.6f\n", summary.peer_wait_fraction);
+  }
   return out;
 }
 

@@ -13,6 +13,9 @@
 //     step     cat "step", or a name starting "ProfilerStep#" (PyTorch): the windows
 //     wait     cat "wait": the rank blocked on a collective
 //     ignored  cat "issued" (the sharding runtime's issue-to-completion view)
+//     peers    cat "peers": the rank's collective waited for its peers to
+//              arrive before the transfer (Note [Communication spans] in
+//              collectives/communicator.h)
 //     comm     cat "comm", a category containing "comm" or "nccl", or a name
 //              containing "nccl" (any case)
 //     compute  everything else (compute, op, copy, PyTorch's kernels and ops)
@@ -21,6 +24,9 @@
 //   comm    = union(comm)
 //   exposed = comm - busy: communication the rank's compute did not hide
 //   idle    = window - (busy + comm)
+//   peer wait = union(peers) - busy - comm: part of idle, the time a rank's
+//             collectives waited for late peers (skew, a straggler, ranks
+//             sharing cores), not communication to hide by overlap
 //   each measured inside every step window (no step span on a rank: one
 //   window from its first event's start to its last event's end).
 //   Units are named by compute spans "forward <unit>" and "backward <unit>";
@@ -57,6 +63,7 @@ struct WindowFigures {
   std::string name;
   double start_us = 0, dur_us = 0;
   double compute_us = 0, comm_us = 0, exposed_us = 0, idle_us = 0;
+  double peer_wait_us = 0;
 };
 
 struct UnitFigures {
@@ -75,8 +82,10 @@ struct RankSummary {
 struct TraceSummary {
   int events = 0;  // complete events read
   std::vector<RankSummary> ranks;
-  double exposed_us = 0, window_us = 0;
+  double exposed_us = 0, window_us = 0, peer_wait_us = 0;
   double exposed_comm_fraction = 0;
+  double peer_wait_fraction = 0;  // summed peer wait over summed windows
+  bool has_peer_spans = false;
 };
 
 // `json_text`: {"traceEvents": [...]} or a bare array of events.
@@ -84,8 +93,9 @@ struct TraceSummary {
 absl::StatusOr<TraceSummary> SummarizeTrace(absl::string_view json_text);
 absl::StatusOr<TraceSummary> SummarizeTraceFile(const std::string& path);
 
-// Per rank a table of steps and one of units (milliseconds), then the line
-// "exposed_comm_fraction <x>".
+// Per rank a table of steps and one of units (milliseconds), then the lines
+// "exposed_comm_fraction <x>" and, where the trace has "peers" spans,
+// "peer_wait_fraction <y>".
 std::string FormatSummary(const TraceSummary& summary);
 
 }  // namespace zeroshard::tools

@@ -85,6 +85,24 @@ rank pid host
 exposed_comm_ms 0.050 of 0.150 ms of steps over 1 ranks
 exposed_comm_fraction 0.333333"
 
+# peers.json: the in-process backend's split spans (Note [Communication spans]):
+#   busy = forward a [0,400] - wait [200,400] + backward a [500,900] = [0,200] [500,900]: 600
+#   comm = [300,400] [950,1000]: 150, none under busy, so all exposed
+#   peer wait = peers [200,300] [850,950] - busy - comm = [200,300] [900,950]: 150 (0.15)
+#   idle = 1000 - |busy + comm| = 1000 - 750 = 250 (the peer wait is part of it)
+expect_output peers.json "8 complete events, 1 ranks; times in ms (Note [Exposed communication] in tools/trace_summary.h)
+
+rank pid 0 (rank 0)
+  step                            start     length    compute       comm    exposed       idle exposed%
+  step 0                          0.000      1.000      0.600      0.150      0.150      0.250    15.0%
+  unit                                     compute       comm    exposed
+  a                                          0.600      0.150      0.150
+
+exposed_comm_ms 0.150 of 1.000 ms of steps over 1 ranks
+exposed_comm_fraction 0.150000
+peer_wait_ms 0.150 (collectives waiting for late peers: skew, not transfer)
+peer_wait_fraction 0.150000"
+
 expect_error no_dur.json 'event 0: a complete ("X") event needs numbers ts and dur >= 0, found'
 expect_error truncated.json "expected JSON (a Chrome trace), found text that does not parse"
 expect_error missing.json 'cannot open'

@@ -25,11 +25,12 @@ namespace {
 
 // ================================================================ communication spans
 
-// The spans of `row`, in start order.
-std::vector<TraceRecorder::Span> SpansOn(const TraceRecorder& trace, TraceRow row) {
+// The spans of `row` in `category`, in start order.
+std::vector<TraceRecorder::Span> SpansOn(const TraceRecorder& trace, TraceRow row,
+                                         const std::string& category = "comm") {
   std::vector<TraceRecorder::Span> out;
   for (const TraceRecorder::Span& s : trace.spans()) {
-    if (s.row == row) out.push_back(s);
+    if (s.row == row && s.category == category) out.push_back(s);
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.start_us < b.start_us; });
   return out;
@@ -75,6 +76,17 @@ TEST(CommunicationSpansTest, LieBetweenIssueAndObservedCompletionOnARowPerCommun
     // Split was seq 1; 64 f32 per rank: the ring sends (2-1) * 256 bytes.
     const std::string args = R"("op": "AllGather", "seq": 2, "dtype": "f32", "count": 64, "bytes": 256, )";
     EXPECT_EQ(world[0].args.substr(0, args.size()), args);
+    // The in-process backend marks when both ranks had arrived: the comm span
+    // starts there, and the wait before it, if any, is a "peers" span that
+    // ends where the transfer starts (Note [Communication spans]).
+    EXPECT_NE(world[0].args.find("\"peers_arrived_us\": "), std::string::npos) << world[0].args;
+    const std::vector<TraceRecorder::Span> waited = SpansOn(trace, o.world, "peers");
+    ASSERT_LE(waited.size(), 1u);
+    for (const TraceRecorder::Span& w : waited) {
+      EXPECT_EQ(w.name, "wait for peers: all-gather u1");
+      EXPECT_GE(w.start_us, o.issue_us);
+      EXPECT_DOUBLE_EQ(w.start_us + w.dur_us, world[0].start_us);  // (a - b) + b: within an ulp
+    }
     const std::vector<TraceRecorder::Span> sub = SpansOn(trace, o.sub);
     ASSERT_EQ(sub.size(), 1u);  // the barrier after set_trace(nullptr) is not there
     EXPECT_EQ(sub[0].name, "AllReduce");
