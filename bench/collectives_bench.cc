@@ -60,9 +60,15 @@
 // broadcast is the root's copy from send to receive buffer and the in-place
 // broadcast (the Communicator's broadcast is in place); no baseline is measured.
 // A wrong element exits 1, as nccl-tests does; so does NCCL_TESTS_MIN_BW when
-// the average bus bandwidth is below 0.9 of it. There is no alltoall here yet:
-// the Communicator's AllToAll is never in place, so nccl-tests' in-place
-// columns have no counterpart (--op=alltoall says so).
+// the average bus bandwidth is below 0.9 of it.
+//
+// alltoall (nccl-tests' alltoall_perf): count is the elements each rank sends
+// to each peer, size a rank's whole buffer (count x ranks x element bytes),
+// busbw = algbw (n-1)/n. The Communicator's AllToAll is never in place (a rank
+// would overwrite blocks its peers still read), so "in place" (the result
+// replaces the input) stages the input through a scratch buffer first, as an
+// in-place all-to-all must, and its time includes that copy: the in-place
+// columns say what an in-place caller pays.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -101,7 +107,7 @@
 ABSL_FLAG(std::string, backend, "local", "a registered backend: local | mpi | nccl (mpi and nccl under mpirun)");
 ABSL_FLAG(int, world_size, 2, "ranks of the in-process backend");
 ABSL_FLAG(std::string, op, "all_gather",
-          "all_gather | reduce_scatter | all_reduce | broadcast, or a comma-separated list of them");
+          "all_gather | reduce_scatter | all_reduce | broadcast | alltoall, or a comma-separated list of them");
 ABSL_FLAG(std::string, dtype, "f32", "f32 | bf16 | f16 | i32 | i64");
 ABSL_FLAG(std::string, redop, "sum", "sum | avg | max (reduce_scatter, all_reduce)");
 ABSL_FLAG(std::string, b, "4K", "smallest size, bytes per rank (K, M, G suffixes)");
@@ -126,20 +132,16 @@ ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20, "mpi: pipeline chunk of the re
 namespace zeroshard {
 namespace {
 
-enum class Op { kAllGather, kReduceScatter, kAllReduce, kBroadcast };
+enum class Op { kAllGather, kReduceScatter, kAllReduce, kBroadcast, kAllToAll };
 
 absl::StatusOr<Op> ParseOp(absl::string_view s) {
   if (s == "all_gather") return Op::kAllGather;
   if (s == "reduce_scatter") return Op::kReduceScatter;
   if (s == "all_reduce") return Op::kAllReduce;
   if (s == "broadcast") return Op::kBroadcast;
-  if (s == "alltoall" || s == "all_to_all") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--op=", s, ": not measured by this bench yet (the Communicator's AllToAll is never in place, and "
-        "nccl-tests' table has in-place columns); expected all_gather, reduce_scatter, all_reduce or broadcast"));
-  }
+  if (s == "alltoall" || s == "all_to_all") return Op::kAllToAll;
   return absl::InvalidArgumentError(absl::StrCat(
-      "--op=", s, ": expected all_gather, reduce_scatter, all_reduce or broadcast"));
+      "--op=", s, ": expected all_gather, reduce_scatter, all_reduce, broadcast or alltoall"));
 }
 
 absl::StatusOr<int64_t> ParseBytes(absl::string_view s) {
@@ -176,6 +178,7 @@ using Baseline = std::function<absl::StatusOr<double>(const Tensor& in, const Te
 // The buffers of one size: `in` and `out` as the collective takes them.
 struct Buffers {
   Tensor in, out;
+  Tensor stage;  // alltoall in place: the input's copy the collective reads
 };
 
 // `count`: the elements of the collective's count (all_gather: each rank's
@@ -183,6 +186,17 @@ struct Buffers {
 absl::StatusOr<Buffers> MakeBuffers(const Config& c, int n, int rank, int64_t count, bool inplace,
                                     Allocator* alloc) {
   Buffers b;
+  if (c.op == Op::kAllToAll) {
+    // count elements to each of n peers; in place: one buffer, staged (the header).
+    ZS_ASSIGN_OR_RETURN(b.in, Tensor::Empty({n * count}, c.dtype, alloc));
+    if (inplace) {
+      b.out = b.in;
+      ZS_ASSIGN_OR_RETURN(b.stage, Tensor::Empty({n * count}, c.dtype, alloc));
+    } else {
+      ZS_ASSIGN_OR_RETURN(b.out, Tensor::Empty({n * count}, c.dtype, alloc));
+    }
+    return b;
+  }
   // The larger buffer; the smaller one is a view of it when in place.
   const bool gather = c.op == Op::kAllGather;
   const bool scatter = c.op == Op::kReduceScatter;
@@ -213,6 +227,12 @@ absl::Status RunOnce(Communicator& comm, const Config& c, const Buffers& b) {
       // Out of place: the root's send buffer into its receive buffer, then the broadcast.
       if (Distinct(b) && comm.rank() == c.root) ZS_RETURN_IF_ERROR(b.out.CopyFrom(b.in));
       return comm.Broadcast(b.out, c.root);
+    case Op::kAllToAll:
+      if (!Distinct(b)) {
+        ZS_RETURN_IF_ERROR(b.stage.CopyFrom(b.in));
+        return comm.AllToAll(b.stage, b.out);
+      }
+      return comm.AllToAll(b.in, b.out);
   }
   return absl::InternalError("unknown op");
 }
@@ -272,6 +292,11 @@ absl::StatusOr<int64_t> Check(Communicator& comm, const Config& c, const Buffers
       ZS_RETURN_IF_ERROR(Fill(b.in, [&](int64_t i) { return r == c.root ? Value(r, i) : -99.0; }));
       want = [&](int64_t i) { return Value(c.root, i); };
       break;
+    case Op::kAllToAll:
+      // Block j of rank s's input goes to rank j: my block s is rank s's block r.
+      ZS_RETURN_IF_ERROR(Fill(b.in, [&](int64_t j) { return Value(r, j); }));
+      want = [&](int64_t j) { return Value(static_cast<int>(j / count), r * count + j % count); };
+      break;
   }
   ZS_RETURN_IF_ERROR(RunOnce(comm, c, b));
   ZS_ASSIGN_OR_RETURN(std::vector<double> got, b.out.ToVector<double>());
@@ -295,14 +320,16 @@ absl::StatusOr<int64_t> MaxOverRanks(Communicator& comm, int64_t v, Allocator* a
 double BusFactor(Op op, int n) {
   switch (op) {
     case Op::kAllGather:
-    case Op::kReduceScatter: return static_cast<double>(n - 1) / n;
+    case Op::kReduceScatter:
+    case Op::kAllToAll: return static_cast<double>(n - 1) / n;
     case Op::kAllReduce: return 2.0 * (n - 1) / n;
     case Op::kBroadcast: return 1.0;
   }
   return 1.0;
 }
 
-bool Gathers(Op op) { return op == Op::kAllGather || op == Op::kReduceScatter; }
+// A rank's buffer holds n parts of `count` elements (the table's size is all of it).
+bool Gathers(Op op) { return op == Op::kAllGather || op == Op::kReduceScatter || op == Op::kAllToAll; }
 
 // Seconds per collective in one timed round of --iters: the slowest rank's
 // (the default table) or the mean over the ranks (nccl-tests' -a 1).
@@ -357,7 +384,8 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
     std::fflush(stdout);
   }
   for (int64_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= c.factor) {
-    const int64_t count = std::max<int64_t>(1, bytes / esize);
+    // alltoall: `bytes` is a rank's buffer, n blocks of count.
+    const int64_t count = std::max<int64_t>(1, bytes / esize / (c.op == Op::kAllToAll ? n : 1));
     ZS_ASSIGN_OR_RETURN(Buffers b, MakeBuffers(c, n, r, count, c.inplace, alloc));
     int64_t wrong = 0;
     if (c.check) {
@@ -389,6 +417,8 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
       const double par_seconds =
           par_rounds.empty() ? std::nan("") : *std::min_element(par_rounds.begin(), par_rounds.end());
       const double size = static_cast<double>(count * esize);
+      // The row's size: bytes per rank (alltoall: its whole buffer, n blocks).
+      const int64_t row_size = (c.op == Op::kAllToAll ? n : 1) * count * esize;
       const double total = Gathers(c.op) ? size * n : size;
       const double algbw = total / seconds * 1e-9;
       const double busbw = algbw * BusFactor(c.op, n);
@@ -403,12 +433,12 @@ absl::Status RunSweep(Communicator& comm, const Config& c, const Baseline& basel
       std::string par;
       if (!std::isnan(par_seconds)) par = absl::StrFormat(" %18.2f", size / par_seconds * 1e-9);
       std::printf("%12lld %11lld %11.2f %11.2f %11.2f %8lld %s%s\n",
-                  static_cast<long long>(count * esize), static_cast<long long>(count),
+                  static_cast<long long>(row_size), static_cast<long long>(count),
                   seconds * 1e6, algbw, busbw, static_cast<long long>(wrong), base.c_str(),
                   par.c_str());
       std::fflush(stdout);
       if (report != nullptr) {
-        const std::string prefix = JsonPrefix(c, n, c.inplace, count * esize);
+        const std::string prefix = JsonPrefix(c, n, c.inplace, row_size);
         const std::string base_name =
             prefix + (c.backend == "local" ? "memcpy" : c.backend == "mpi" ? "raw_mpi" : "baseline");
         if (!base_rounds.empty()) {
@@ -504,8 +534,13 @@ absl::StatusOr<int> RunNcclSweep(Communicator& comm, const Config& c, int ranks_
   for (int64_t size = c.min_bytes; size <= c.max_bytes; size *= c.factor) {
     // The collective's count argument: each rank's part for all_gather and
     // reduce_scatter, rounded down to 16 bytes as nccl-tests does.
+    // alltoall: count / n per peer, not rounded (nccl-tests' alltoall.cu).
     int64_t count = size / esize;
-    if (Gathers(c.op)) count = (count / n) & -(16 / esize);
+    if (c.op == Op::kAllToAll) {
+      count /= n;
+    } else if (Gathers(c.op)) {
+      count = (count / n) & -(16 / esize);
+    }
     count = std::max<int64_t>(1, count);
     const int64_t row_bytes = (Gathers(c.op) ? count * n : count) * esize;
     std::string row = absl::StrFormat(
@@ -635,6 +670,8 @@ Baseline MpiBaseline(const Config& c, MPI_Comm world) {
           return MPI_Allreduce(c.inplace ? MPI_IN_PLACE : in.raw_data(), out.raw_data(), n, type,
                                op, world);
         case Op::kBroadcast: return MPI_Bcast(in.raw_data(), n, type, c.root, world);
+        case Op::kAllToAll:
+          return MPI_Alltoall(c.inplace ? MPI_IN_PLACE : in.raw_data(), n, type, out.raw_data(), n, type, world);
       }
       return MPI_ERR_OTHER;
     };

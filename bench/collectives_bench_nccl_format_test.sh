@@ -109,11 +109,18 @@ run 0 mpirun --oversubscribe --bind-to none -np 2 "$bench" --backend=mpi --nccl_
   --redop=max "${small[@]}"
 parse "all_reduce max mpi x2" 1 4 1 float max -1 1 4 <<<"$out"
 
+# alltoall_perf's table: count per peer, size = count x ranks x element bytes, busbw
+# (n-1)/n; the in-place columns stage the input (Note [nccl-tests format]), checked too.
+run 0 "$bench" --backend=local --world_size=4 --nccl_tests_format --op=alltoall "${small[@]}"
+parse "alltoall local x4" 0.75 4 1 float none -1 4 4 <<<"$out"
+run 0 "$bench" --backend=local --world_size=2 --nccl_tests_format --op=alltoall --dtype=i8 "${small[@]}"
+parse "alltoall int8 local x2" 0.5 4 1 int8 none -1 2 1 <<<"$out"
+
 # Bad requests: a clear error, exit 2.
 run 2 "$bench" --nccl_tests_format --op=all_gather,all_reduce
 grep -q "one --op at a time" <<<"$out" || fail "two ops: $out"
-run 2 "$bench" --op=alltoall
-grep -q "never in place" <<<"$out" || fail "alltoall: $out"
+run 2 "$bench" --op=all_to_everyone
+grep -q "expected all_gather, reduce_scatter, all_reduce, broadcast or alltoall" <<<"$out" || fail "bad op: $out"
 
 # --json_out, both tables: our schema, every figure named as the header of
 # collectives_bench.cc says, and bench_compare reads it (a file against itself: exit 0).

@@ -14,8 +14,10 @@ check() {  # rows: size count time algbw busbw #wrong ...
   wrong=$(echo "$out" | awk '!/^#/ && NF >= 6 && $6 != 0' | wc -l)
   [[ "$rows" -gt 0 && "$wrong" -eq 0 ]] || { echo "FAILED: $rows rows, $wrong with wrong data" >&2; exit 1; }
 }
-for op in all_gather reduce_scatter all_reduce broadcast; do
+for op in all_gather reduce_scatter all_reduce broadcast alltoall; do
   check "$("$bench" --backend=local --world_size=3 --op="$op" --dtype=bf16 "${args[@]}")"
   check "$(mpirun --oversubscribe --bind-to none -np 2 "$bench" --backend=mpi --op="$op" "${args[@]}")"
 done
 check "$("$bench" --backend=local --world_size=2 --op=reduce_scatter --inplace --redop=avg "${args[@]}")"
+check "$("$bench" --backend=local --world_size=3 --op=alltoall --inplace "${args[@]}")"
+check "$(mpirun --oversubscribe --bind-to none -np 2 "$bench" --backend=mpi --op=alltoall --inplace "${args[@]}")"
