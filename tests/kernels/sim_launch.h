@@ -6,7 +6,8 @@
 // Include this header before anything that includes the launch headers
 // themselves (their include guards would hide them here). optim/adamw_math.h
 // is included a second time on purpose: its guard is lifted so that
-// zeroshard_sim::optim::AdamScalars exists for the AdamW launcher.
+// zeroshard_sim::optim::AdamScalars exists for the AdamW launcher (and
+// kernels/math/conv_geometry.h's, for zeroshard_sim::Conv2dGeometry).
 #ifndef ZEROSHARD_TESTS_KERNELS_SIM_LAUNCH_H_
 #define ZEROSHARD_TESTS_KERNELS_SIM_LAUNCH_H_
 
@@ -16,9 +17,12 @@
 
 #define zeroshard zeroshard_sim
 #undef ZEROSHARD_OPTIM_ADAMW_MATH_H_
+#undef ZEROSHARD_KERNELS_MATH_CONV_GEOMETRY_H_  // zeroshard_sim::Conv2dGeometry, as for AdamScalars
 #include "zeroshard/collectives/cuda/convert_kernels.h"
 #include "zeroshard/kernels/cuda/attention_launch.h"
+#include "zeroshard/kernels/cuda/batchnorm_launch.h"
 #include "zeroshard/kernels/cuda/cast_launch.h"
+#include "zeroshard/kernels/cuda/conv2d_launch.h"
 #include "zeroshard/kernels/cuda/cross_entropy_launch.h"
 #include "zeroshard/kernels/cuda/dropout_launch.h"
 #include "zeroshard/kernels/cuda/elementwise_launch.h"
