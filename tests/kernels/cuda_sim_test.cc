@@ -30,6 +30,8 @@
 #include "zeroshard/kernels/reduce.h"
 #include "zeroshard/kernels/softmax.h"
 #include "zeroshard/optim/adamw_math.h"
+#include "zeroshard/optim/sgd.h"
+#include "zeroshard/optim/sgd_math.h"
 #include "zeroshard/tests/kernels/cuda_testing.h"
 #include "zeroshard/tests/kernels/sim_launch.h"  // first: see its comment
 
@@ -564,6 +566,48 @@ TEST(CudaSim, FusedAdamWStepIsTheCpuStepBitForBit) {
     Tensor want = Empty({n}, DType::kBF16);
     ZS_ASSERT_OK(Cast(pt, want));
     ExpectClose(copy, want, kExact, "bf16 param copy");
+  }
+}
+
+// The SGD step of the vision job on GPUs against SgdStep on the CPU (its
+// vectorised kernel): the same per-element math without FMA, so the same
+// bits; a first step (the buffer starts as the gradient) and a later one,
+// nesterov and plain momentum, no momentum, weight decay, a grad scale.
+TEST(CudaSim, FusedSgdStepIsTheCpuStepBitForBit) {
+  const int64_t n = 5003;
+  for (DType grad_dtype : kFloatDTypes) {
+    for (const optim::SgdOptions& o : {optim::SgdOptions{.momentum = 0.9, .nesterov = true},
+                                       optim::SgdOptions{.momentum = 0.8, .dampening = 0.1},
+                                       optim::SgdOptions{}}) {
+      const std::string what = o.ToString() + " grad " + Name(grad_dtype);
+      const std::vector<optim::ParamGroup> groups = {optim::ParamGroup::Whole(n, 0.05, 5e-4)};
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor p_cpu, Tensor::FromVector(RandomValues(n, -1, 1, 1), {n}));
+      ZS_ASSERT_OK_AND_ASSIGN(optim::SgdState state, optim::SgdState::Create(n, o));
+      std::vector<float> p = p_cpu.ToVector<float>().value();
+      std::vector<float> buf(static_cast<size_t>(n), 0.0f);
+      for (int step = 0; step < 2; ++step) {
+        const Tensor g = RandomTensor({n}, grad_dtype, -1, 1, 10 + step);
+        Tensor copy_cpu = Empty({n}, DType::kBF16), copy = Empty({n}, DType::kBF16);
+        const optim::SgdScalars s = optim::MakeSgdScalars({o.momentum, o.dampening, o.nesterov}, step == 0, 0.05,
+                                                          5e-4, 0.5);
+        ZS_ASSERT_OK(optim::SgdStep(o, groups, p_cpu, g, state, {.grad_scale = 0.5, .param_copy = copy_cpu}));
+        sim_optim::SgdScalars ss;
+        static_assert(sizeof(ss) == sizeof(s));
+        std::memcpy(&ss, &s, sizeof(s));
+        ASSERT_EQ(sim_optim::cuda::LaunchSgdStep(ss, p.data(), g.raw_data(), Code(grad_dtype),
+                                                 o.momentum != 0 ? buf.data() : nullptr, copy.raw_data(),
+                                                 Code(DType::kBF16), n, nullptr),
+                  0)
+            << zs_cuda_sim::LastError();
+        const std::vector<float> pw = p_cpu.ToVector<float>().value();
+        EXPECT_EQ(std::memcmp(p.data(), pw.data(), n * sizeof(float)), 0) << what << " step " << step << " param";
+        if (o.momentum != 0) {
+          const std::vector<float> bw = state.momentum_buffer.ToVector<float>().value();
+          EXPECT_EQ(std::memcmp(buf.data(), bw.data(), n * sizeof(float)), 0) << what << " step " << step << " buffer";
+        }
+        ExpectClose(copy, copy_cpu, kExact, what + " bf16 param copy");
+      }
+    }
   }
 }
 
