@@ -19,7 +19,11 @@
 #ifndef ZEROSHARD_KERNELS_CUDA_CONV2D_LAUNCH_H_
 #define ZEROSHARD_KERNELS_CUDA_CONV2D_LAUNCH_H_
 
-#include "zeroshard/kernels/math/conv_geometry.h"
+namespace zeroshard {
+// kernels/math/conv_geometry.h (declared only: a CPU-only build's stand-in
+// launchers link without the geometry's target).
+struct Conv2dGeometry;
+}  // namespace zeroshard
 
 namespace zeroshard::cuda {
 
