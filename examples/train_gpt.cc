@@ -20,7 +20,8 @@
 //
 // A config with model.type "resnet" runs the vision job instead
 // (RunResNetTraining on the generated ShapesData set, train/resnet_job.h)
-// over the same ranks and backends, into a run folder of config.json, the log
+// over the same ranks and backends (nccl included: one GPU per rank, from
+// threads or one process per GPU, as the GPT), into a run folder of config.json, the log
 // and metrics.csv (step,loss,lr,images_per_s,ms_per_step,val_loss,val_accuracy).
 //
 // Prints one line per logged step: "step <n> loss <loss> lr <lr> <ms> ms/step
@@ -147,10 +148,6 @@ int main(int argc, char** argv) {
   absl::StatusOr<BackendInfo> info = registry.Find(config->backend);
   if (!info.ok()) return Fail(info.status());
   const bool resnet = config->model_type == "resnet";
-  if (resnet && info->gpus) {
-    return Fail(absl::UnimplementedError(absl::StrCat(
-        "backend ", info->name, " trains the GPT; the vision job runs on host-memory ranks (local or mpi)")));
-  }
   absl::StatusOr<std::unique_ptr<BackendProcess>> started = registry.Start(
       config->backend, BackendLaunch{.world_size = config->world_size, .comm = CommunicatorOptionsOf(*config),
                                      .argc = &argc, .argv = &argv});
@@ -196,7 +193,7 @@ int main(int argc, char** argv) {
   // `host`: nccl's host-memory communicator (the one that bootstrapped it),
   // which keeps the run's host numbers; nullptr elsewhere.
   std::vector<absl::Status> statuses = process.Run([&](Communicator& comm, Communicator* host) -> absl::Status {
-    if (resnet) return RunResNetTraining(resnet_options, comm).status();
+    if (resnet) return RunResNetTraining(resnet_options, comm, host).status();
     return RunTraining(options, comm, nullptr, host);
   });
   int rc = 0;

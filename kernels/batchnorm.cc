@@ -5,12 +5,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "zeroshard/kernels/cpu/batchnorm.h"
+#include "zeroshard/kernels/cuda/batchnorm_launch.h"
 #include "zeroshard/kernels/cuda/cudnn_ops.h"
+#include "zeroshard/kernels/cuda/op_util.h"
 #include "zeroshard/kernels/device_check.h"
 #include "zeroshard/kernels/math/batchnorm_ops.h"
 #include "zeroshard/kernels/nchw.h"
 #include "zeroshard/kernels/rows.h"
 #include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
@@ -63,6 +66,85 @@ absl::StatusOr<std::vector<float>> Values(const Tensor& t, int64_t c, float fill
 absl::Status Store(const std::vector<float>& v, const Tensor& t) {
   if (!t.defined()) return absl::OkStatus();
   return t.CopyFrom(Tensor::Wrap(const_cast<float*>(v.data()), t.shape(), DType::kF32));
+}
+
+// ---------------------------------------------------------------- our CUDA kernels
+// Where cuDNN does not run (cuda::UseOwnImageKernels): the kernels of
+// kernels/cuda/batchnorm_launch.h on contiguous f32 copies of the operands.
+
+cuda::BatchNormDims DimsOf(const Tensor& x) {
+  const cpu::BatchNormShape s = ShapeOf(x);
+  return {s.n, s.c, s.l};
+}
+
+// A [C] statistics output: `t` itself (through F32DeviceOutput), or scratch when undefined.
+absl::StatusOr<cuda::F32DeviceOutput> StatOutput(absl::string_view op, const Tensor& t, const Tensor& like,
+                                                 int64_t c, bool keep_values) {
+  if (t.defined()) return cuda::F32DeviceOutput::For(op, t, keep_values);
+  ZS_ASSIGN_OR_RETURN(Tensor scratch, cuda::DeviceEmpty(op, like, {c}, DType::kF32));
+  return cuda::F32DeviceOutput::For(op, scratch);
+}
+
+absl::Status OwnCudaForward(absl::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const Tensor& running_mean, const Tensor& running_var, const BatchNormOptions& o,
+                            const Tensor& y, const Tensor& save_mean, const Tensor& save_rstd) {
+  if (x.numel() == 0) return absl::OkStatus();
+  const int64_t c = x.size(1);
+  const cuda::BatchNormDims dims = DimsOf(x);
+  const std::string what = cuda::LaunchWhat(op, x);
+  ZS_ASSIGN_OR_RETURN(Tensor xf, cuda::ContiguousOnDevice(op, x, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(Tensor wf, cuda::ContiguousOnDevice(op, weight, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(Tensor bf, cuda::ContiguousOnDevice(op, bias, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput mean, StatOutput(op, save_mean, x, c, false));
+  ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput rstd, StatOutput(op, save_rstd, x, c, false));
+  const float eps = static_cast<float>(o.eps);
+  if (o.training) {
+    ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput rm, cuda::F32DeviceOutput::For(op, running_mean, true));
+    ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput rv, cuda::F32DeviceOutput::For(op, running_var, true));
+    ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+        cuda::LaunchBatchNormTrainStats(dims, F32Data(xf), eps, static_cast<float>(o.momentum), mean.data(),
+                                        rstd.data(), rm.data(), rv.data(), cuda::kOpStream),
+        what));
+    ZS_RETURN_IF_ERROR(rm.Finish(op));
+    ZS_RETURN_IF_ERROR(rv.Finish(op));
+  } else {
+    ZS_ASSIGN_OR_RETURN(Tensor rm, cuda::ContiguousOnDevice(op, running_mean, DType::kF32));
+    ZS_ASSIGN_OR_RETURN(Tensor rv, cuda::ContiguousOnDevice(op, running_var, DType::kF32));
+    ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+        cuda::LaunchBatchNormEvalStats(c, F32Data(rm), F32Data(rv), eps, mean.data(), rstd.data(), cuda::kOpStream),
+        what));
+  }
+  ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput yo, cuda::F32DeviceOutput::For(op, y));
+  ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+      cuda::LaunchBatchNormApply(dims, F32Data(xf), mean.data(), rstd.data(), F32Data(wf), F32Data(bf), yo.data(),
+                                 cuda::kOpStream),
+      what));
+  ZS_RETURN_IF_ERROR(yo.Finish(op));
+  ZS_RETURN_IF_ERROR(mean.Finish(op));
+  return rstd.Finish(op);
+}
+
+absl::Status OwnCudaBackward(absl::string_view op, const Tensor& dy, const Tensor& x, const Tensor& save_mean,
+                             const Tensor& save_rstd, const Tensor& weight, bool training, const Tensor& dx,
+                             const Tensor& dweight, const Tensor& dbias, bool accumulate) {
+  if (x.size(1) == 0) return absl::OkStatus();
+  ZS_ASSIGN_OR_RETURN(Tensor dyf, cuda::ContiguousOnDevice(op, dy, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(Tensor xf, cuda::ContiguousOnDevice(op, x, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(Tensor mean, cuda::ContiguousOnDevice(op, save_mean, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(Tensor rstd, cuda::ContiguousOnDevice(op, save_rstd, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(Tensor wf, cuda::ContiguousOnDevice(op, weight, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput dxo, cuda::F32DeviceOutput::For(op, dx));
+  ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput dwo, cuda::F32DeviceOutput::For(op, dweight, accumulate));
+  ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput dbo, cuda::F32DeviceOutput::For(op, dbias, accumulate));
+  // No values (N = 0): the kernel's sums are empty, dweight and dbias 0 (or kept).
+  ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+      cuda::LaunchBatchNormBackward(DimsOf(x), F32Data(dyf), F32Data(xf), F32Data(mean), F32Data(rstd), F32Data(wf),
+                                    training, x.numel() > 0 ? dxo.data() : nullptr, dwo.data(), dbo.data(),
+                                    accumulate, cuda::kOpStream),
+      cuda::LaunchWhat(op, x)));
+  ZS_RETURN_IF_ERROR(dxo.Finish(op));
+  ZS_RETURN_IF_ERROR(dwo.Finish(op));
+  return dbo.Finish(op);
 }
 
 }  // namespace
@@ -142,6 +224,9 @@ absl::Status BatchNormForward(const Tensor& x, const Tensor& weight, const Tenso
       return Store(rstd, save_rstd);
     }
     case DeviceType::kCuda:
+      if (cuda::UseOwnImageKernels(x.device().index)) {
+        return OwnCudaForward(op, x, weight, bias, running_mean, running_var, o, y, save_mean, save_rstd);
+      }
       return cuda::CudnnBatchNormForward(x, weight, bias, running_mean, running_var, o.training,
                                          o.momentum, o.eps, y, save_mean, save_rstd);
   }
@@ -204,6 +289,9 @@ absl::Status BatchNormBackward(const Tensor& dy, const Tensor& x, const Tensor& 
       return dbo.Finish();
     }
     case DeviceType::kCuda:
+      if (cuda::UseOwnImageKernels(x.device().index)) {
+        return OwnCudaBackward(op, dy, x, save_mean, save_rstd, weight, training, dx, dweight, dbias, accumulate);
+      }
       return cuda::CudnnBatchNormBackward(dy, x, save_mean, save_rstd, weight, training, dx,
                                           dweight, dbias, accumulate);
   }

@@ -30,6 +30,9 @@
 // - Arithmetic and sums are fp32; per-channel sums run in a fixed order
 //   (channels in parallel), so the bits do not depend on the thread count.
 // - Outputs may not overlap inputs (y may be exactly x).
+// CUDA: cuDNN's spatial BatchNorm (4-D x), or where cuDNN does not run (the
+// CPU simulator of the device; forced by CudnnConvPath kOwn) our kernels
+// (kernels/cuda/batchnorm_launch.h: a block per channel, sums in double).
 #ifndef ZEROSHARD_KERNELS_BATCHNORM_H_
 #define ZEROSHARD_KERNELS_BATCHNORM_H_
 

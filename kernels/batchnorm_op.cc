@@ -1,5 +1,6 @@
 // BatchNorm (training mode) in the op registry (kernels/op_registry.h): CPU
-// kernels, CUDA through cuDNN.
+// kernels, CUDA through cuDNN on GPUs and our kernels where cuDNN does not run
+// (kernels/cuda/batchnorm.cu: the simulator runs this case too).
 #include <cmath>
 
 #include "zeroshard/kernels/batchnorm.h"
@@ -38,7 +39,7 @@ Values Reference(const Values& in) {
 const bool kRegistered = RegisterOps({OpDescriptor{
     .name = "batchnorm",
     .family = "batchnorm",
-    .backends = {.cuda = true, .cuda_library = "cuDNN"},
+    .backends = {.cuda = true},
     .dtypes = {DType::kF32, DType::kBF16, DType::kF16},
     .inputs = {{.name = "x", .shape = {kN, kC, kL}, .lo = -2, .hi = 3},
                {.name = "weight", .shape = {kC}, .lo = 0.5, .hi = 1.5},

@@ -2,12 +2,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "zeroshard/kernels/cpu/conv2d.h"
+#include "zeroshard/kernels/cuda/conv2d_launch.h"
+#include "zeroshard/kernels/cuda/conv_graph_desc.h"
 #include "zeroshard/kernels/cuda/cudnn_ops.h"
+#include "zeroshard/kernels/cuda/op_util.h"
 #include "zeroshard/kernels/device_check.h"
 #include "zeroshard/kernels/math/conv_geometry.h"
 #include "zeroshard/kernels/nchw.h"
 #include "zeroshard/kernels/rows.h"
 #include "zeroshard/kernels/virtual_cost.h"
+#include "zeroshard/runtime/cuda/device_api.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
@@ -70,6 +74,60 @@ absl::Status CheckBias(absl::string_view op, absl::string_view name, const Tenso
   return CheckFloatShape(op, name, b, {o}, "O, the output channels of weight");
 }
 
+// ---------------------------------------------------------------- our CUDA kernels
+// Where cuDNN does not run (cuda::UseOwnImageKernels): the kernels of
+// kernels/cuda/conv2d_launch.h on contiguous f32 copies of the operands.
+
+absl::Status OwnCudaForward(absl::string_view op, const Conv2dGeometry& g, const Tensor& x, const Tensor& weight,
+                            const Tensor& bias, const Tensor& y) {
+  cuda::CountOwnConvPass();
+  if (y.numel() == 0) return absl::OkStatus();
+  ZS_ASSIGN_OR_RETURN(Tensor xf, cuda::ContiguousOnDevice(op, x, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(Tensor wf, cuda::ContiguousOnDevice(op, weight, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(Tensor bf, cuda::ContiguousOnDevice(op, bias, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput yo, cuda::F32DeviceOutput::For(op, y));
+  ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+      cuda::LaunchConv2dForward(g, F32Data(xf), F32Data(wf), F32Data(bf), yo.data(), cuda::kOpStream),
+      cuda::LaunchWhat(op, x)));
+  return yo.Finish(op);
+}
+
+absl::Status OwnCudaBackward(absl::string_view op, const Conv2dGeometry& g, const Tensor& dy, const Tensor& x,
+                             const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                             bool accumulate) {
+  ZS_ASSIGN_OR_RETURN(Tensor dyf, cuda::ContiguousOnDevice(op, dy, DType::kF32));
+  if (dx.defined()) {
+    cuda::CountOwnConvPass();
+    if (dx.numel() > 0) {
+      ZS_ASSIGN_OR_RETURN(Tensor wf, cuda::ContiguousOnDevice(op, weight, DType::kF32));
+      ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput dxo, cuda::F32DeviceOutput::For(op, dx));
+      ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+          cuda::LaunchConv2dBackwardData(g, F32Data(dyf), F32Data(wf), dxo.data(), cuda::kOpStream),
+          cuda::LaunchWhat(op, dx)));
+      ZS_RETURN_IF_ERROR(dxo.Finish(op));
+    }
+  }
+  if (dweight.defined()) {
+    cuda::CountOwnConvPass();
+    if (dweight.numel() > 0) {
+      ZS_ASSIGN_OR_RETURN(Tensor xf, cuda::ContiguousOnDevice(op, x, DType::kF32));
+      ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput dwo, cuda::F32DeviceOutput::For(op, dweight, accumulate));
+      ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+          cuda::LaunchConv2dBackwardWeight(g, F32Data(dyf), F32Data(xf), dwo.data(), accumulate, cuda::kOpStream),
+          cuda::LaunchWhat(op, dweight)));
+      ZS_RETURN_IF_ERROR(dwo.Finish(op));
+    }
+  }
+  if (dbias.defined() && dbias.numel() > 0) {
+    ZS_ASSIGN_OR_RETURN(cuda::F32DeviceOutput dbo, cuda::F32DeviceOutput::For(op, dbias, accumulate));
+    ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+        cuda::LaunchConv2dBackwardBias(g, F32Data(dyf), dbo.data(), accumulate, cuda::kOpStream),
+        cuda::LaunchWhat(op, dbias)));
+    ZS_RETURN_IF_ERROR(dbo.Finish(op));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Shape> Conv2dOutputShape(const Shape& x, const Shape& weight, const Conv2dOptions& o) {
@@ -102,6 +160,7 @@ absl::Status Conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& 
       return yo.Finish();
     }
     case DeviceType::kCuda:
+      if (cuda::UseOwnImageKernels(x.device().index)) return OwnCudaForward(op, g, x, weight, bias, y);
       return cuda::CudnnConv2dForward(g, x, weight, bias, y);
   }
   return NoDeviceKernel(op, x.device());
@@ -162,6 +221,9 @@ absl::Status Conv2dBackward(const Tensor& dy, const Tensor& x, const Tensor& wei
       return dbo.Finish();
     }
     case DeviceType::kCuda:
+      if (cuda::UseOwnImageKernels(x.device().index)) {
+        return OwnCudaBackward(op, g, dy, x, weight, dx, dweight, dbias, accumulate);
+      }
       return cuda::CudnnConv2dBackward(g, dy, x, weight, dx, dweight, dbias, accumulate);
   }
   return NoDeviceKernel(op, x.device());

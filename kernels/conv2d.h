@@ -17,6 +17,11 @@
 // depend only on the shapes, so results are bitwise the same for any thread
 // count (instruction sets differ by rounding: their GEMM kernels differ).
 //
+// CUDA: cuDNN (kernels/cuda/cudnn_ops.h), or where cuDNN does not run (the
+// CPU simulator of the device; forced by CudnnConvPath kOwn) our direct
+// kernels (kernels/cuda/conv2d_launch.h: a thread per output, a block per
+// weight-gradient element), fp32 on f32 copies of the operands.
+//
 // Rules (each violation is an InvalidArgument saying what was found):
 // - x, y, dy, dx are 4-D; weight is [O, C / groups, KH, KW]; groups divides
 //   C and O; bias, dbias are [O]; stride, dilation >= 1, padding >= 0; the

@@ -1,5 +1,6 @@
 // Conv2d in the op registry (kernels/op_registry.h): CPU im2col + GEMM, CUDA
-// through cuDNN.
+// through cuDNN on GPUs and our kernels where cuDNN does not run
+// (kernels/cuda/conv2d.cu: the simulator runs this case too).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -39,7 +40,7 @@ Values Reference(const Values& in) {
 const bool kRegistered = RegisterOps({OpDescriptor{
     .name = "conv2d",
     .family = "conv2d",
-    .backends = {.cuda = true, .cuda_library = "cuDNN"},
+    .backends = {.cuda = true},
     .dtypes = {DType::kF32, DType::kBF16, DType::kF16},
     .inputs = {{.name = "x", .shape = {kN, kC, kH, kW}},
                {.name = "weight", .shape = {kO, kC, kK, kK}},

@@ -7,7 +7,9 @@
 //   ZS_RETURN_IF_ERROR(SgdStep(options, groups, param, grad, state));
 //
 // The first step initialises the momentum buffer with the gradient (no
-// dampening), as PyTorch does; the per-element math is optim/sgd_math.h.
+// dampening), as PyTorch does; the per-element math is optim/sgd_math.h, run
+// by the CPU kernel or, for CUDA tensors, the fused kernel of optim/cuda/sgd.cu
+// (the same bits).
 // maximize is off. Zero-grad semantics: see Note [Zero grad] in optim/step_options.h.
 #ifndef ZEROSHARD_OPTIM_SGD_H_
 #define ZEROSHARD_OPTIM_SGD_H_
@@ -46,7 +48,8 @@ struct SgdState {
 
 // One step over the groups' ranges (see AdamWStep in optim/adamw.h for the
 // buffer rules): param f32, grad f32/bf16/f16, state.momentum_buffer f32 of the
-// same element count when options.momentum != 0. Increments state.step.
+// same element count when options.momentum != 0; all on the CPU, or all on
+// the param's GPU. Increments state.step.
 absl::Status SgdStep(const SgdOptions& options, absl::Span<const ParamGroup> groups,
                      const Tensor& param, const Tensor& grad, SgdState& state,
                      const StepOptions& step = {});

@@ -1,6 +1,6 @@
 // Per-element SGD update math (momentum, dampening, nesterov, weight decay),
-// used by the CPU kernel (optim/cpu/optim_kernels.cc); ZS_HOST_DEVICE as
-// optim/adamw_math.h, though SGD has no CUDA kernel yet (it steps CPU tensors).
+// used by the CPU kernel (optim/cpu/optim_kernels.cc) and the CUDA one
+// (optim/cuda/sgd.cu); ZS_HOST_DEVICE as optim/adamw_math.h.
 //
 //   const SgdScalars s = MakeSgdScalars(hyper, /*first_step=*/state.step == 0, lr, wd, grad_scale);
 //   for (int64_t i = 0; i < n; ++i) SgdMomentumUpdate(p[i], g[i], buf[i], s);

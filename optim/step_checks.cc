@@ -7,16 +7,11 @@
 
 namespace zeroshard::optim::internal {
 
-absl::Status CheckFlatBuffer(absl::string_view op, absl::string_view what, const Tensor& t,
-                             int64_t numel, std::initializer_list<DType> dtypes) {
-  if (!t.defined()) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " is undefined"));
-  }
-  if (!t.device().is_cpu()) {
-    return absl::UnimplementedError(absl::StrCat(op, ": ", what, " is on ",
-                                                 t.device().ToString(),
-                                                 "; this build steps cpu tensors only"));
-  }
+namespace {
+
+// Dtype, element count and contiguity of a defined flat buffer.
+absl::Status CheckFlatLayout(absl::string_view op, absl::string_view what, const Tensor& t, int64_t numel,
+                             std::initializer_list<DType> dtypes) {
   bool dtype_ok = false;
   for (DType d : dtypes) dtype_ok = dtype_ok || t.dtype() == d;
   if (!dtype_ok) {
@@ -36,6 +31,33 @@ absl::Status CheckFlatBuffer(absl::string_view op, absl::string_view what, const
                                                    t.DebugString()));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckFlatBuffer(absl::string_view op, absl::string_view what, const Tensor& t,
+                             int64_t numel, std::initializer_list<DType> dtypes) {
+  if (!t.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " is undefined"));
+  }
+  if (!t.device().is_cpu()) {
+    return absl::UnimplementedError(absl::StrCat(op, ": ", what, " is on ",
+                                                 t.device().ToString(),
+                                                 "; this build steps cpu tensors only"));
+  }
+  return CheckFlatLayout(op, what, t, numel, dtypes);
+}
+
+absl::Status CheckFlatBufferOn(absl::string_view op, absl::string_view what, const Tensor& t, Device device,
+                               int64_t numel, std::initializer_list<DType> dtypes) {
+  if (!t.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " is undefined"));
+  }
+  if (t.device() != device) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " is on ", t.device().ToString(), ", expected ",
+                                                   device.ToString(), " (the param's device)"));
+  }
+  return CheckFlatLayout(op, what, t, numel, dtypes);
 }
 
 absl::Status CheckDisjoint(

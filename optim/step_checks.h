@@ -22,6 +22,9 @@ namespace zeroshard::optim::internal {
 // one of `dtypes`; the error names `op` and `what`.
 absl::Status CheckFlatBuffer(absl::string_view op, absl::string_view what, const Tensor& t,
                              int64_t numel, std::initializer_list<DType> dtypes);
+// The same on `device` (a step's CUDA path: every buffer on the param's device).
+absl::Status CheckFlatBufferOn(absl::string_view op, absl::string_view what, const Tensor& t, Device device,
+                               int64_t numel, std::initializer_list<DType> dtypes);
 
 // No two of the named tensors share memory.
 absl::Status CheckDisjoint(absl::string_view op,

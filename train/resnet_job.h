@@ -6,7 +6,10 @@
 //   ZS_ASSIGN_OR_RETURN(RunDir dir, StartRun(&c, header));   // optional: config.json, log, metrics.csv
 //   ZS_ASSIGN_OR_RETURN(ResNetTrainResult r, RunResNetConfig(c));
 //
-// Under MPI the program calls RunResNetTraining(c.resnet, comm) on each process.
+// Under MPI the program calls RunResNetTraining(c.resnet, comm) on each
+// process; on GPUs (backend nccl, from threads or one process per GPU)
+// RunResNetTraining(c.resnet, nccl, host) with the host communicator that
+// bootstrapped NCCL (train/resnet_trainer.h).
 #ifndef ZEROSHARD_TRAIN_RESNET_JOB_H_
 #define ZEROSHARD_TRAIN_RESNET_JOB_H_
 

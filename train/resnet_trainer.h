@@ -20,6 +20,21 @@
 // before saving, so that evaluation and the saved file use statistics of all
 // ranks' data. Validation: every rank evaluates a slice of the validation set
 // in eval mode; the correct counts are summed over the world.
+//
+// On GPUs (backend nccl: `comm` an NcclCommunicator, one rank per device) the
+// job runs as the GPT's does (train/trainer.h RunTraining): parameters,
+// BatchNorm buffers, activations and gradients live in a caching allocator
+// of comm.device() (runtime/cuda/caching_allocator.h, on the legacy default
+// stream the op entries use), each step's images and labels are copied there,
+// and `host` (the host-memory communicator that bootstrapped NCCL: in-process
+// threads, MPI or the torchrun-style rendezvous) carries the run's host-side
+// numbers: mean losses and the validation counts. Convolutions and BatchNorm
+// run through cuDNN, pooling and the loss through our CUDA kernels.
+//
+//   std::vector<absl::Status> s = RunRanks(2, [&](Communicator& local) -> absl::Status {
+//     ZS_ASSIGN_OR_RETURN(auto nccl, NcclCommunicator::Create(local, Device::Cuda(local.rank())));
+//     return RunResNetTraining(o, *nccl, &local).status();
+//   });
 #ifndef ZEROSHARD_TRAIN_RESNET_TRAINER_H_
 #define ZEROSHARD_TRAIN_RESNET_TRAINER_H_
 
@@ -76,10 +91,19 @@ struct ResNetTrainResult {
   double val_loss = 0;
   double val_accuracy = 0;     // in [0, 1], at the end
   double images_per_s = 0;     // global images per second, steps after the first
+  // On GPUs, this rank's calls per training step after the first two
+  // (runtime/cuda/device_api.h ThreadCudaCallCounts, evaluations left out):
+  // cudaMalloc (0 once the caching allocator is warm) and host
+  // synchronisations; -1 where not measured (CPU ranks, or fewer than 3 steps).
+  double cuda_mallocs_per_step = -1;
+  double host_syncs_per_step = -1;
 };
 
-// Runs on every rank; every rank returns the same result.
-absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& options, Communicator& comm);
+// Runs on every rank; every rank returns the same result (the call counts
+// are each rank's own). `host`: a host-memory communicator over the same
+// ranks for the run's numbers, required when `comm` is on GPUs; null: `comm`.
+absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& options, Communicator& comm,
+                                                    Communicator* host = nullptr);
 
 }  // namespace zeroshard
 

@@ -51,12 +51,13 @@ absl::string_view CudnnConvPathName(CudnnConvPath path) {
     case CudnnConvPath::kAuto: return "auto";
     case CudnnConvPath::kGraph: return "graph";
     case CudnnConvPath::kLegacy: return "legacy";
+    case CudnnConvPath::kOwn: return "own";
   }
   return "?";
 }
 
 std::optional<CudnnConvPath> ParseCudnnConvPath(absl::string_view s) {
-  for (CudnnConvPath p : {CudnnConvPath::kAuto, CudnnConvPath::kGraph, CudnnConvPath::kLegacy}) {
+  for (CudnnConvPath p : {CudnnConvPath::kAuto, CudnnConvPath::kGraph, CudnnConvPath::kLegacy, CudnnConvPath::kOwn}) {
     if (s == CudnnConvPathName(p)) return p;
   }
   return std::nullopt;
@@ -89,12 +90,15 @@ void SetCudnnConvPath(CudnnConvPath path) {
 }
 
 namespace {
-std::atomic<int64_t> graph_passes(0), legacy_passes(0);
+std::atomic<int64_t> graph_passes(0), legacy_passes(0), own_passes(0);
 }  // namespace
 
 CudnnConvPathCounts GetCudnnConvPathCounts() {
-  return {graph_passes.load(std::memory_order_relaxed), legacy_passes.load(std::memory_order_relaxed)};
+  return {graph_passes.load(std::memory_order_relaxed), legacy_passes.load(std::memory_order_relaxed),
+          own_passes.load(std::memory_order_relaxed)};
 }
+
+void CountOwnConvPass() { own_passes.fetch_add(1, std::memory_order_relaxed); }
 
 void CountCudnnConvPass(bool graph) {
   (graph ? graph_passes : legacy_passes).fetch_add(1, std::memory_order_relaxed);

@@ -9,6 +9,7 @@
 //   std::string key = ConvGraphKey(ConvGraphPass::kForward, /*device=*/0, g, DType::kBF16);
 //
 //   SetCudnnConvPath(CudnnConvPath::kLegacy);   // tests; or ZEROSHARD_CUDNN_CONV=legacy
+//   SetCudnnConvPath(CudnnConvPath::kOwn);      // our kernels instead of cuDNN; ZEROSHARD_CUDNN_CONV=own
 #ifndef ZEROSHARD_KERNELS_CUDA_CONV_GRAPH_DESC_H_
 #define ZEROSHARD_KERNELS_CUDA_CONV_GRAPH_DESC_H_
 
@@ -50,14 +51,18 @@ absl::string_view ConvGraphPassName(ConvGraphPass pass);
 // The plan-cache key: the pass, the device, every field of the geometry and the dtype.
 std::string ConvGraphKey(ConvGraphPass pass, int device, const Conv2dGeometry& g, DType dtype);
 
-// Which cuDNN API the CUDA convolutions use.
+// Which implementation the CUDA convolutions use: a cuDNN API, or our own
+// kernels (kernels/cuda/conv2d_launch.h; BatchNorm follows: its cuDNN call or
+// kernels/cuda/batchnorm_launch.h).
 enum class CudnnConvPath {
-  kAuto,    // the graph API; the legacy API when no engine takes the graph
+  kAuto,    // the graph API; the legacy API when no engine takes the graph; our
+            // kernels on a device cuDNN cannot run on (the CPU simulator)
   kGraph,   // the graph API, or an error saying why not
   kLegacy,  // the legacy descriptor API (cudnnConvolutionForward & co.)
+  kOwn,     // our kernels, no cuDNN (convolution and BatchNorm)
 };
 absl::string_view CudnnConvPathName(CudnnConvPath path);
-// "auto", "graph", "legacy"; nullopt otherwise.
+// "auto", "graph", "legacy", "own"; nullopt otherwise.
 std::optional<CudnnConvPath> ParseCudnnConvPath(absl::string_view s);
 
 // The process-wide path: set by SetCudnnConvPath, else ZEROSHARD_CUDNN_CONV
@@ -66,13 +71,14 @@ CudnnConvPath GetCudnnConvPath();
 void SetCudnnConvPath(CudnnConvPath path);
 
 // How many convolution passes (forward, backward-data, backward-filter each
-// count one) ran through each API in this process: tests check the forced
-// path is the one that ran, and report what kAuto chose.
+// count one) ran through each API in this process, and through our kernels:
+// tests check the forced path is the one that ran, and report what kAuto chose.
 struct CudnnConvPathCounts {
-  int64_t graph = 0, legacy = 0;
+  int64_t graph = 0, legacy = 0, own = 0;
 };
 CudnnConvPathCounts GetCudnnConvPathCounts();
 void CountCudnnConvPass(bool graph);
+void CountOwnConvPass();
 
 }  // namespace zeroshard::cuda
 

@@ -277,6 +277,22 @@ bool Misaligned(const Tensor& t) { return t.defined() && !Aligned16(t.raw_data()
 
 }  // namespace
 
+bool UseOwnImageKernels(int device) {
+  const CudnnConvPath path = GetCudnnConvPath();
+  if (path == CudnnConvPath::kOwn) return true;
+  if (path != CudnnConvPath::kAuto) return false;
+  // The simulated device (tools/cuda/sim) names itself "cuda_sim"; asked once per device.
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* simulated = new absl::flat_hash_map<int, bool>();
+  absl::MutexLock lock(&mu);
+  auto it = simulated->find(device);
+  if (it == simulated->end()) {
+    const absl::StatusOr<std::string> name = CudaDeviceName(device);
+    it = simulated->emplace(device, name.ok() && name->rfind("cuda_sim", 0) == 0).first;
+  }
+  return it->second;
+}
+
 absl::Status CudnnConv2dForward(const Conv2dGeometry& g, const Tensor& x, const Tensor& weight,
                                 const Tensor& bias, const Tensor& y) {
   constexpr absl::string_view op = "Conv2dForward";

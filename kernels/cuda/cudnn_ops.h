@@ -7,6 +7,10 @@
 // those whose workspace fits). SetCudnnConvPath / ZEROSHARD_CUDNN_CONV
 // (kernels/cuda/conv_graph_desc.h) force either path. BatchNorm (spatial mode)
 // stays on the legacy API.
+// Where cuDNN cannot run (the CPU simulator of the device: no cuDNN handle
+// without a real GPU) or when CudnnConvPath::kOwn is set, the op entries run
+// our kernels instead (kernels/cuda/conv2d_launch.h, batchnorm_launch.h):
+// UseOwnImageKernels.
 // Arguments are validated by the op entries; these calls only map them onto
 // cuDNN descriptors. In a build without CUDA (make CUDA=0) they return
 // Unimplemented (kernels/cuda/no_cuda_cudnn_ops.cc).
@@ -19,6 +23,12 @@
 #include "zeroshard/runtime/tensor.h"
 
 namespace zeroshard::cuda {
+
+// Whether the Conv2d and BatchNorm entries run our kernels instead of cuDNN on
+// CUDA device `device`: CudnnConvPath kOwn, or kAuto on a device cuDNN cannot
+// run on (the CPU simulator, whose device name starts with "cuda_sim"). False
+// in a build without CUDA.
+bool UseOwnImageKernels(int device);
 
 // y = conv(x, weight) + bias (bias may be undefined).
 absl::Status CudnnConv2dForward(const Conv2dGeometry& g, const Tensor& x, const Tensor& weight,

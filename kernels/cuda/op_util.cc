@@ -67,4 +67,28 @@ absl::StatusOr<Tensor> ContiguousOnDevice(absl::string_view op, const Tensor& t,
   return out;
 }
 
+absl::StatusOr<F32DeviceOutput> F32DeviceOutput::For(absl::string_view op, const Tensor& t, bool keep_values) {
+  F32DeviceOutput out;
+  out.target_ = t;
+  if (!t.defined() || (t.dtype() == DType::kF32 && t.is_contiguous())) {
+    out.buffer_ = t;
+    return out;
+  }
+  if (!t.is_contiguous()) {
+    return absl::UnimplementedError(absl::StrCat(op, " on ", t.device().ToString(), ": the output ",
+                                                 t.DebugString(), " must be contiguous for the CUDA kernel"));
+  }
+  if (keep_values) {
+    ZS_ASSIGN_OR_RETURN(out.buffer_, ContiguousOnDevice(op, t, DType::kF32));
+  } else {
+    ZS_ASSIGN_OR_RETURN(out.buffer_, DeviceEmpty(op, t, t.shape(), DType::kF32));
+  }
+  return out;
+}
+
+absl::Status F32DeviceOutput::Finish(absl::string_view op) const {
+  if (!target_.defined() || IsSameView(buffer_, target_)) return absl::OkStatus();
+  return CastInto(op, buffer_, target_);
+}
+
 }  // namespace zeroshard::cuda

@@ -55,6 +55,24 @@ absl::StatusOr<Tensor> ContiguousOnDevice(absl::string_view op, const Tensor& t,
 // dtype on the device; `dst` must be contiguous.
 absl::Status CastInto(absl::string_view op, const Tensor& src, const Tensor& dst);
 
+// A kernel's f32 output on the device (the CUDA twin of rows.h's F32Output):
+// the tensor itself when it is contiguous f32, else a buffer that Finish
+// converts into it. `keep_values`: the buffer starts with the tensor's values
+// (the kernel adds to them). An undefined tensor gives a null data().
+//
+//   ZS_ASSIGN_OR_RETURN(F32DeviceOutput dw, F32DeviceOutput::For(op, dweight, accumulate));
+//   ... LaunchFoo(..., dw.data(), ...) ...
+//   ZS_RETURN_IF_ERROR(dw.Finish(op));
+class F32DeviceOutput {
+ public:
+  static absl::StatusOr<F32DeviceOutput> For(absl::string_view op, const Tensor& t, bool keep_values = false);
+  float* data() const { return buffer_.defined() ? static_cast<float*>(buffer_.raw_data()) : nullptr; }
+  absl::Status Finish(absl::string_view op) const;
+
+ private:
+  Tensor target_, buffer_;
+};
+
 }  // namespace zeroshard::cuda
 
 #endif  // ZEROSHARD_KERNELS_CUDA_OP_UTIL_H_

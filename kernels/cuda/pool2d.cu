@@ -45,15 +45,6 @@ __global__ void MaxForward(PoolShape s, MaxPoolWindow win, const float* x, float
   }
 }
 
-// Outputs whose tap k reads input row `in`: o = (in + pad - k dilation) / stride when exact.
-__device__ __forceinline__ int64_t TapOutput(int64_t in, int64_t k, int64_t stride, int64_t pad,
-                                             int64_t dilation, int64_t out_size) {
-  const int64_t t = in + pad - k * dilation;
-  if (t < 0 || t % stride != 0) return -1;
-  const int64_t o = t / stride;
-  return o < out_size ? o : -1;
-}
-
 __global__ void MaxBackward(PoolShape s, MaxPoolWindow win, const float* dy, const int64_t* indices,
                             float* dx) {
   const int64_t n = s.planes * s.h * s.w;
@@ -62,10 +53,10 @@ __global__ void MaxBackward(PoolShape s, MaxPoolWindow win, const float* dy, con
     const int64_t mine = ih * s.w + iw;
     float acc = 0.0f;
     for (int64_t i = 0; i < win.kh; ++i) {
-      const int64_t oh = TapOutput(ih, i, win.sh, win.ph, win.dh, s.oh);
+      const int64_t oh = ConvTapOutput(ih, i, win.sh, win.ph, win.dh, s.oh);
       if (oh < 0) continue;
       for (int64_t j = 0; j < win.kw; ++j) {
-        const int64_t ow = TapOutput(iw, j, win.sw, win.pw, win.dw, s.ow);
+        const int64_t ow = ConvTapOutput(iw, j, win.sw, win.pw, win.dw, s.ow);
         if (ow < 0) continue;
         const int64_t o = (pl * s.oh + oh) * s.ow + ow;
         if (indices[o] == mine) acc += dy[o];

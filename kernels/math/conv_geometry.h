@@ -47,6 +47,17 @@ ZS_HOST_DEVICE inline int64_t ConvInputIndex(int64_t out, int64_t k, int64_t str
   return out * stride - pad + k * dilation;
 }
 
+// The inverse of ConvInputIndex: the output along one axis whose tap k reads
+// input `in`, i.e. o with o stride - pad + k dilation == in, or -1 when there
+// is none in [0, out_size) (the backward passes gather through it).
+ZS_HOST_DEVICE inline int64_t ConvTapOutput(int64_t in, int64_t k, int64_t stride, int64_t pad,
+                                            int64_t dilation, int64_t out_size) {
+  const int64_t t = in + pad - k * dilation;
+  if (t < 0 || t % stride != 0) return -1;
+  const int64_t o = t / stride;
+  return o < out_size ? o : -1;
+}
+
 // The outputs o in [begin, end) whose tap k lands inside [0, in): the run of
 // an im2col row that reads real input (the rest reads padding zeros).
 struct OutputRange {

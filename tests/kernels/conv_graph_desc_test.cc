@@ -94,7 +94,7 @@ TEST(ConvGraphDesc, KeyTellsEveryFieldApart) {
 }
 
 TEST(ConvGraphDesc, PathNamesAndSwitch) {
-  for (CudnnConvPath p : {CudnnConvPath::kAuto, CudnnConvPath::kGraph, CudnnConvPath::kLegacy}) {
+  for (CudnnConvPath p : {CudnnConvPath::kAuto, CudnnConvPath::kGraph, CudnnConvPath::kLegacy, CudnnConvPath::kOwn}) {
     EXPECT_EQ(ParseCudnnConvPath(CudnnConvPathName(p)), p);
   }
   EXPECT_FALSE(ParseCudnnConvPath("cudnn").has_value());

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "zeroshard/kernels/attention.h"
+#include "zeroshard/kernels/batchnorm.h"
+#include "zeroshard/kernels/conv2d.h"
 #include "zeroshard/kernels/cross_entropy.h"
 #include "zeroshard/kernels/dropout.h"
 #include "zeroshard/kernels/elementwise.h"
@@ -28,6 +30,8 @@
 #include "zeroshard/kernels/reduce.h"
 #include "zeroshard/kernels/softmax.h"
 #include "zeroshard/optim/adamw_math.h"
+#include "zeroshard/optim/sgd.h"
+#include "zeroshard/optim/sgd_math.h"
 #include "zeroshard/tests/kernels/cuda_testing.h"
 #include "zeroshard/tests/kernels/sim_launch.h"  // first: see its comment
 
@@ -562,6 +566,196 @@ TEST(CudaSim, FusedAdamWStepIsTheCpuStepBitForBit) {
     Tensor want = Empty({n}, DType::kBF16);
     ZS_ASSERT_OK(Cast(pt, want));
     ExpectClose(copy, want, kExact, "bf16 param copy");
+  }
+}
+
+// The SGD step of the vision job on GPUs against SgdStep on the CPU (its
+// vectorised kernel): the same per-element math without FMA, so the same
+// bits; a first step (the buffer starts as the gradient) and a later one,
+// nesterov and plain momentum, no momentum, weight decay, a grad scale.
+TEST(CudaSim, FusedSgdStepIsTheCpuStepBitForBit) {
+  const int64_t n = 5003;
+  for (DType grad_dtype : kFloatDTypes) {
+    for (const optim::SgdOptions& o : {optim::SgdOptions{.momentum = 0.9, .nesterov = true},
+                                       optim::SgdOptions{.momentum = 0.8, .dampening = 0.1},
+                                       optim::SgdOptions{}}) {
+      const std::string what = o.ToString() + " grad " + Name(grad_dtype);
+      const std::vector<optim::ParamGroup> groups = {optim::ParamGroup::Whole(n, 0.05, 5e-4)};
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor p_cpu, Tensor::FromVector(RandomValues(n, -1, 1, 1), {n}));
+      ZS_ASSERT_OK_AND_ASSIGN(optim::SgdState state, optim::SgdState::Create(n, o));
+      std::vector<float> p = p_cpu.ToVector<float>().value();
+      std::vector<float> buf(static_cast<size_t>(n), 0.0f);
+      for (int step = 0; step < 2; ++step) {
+        const Tensor g = RandomTensor({n}, grad_dtype, -1, 1, 10 + step);
+        Tensor copy_cpu = Empty({n}, DType::kBF16), copy = Empty({n}, DType::kBF16);
+        const optim::SgdScalars s = optim::MakeSgdScalars({o.momentum, o.dampening, o.nesterov}, step == 0, 0.05,
+                                                          5e-4, 0.5);
+        ZS_ASSERT_OK(optim::SgdStep(o, groups, p_cpu, g, state, {.grad_scale = 0.5, .param_copy = copy_cpu}));
+        sim_optim::SgdScalars ss;
+        static_assert(sizeof(ss) == sizeof(s));
+        std::memcpy(&ss, &s, sizeof(s));
+        ASSERT_EQ(sim_optim::cuda::LaunchSgdStep(ss, p.data(), g.raw_data(), Code(grad_dtype),
+                                                 o.momentum != 0 ? buf.data() : nullptr, copy.raw_data(),
+                                                 Code(DType::kBF16), n, nullptr),
+                  0)
+            << zs_cuda_sim::LastError();
+        const std::vector<float> pw = p_cpu.ToVector<float>().value();
+        EXPECT_EQ(std::memcmp(p.data(), pw.data(), n * sizeof(float)), 0) << what << " step " << step << " param";
+        if (o.momentum != 0) {
+          const std::vector<float> bw = state.momentum_buffer.ToVector<float>().value();
+          EXPECT_EQ(std::memcmp(buf.data(), bw.data(), n * sizeof(float)), 0) << what << " step " << step << " buffer";
+        }
+        ExpectClose(copy, copy_cpu, kExact, what + " bf16 param copy");
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------ image kernels
+// Our convolution and BatchNorm kernels (the CUDA path where cuDNN does not
+// run: the simulator, or CudnnConvPath::kOwn) against the CPU twins.
+
+std::vector<int64_t> Dims(const Shape& s) { return {s.begin(), s.end()}; }
+
+Tensor Abs(const Tensor& t) {
+  std::vector<float> v = t.ToVector<float>().value();
+  for (float& e : v) e = std::fabs(e);
+  return Tensor::FromVector(v, t.shape()).value();
+}
+
+// |got - want| <= 2 gamma_k |terms| element by element, gamma_k = k u / (1 - k u)
+// (u = 2^-24): two fp32 sums of the same k rounded terms in any two orders
+// each lie within gamma_k sum|terms| of the exact sum (Higham, Accuracy and
+// Stability, 3.1). `terms` is the same computation on |operands|.
+void ExpectWithinSumBound(const Tensor& got, const Tensor& want, const Tensor& terms, int64_t k,
+                          const std::string& what) {
+  const double ku = static_cast<double>(k) * std::ldexp(1.0, -24), gamma = ku / (1 - ku);
+  const std::vector<double> g = ToDoubles(got), w = ToDoubles(want), t = ToDoubles(terms);
+  ASSERT_EQ(g.size(), w.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double bound = 2 * gamma * t[i];
+    if (!(std::fabs(g[i] - w[i]) <= bound) && reported++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "]: " << g[i] << " vs " << w[i] << ", bound " << bound;
+    }
+  }
+}
+
+TEST(CudaSim, Conv2dEveryPassMatchesCpu) {
+  struct Case {
+    Shape x, w;
+    Conv2dOptions o;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 9, 8}, {4, 3, 3, 3}, {.stride = {2, 1}, .padding = {1, 1}}},
+      {{2, 6, 7, 7}, {6, 2, 3, 3}, {.padding = {2, 2}, .dilation = {2, 2}, .groups = 3}},
+      {{3, 4, 5, 6}, {5, 4, 1, 1}, {.stride = {2, 2}}},
+      {{1, 2, 4, 4}, {3, 2, 4, 4}, {}},  // 1x1 output
+  };
+  uint64_t seed = 700;
+  for (const Case& k : cases) {
+    const std::string what = "Conv2d x" + ShapeToString(k.x) + " w" + ShapeToString(k.w) + " " + k.o.ToString();
+    const Tensor x = RandomTensor(k.x, DType::kF32, -1, 1, ++seed), w = RandomTensor(k.w, DType::kF32, -1, 1, ++seed);
+    const Tensor b = RandomTensor({k.w[0]}, DType::kF32, -1, 1, ++seed);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor y_cpu, Conv2dForward(x, w, b, k.o));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor y_terms, Conv2dForward(Abs(x), Abs(w), Abs(b), k.o));
+    ::zeroshard_sim::Conv2dGeometry g{};
+    g.n = k.x[0], g.c = k.x[1], g.h = k.x[2], g.w = k.x[3], g.o = k.w[0], g.kh = k.w[2], g.kw = k.w[3];
+    g.oh = y_cpu.size(2), g.ow = y_cpu.size(3);
+    g.sh = k.o.stride[0], g.sw = k.o.stride[1], g.ph = k.o.padding[0], g.pw = k.o.padding[1];
+    g.dh = k.o.dilation[0], g.dw = k.o.dilation[1], g.groups = k.o.groups;
+    Tensor y = Empty(Dims(y_cpu.shape()), DType::kF32);
+    RunBothOrders(what, {&y}, [&] {
+      return sim::LaunchConv2dForward(g, x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), nullptr);
+    });
+    ExpectWithinSumBound(y, y_cpu, y_terms, g.taps() + 1, what + " y");  // the taps and the bias
+
+    // Backward: dx written; dweight and dbias added to ones.
+    const Tensor dy = RandomTensor(y_cpu.shape(), DType::kF32, -1, 1, ++seed);
+    Tensor dx_cpu = Empty(Dims(k.x), DType::kF32), dw_cpu = Empty(Dims(k.w), DType::kF32), db_cpu = Empty({k.w[0]}, DType::kF32);
+    ZS_ASSERT_OK(dw_cpu.Fill(1));
+    ZS_ASSERT_OK(db_cpu.Fill(1));
+    ZS_ASSERT_OK(Conv2dBackward(dy, x, w, k.o, dx_cpu, dw_cpu, db_cpu, GradMode::kAccumulate));
+    Tensor dx_terms = Empty(Dims(k.x), DType::kF32), dw_terms = Empty(Dims(k.w), DType::kF32), db_terms = Empty({k.w[0]}, DType::kF32);
+    ZS_ASSERT_OK(dw_terms.Fill(1));
+    ZS_ASSERT_OK(db_terms.Fill(1));
+    ZS_ASSERT_OK(Conv2dBackward(Abs(dy), Abs(x), Abs(w), k.o, dx_terms, dw_terms, db_terms, GradMode::kAccumulate));
+    Tensor dx = Empty(Dims(k.x), DType::kF32), dw = Empty(Dims(k.w), DType::kF32), db = Empty({k.w[0]}, DType::kF32);
+    ZS_ASSERT_OK(dw.Fill(1));
+    ZS_ASSERT_OK(db.Fill(1));
+    RunBothOrders(what + " backward data", {&dx}, [&] {
+      return sim::LaunchConv2dBackwardData(g, dy.data<float>(), w.data<float>(), dx.data<float>(), nullptr);
+    });
+    RunBothOrders(what + " backward weight", {&dw}, [&] {
+      return sim::LaunchConv2dBackwardWeight(g, dy.data<float>(), x.data<float>(), dw.data<float>(), true, nullptr);
+    });
+    RunBothOrders(what + " backward bias", {&db}, [&] {
+      return sim::LaunchConv2dBackwardBias(g, dy.data<float>(), db.data<float>(), true, nullptr);
+    });
+    const int64_t positions = g.n * g.out_plane();  // the terms of dweight and dbias
+    ExpectWithinSumBound(dx, dx_cpu, dx_terms, g.og() * g.kh * g.kw, what + " dx");
+    ExpectWithinSumBound(dw, dw_cpu, dw_terms, positions + 1, what + " dweight");  // + the 1 it started at
+    ExpectWithinSumBound(db, db_cpu, db_terms, positions + 1, what + " dbias");
+  }
+}
+
+TEST(CudaSim, BatchNormTrainingEvalAndBackwardMatchCpu) {
+  uint64_t seed = 800;
+  for (const Shape& shape : {Shape{4, 3, 5, 7}, Shape{2, 5, 1, 1}, Shape{3, 2, 33, 40}}) {
+    const int64_t n = shape[0], c = shape[1], l = shape[2] * shape[3];
+    const ::zeroshard_sim::cuda::BatchNormDims dims{n, c, l};
+    const std::string what = "BatchNorm " + ShapeToString(shape);
+    const Tensor x = RandomTensor(shape, DType::kF32, -2, 3, ++seed);
+    const Tensor w = RandomTensor({c}, DType::kF32, 0.5, 1.5, ++seed), b = RandomTensor({c}, DType::kF32, -1, 1, ++seed);
+    const Tensor rm0 = RandomTensor({c}, DType::kF32, -1, 1, ++seed), rv0 = RandomTensor({c}, DType::kF32, 0.5, 2, ++seed);
+    for (bool training : {true, false}) {
+      const std::string mode = what + (training ? " training" : " eval");
+      const BatchNormOptions o{.training = training, .momentum = 0.1, .eps = 1e-5};
+      Tensor rm_cpu = rm0.Clone().value(), rv_cpu = rv0.Clone().value();
+      Tensor y_cpu = Empty(Dims(shape), DType::kF32), mean_cpu = Empty({c}, DType::kF32), rstd_cpu = Empty({c}, DType::kF32);
+      ZS_ASSERT_OK(BatchNormForward(x, w, b, rm_cpu, rv_cpu, o, y_cpu, mean_cpu, rstd_cpu));
+      Tensor rm = rm0.Clone().value(), rv = rv0.Clone().value();
+      Tensor y = Empty(Dims(shape), DType::kF32), mean = Empty({c}, DType::kF32), rstd = Empty({c}, DType::kF32);
+      RunBothOrders(mode + " statistics", {&mean, &rstd, &rm, &rv}, [&] {
+        return training ? sim::LaunchBatchNormTrainStats(dims, x.data<float>(), 1e-5f, 0.1f, mean.data<float>(),
+                                                         rstd.data<float>(), rm.data<float>(), rv.data<float>(), nullptr)
+                        : sim::LaunchBatchNormEvalStats(c, rm.data<float>(), rv.data<float>(), 1e-5f,
+                                                        mean.data<float>(), rstd.data<float>(), nullptr);
+      });
+      RunBothOrders(mode + " apply", {&y}, [&] {
+        return sim::LaunchBatchNormApply(dims, x.data<float>(), mean.data<float>(), rstd.data<float>(),
+                                         w.data<float>(), b.data<float>(), y.data<float>(), nullptr);
+      });
+      // The statistics are sums over the channel's N L values, in double
+      // here and per plane in fp32 on the CPU: a few ulp of f32 apart
+      // (GpuTol's "order of row sums"); eval's are the same per-element math.
+      ExpectClose(mean, mean_cpu, GpuTol(DType::kF32), mode + " mean");
+      ExpectClose(rstd, rstd_cpu, GpuTol(DType::kF32), mode + " rstd");
+      ExpectClose(rm, rm_cpu, GpuTol(DType::kF32), mode + " running_mean");
+      ExpectClose(rv, rv_cpu, GpuTol(DType::kF32), mode + " running_var");
+      ExpectClose(y, y_cpu, GpuTol(DType::kF32), mode + " y");
+
+      // Backward from the CPU's statistics on both sides; dweight and dbias added to twos.
+      const Tensor dy = RandomTensor(shape, DType::kF32, -1, 1, ++seed);
+      Tensor dx_cpu = Empty(Dims(shape), DType::kF32), dw_cpu = Empty({c}, DType::kF32), db_cpu = Empty({c}, DType::kF32);
+      ZS_ASSERT_OK(dw_cpu.Fill(2));
+      ZS_ASSERT_OK(db_cpu.Fill(2));
+      ZS_ASSERT_OK(BatchNormBackward(dy, x, mean_cpu, rstd_cpu, w, training, dx_cpu, dw_cpu, db_cpu,
+                                     GradMode::kAccumulate));
+      Tensor dx = Empty(Dims(shape), DType::kF32), dw = Empty({c}, DType::kF32), db = Empty({c}, DType::kF32);
+      ZS_ASSERT_OK(dw.Fill(2));
+      ZS_ASSERT_OK(db.Fill(2));
+      RunBothOrders(mode + " backward", {&dx, &dw, &db}, [&] {
+        return sim::LaunchBatchNormBackward(dims, dy.data<float>(), x.data<float>(), mean_cpu.data<float>(),
+                                            rstd_cpu.data<float>(), w.data<float>(), training, dx.data<float>(),
+                                            dw.data<float>(), db.data<float>(), true, nullptr);
+      });
+      // As the GPU test of cuDNN's BatchNorm (cuda_vision_test): dx carries
+      // the channel sums' difference times rstd, the parameter gradients are the sums.
+      ExpectClose(dx, dx_cpu, {1e-4, 1e-3}, mode + " dx");
+      ExpectClose(dw, dw_cpu, {1e-3, 1e-4}, mode + " dweight");
+      ExpectClose(db, db_cpu, {1e-3, 1e-4}, mode + " dbias");
+    }
   }
 }
 

@@ -1,8 +1,10 @@
-// The CUDA image ops (cuDNN convolution and BatchNorm, the pooling kernels)
+// The CUDA image ops (cuDNN convolution and BatchNorm, our convolution and
+// BatchNorm kernels of the path where cuDNN does not run, the pooling kernels)
 // against their CPU twins on the same inputs: stride, padding, dilation,
-// groups, f32 and bf16 (and f16 with either cuDNN convolution path forced:
-// the graph API and the legacy one), training and eval BatchNorm with running statistics,
-// every pooling kind forward and backward. Skips without a device.
+// groups, f32 and bf16 (and f16 with each convolution path forced: the cuDNN
+// graph API, the legacy one, ours), training and eval BatchNorm with running
+// statistics, every pooling kind forward and backward. Skips without a
+// device; on the simulator only our kernels run (cuDNN needs a real GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -105,7 +107,7 @@ const std::vector<ConvCase>& ConvCases() {
   return *cases;
 }
 
-// Forces one cuDNN convolution path for a scope.
+// Forces one convolution path (a cuDNN API or our kernels) for a scope.
 class ScopedConvPath {
  public:
   explicit ScopedConvPath(cuda::CudnnConvPath path) : before_(cuda::GetCudnnConvPath()) {
@@ -163,9 +165,25 @@ TEST(CudaConv2d, LegacyPathMatchesCpu) {
   EXPECT_EQ(after.graph, before.graph);
 }
 
-TEST(CudaBatchNorm, TrainingAndEvalMatchCpu) {
+// Our kernels forced (the path where cuDNN does not run, the simulator's),
+// with the tolerances of cuDNN's: fp32 sums of the same terms in another
+// order, one rounding into a 16-bit output. No pass reaches cuDNN.
+TEST(CudaConv2d, OwnPathMatchesCpu) {
   ZS_SKIP_WITHOUT_CUDA();
-  ZS_SKIP_ON_CUDA_SIM("cuDNN");
+  ScopedConvPath path(cuda::CudnnConvPath::kOwn);
+  const cuda::CudnnConvPathCounts before = cuda::GetCudnnConvPathCounts();
+  for (GradMode mode : {GradMode::kAccumulate, GradMode::kOverwrite}) {
+    ExpectConvMatchesCpu(ConvCases(), {DType::kF32, DType::kBF16, DType::kF16}, mode, "own");
+  }
+  const cuda::CudnnConvPathCounts after = cuda::GetCudnnConvPathCounts();
+  EXPECT_EQ(after.own - before.own, static_cast<int64_t>(2 * 3 * ConvCases().size() * 3));
+  EXPECT_EQ(after.graph, before.graph);
+  EXPECT_EQ(after.legacy, before.legacy);
+}
+
+// BatchNorm on the device against the CPU: training (statistics, running
+// statistics, backward through them) and eval.
+void ExpectBatchNormMatchesCpu() {
   CudaAllocator gpu(0);
   const Shape shape = {8, 16, 9, 7};
   Tensor x = RandomTensor(shape, DType::kF32, -2, 3, 1), w = RandomTensor({16}, DType::kF32, 0.5, 1.5, 2);
@@ -203,6 +221,20 @@ TEST(CudaBatchNorm, TrainingAndEvalMatchCpu) {
     ExpectClose(ToCpu(dwd), dw, {1e-3, 1e-4}, "dweight");
     ExpectClose(ToCpu(dbd), db, {1e-3, 1e-4}, "dbias");
   }
+}
+
+TEST(CudaBatchNorm, TrainingAndEvalMatchCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
+  ScopedConvPath path(cuda::CudnnConvPath::kAuto);  // cuDNN on a GPU
+  ExpectBatchNormMatchesCpu();
+}
+
+// Our kernels (BatchNorm follows the convolution path): the simulator's path.
+TEST(CudaBatchNorm, OwnPathMatchesCpu) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ScopedConvPath path(cuda::CudnnConvPath::kOwn);
+  ExpectBatchNormMatchesCpu();
 }
 
 TEST(CudaPool2d, EveryKindMatchesCpu) {

@@ -163,7 +163,7 @@ TEST(DistributedTimeout, ReachesTheCommunicatorsAndIsPrintedAtTheStart) {
   resnet->resnet.log_file = TempDir() + "/timeout_resnet.log";
   std::filesystem::remove(resnet->resnet.log_file);
   ASSERT_TRUE(RunResNetConfig(*resnet).ok());
-  EXPECT_THAT(ReadFile(resnet->resnet.log_file), HasSubstr("2 ranks (collective timeout 42s)"));
+  EXPECT_THAT(ReadFile(resnet->resnet.log_file), HasSubstr("2 ranks (local, collective timeout 42s)"));
 
   // A peer that has returned: the barrier fails after distributed.timeout_s.
   const RunConfig short_timeout = MustParse(R"({"distributed": {"timeout_s": 0.3}})");
