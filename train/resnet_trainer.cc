@@ -202,6 +202,8 @@ absl::StatusOr<ResNetTrainResult> RunResNetTraining(const ResNetTrainOptions& o,
                              static_cast<long long>(net->NumParameters()),
                              sharded->units().size(),
                              2e-6 * nn::ResNetForwardMacs(o.model, o.data.image_size, o.data.image_size)));
+    // HYBRID_SHARD's groups, with their nodes when they follow them (Note [Hybrid shard groups]).
+    if (sharding.strategy == ShardingStrategy::kHybridShard) out.Line(absl::StrCat(sharded->GroupMapping(), "\n"));
   }
   ResNetTrainResult result;
   net->Train();
