@@ -251,7 +251,7 @@ gpu-bench: deps
 	  echo "See docs/gpu.md."; \
 	  exit 0; \
 	fi; \
-	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:cuda_bench && ./bazel-bin/bench/cuda_bench
+	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:cuda_bench && BENCH=cuda ./tools/run_benchmarks.sh
 
 # loss.png and memory.png beside a run's metrics.csv (default: the newest run
 # under work_dirs/; make plot RUN=work_dirs/default/<timestamp>). Needs gnuplot-nox.

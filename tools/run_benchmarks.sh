@@ -30,9 +30,15 @@ mpirun_flags=(--oversubscribe --bind-to none)
 [[ "$(id -u)" == 0 ]] && mpirun_flags+=(--allow-run-as-root)
 failed=()
 
+# The machine's name: the CPU model and core count; for the GPU suite (cuda, `make
+# gpu-bench`) the card's name and count ("nvidia-h100-80gb-hbm3-1gpu"), as the figures are the GPU's.
+slug() { tr 'A-Z' 'a-z' | sed -e 's/([^)]*)//g' -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/^-//' -e 's/-$//'; }
 cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1)
-machine=$(printf '%s' "${cpu_model:-unknown}" | tr 'A-Z' 'a-z' | sed -e 's/([^)]*)//g' -e 's/[^a-z0-9]\{1,\}/-/g' \
-  -e 's/^-//' -e 's/-$//')-$(nproc)c
+machine=$(printf '%s' "${cpu_model:-unknown}" | slug)-$(nproc)c
+if [[ ",$suites," == *,cuda,* ]]; then
+  gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)
+  [[ -n "$gpus" ]] && machine=$(head -1 <<<"$gpus" | slug)-$(wc -l <<<"$gpus")gpu
+fi
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo nogit)
 [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]] && commit+="-dirty"
 out="${BENCH_RESULTS:-bench/results}/$machine/$(date -u +%Y%m%dT%H%M%SZ)_$commit"
@@ -77,7 +83,9 @@ for s in ${suites//,/ }; do
     nvme) OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE run nvme "$bin/nvme_bench" --dir="${TMPDIR:-/tmp}" --max_mb=256 \
       --steps=4 --warmup=1 --repeats=3 --json_out="$out/nvme.json" ;;
     tokenizer) run tokenizer "$bin/tokenizer_bench" --json_out="$out/tokenizer.json" ;;
-    *) echo "run_benchmarks: unknown suite \"$s\" (expected some of $all_suites)" >&2; exit 2 ;;
+    # Not in the default list: the GPU kernels, GEMMs, NCCL and the GPT step (make gpu-bench).
+    cuda) run cuda "$bin/cuda_bench" --json_out="$out/cuda.json" ;;
+    *) echo "run_benchmarks: unknown suite \"$s\" (expected some of $all_suites, or cuda)" >&2; exit 2 ;;
   esac
 done
 
