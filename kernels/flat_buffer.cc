@@ -90,6 +90,7 @@ absl::Status Move(absl::string_view op, absl::Span<const Tensor> pieces,
       return absl::OkStatus();
     }
     case DeviceType::kCuda: {
+      ZS_RETURN_IF_ERROR(CheckCurrentDevice(flat, op));
       // The table of copies as int64 triples (src, dst, bytes): cuda::FlatCopy's layout.
       static_assert(sizeof(cuda::FlatCopy) == 3 * sizeof(int64_t));
       std::vector<int64_t> table;

@@ -281,7 +281,10 @@ absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const M
     if (o.beta == 0.0f) ZS_RETURN_IF_ERROR(out.Fill(0.0));
     return o.bias.defined() ? Add(out, o.bias, out) : absl::OkStatus();
   }
-  if (out.device().is_cuda()) return MatMulCuda(p, a, b, out, o);
+  if (out.device().is_cuda()) {
+    ZS_RETURN_IF_ERROR(CheckSameDevice({&a, &b, &out}, "MatMul"));
+    return MatMulCuda(p, a, b, out, o);
+  }
   if (o.bias.defined()) {
     MatMulOptions without_bias = o;
     without_bias.bias = Tensor();

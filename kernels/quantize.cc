@@ -136,6 +136,7 @@ absl::Status QuantizeChunks(const Tensor& x, int64_t chunks, const QuantSpec& sp
       });
     }
     case DeviceType::kCuda:
+      ZS_RETURN_IF_ERROR(CheckSameDevice({&x, &packed}, kOp));
       return cuda::CudaLaunchStatus(
           cuda::LaunchQuantizeChunks(static_cast<int>(x.dtype()), x.raw_data(), chunks, m, spec.bits, spec.block,
                                      chunk_bytes, packed.raw_data(), cuda::kOpStream),
@@ -177,6 +178,7 @@ absl::Status DequantizeReduce(const Tensor& packed, int64_t groups, int64_t per_
       });
     }
     case DeviceType::kCuda:
+      ZS_RETURN_IF_ERROR(CheckSameDevice({&packed, &out}, kOp));
       return cuda::CudaLaunchStatus(
           cuda::LaunchDequantizeReduce(packed.raw_data(), groups, per_group, m, spec.bits, spec.block, chunk_bytes,
                                        static_cast<int>(out.dtype()), out.raw_data(), divisor, cuda::kOpStream),

@@ -120,6 +120,7 @@ absl::Status Reduce(ReduceKind kind, const Tensor& x, int64_t dim, const Tensor&
                                                    DTypeName(x.dtype())));
   }
   if (x.device().is_cuda()) {
+    ZS_RETURN_IF_ERROR(CheckCurrentDevice(x, name));
     if (x_int) {
       return absl::UnimplementedError(absl::StrCat(name, " on ", x.device().ToString(),
                                                    ": integer dtype ", DTypeName(x.dtype()),
@@ -219,7 +220,10 @@ absl::Status SumToShape(const Tensor& x, const Tensor& out) {
 
 absl::StatusOr<double> SumAll(const Tensor& x) {
   if (!x.defined()) return absl::InvalidArgumentError("SumAll: undefined input");
-  if (x.device().is_cuda()) return SumAllCuda("SumAll", x, /*square=*/false);
+  if (x.device().is_cuda()) {
+    ZS_RETURN_IF_ERROR(CheckCurrentDevice(x, "SumAll"));
+    return SumAllCuda("SumAll", x, /*square=*/false);
+  }
   if (x.device().is_virtual()) return SumAllVirtual("SumAll", x);
   if (!x.device().is_cpu()) return NoDeviceKernel("SumAll", x.device());
   ZS_ASSIGN_OR_RETURN(Tensor xc, x.Contiguous());
@@ -228,7 +232,10 @@ absl::StatusOr<double> SumAll(const Tensor& x) {
 
 absl::StatusOr<double> SumOfSquares(const Tensor& x) {
   if (!x.defined()) return absl::InvalidArgumentError("SumOfSquares: undefined input");
-  if (x.device().is_cuda()) return SumAllCuda("SumOfSquares", x, /*square=*/true);
+  if (x.device().is_cuda()) {
+    ZS_RETURN_IF_ERROR(CheckCurrentDevice(x, "SumOfSquares"));
+    return SumAllCuda("SumOfSquares", x, /*square=*/true);
+  }
   if (x.device().is_virtual()) return SumAllVirtual("SumOfSquares", x);
   if (!x.device().is_cpu()) return NoDeviceKernel("SumOfSquares", x.device());
   ZS_ASSIGN_OR_RETURN(Tensor xc, x.Contiguous());

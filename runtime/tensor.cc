@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "zeroshard/runtime/cuda/device_api.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
@@ -519,7 +520,17 @@ absl::Status CheckSameDevice(std::initializer_list<const Tensor*> tensors, absl:
                                                      t->device().ToString()));
     }
   }
-  return absl::OkStatus();
+  return first != nullptr ? CheckCurrentDevice(*first, op) : absl::OkStatus();
+}
+
+absl::Status CheckCurrentDevice(const Tensor& t, absl::string_view op) {
+  if (!t.defined() || !t.device().is_cuda()) return absl::OkStatus();
+  const int current = cuda::CudaCurrentDevice();
+  if (current < 0 || current == t.device().index) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      op, ": tensors on ", t.device().ToString(), " but this thread's current CUDA device is cuda:", current,
+      "; expected the thread to cudaSetDevice(", t.device().index,
+      ") first (each rank's threads work on its own GPU)"));
 }
 
 }  // namespace zeroshard

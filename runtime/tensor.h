@@ -199,8 +199,13 @@ bool IsSameView(const Tensor& a, const Tensor& b);
 absl::Status CheckDType(const Tensor& t, DType dtype, absl::string_view what);
 // Returns OK if `t` has exactly `shape`.
 absl::Status CheckShape(const Tensor& t, absl::Span<const int64_t> shape, absl::string_view what);
-// Returns OK if every tensor is on `device`.
+// Returns OK if every tensor is on one device and, for a CUDA device, if that
+// is the calling thread's current device (cudaSetDevice): CUDA kernels launch
+// on the current device, so an op whose tensors live on another GPU is an
+// error naming both, never a silent cross-device access.
 absl::Status CheckSameDevice(std::initializer_list<const Tensor*> tensors, absl::string_view op);
+// The CUDA half of CheckSameDevice for one tensor (OK for other devices).
+absl::Status CheckCurrentDevice(const Tensor& t, absl::string_view op);
 
 // ---------------------------------------------------------------- templates
 

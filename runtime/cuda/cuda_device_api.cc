@@ -42,6 +42,15 @@ absl::StatusOr<int> CudaDeviceCount() {
   return n;
 }
 
+int CudaCurrentDevice() {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
 absl::Status CudaSetDevice(int device) {
   ZS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   return absl::OkStatus();

@@ -29,6 +29,8 @@ absl::StatusOr<int> CudaDeviceCount();
 // Makes `device` the calling thread's current device (cudaSetDevice): what a
 // process of one GPU does first, before any other CUDA call of its rank.
 absl::Status CudaSetDevice(int device);
+// The calling thread's current device (cudaGetDevice); -1 in a CPU-only build.
+int CudaCurrentDevice();
 // "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB".
 absl::StatusOr<std::string> CudaDeviceName(int device);
 

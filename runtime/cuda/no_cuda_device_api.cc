@@ -18,6 +18,7 @@ bool BuiltWithCuda() { return false; }
 CudaCallCounts ThreadCudaCallCounts() { return {}; }
 absl::StatusOr<int> CudaDeviceCount() { return 0; }
 absl::Status CudaSetDevice(int) { return NotBuilt("CudaSetDevice"); }
+int CudaCurrentDevice() { return -1; }
 absl::StatusOr<std::string> CudaDeviceName(int) { return NotBuilt("CudaDeviceName"); }
 absl::StatusOr<void*> CudaMalloc(int, size_t) { return NotBuilt("CudaMalloc"); }
 absl::Status CudaFree(int, void*) { return NotBuilt("CudaFree"); }

@@ -2,6 +2,8 @@
 // in a CPU-only or device-less run, checks that a CUDA launch fails cleanly.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "zeroshard/kernels/elementwise.h"
 #include "zeroshard/runtime/cuda/cuda_allocator.h"
 #include "zeroshard/runtime/cuda/device_api.h"
@@ -76,6 +78,31 @@ TEST(CudaElementwise, BroadcastAndStridedOperandsMatchCpu) {
     ZS_ASSERT_OK(Add(a, row, a));
     ExpectClose(ad, ToDoubles(a), 1e-6, 1e-6, "in-place Add of a broadcast bias");
   }
+}
+
+// CUDA kernels launch on the calling thread's current device: an op on another
+// GPU's tensors is refused by name (runtime/tensor.h CheckSameDevice), not run
+// across devices; after cudaSetDevice the same call works.
+TEST(CudaElementwise, AnOpOnAnotherDevicesTensorsIsAnError) {
+  if (!HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  absl::StatusOr<int> n = cuda::CudaDeviceCount();
+  if (!n.ok() || *n < 2) GTEST_SKIP() << "one CUDA device";
+  CudaAllocator second(1);
+  ZS_ASSERT_OK(cuda::CudaSetDevice(0));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor x, RandomTensor({64}, DType::kF32, -1, 1, 5).To(&second));
+  const absl::StatusOr<Tensor> wrong = Unary(UnaryOp::kExp, x);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrong.status().message().find("tensors on cuda:1 but this thread's current CUDA device is cuda:0"),
+            std::string::npos)
+      << wrong.status();
+  ZS_ASSERT_OK(cuda::CudaSetDevice(1));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor right, Unary(UnaryOp::kExp, x));
+  ZS_ASSERT_OK_AND_ASSIGN(std::vector<float> got, right.ToVector<float>());
+  ZS_ASSERT_OK_AND_ASSIGN(std::vector<float> in, x.ToVector<float>());
+  // CUDA's expf is within 2 ulp (the CUDA C++ Programming Guide's table); 1e-6 relative is 8 ulp of f32.
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_NEAR(got[i], std::exp(in[i]), 1e-6 * std::exp(in[i]));
+  ZS_ASSERT_OK(cuda::CudaSetDevice(0));
 }
 
 TEST(CudaElementwise, BuildKnowsWhetherCudaIsCompiledIn) {
