@@ -43,6 +43,7 @@
 #include "zeroshard/collectives/work.h"
 #include "zeroshard/kernels/flat_buffer.h"
 #include "zeroshard/kernels/quantize.h"
+#include "zeroshard/runtime/cuda/device_api.h"
 #include "zeroshard/runtime/registry_name.h"
 #include "zeroshard/runtime/status.h"
 
@@ -133,12 +134,21 @@ class ZeroPlusPlusHook final : public CommHook {
     if (qg_ && 1 < l && l < size_) {
       ZS_ASSIGN_OR_RETURN(qg_intra_, group.Split(rank_ / l, rank_));
       ZS_ASSIGN_OR_RETURN(qg_inter_, group.Split(rank_ % l, rank_));
+      // The chain's thread works on the rank's GPU (its kernels launch on the
+      // current device) and with the rank's share of the cores.
+      const int gpu = group.device().is_cuda() ? group.device().index : -1;
 #ifdef _OPENMP
-      const int threads = omp_get_max_threads();  // the rank's share of the cores
-      thread_ = std::make_unique<CommThread>("qgz", [threads] { omp_set_num_threads(threads); });
+      const int threads = omp_get_max_threads();
 #else
-      thread_ = std::make_unique<CommThread>("qgz");
+      const int threads = 0;
 #endif
+      thread_ = std::make_unique<CommThread>("qgz", [threads, gpu] {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        (void)threads;
+        if (gpu >= 0) (void)cuda::CudaSetDevice(gpu);  // a failure shows at the chain's first kernel
+      });
     }
     return absl::OkStatus();
   }

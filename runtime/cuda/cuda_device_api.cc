@@ -13,10 +13,30 @@ namespace zeroshard::cuda {
 
 namespace {
 
-absl::Status SetDevice(int device) {
-  ZS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  return absl::OkStatus();
-}
+// Makes `device` current for one call and puts the caller's back after it (as
+// PyTorch's CUDAGuard): allocating or creating a stream or an event on a GPU
+// never changes which GPU the calling thread's ops launch on (Note: the ops
+// check it, CheckSameDevice in runtime/tensor.h).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      previous_ = -1;
+    }
+    if (previous_ != device) status_ = cudaSetDevice(device);
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0 && status_ == cudaSuccess) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  cudaError_t status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t status_ = cudaSuccess;
+};
 
 cudaMemcpyKind ToCuda(CopyKind kind) {
   switch (kind) {
@@ -70,7 +90,8 @@ thread_local CudaCallCounts thread_counts;
 CudaCallCounts ThreadCudaCallCounts() { return thread_counts; }
 
 absl::StatusOr<void*> CudaMalloc(int device, size_t bytes) {
-  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  DeviceGuard guard(device);
+  ZS_CUDA_RETURN_IF_ERROR(guard.status());
   void* p = nullptr;
   ++thread_counts.mallocs;
   ZS_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
@@ -78,7 +99,8 @@ absl::StatusOr<void*> CudaMalloc(int device, size_t bytes) {
 }
 
 absl::Status CudaFree(int device, void* ptr) {
-  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  DeviceGuard guard(device);
+  ZS_CUDA_RETURN_IF_ERROR(guard.status());
   ZS_CUDA_RETURN_IF_ERROR(cudaFree(ptr));
   return absl::OkStatus();
 }
@@ -107,7 +129,8 @@ absl::Status CudaMemcpy(void* dst, const void* src, size_t bytes, CopyKind kind,
 }
 
 absl::StatusOr<void*> CudaStreamCreate(int device) {
-  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  DeviceGuard guard(device);
+  ZS_CUDA_RETURN_IF_ERROR(guard.status());
   cudaStream_t stream = nullptr;
   ZS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   return static_cast<void*>(stream);
@@ -126,7 +149,8 @@ absl::Status CudaStreamSynchronize(void* stream) {
 }
 
 absl::StatusOr<void*> CudaEventCreate(int device, bool enable_timing) {
-  if (absl::Status s = SetDevice(device); !s.ok()) return s;
+  DeviceGuard guard(device);
+  ZS_CUDA_RETURN_IF_ERROR(guard.status());
   cudaEvent_t event = nullptr;
   ZS_CUDA_RETURN_IF_ERROR(
       cudaEventCreateWithFlags(&event, enable_timing ? cudaEventDefault : cudaEventDisableTiming));
