@@ -249,8 +249,8 @@ class Communicator {
   // set_trace applies to this communicator and to every communicator split
   // from the same root, before or after the call (a communication hook's
   // groups included); nullptr turns it off. A collective in flight when it
-  // changes is not recorded. Off, a collective pays three atomic loads (and
-  // on NCCL a fourth).
+  // changes is not recorded. Off, a collective pays three atomic loads (on
+  // NCCL two more, for its GPU span).
   void set_trace(TraceRecorder* trace, int pid, GpuTimeline* gpu = nullptr);
   // The name of this communicator's row ("shard group (2 ranks)"); the
   // default: "world (N ranks)", or for a split "group of N ranks (split #seq
