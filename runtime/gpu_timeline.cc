@@ -121,9 +121,15 @@ absl::Status GpuTimeline::Resolve() {
   pending_ = std::move(waiting);
   stats_.pending = static_cast<int64_t>(pending_.size());
   if (done.empty()) return absl::OkStatus();
-  // 2. The reference: issued after t0, reached by t1.
+  // 2. The reference: issued after t0, reached by t1. On this device's
+  //    compute stream (the legacy default stream of the current device).
   void* ref = Acquire();
   if (ref == nullptr) return error_;
+  if (absl::Status d = cuda::CudaSetDevice(device_.index); !d.ok()) {
+    free_.push_back(ref);
+    Fail(d);
+    return error_;
+  }
   const double t0 = trace_->NowUs();
   absl::Status s = cuda::CudaEventRecord(ref, /*stream=*/nullptr);
   if (s.ok()) s = cuda::CudaEventSynchronize(ref);
