@@ -26,6 +26,8 @@ thread_local std::vector<GraphTask*> graph_tasks;
 struct OpTrace {
   TraceRecorder* trace = nullptr;
   TraceRow row;
+  GpuTimeline* gpu = nullptr;
+  int depth = 0;  // traced ops running on this thread (an op inside an op: no GPU span of its own)
 };
 thread_local OpTrace op_trace;
 
@@ -96,8 +98,18 @@ absl::Status RunGraph(const std::vector<Edge>& root_edges, const std::vector<Ten
       TraceRecorder* const trace =
           op_trace.trace != nullptr && dynamic_cast<AccumulateGrad*>(node) == nullptr ? op_trace.trace : nullptr;
       const double op_start = trace != nullptr ? trace->NowUs() : 0;
+      GpuTimeline* const gpu = trace != nullptr && op_trace.depth == 0 ? op_trace.gpu : nullptr;
+      GpuMark gpu_mark;
+      if (gpu != nullptr) gpu_mark = gpu->Begin(/*stream=*/nullptr, std::string(node->name()));  // the ops' stream
+      if (trace != nullptr) ++op_trace.depth;
       absl::StatusOr<std::vector<Tensor>> r = node->Apply(std::move(grads));
-      if (trace != nullptr) trace->AddSpan(std::string(node->name()), "op", op_trace.row, op_start, trace->NowUs());
+      // The GPU span's end is recorded before the host span's end is read: a
+      // GPU span starts and ends inside its launch where work runs at launch.
+      if (gpu != nullptr) gpu->End(gpu_mark, nullptr, std::string(node->name()), "gpu op", op_trace.row.Gpu());
+      if (trace != nullptr) {
+        --op_trace.depth;
+        trace->AddSpan(std::string(node->name()), "op", op_trace.row, op_start, trace->NowUs());
+      }
       if (!r.ok()) {
         return absl::Status(r.status().code(),
                             absl::StrCat("backward of ", node->name(), ": ", r.status().message()));
@@ -189,6 +201,8 @@ absl::Status QueueCallback(std::function<absl::Status()> fn) {
 
 bool InBackward() { return !graph_tasks.empty(); }
 
-void SetBackwardOpTrace(TraceRecorder* trace, TraceRow row) { op_trace = OpTrace{trace, row}; }
+void SetBackwardOpTrace(TraceRecorder* trace, TraceRow row, GpuTimeline* gpu) {
+  op_trace = OpTrace{.trace = trace, .row = row, .gpu = trace != nullptr ? gpu : nullptr};
+}
 
 }  // namespace zeroshard::autograd

@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "zeroshard/autograd/variable.h"
+#include "zeroshard/runtime/gpu_timeline.h"
 #include "zeroshard/runtime/trace.h"
 
 namespace zeroshard::autograd {
@@ -52,7 +53,11 @@ bool InBackward();
 // runtime/trace.h); nullptr: off, the default (a node then pays one
 // thread-local load). Leaf accumulators are left out: their post-accumulate
 // hooks issue and wait for collectives, which have spans of their own.
-void SetBackwardOpTrace(TraceRecorder* trace, TraceRow row);
+// With `gpu` (a CUDA rank's, same process) each op also gets its GPU span on
+// row.Gpu() ("gpu op") and an NVTX range (Note [GPU spans] in
+// runtime/gpu_timeline.h); an op run inside another op (a checkpoint's
+// recompute) belongs to the outer one's GPU span and range.
+void SetBackwardOpTrace(TraceRecorder* trace, TraceRow row, GpuTimeline* gpu = nullptr);
 
 }  // namespace zeroshard::autograd
 

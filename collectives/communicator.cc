@@ -133,8 +133,9 @@ int64_t RingBytesSent(const CollectiveDesc& desc, int size);
 
 // ================================================================ tracing
 
-void Communicator::set_trace(TraceRecorder* trace, int pid) {
+void Communicator::set_trace(TraceRecorder* trace, int pid, GpuTimeline* gpu) {
   trace_family_->pid.store(pid, std::memory_order_relaxed);
+  trace_family_->gpu.store(trace != nullptr ? gpu : nullptr, std::memory_order_release);
   trace_family_->trace.store(trace, std::memory_order_release);
 }
 
@@ -181,6 +182,45 @@ void Communicator::DropSpan(int64_t seq) {
   std::lock_guard<std::mutex> lock(spans_mu_);
   std::erase_if(open_spans_, [seq](const OpenedSpan& s) { return s.seq == seq; });
   open_spans_count_.store(static_cast<int>(open_spans_.size()), std::memory_order_release);
+}
+
+void Communicator::MarkEnqueued(const CollectiveDesc& desc) {
+  if (open_spans_count_.load(std::memory_order_acquire) > 0) CloseSpan(desc, absl::OkStatus());
+}
+
+std::string Communicator::OpenSpanLabel(const CollectiveDesc& desc) {
+  std::lock_guard<std::mutex> lock(spans_mu_);
+  for (const OpenedSpan& s : open_spans_) {
+    if (s.seq == desc.seq) return s.label;
+  }
+  return std::string(CollectiveOpName(desc.op));
+}
+
+GpuMark Communicator::BeginGpuSpan(const CollectiveDesc& desc, void* stream) {
+  GpuTimeline* gpu = trace_family_->gpu.load(std::memory_order_acquire);
+  if (gpu == nullptr) return GpuMark{};
+  return gpu->Begin(stream, OpenSpanLabel(desc));
+}
+
+void Communicator::EndGpuSpan(const CollectiveDesc& desc, GpuMark& mark, void* stream) {
+  GpuTimeline* gpu = trace_family_->gpu.load(std::memory_order_acquire);
+  if (gpu == nullptr) {
+    mark = GpuMark{};  // tracing ended in between: the range and event are the timeline's no more
+    return;
+  }
+  const TraceRow row = trace_row().Gpu();
+  {
+    std::lock_guard<std::mutex> lock(spans_mu_);
+    if (gpu_named_in_ != gpu->trace()) {
+      gpu->trace()->NameRow(row, absl::StrCat("gpu comm ", trace_name_.empty() ? absl::StrCat("world (", size_, " ranks)")
+                                                                                : trace_name_));
+      gpu_named_in_ = gpu->trace();
+    }
+  }
+  gpu->End(mark, stream, OpenSpanLabel(desc), "gpu comm", row,
+           absl::StrFormat("\"op\": \"%s\", \"seq\": %d, \"dtype\": \"%s\", \"count\": %d, \"bytes\": %d",
+                           CollectiveOpName(desc.op), desc.seq, DTypeName(desc.dtype), desc.count,
+                           RingBytesSent(desc, size_)));
 }
 
 void Communicator::CloseSpan(const CollectiveDesc& desc, const absl::Status& status) {

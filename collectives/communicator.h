@@ -116,6 +116,7 @@
 #include "zeroshard/collectives/reduction.h"
 #include "zeroshard/collectives/work.h"
 #include "zeroshard/runtime/device.h"
+#include "zeroshard/runtime/gpu_timeline.h"
 #include "zeroshard/runtime/stream.h"
 #include "zeroshard/runtime/tensor.h"
 #include "zeroshard/runtime/trace.h"
@@ -244,14 +245,19 @@ class Communicator {
   //   starts there, so it shows when the transfer ran and a peer's lateness
   //   (skew, a straggler, ranks sharing cores) shows apart from it
   //   (tools/trace_summary's "peer wait"). MPI's collectives wait inside the
-  //   library, so their spans include the wait for peers. NCCL marks on the
-  //   host around the launch and at the next poll (GPU-side times would need
-  //   CUDA events; not recorded).
+  //   library, so their spans include the wait for peers. A backend whose
+  //   collectives run on a CUDA stream (NCCL) ends the host span when the
+  //   collective is enqueued (MarkEnqueued): the span is the launch. Its
+  //   device times come from `gpu` (set_trace): a span on the row's GPU twin
+  //   ("gpu comm", category "gpu comm", TraceRow::Gpu) from events around the
+  //   collective on the communication stream, and an NVTX range around the
+  //   launch (Note [GPU spans] in runtime/gpu_timeline.h).
   // set_trace applies to this communicator and to every communicator split
   // from the same root, before or after the call (a communication hook's
   // groups included); nullptr turns it off. A collective in flight when it
-  // changes is not recorded. Off, a collective pays three atomic loads.
-  void set_trace(TraceRecorder* trace, int pid);
+  // changes is not recorded. Off, a collective pays three atomic loads (on
+  // NCCL two more, for its GPU span).
+  void set_trace(TraceRecorder* trace, int pid, GpuTimeline* gpu = nullptr);
   // The name of this communicator's row ("shard group (2 ranks)"); the
   // default: "world (N ranks)", or for a split "group of N ranks (split #seq
   // of row <parent's row>, color c)".
@@ -299,6 +305,16 @@ class Communicator {
 
   CollectiveTrace& trace() { return trace_; }
 
+  // Note [Communication spans], for backends that run collectives on a CUDA
+  // stream: the host's part of `desc` is done (it is enqueued); ends its
+  // host span, not the collective (the ring still shows it in progress).
+  void MarkEnqueued(const CollectiveDesc& desc);
+  // The collective's GPU span on `stream` (a cudaStream_t) and NVTX range:
+  // Begin after the stream waits for the caller's stream and before the
+  // collective's work, End after it. No-ops while not traced with a GPU timeline.
+  GpuMark BeginGpuSpan(const CollectiveDesc& desc, void* stream);
+  void EndGpuSpan(const CollectiveDesc& desc, GpuMark& mark, void* stream);
+
   // ------------------------------------------------------------ watchdog
   // Backends that can make a collective in progress fail (wake the in-process
   // group, ncclCommAbort) do it here; Abort(why) has already marked this
@@ -343,6 +359,8 @@ class Communicator {
   void CloseSpan(const CollectiveDesc& desc, const absl::Status& status);
   // A collective the backend never saw (its launch failed): no span.
   void DropSpan(int64_t seq);
+  // The name of the open span of `desc` (its label or its op).
+  std::string OpenSpanLabel(const CollectiveDesc& desc);
 
   const int rank_;
   const int size_;
@@ -361,6 +379,7 @@ class Communicator {
   // from the same root; this communicator's row in it.
   struct TraceFamily {
     std::atomic<TraceRecorder*> trace{nullptr};
+    std::atomic<GpuTimeline*> gpu{nullptr};
     std::atomic<int> pid{0};
     std::atomic<int> next_tid{TraceRow::kFirstStream};
   };
@@ -377,6 +396,7 @@ class Communicator {
   std::vector<OpenedSpan> open_spans_;
   std::string trace_name_;
   TraceRecorder* trace_named_in_ = nullptr;  // the recorder that has this row's name
+  TraceRecorder* gpu_named_in_ = nullptr;    // ... and its GPU twin's
 };
 
 }  // namespace zeroshard

@@ -163,6 +163,7 @@ struct NcclCommunicator::Impl {
   CollectiveDesc* desc_buf = nullptr;           // size descriptors (check mode)
   int group_depth = 0;
   std::vector<std::shared_ptr<Event>> group_events;          // recorded at GroupEnd
+  std::vector<std::pair<CollectiveDesc, GpuMark>> group_spans;  // GPU spans ended at GroupEnd
   std::vector<std::function<absl::Status()>> after_group;    // narrowing casts, at GroupEnd
   std::vector<std::pair<int64_t, std::shared_ptr<Event>>> in_flight;  // for the ring
   // Guards in_flight's changes (issuing thread) against the watchdog's reads.
@@ -425,6 +426,10 @@ absl::Status NcclCommunicator::GroupEnd() {
   impl_->after_group.clear();
   for (auto& e : impl_->group_events) ZS_RETURN_IF_ERROR(e->Record(impl_->stream));
   impl_->group_events.clear();
+  // Every collective of the group ends with the group's kernel (their GPU
+  // spans share its end).
+  for (auto& [desc, mark] : impl_->group_spans) EndGpuSpan(desc, mark, impl_->stream.native_handle());
+  impl_->group_spans.clear();
   return absl::OkStatus();
 }
 
@@ -434,10 +439,15 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
   Impl& im = *impl_;
   const CollectiveDesc& d = call.desc;
   const std::string prefix = ErrorPrefix(d, rank(), size());
+  // The collective's GPU span and NVTX range while traced (Note [Communication
+  // spans]): from just before its work on the communication stream to just
+  // after it.
+  GpuMark gpu_span;
   // An NCCL call that fails leaves the group unusable (a peer is gone, the
   // group was aborted, a wait timed out): the communicator is aborted, the
   // ring records why, and every later collective fails with Aborted.
   auto nccl_failed = [&](absl::Status s) -> absl::Status {
+    EndGpuSpan(d, gpu_span, im.stream.native_handle());
     s = absl::Status(s.code(), absl::StrCat(prefix, s.message()));
     im.shared->Fail(d, s, /*abort=*/true);
     return s;
@@ -509,6 +519,7 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
       d.dtype == DType::kBF16 ? cuda::ConvertType::kBF16 : cuda::ConvertType::kF16;
   void* in = call.input.defined() ? call.input.raw_data() : nullptr;
   void* out = call.output.defined() ? call.output.raw_data() : nullptr;
+  gpu_span = BeginGpuSpan(d, s);
   switch (d.op) {
     case CollectiveOp::kAllGather:
       ZS_NCCL_COLLECTIVE(ncclAllGather(in, out, d.count, type, comm, s));
@@ -589,6 +600,15 @@ absl::StatusOr<std::shared_ptr<Work>> NcclCommunicator::Launch(CollectiveCall ca
       break;
     }
   }
+  // Recorded now, before any wait on the host: the stream reaches it when the
+  // collective ends. In a group, at GroupEnd, after the group's kernel.
+  if (im.group_depth > 0) {
+    im.group_spans.emplace_back(d, gpu_span);
+    gpu_span = GpuMark{};
+  } else {
+    EndGpuSpan(d, gpu_span, s);
+  }
+  MarkEnqueued(d);
   ZS_ASSIGN_OR_RETURN(Event event, Event::Create(device()));
   auto done = std::make_shared<Event>(std::move(event));
   if (im.group_depth > 0) {

@@ -13,6 +13,7 @@ namespace zeroshard {
 
 void TraceRecorder::AddSpan(std::string name, std::string category, TraceRow row, double start_us,
                             double end_us, std::string args) {
+  if (!keep_spans_) return;
   absl::MutexLock lock(&mu_);
   spans_.push_back(Span{std::move(name), std::move(category), row, start_us, end_us - start_us, std::move(args)});
 }

@@ -31,6 +31,11 @@
 //     backend's own start to its end ("comm"; collectives/communicator.h).
 //   A "comm" span and the "issued" span of the same collective share its
 //   name ("all-gather <unit>"), and the comm span lies inside it.
+//   - kGpuOffset + t: on a CUDA device, the GPU twin of host row t: "gpu
+//     compute" (1000) holds what the compute row's spans ran on the device,
+//     "gpu comm <communicator>" (1000 + its row) each collective as the
+//     communication stream ran it, all on the host clock (Note [GPU spans] in
+//     runtime/gpu_timeline.h).
 #ifndef ZEROSHARD_RUNTIME_TRACE_H_
 #define ZEROSHARD_RUNTIME_TRACE_H_
 
@@ -53,8 +58,11 @@ struct TraceRow {
   static constexpr int kCompute = 0;
   static constexpr int kIssued = 1;
   static constexpr int kFirstStream = 2;
+  // The GPU twin of a row: its tid plus this (Note [GPU spans] in runtime/gpu_timeline.h).
+  static constexpr int kGpuOffset = 1000;
   int pid = 0;
   int tid = 0;
+  TraceRow Gpu() const { return TraceRow{pid, tid + kGpuOffset}; }
   bool operator==(const TraceRow&) const = default;
 };
 
@@ -69,6 +77,12 @@ class TraceRecorder {
   };
 
   TraceRecorder() : origin_(std::chrono::steady_clock::now()) {}
+  // A recorder that keeps no spans (AddSpan does nothing; names and other
+  // data are kept): instrumented code takes its traced path for its NVTX
+  // ranges (ZEROSHARD_NVTX=1 without --trace) with no memory growing over the run.
+  struct DiscardSpans {};
+  explicit TraceRecorder(DiscardSpans) : TraceRecorder() { keep_spans_ = false; }
+  bool keeps_spans() const { return keep_spans_; }
 
   double NowUs() const {
     if (clock_) return clock_();
@@ -103,6 +117,7 @@ class TraceRecorder {
 
  private:
   const std::chrono::steady_clock::time_point origin_;
+  bool keep_spans_ = true;
   std::function<double()> clock_;
   mutable absl::Mutex mu_;
   std::vector<Span> spans_ ABSL_GUARDED_BY(mu_);

@@ -64,6 +64,7 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
   CollectiveOptions opts = schedule_->Collective();
   unit.reduce_issue_us = -1;  // issued untraced: no "issued" span
   if (trace_ != nullptr) {
+    GpuEnd(unit.backward_gpu, "backward " + unit.name, "gpu compute");  // inside the host span
     unit.reduce_issue_us = trace_->NowUs();  // before issuing (Note [Trace layout])
     trace_->AddSpan("backward " + unit.name, "compute", {world_.rank(), TraceRow::kCompute}, unit.backward_start_us,
                     unit.reduce_issue_us);
@@ -125,14 +126,19 @@ absl::Status ShardedModel::ReduceUnit(ShardedUnit& unit) {
 absl::Status ShardedModel::CompleteReduction(ShardedUnit& unit) {
   ShardedUnit* u = &unit;
   const double wait_start = trace_ ? trace_->NowUs() : 0;
+  const char* const what = options_.ReplicatesGradients() ? "all-reduce " : "reduce-scatter ";
+  GpuMark wait_gpu;  // on the GPU: how long compute stalled for the reduction
+  if (gpu_ != nullptr) wait_gpu = GpuBegin(absl::StrCat("wait ", what, u->name));
   ZS_RETURN_IF_ERROR(schedule_->Await(*u->reduce_work));
   u->reduce_work.reset();
   if (trace_ != nullptr) {
+    GpuEnd(wait_gpu, absl::StrCat("wait ", what, u->name), "gpu wait");  // inside the host span
     const double now = trace_->NowUs();
-    const std::string what = options_.ReplicatesGradients() ? "all-reduce " : "reduce-scatter ";
-    trace_->AddSpan("wait " + what + u->name, "wait", {world_.rank(), TraceRow::kCompute}, wait_start, now);
+    trace_->AddSpan(absl::StrCat("wait ", what, u->name), "wait", {world_.rank(), TraceRow::kCompute}, wait_start,
+                    now);
     if (u->reduce_issue_us >= 0) {
-      trace_->AddSpan(what + u->name, "issued", {world_.rank(), TraceRow::kIssued}, u->reduce_issue_us, now);
+      trace_->AddSpan(absl::StrCat(what, u->name), "issued", {world_.rank(), TraceRow::kIssued}, u->reduce_issue_us,
+                      now);
     }
   }
   if (replica_group_->size() > 1) {
@@ -175,9 +181,12 @@ absl::StatusOr<Tensor> ShardedModel::ReducedPart(const ShardedUnit& u) {
 absl::Status ShardedModel::CompleteReplicaReduction(ShardedUnit& unit) {
   ShardedUnit* u = &unit;
   const double wait_start = trace_ ? trace_->NowUs() : 0;
+  GpuMark wait_gpu;
+  if (gpu_ != nullptr) wait_gpu = GpuBegin("wait replica all-reduce " + u->name);
   ZS_RETURN_IF_ERROR(schedule_->Await(*u->replica_work));
   u->replica_work.reset();
   if (trace_ != nullptr) {
+    GpuEnd(wait_gpu, "wait replica all-reduce " + u->name, "gpu wait");  // inside the host span
     const double now = trace_->NowUs();
     trace_->AddSpan("wait replica all-reduce " + u->name, "wait", {world_.rank(), TraceRow::kCompute}, wait_start,
                     now);

@@ -88,10 +88,13 @@ absl::Status ShardedModel::Gather(ShardedUnit& unit) {
 absl::Status ShardedModel::AwaitGather(ShardedUnit& unit) {
   if (unit.state == ShardedUnit::State::kGathering) {
     const double wait_start = trace_ ? trace_->NowUs() : 0;
+    GpuMark wait_gpu;  // on the GPU: how long compute stalled for the gather
+    if (gpu_ != nullptr) wait_gpu = GpuBegin("wait all-gather " + unit.name);
     ZS_RETURN_IF_ERROR(schedule_->Await(*unit.gather_work));
     unit.gather_work.reset();
     unit.state = ShardedUnit::State::kGathered;
     if (trace_ != nullptr) {
+      GpuEnd(wait_gpu, "wait all-gather " + unit.name, "gpu wait");  // inside the host span
       const double now = trace_->NowUs();
       trace_->AddSpan("wait all-gather " + unit.name, "wait", {world_.rank(), TraceRow::kCompute}, wait_start, now);
       if (unit.gather_issue_us >= 0) {
@@ -186,6 +189,10 @@ absl::Status ShardedModel::OnPreForward(ShardedUnit& unit) {
     forward_order_.push_back(unit.index);
   }
   if (trace_ != nullptr) unit.forward_start_us = trace_->NowUs();
+  if (gpu_ != nullptr) {
+    gpu_->Drop(unit.forward_gpu);  // one left open by an earlier pass that failed
+    unit.forward_gpu = GpuBegin("forward " + unit.name);
+  }
   ZS_RETURN_IF_ERROR(Gather(unit));
   ZS_RETURN_IF_ERROR(CheckTiedHolders(unit, "forward"));
   PrefetchShard(NextInForwardOrder(unit));  // NVMe: the next unit's shard is read meanwhile
@@ -224,6 +231,7 @@ absl::Status ShardedModel::OnPostForward(ShardedUnit& unit, std::vector<Variable
   }
   if (unit.is_root) in_forward_ = false;
   if (trace_ != nullptr) {
+    GpuEnd(unit.forward_gpu, "forward " + unit.name, "gpu compute");  // inside the host span
     trace_->AddSpan("forward " + unit.name, "compute", {world_.rank(), TraceRow::kCompute}, unit.forward_start_us,
                     trace_->NowUs());
   }
@@ -247,6 +255,10 @@ absl::Status ShardedModel::OnPreBackward(ShardedUnit& unit) {
   unit.backward_started = true;
   unit.landed = 0;
   if (trace_ != nullptr) unit.backward_start_us = trace_->NowUs();
+  if (gpu_ != nullptr) {
+    gpu_->Drop(unit.backward_gpu);  // one left open by an earlier pass that failed
+    unit.backward_gpu = GpuBegin("backward " + unit.name);
+  }
   if (!callback_queued_) {
     callback_queued_ = true;
     ZS_RETURN_IF_ERROR(autograd::QueueCallback([this] { return FinishBackward(); }));

@@ -94,21 +94,33 @@ bool ShardedModel::Aliased(const ShardedUnit& u, const ShardingOptions& o) {
          !o.offload.params_on_host();
 }
 
-void ShardedModel::set_trace(TraceRecorder* trace) {
+void ShardedModel::set_trace(TraceRecorder* trace, GpuTimeline* gpu) {
   trace_ = trace;
+  gpu_ = trace != nullptr ? gpu : nullptr;
   const int pid = world_.rank();
   // The communicators' own spans: world, shard and replica groups and the
   // communication hook's groups are one family (Note [Communication spans]).
-  world_.set_trace(trace, pid);
-  autograd::SetBackwardOpTrace(trace, {pid, TraceRow::kCompute});
+  world_.set_trace(trace, pid, gpu_);
+  autograd::SetBackwardOpTrace(trace, {pid, TraceRow::kCompute}, gpu_);
   if (trace_ != nullptr) {
     trace_->NameProcess(pid, absl::StrCat("rank ", pid));
     trace_->NameRow({pid, TraceRow::kCompute}, "compute");
+    if (gpu_ != nullptr && gpu_->records_events()) trace_->NameRow(TraceRow{pid, TraceRow::kCompute}.Gpu(), "gpu compute");
     trace_->NameRow({pid, TraceRow::kIssued}, "issued (issue to observed completion)");
     world_.set_trace_name(absl::StrCat("world (", world_.size(), " ranks)"));
     shard_group_->set_trace_name(absl::StrCat("shard group (", shard_group_->size(), " ranks)"));
     replica_group_->set_trace_name(absl::StrCat("replica group (", replica_group_->size(), " ranks)"));
   }
+}
+
+GpuMark ShardedModel::GpuBegin(const std::string& name) {
+  return gpu_ != nullptr ? gpu_->Begin(schedule_->compute().native_handle(), name) : GpuMark{};
+}
+
+void ShardedModel::GpuEnd(GpuMark& mark, std::string name, const char* category) {
+  if (gpu_ == nullptr) return;
+  gpu_->End(mark, schedule_->compute().native_handle(), std::move(name), category,
+            TraceRow{world_.rank(), TraceRow::kCompute}.Gpu());
 }
 
 std::vector<ShardedUnit*> ShardedModel::units() {

@@ -161,6 +161,7 @@
 #include "zeroshard/sharding/flat_parameter.h"
 #include "zeroshard/sharding/memory_plan.h"
 #include "zeroshard/sharding/sharding_options.h"
+#include "zeroshard/runtime/gpu_timeline.h"
 #include "zeroshard/runtime/trace.h"
 
 namespace zeroshard {
@@ -250,6 +251,8 @@ struct ShardedUnit {
   int64_t reduce_scatter_numel = 0;  // flat-gradient elements this rank reduced (reduce-scatter; all-reduce under SHARD_OPTIMIZER); for tests
   // Trace timestamps (microseconds of the TraceRecorder).
   double forward_start_us = 0, backward_start_us = 0, gather_issue_us = 0, reduce_issue_us = 0;
+  // Their GPU twins (Note [GPU spans] in runtime/gpu_timeline.h).
+  GpuMark forward_gpu, backward_gpu;
 };
 
 class ShardedModel {
@@ -356,8 +359,11 @@ class ShardedModel {
   // (Note [Trace layout] in runtime/trace.h): compute (forward and backward
   // per unit, backward ops, waits), each collective from issue to observed
   // completion, and each communicator's collectives as the backend ran them.
-  // Backward ops are recorded for passes on the calling thread.
-  void set_trace(TraceRecorder* trace);
+  // Backward ops are recorded for passes on the calling thread. With `gpu`
+  // (this rank's GPU timeline, same recorder and pid) the compute spans, ops,
+  // waits and collectives also get GPU spans and NVTX ranges (Note [GPU
+  // spans] in runtime/gpu_timeline.h).
+  void set_trace(TraceRecorder* trace, GpuTimeline* gpu = nullptr);
 
   // Where each tied parameter lives (Note [Tied parameters]).
   const std::vector<TiedPlacement>& ties() const { return ties_; }
@@ -460,6 +466,10 @@ class ShardedModel {
   absl::Status AccumulateReduced(ShardedUnit& unit);
   absl::StatusOr<Tensor> ReducedPart(const ShardedUnit& unit);
   TraceRecorder* trace_ = nullptr;
+  GpuTimeline* gpu_ = nullptr;  // non-null only while trace_ is
+  // The GPU twin of a compute-row span, on the compute stream (nothing without a timeline).
+  GpuMark GpuBegin(const std::string& name);
+  void GpuEnd(GpuMark& mark, std::string name, const char* category);
 };
 
 }  // namespace zeroshard

@@ -76,9 +76,14 @@ namespace {
 
 enum class Kind { kStep, kWait, kIgnored, kPeers, kComm, kCompute };
 
-// Note [Exposed communication]: the kind of a complete event.
+// A span of a GPU row (Note [GPU spans] in runtime/gpu_timeline.h): category "gpu ...".
+bool IsGpuRow(const std::string& lower_cat) { return absl::StartsWith(lower_cat, "gpu "); }
+
+// Note [Exposed communication]: the kind of a complete event (a GPU row's
+// category without its "gpu " prefix reads as the host's).
 Kind KindOf(const std::string& name, const std::string& cat) {
-  const std::string c = absl::AsciiStrToLower(cat);
+  std::string c = absl::AsciiStrToLower(cat);
+  if (IsGpuRow(c)) c = c.substr(4);
   if (c == "step" || absl::StartsWith(name, "ProfilerStep#")) return Kind::kStep;
   if (c == "wait") return Kind::kWait;
   if (c == "issued") return Kind::kIgnored;
@@ -94,6 +99,7 @@ struct Event {
   std::string name;
   Kind kind;
   double ts, dur;
+  bool gpu = false;  // of a GPU row
 };
 
 struct Rank {
@@ -141,8 +147,14 @@ struct UnitSpan {
   double lo, hi;
 };
 
-RankSummary Summarize(const std::string& pid, const Rank& rank) {
-  RankSummary r{.pid = pid, .name = rank.name};
+RankSummary Summarize(const std::string& pid, const Rank& all) {
+  // A rank with GPU rows is measured on them; its host spans give the steps.
+  Rank rank{.name = all.name};
+  const bool gpu = std::any_of(all.events.begin(), all.events.end(), [](const Event& e) { return e.gpu; });
+  for (const Event& e : all.events) {
+    if (e.kind == Kind::kStep || e.gpu == gpu) rank.events.push_back(e);
+  }
+  RankSummary r{.pid = pid, .name = rank.name, .gpu_rows = gpu};
   std::vector<Interval> compute, wait, comm, peers, steps;
   std::vector<std::pair<std::string, Interval>> step_spans;
   double first = 0, last = 0;
@@ -301,7 +313,8 @@ absl::StatusOr<TraceSummary> SummarizeTrace(absl::string_view json_text) {
     }
     std::string cat;
     if (auto c = e.find("cat"); c != e.end() && c->is_string()) cat = c->get<std::string>();
-    ranks[pid].events.push_back(Event{name, KindOf(name, cat), ts->get<double>(), dur->get<double>()});
+    ranks[pid].events.push_back(Event{name, KindOf(name, cat), ts->get<double>(), dur->get<double>(),
+                                      IsGpuRow(absl::AsciiStrToLower(cat))});
     ++summary.events;
   }
   bool any_peers = false;
@@ -339,7 +352,8 @@ std::string FormatSummary(const TraceSummary& summary) {
                                     "tools/trace_summary.h)\n",
                                     summary.events, summary.ranks.size());
   for (const RankSummary& r : summary.ranks) {
-    absl::StrAppendFormat(&out, "\nrank pid %s%s\n", r.pid, r.name.empty() ? "" : absl::StrCat(" (", r.name, ")"));
+    absl::StrAppendFormat(&out, "\nrank pid %s%s%s\n", r.pid, r.name.empty() ? "" : absl::StrCat(" (", r.name, ")"),
+                          r.gpu_rows ? " on its GPU rows" : "");
     absl::StrAppendFormat(&out, "  %-24s %12s %10s %10s %10s %10s %10s %8s\n", "step", "start", "length", "compute",
                           "comm", "exposed", "idle", "exposed%");
     std::vector<const WindowFigures*> rows;

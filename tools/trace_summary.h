@@ -37,6 +37,13 @@
 //   figures may add up to more than the rank's.
 //   exposed_comm_fraction = sum over ranks of exposed / sum over ranks of
 //   the windows' length.
+//   GPU rows: a rank with spans of category "gpu ..." (the job's trace on
+//   CUDA devices: gpu compute, gpu op, gpu wait, gpu comm; Note [GPU spans]
+//   in runtime/gpu_timeline.h) is measured on those alone, each read as its
+//   category without "gpu " (gpu wait is a wait, gpu comm communication):
+//   what the device ran rather than when the host launched it. Its host
+//   spans give only the step windows. The table names such a rank "on its
+//   GPU rows".
 #ifndef ZEROSHARD_TOOLS_TRACE_SUMMARY_H_
 #define ZEROSHARD_TOOLS_TRACE_SUMMARY_H_
 
@@ -74,6 +81,7 @@ struct UnitFigures {
 struct RankSummary {
   std::string pid;   // as the trace writes it
   std::string name;  // its process_name, or ""
+  bool gpu_rows = false;  // measured on its GPU rows (Note [Exposed communication])
   std::vector<WindowFigures> steps;
   WindowFigures total;               // the steps together
   std::vector<UnitFigures> units;    // in the order their first span starts; "(no unit)" last

@@ -103,6 +103,36 @@ exposed_comm_fraction 0.150000
 peer_wait_ms 0.150 (collectives waiting for late peers: skew, not transfer)
 peer_wait_fraction 0.150000"
 
+# gpu_rows.json: rank 0 has GPU rows (categories "gpu ..."), so it is measured on them
+# alone; its host spans (compute [0,300], the NCCL launches [42,50] [275,280]) give
+# only the step window [0,1000]. Rank 1 has none: host rows, as above.
+#   rank 0 GPU: compute forward <root> [100,700] > forward a [150,600] > gpu wait [150,300];
+#               gpu op MatMul [620,680]; gpu comm all-gather a [120,320], reduce-scatter a [650,900]
+#   busy = [100,700] - [150,300] = [100,150] [300,700] = 450; comm = 200 + 250 = 450
+#   exposed = comm - busy = [150,300] [700,900] = 350; idle = 1000 - |[100,900]| = 200
+#   units: <root> owns [100,150] and [600,700] = 150, a owns [300,600] = 300;
+#          a's comm 450, exposed 350
+#   (on its host rows it would read compute 300 - 5, comm 13, exposed 0)
+# rank 1: busy [0,400], comm [300,500] = 200, exposed [400,500] = 100, idle 0
+# exposed_comm_fraction = (350 + 100) / (1000 + 500) = 0.3
+expect_output gpu_rows.json "17 complete events, 2 ranks; times in ms (Note [Exposed communication] in tools/trace_summary.h)
+
+rank pid 0 (rank 0) on its GPU rows
+  step                            start     length    compute       comm    exposed       idle exposed%
+  step 1                          0.000      1.000      0.450      0.450      0.350      0.200    35.0%
+  unit                                     compute       comm    exposed
+  <root>                                     0.150      0.000      0.000
+  a                                          0.300      0.450      0.350
+
+rank pid 1 (rank 1)
+  step                            start     length    compute       comm    exposed       idle exposed%
+  step 1                          0.000      0.500      0.400      0.200      0.100      0.000    20.0%
+  unit                                     compute       comm    exposed
+  a                                          0.400      0.200      0.100
+
+exposed_comm_ms 0.450 of 1.500 ms of steps over 2 ranks
+exposed_comm_fraction 0.300000"
+
 expect_error no_dur.json 'event 0: a complete ("X") event needs numbers ts and dur >= 0, found'
 expect_error truncated.json "expected JSON (a Chrome trace), found text that does not parse"
 expect_error missing.json 'cannot open'

@@ -35,6 +35,8 @@
 #include "zeroshard/runtime/figures.h"
 #include "zeroshard/runtime/cuda/caching_allocator.h"
 #include "zeroshard/runtime/cuda/device_api.h"
+#include "zeroshard/runtime/cuda/nvtx.h"
+#include "zeroshard/runtime/gpu_timeline.h"
 #include "zeroshard/sharding/sharded_model.h"
 #include "zeroshard/runtime/status.h"
 
@@ -396,6 +398,18 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       ZS_ASSIGN_OR_RETURN(clock_offset, MeasureClockOffset(host, *own_trace));
     }
   }
+  // On a GPU, GPU spans and NVTX ranges in the traced steps (Note [GPU spans]
+  // in runtime/gpu_timeline.h); ZEROSHARD_NVTX=1 without --trace: NVTX ranges
+  // in every step, through a recorder that keeps no spans.
+  std::unique_ptr<TraceRecorder> nvtx_only;
+  if (on_gpu && trace == nullptr && nvtx::Requested()) {
+    nvtx_only = std::make_unique<TraceRecorder>(TraceRecorder::DiscardSpans{});
+  }
+  std::unique_ptr<GpuTimeline> gpu_trace;
+  if (on_gpu && (trace != nullptr || nvtx_only != nullptr)) {
+    gpu_trace = std::make_unique<GpuTimeline>(comm.device(), trace != nullptr ? trace : nvtx_only.get(), comm.rank(),
+                                              GpuTimelineOptions{.events = trace != nullptr});
+  }
   // metrics.csv (per-step time and every rank's per-step peak memory) and
   // TensorBoard (a step's row as scalars: train/*, val/loss when evaluated,
   // memory/peak_bytes_rank<r>, flushed at once).
@@ -414,9 +428,13 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
     const double step_start = Now();
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
-    sharded->set_trace(tracing ? trace : nullptr);
+    sharded->set_trace(tracing ? trace : nvtx_only.get(), gpu_trace.get());
     ScopedSpan step_span(tracing ? trace : nullptr, absl::StrCat("step ", step), "step",
                          {comm.rank(), TraceRow::kCompute});
+    GpuMark step_range;  // NVTX only
+    if (gpu_trace != nullptr && (tracing || nvtx_only)) {
+      step_range = gpu_trace->Begin(nullptr, absl::StrCat("step ", step), /*event=*/false);
+    }
     const int64_t bytes_before = BytesSent(comm, host);
     ZS_ASSIGN_OR_RETURN(const StepResult r, train_step.Run([&](int64_t m) -> absl::StatusOr<Variable> {
       ZS_ASSIGN_OR_RETURN(Batch b, train.GetBatch({.step = step, .micro_step = m,
@@ -428,6 +446,11 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       return out.loss;
     }));
     step_bytes += BytesSent(comm, host) - bytes_before;
+    if (gpu_trace != nullptr) {
+      gpu_trace->Drop(step_range);
+      // The one host synchronisation tracing adds, at the traced step's end.
+      if (tracing) ZS_RETURN_IF_ERROR(gpu_trace->Resolve());
+    }
     const double lr = r.lr;
     const double loss = r.loss;
     if (r.skipped) {
@@ -482,6 +505,12 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                              cache->stats().ToString()));
   }
   sharded->set_trace(nullptr);
+  if (gpu_trace != nullptr && trace != nullptr) {
+    ZS_RETURN_IF_ERROR(gpu_trace->Flush());  // spans whose events completed after their step's Resolve
+    const GpuTimeline::Stats g = gpu_trace->stats();
+    log.Line(absl::StrFormat("trace: %d GPU spans from %d CUDA events, clock error at most %.1f us\n", g.spans,
+                             g.events_created, g.max_clock_error_us));
+  }
   if (!o.trace.empty()) {
     if (o.shared_trace != nullptr) {
       ZS_RETURN_IF_ERROR(host.Barrier());  // every rank's spans are in before rank 0 writes

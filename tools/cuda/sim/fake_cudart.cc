@@ -7,7 +7,12 @@
 // Semantics: device and pinned memory are aligned host allocations; copies and
 // memsets happen when called (streams never hold work, so synchronising is a
 // no-op and every event has completed); kernels run to completion at launch;
-// an event's time is the host clock when it was recorded. The device reports
+// an event's time is the host clock (steady_clock) when it was recorded, so
+// cudaEventElapsedTime between two events is the host time between their
+// cudaEventRecord calls: the time model GPU traces rest on here (Note [GPU
+// spans] in runtime/gpu_timeline.h: a GPU span lies inside its host span).
+// As on a device, cudaEventElapsedTime refuses an event never recorded or one
+// created with cudaEventDisableTiming (cudaErrorInvalidResourceHandle). The device reports
 // itself as "cuda_sim" with compute capability 9.0 and an H100's shared memory
 // limits; every device is the same host memory. cuBLASLt, cuBLAS's GEMM and
 // NCCL have stand-ins of their own (fake_cublaslt.cc, fake_cublas.cc,
@@ -42,6 +47,8 @@ constexpr size_t kTotalMemory = size_t{16} << 30;
 thread_local int tl_device = 0;
 
 struct FakeEvent {
+  bool timing = true;
+  bool recorded = false;
   double recorded_ms = 0;
 };
 
@@ -180,6 +187,10 @@ const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {
       return "cudaErrorInvalidDevice";
     case cudaErrorLaunchFailure:
       return "cudaErrorLaunchFailure";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
     default:
       return "cudaError (cuda_sim)";
   }
@@ -243,9 +254,9 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned in
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if (event == nullptr) return cudaErrorInvalidValue;
-  *event = reinterpret_cast<cudaEvent_t>(new FakeEvent());
+  *event = reinterpret_cast<cudaEvent_t>(new FakeEvent{.timing = (flags & cudaEventDisableTiming) == 0});
   return cudaSuccess;
 }
 
@@ -256,7 +267,9 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
 
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t) {
   if (event == nullptr) return cudaErrorInvalidResourceHandle;
-  reinterpret_cast<FakeEvent*>(event)->recorded_ms = NowMs();
+  FakeEvent* e = reinterpret_cast<FakeEvent*>(event);
+  e->recorded_ms = NowMs();
+  e->recorded = true;
   return cudaSuccess;
 }
 
@@ -268,8 +281,10 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) { return cudaEvent
 
 cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (ms == nullptr || start == nullptr || end == nullptr) return cudaErrorInvalidValue;
-  *ms = static_cast<float>(reinterpret_cast<FakeEvent*>(end)->recorded_ms -
-                           reinterpret_cast<FakeEvent*>(start)->recorded_ms);
+  const FakeEvent* a = reinterpret_cast<FakeEvent*>(start);
+  const FakeEvent* b = reinterpret_cast<FakeEvent*>(end);
+  if (!a->timing || !b->timing || !a->recorded || !b->recorded) return cudaErrorInvalidResourceHandle;
+  *ms = static_cast<float>(b->recorded_ms - a->recorded_ms);
   return cudaSuccess;
 }
 
