@@ -57,6 +57,7 @@ absl::StatusOr<PlanCandidate> Evaluate(const PlanOptions& p, int world, int gpus
   c.fits = c.result.peak_bytes_per_rank <= cap;
   RunConfig config = p.base;
   config.train = o.job;
+  config.model_type = o.job.model_type;  // model.type: a preset's Llama is not the base config's GPT
   config.world_size = world;
   config.backend = "nccl";
   c.config_json = ResolvedConfigJson(config);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <set>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -198,6 +199,13 @@ absl::Status ApplyModelPreset(const std::string& name, int64_t seq_len, TrainOpt
         absl::StrCat("--model: unknown model \"", name, "\"; expected one of ", names, " or a config.json path"));
   }
   if (job->model_type == "llama" && seq_len > 0) job->model.block_size = seq_len;
+  // The job's default unit follows the model, as the config reader sets it
+  // for model.type (so a config written from this job reads back).
+  const std::set<std::string> gpt_layer = {"Block"}, llama_layer = {"LlamaDecoderLayer"};
+  if (job->sharding.wrap.kind == WrapPolicy::Kind::kByType &&
+      (job->sharding.wrap.types == gpt_layer || job->sharding.wrap.types == llama_layer)) {
+    job->sharding.wrap = WrapPolicy::ByType(job->model_type == "llama" ? llama_layer : gpt_layer);
+  }
   return absl::OkStatus();
 }
 

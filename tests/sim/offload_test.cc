@@ -200,7 +200,6 @@ TEST(SimulatorOffload, Llama70BAtWorld64SimulatesQuicklyWithoutTheMemory) {
   o.seq_len = 8192;
   o.job.batch_size = 1;
   o.job.model.activation_checkpointing = true;
-  o.job.sharding.wrap = WrapPolicy::ByType({"LlamaDecoderLayer"});  // the job config's wrap for a Llama
   o.job.sharding.mixed_precision.param_dtype = DType::kBF16;
   o.job.sharding.mixed_precision.reduce_dtype = DType::kF32;
   o.job.sharding.offload = CpuOffload();
@@ -290,6 +289,42 @@ TEST(SimulatorOffload, ThePlannerOffloadsWhenNothingElseFits) {
   o.world = c->world_size;
   o.gpus_per_node = 1;
   o.seq_len = 64;
+  absl::StatusOr<SimResult> again = Simulate(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->step_time_s, best.result.step_time_s);
+  EXPECT_EQ(again->host_bytes_per_rank, best.result.host_bytes_per_rank);
+}
+
+// A preset's plan: Llama 3 8B on one GPU needs its state (16 x 8B bytes) on
+// the host, and the best plan's config - model.type llama, its decoder layer
+// as the unit, CPU offload on - reads back and simulates to the same step.
+TEST(SimulatorOffload, APresetsOffloadPlanReadsBackAndRuns) {
+  PlanOptions p;
+  ASSERT_TRUE(ApplyModelPreset("llama-8b", 256, &p.base.train).ok());
+  p.base.train.sharding.mixed_precision.param_dtype = DType::kBF16;
+  absl::StatusOr<HardwareProfile> profile = LoadProfile("h100_dgx");
+  ASSERT_TRUE(profile.ok());
+  p.profile = *profile;
+  p.nodes = 1;
+  p.gpus_per_node = 1;
+  p.global_batch = 1;
+  p.seq_len = 256;
+  p.refine = 1;
+  absl::StatusOr<PlanResult> r = Plan(p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->searched_offload);
+  ASSERT_FALSE(r->fitting.empty());
+  const PlanCandidate& best = r->fitting[0];
+  EXPECT_TRUE(best.cpu_offload);
+  absl::StatusOr<RunConfig> c = ConfigFromText(best.config_json, {});
+  ASSERT_TRUE(c.ok()) << c.status() << best.config_json;
+  EXPECT_EQ(c->model_type, "llama");
+  SimulateOptions o;
+  o.job = c->train;
+  o.profile = *profile;
+  o.world = c->world_size;
+  o.gpus_per_node = 1;
+  o.seq_len = 256;
   absl::StatusOr<SimResult> again = Simulate(o);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->step_time_s, best.result.step_time_s);
