@@ -395,11 +395,13 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   r.compute_s = UnionLength(compute);
   r.copy_s = UncoveredLength(copy, compute);
   r.comm_s = UnionLength(comm);
-  r.exposed_comm_s = UncoveredLength(comm, busy);
-  std::vector<std::pair<double, double>> device_busy = busy;
-  device_busy.insert(device_busy.end(), comm.begin(), comm.end());
-  r.host_s = UncoveredLength(host_work, device_busy);
-  r.idle_s = std::max(0.0, r.step_time_s - UnionLength(busy) - r.exposed_comm_s - r.host_s);
+  // A host kernel (CPU offload) the device neither computes nor copies under;
+  // a collective that runs beside one is hidden behind it, as behind compute.
+  r.host_s = UncoveredLength(host_work, busy);
+  std::vector<std::pair<double, double>> busy_or_host = busy;
+  busy_or_host.insert(busy_or_host.end(), host_work.begin(), host_work.end());
+  r.exposed_comm_s = UncoveredLength(comm, busy_or_host);
+  r.idle_s = std::max(0.0, r.step_time_s - UnionLength(busy) - r.host_s - r.exposed_comm_s);
   r.exposed_comm_fraction = r.step_time_s > 0 ? r.exposed_comm_s / r.step_time_s : 0;
   r.tokens_per_s_per_device = r.step_time_s > 0 ? static_cast<double>(r.tokens_per_step) / r.step_time_s : 0;
   const double peak = PeakFlops(o.profile, sharding.mixed_precision.param_dtype);
@@ -465,12 +467,13 @@ std::string SimResult::ToText() const {
   absl::StrAppendFormat(&t, "MFU            %.1f%%\n", 100 * mfu);
   absl::StrAppendFormat(&t, "compute        %.3f ms\n", 1e3 * compute_s);
   absl::StrAppendFormat(&t, "copies         %.3f ms (not under compute)\n", 1e3 * copy_s);
-  absl::StrAppendFormat(&t, "communication  %.3f ms, exposed %.3f ms (%.1f%% of the step)\n", 1e3 * comm_s,
-                        1e3 * exposed_comm_s, 100 * exposed_comm_fraction);
   if (host_bytes_per_rank > 0 || host_s > 0) {
-    absl::StrAppendFormat(&t, "host kernels   %.3f ms (device doing nothing; the optimizer step %.3f ms in all)\n",
+    absl::StrAppendFormat(&t, "host kernels   %.3f ms (the device neither computing nor copying; the optimizer step "
+                          "%.3f ms in all)\n",
                           1e3 * host_s, 1e3 * host_optimizer_s);
   }
+  absl::StrAppendFormat(&t, "communication  %.3f ms, exposed %.3f ms (%.1f%% of the step)\n", 1e3 * comm_s,
+                        1e3 * exposed_comm_s, 100 * exposed_comm_fraction);
   absl::StrAppendFormat(&t, "idle           %.3f ms\n", 1e3 * idle_s);
   if (host_bytes_per_rank > 0) {
     absl::StrAppendFormat(&t, "host copies    %.3f ms, %s (every H2D and D2H transfer, overlapped or not)\n",

@@ -26,11 +26,11 @@
 // - Step time: from the start of the second step until every stream and the
 //   host are done. Compute: the union of compute spans on the compute stream;
 //   copies: host transfers; communication: the union over communication
-//   streams. Exposed communication: time some collective runs while neither
-//   compute nor a copy does; host: time a host kernel runs (CPU offload's
-//   optimizer step, the adds of gradients into their host shards) while the
-//   device neither computes, copies nor communicates; idle: time nothing runs
-//   (the host is behind: launches, synchronising reads such as the loss).
+//   streams. Host: time a host kernel runs (CPU offload's optimizer step, the
+//   adds of gradients into their host shards) while the device neither
+//   computes nor copies. Exposed communication: time some collective runs
+//   while neither compute, a copy nor a host kernel does; idle: time nothing
+//   runs (the host is behind: launches, synchronising reads such as the loss).
 // - MFU: the model's training FLOPs (CausalLm::TrainFlopsPerToken: 6 N plus
 //   attention, as PaLM's appendix B counts them; recomputation not counted)
 //   per token times the rank's tokens, over step time times the profile's
@@ -164,8 +164,8 @@ struct SimResult {
   double tokens_per_s_per_device = 0;
   double mfu = 0;
   // The partition of the step (Note [What one simulated step is]): compute,
-  // copies not under compute, exposed communication, host kernels while the
-  // device does nothing (host_s), idle; comm_s is all communication.
+  // copies not under compute, host kernels under neither (host_s), exposed
+  // communication, idle; comm_s is all communication.
   double compute_s = 0, copy_s = 0, comm_s = 0, exposed_comm_s = 0, host_s = 0, idle_s = 0;
   // CPU offload's own figures, overlapped or not: every host <-> device
   // transfer (HostCopySeconds each; the batch and the loss read included),

@@ -117,13 +117,14 @@ TEST(SimulatorOffload, TheStateMovesToTheHostToTheByte) {
   // Disjoint intervals inside the step: it is at least their sum (1e-9 for
   // the rounding of the sums, as above).
   EXPECT_GE(off->step_time_s, (copy_s + adam_s) * (1 - 1e-9));
-  // The partition still adds up: compute, copies, exposed communication, host
-  // kernels while the device does nothing, idle (6e-9: simulator_test.cc's
-  // bound for printing; here the doubles themselves, far closer).
+  // The partition still adds up: compute, copies, host kernels under
+  // neither, exposed communication, idle (6e-9: simulator_test.cc's bound for
+  // printing; here the doubles themselves, far closer).
   EXPECT_NEAR(off->compute_s + off->copy_s + off->exposed_comm_s + off->host_s + off->idle_s, off->step_time_s,
               6e-9 * off->step_time_s);
-  // The host's AdamW runs after backward, when the device has nothing queued:
-  // all of it is host time in the partition.
+  // The host's AdamW runs after backward, when the device has nothing queued
+  // (the host waited for the last copy, which waited for compute): all of it
+  // is host time in the partition.
   EXPECT_GE(off->host_s, off->host_optimizer_s * (1 - 1e-9));
   // The same collectives either way: offload changes where bytes rest, not what is sent.
   EXPECT_EQ(off->comm_bytes_per_step, base->comm_bytes_per_step);
@@ -200,6 +201,8 @@ TEST(SimulatorOffload, Llama70BAtWorld64SimulatesQuicklyWithoutTheMemory) {
   o.seq_len = 8192;
   o.job.batch_size = 1;
   o.job.model.activation_checkpointing = true;
+  // The job config's unit (a bare TrainOptions has none: one unit, the root).
+  o.job.sharding.wrap = WrapPolicy::ByType({"LlamaDecoderLayer"});
   o.job.sharding.mixed_precision.param_dtype = DType::kBF16;
   o.job.sharding.mixed_precision.reduce_dtype = DType::kF32;
   o.job.sharding.offload = CpuOffload();

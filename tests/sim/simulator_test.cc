@@ -73,7 +73,7 @@ TEST(Simulator, PrintsTheFiguresTheChecksRead) {
   EXPECT_GE(j["exposed_comm_fraction"].get<double>(), 0);
   EXPECT_LE(j["exposed_comm_fraction"].get<double>(), 1);
   // The breakdown partitions the step: compute, copies not under compute,
-  // exposed communication, host kernels (none here: no offload) and idle add
+  // host kernels (none here: no offload), exposed communication and idle add
   // up to it (each a union of intervals).
   // Bound, from how the parts reach this test: each is computed in double
   // from at most a few thousand interval lengths below the step (rounding
