@@ -177,7 +177,7 @@ absl::Status Tensor::CopyFrom(const Tensor& src) const {
     return absl::OkStatus();
   }
 
-  if (dst_device.is_virtual() && src_device.is_virtual() && dst_device != src_device) {
+  if (IsHostSideOf(dst_device, src_device) || IsHostSideOf(src_device, dst_device)) {
     // A virtual device and its host side (Note [Virtual host]): no bytes to stage on the host.
     return ChargeVirtualTransfer(dst_device, src_device, static_cast<int64_t>(nbytes()));
   }
