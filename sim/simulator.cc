@@ -253,7 +253,9 @@ absl::Status CheckOffload(const OffloadPolicy& off) {
     // reverse), so a GPU job with this policy fails at its first step.
     return absl::FailedPreconditionError(absl::StrCat(
         "CPU offload of ",
-        off.params && off.grads ? "the master shards and gradients" : off.params ? "the master shards" : "the gradients",
+        off.params && off.grads ? "the master shards and gradients"
+        : off.params            ? "the master shards"
+                                : "the gradients",
         " without the optimizer: on a GPU the optimizer step needs the master shard, the gradient shard and "
         "Adam's state in one memory (AdamWStep refuses a host buffer beside device ones), so the job would fail "
         "at its first step; expected strategy.cpu_offload true or with \"optimizer\": true (--offload=optimizer "

@@ -2,8 +2,9 @@
 // launch after the host's issue and the stream's previous work, events,
 // waits, synchronisation), the CPU's synchronous rules, the caching
 // allocator's accounting without bytes, what reading a virtual tensor on
-// the host gives, and the host side CPU offload uses (Note [Virtual host]). Times are sums of binary fractions (1/4, 1/8, ...) of a
-// second, so every clock below is exact.
+// the host gives, and the host side CPU offload uses (Note [Virtual host]).
+// Times are sums of binary fractions (1/4, 1/8, ...) of a second, so every
+// clock below is exact.
 #include "zeroshard/runtime/virtual_device.h"
 
 #include <gtest/gtest.h>
