@@ -177,6 +177,10 @@ absl::Status Tensor::CopyFrom(const Tensor& src) const {
     return absl::OkStatus();
   }
 
+  if (IsHostSideOf(dst_device, src_device) || IsHostSideOf(src_device, dst_device)) {
+    // A virtual device and its host side (Note [Virtual host]): no bytes to stage on the host.
+    return ChargeVirtualTransfer(dst_device, src_device, static_cast<int64_t>(nbytes()));
+  }
   // At least one side lives on a device. Contiguous bytes move through the
   // device's allocator; layouts (strides, broadcasts) and float conversions on
   // one GPU run the strided-copy kernel on the legacy default stream (ordered

@@ -82,6 +82,42 @@ class VirtualAllocator final : public Allocator {
   CachingAllocator* const cache_;
 };
 
+// The host side's memory (Note [Virtual host]): exact byte counts as the CPU
+// allocator keeps them, addresses from a bump pointer above 2^47, beyond
+// user space on x86-64 and clear of the device's range, so nothing is
+// reserved and a host read of the bytes faults at once. Copies through it
+// are host kernels (reading its memory on the host costs a host pass).
+class VirtualHostAllocator final : public Allocator {
+ public:
+  explicit VirtualHostAllocator(Device host)
+      : Allocator(host, absl::StrCat(host.ToString(), " host memory"), /*capacity_bytes=*/0) {}
+
+  absl::Status CopyToHost(void* host_dst, const void*, size_t bytes) const override {
+    std::memset(host_dst, 0, bytes);  // a real host buffer (a scalar read): zeros, as on the device
+    return Charge("HostRead", bytes);
+  }
+  absl::Status CopyFromHost(void*, const void*, size_t bytes) const override { return Charge("HostWrite", bytes); }
+  absl::Status CopyWithinDevice(void*, const void*, size_t bytes) const override {
+    return Charge("HostCopy", 2 * bytes);
+  }
+
+ protected:
+  void* RawAllocate(size_t bytes) override {
+    absl::MutexLock lock(&mu_);
+    void* p = reinterpret_cast<void*>(next_);
+    next_ += (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    return p;
+  }
+  void RawDeallocate(void*, size_t) override {}
+
+ private:
+  absl::Status Charge(absl::string_view op, size_t bytes) const {
+    return ChargeVirtual(device(), OpCost{.op = op, .bytes = static_cast<double>(bytes)});
+  }
+  absl::Mutex mu_;
+  uintptr_t next_ ABSL_GUARDED_BY(mu_) = uintptr_t{1} << 47;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<VirtualDevice>> VirtualDevice::Create(int index, Options options) {
@@ -91,13 +127,19 @@ absl::StatusOr<std::unique_ptr<VirtualDevice>> VirtualDevice::Create(int index, 
   if (index < 0) {
     return absl::InvalidArgumentError(absl::StrCat("VirtualDevice::Create: index ", index, " < 0"));
   }
-  std::unique_ptr<VirtualDevice> d(new VirtualDevice(index, options));
-  absl::MutexLock lock(&registry_mu);
-  auto [it, inserted] = Registry().emplace(index, d.get());
-  if (!inserted) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("VirtualDevice::Create: virtual:", index, " already exists"));
+  if (options.host_index == index) {
+    return absl::InvalidArgumentError(absl::StrCat("VirtualDevice::Create: host_index ", index,
+                                                   " is the device's own index; expected another or -1"));
   }
+  absl::MutexLock lock(&registry_mu);
+  for (int i : {index, options.host_index}) {
+    if (i >= 0 && Registry().contains(i)) {
+      return absl::AlreadyExistsError(absl::StrCat("VirtualDevice::Create: virtual:", i, " already exists"));
+    }
+  }
+  std::unique_ptr<VirtualDevice> d(new VirtualDevice(index, options));
+  Registry().emplace(index, d.get());
+  if (options.host_index >= 0) Registry().emplace(options.host_index, d.get());
   return d;
 }
 
@@ -117,14 +159,23 @@ VirtualDevice::VirtualDevice(int index, Options options)
   allocator_ = std::make_unique<VirtualAllocator>(Device::Virtual(index), cache_.get());
   streams_.push_back(0);
   stream_names_.push_back("compute");
+  if (has_host()) {
+    host_allocator_ = std::make_unique<VirtualHostAllocator>(host_device());
+    host_stream_ = static_cast<int>(streams_.size());
+    streams_.push_back(0);
+    stream_names_.push_back("host");
+  }
 }
 
 VirtualDevice::~VirtualDevice() {
   {
     absl::MutexLock lock(&registry_mu);
-    auto it = Registry().find(index_);
-    if (it != Registry().end() && it->second == this) Registry().erase(it);
+    for (int i : {index_, options_.host_index}) {
+      auto it = Registry().find(i);
+      if (it != Registry().end() && it->second == this) Registry().erase(it);
+    }
   }
+  host_allocator_.reset();
   allocator_.reset();
   cache_.reset();
 }
@@ -134,6 +185,19 @@ CachingAllocatorStats VirtualDevice::memory() const { return cache_->stats(); }
 void VirtualDevice::ResetPeakMemory() {
   cache_->ResetPeakStats();
   allocator_->ResetPeak();
+  if (host_allocator_ != nullptr) host_allocator_->ResetPeak();
+}
+
+Allocator* VirtualDevice::host_allocator() { return host_allocator_.get(); }
+
+void VirtualDevice::HostRun(const OpCost& cost) {
+  const double seconds = options_.cost->HostOpSeconds(cost);
+  absl::MutexLock lock(&mu_);
+  const double start = host_;
+  host_ += seconds;
+  // The track's clock follows the host's kernels (never past the host clock).
+  streams_.at(host_stream_) = host_;
+  AddSpan(host_stream_, cost.op, "host", start, host_, cost.flops, cost.bytes);
 }
 
 int VirtualDevice::NewStream(std::string name) {
@@ -241,7 +305,11 @@ absl::Status ChargeVirtual(Device device, const OpCost& cost) {
     return absl::FailedPreconditionError(absl::StrCat(
         cost.op, " on ", device.ToString(), ": no virtual device with that index is alive"));
   }
-  d->Launch(VirtualDevice::kCompute, cost);
+  if (d->IsHostSide(device)) {
+    d->HostRun(cost);
+  } else {
+    d->Launch(VirtualDevice::kCompute, cost);
+  }
   return absl::OkStatus();
 }
 
@@ -251,11 +319,37 @@ absl::Status ChargeVirtualCopy(Device device, int stream, int64_t bytes, bool as
     return absl::FailedPreconditionError(absl::StrCat(
         "copy on ", device.ToString(), ": no virtual device with that index is alive"));
   }
+  if (d->IsHostSide(device)) {  // host memory the host reads or writes itself
+    d->HostRun(OpCost{.op = "HostCopy", .bytes = static_cast<double>(bytes)});
+    return absl::OkStatus();
+  }
   d->HostAdvance(d->cost().LaunchSeconds());
   const double end = d->Enqueue(stream, "HostCopy", "copy", d->cost().HostCopySeconds(bytes),
                                 /*after=*/0, static_cast<double>(bytes));
   if (!async) d->HostWait(end);
   return absl::OkStatus();
+}
+
+bool IsHostMemory(Device device) {
+  if (device.is_cpu()) return true;
+  if (!device.is_virtual()) return false;
+  const VirtualDevice* d = VirtualDevice::Find(device.index);
+  return d != nullptr && d->IsHostSide(device);
+}
+
+bool IsHostSideOf(Device host, Device device) {
+  if (!host.is_virtual() || !device.is_virtual()) return false;
+  const VirtualDevice* d = VirtualDevice::Find(device.index);
+  return d != nullptr && d->device() == device && d->IsHostSide(host);
+}
+
+absl::Status ChargeVirtualTransfer(Device dst, Device src, int64_t bytes) {
+  if (!IsHostSideOf(dst, src) && !IsHostSideOf(src, dst)) {
+    return absl::InvalidArgumentError(absl::StrCat("copy from ", src.ToString(), " to ", dst.ToString(),
+                                                   ": expected a virtual device and its host side"));
+  }
+  const Device device = IsHostSideOf(dst, src) ? src : dst;
+  return ChargeVirtualCopy(device, VirtualDevice::kCompute, bytes, /*async=*/false);
 }
 
 }  // namespace zeroshard

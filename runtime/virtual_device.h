@@ -30,6 +30,19 @@
 // - Data: kernels never run. Reading a virtual tensor on the host gives zeros
 //   (a loss reads 0, a grad norm 0), writing one is charged and dropped.
 // - Thread-safe: one mutex around the clocks and spans.
+//
+// Note [Virtual host] (CPU offload in the simulator): with Options::host_index
+// the device also has a host side, "virtual:<host_index>", standing for the
+// host memory a GPU job offloads to. Its allocator (host_allocator()) counts
+// bytes exactly as the CPU allocator does (no rounding, no caching) over
+// addresses nobody may read, so a 70B model's offloaded shards cost no real
+// memory. The runtime treats it as host memory (IsHostMemory): DeviceSchedule
+// moves shards between it and the device with CopyAsync on its copy stream,
+// charged HostCopySeconds there. A kernel on host-side tensors (the offloaded
+// optimizer step, the add of a reduced gradient into its host shard, a fill)
+// runs on the issuing thread, as a host kernel does: it advances the host
+// clock by HostOpSeconds, after whatever the host waited for before it, and is
+// recorded on a "host" track (a stream whose clock follows those kernels).
 #ifndef ZEROSHARD_RUNTIME_VIRTUAL_DEVICE_H_
 #define ZEROSHARD_RUNTIME_VIRTUAL_DEVICE_H_
 
@@ -68,13 +81,16 @@ class VirtualCostModel {
   virtual double LaunchSeconds() const = 0;
   // A transfer of `bytes` between host and device memory.
   virtual double HostCopySeconds(int64_t bytes) const = 0;
+  // A kernel the host runs on host memory (Note [Virtual host]); free unless
+  // the model says otherwise.
+  virtual double HostOpSeconds(const OpCost&) const { return 0; }
 };
 
 // One piece of work on a stream, for traces and breakdowns.
 struct VirtualSpan {
   int stream = 0;
   absl::string_view name;      // the op or collective
-  absl::string_view category;  // "compute", "comm", "copy"
+  absl::string_view category;  // "compute", "comm", "copy", "host"
   double start = 0, end = 0;  // seconds
   double flops = 0, bytes = 0;
   bool gemm = false;  // a matrix product (OpCost::gemm_batch > 0)
@@ -94,12 +110,15 @@ class VirtualDevice {
     // The caching allocator's sizes (rounding, pools, segments); its name,
     // device and capacity come from the fields above.
     CachingAllocatorOptions allocator;
+    // >= 0: a host side registered as virtual:<host_index> (Note [Virtual host]).
+    int host_index = -1;
   };
 
-  // Registers virtual:<index>; AlreadyExists if a live device has the index.
+  // Registers virtual:<index> (and virtual:<host_index>); AlreadyExists if a
+  // live device has either index.
   // Unregistered when destroyed (after every tensor on it is gone).
   static absl::StatusOr<std::unique_ptr<VirtualDevice>> Create(int index, Options options);
-  // The live device with that index, or nullptr.
+  // The live device with that index (its own or its host side's), or nullptr.
   static VirtualDevice* Find(int index);
   ~VirtualDevice();
   VirtualDevice(const VirtualDevice&) = delete;
@@ -111,7 +130,21 @@ class VirtualDevice {
   const VirtualCostModel& cost() const { return *options_.cost; }
   // The caching allocator's figures: allocated, reserved and their peaks.
   CachingAllocatorStats memory() const;
+  // Resets the device's and the host side's peaks.
   void ResetPeakMemory();
+
+  // ------------------------------------------------------------ host side (Note [Virtual host])
+  bool has_host() const { return options_.host_index >= 0; }
+  // virtual:<host_index>; only with has_host().
+  Device host_device() const { return Device::Virtual(options_.host_index); }
+  // Whether `d` is this device's host side.
+  bool IsHostSide(Device d) const { return has_host() && d == host_device(); }
+  // Host memory with no bytes, counted exactly; nullptr without a host side.
+  Allocator* host_allocator();
+  // The stream index of the host track (host kernels' spans); -1 without a host side.
+  int host_stream() const { return host_stream_; }
+  // A kernel on host-side tensors: the host clock advances by HostOpSeconds.
+  void HostRun(const OpCost& cost);
 
   // ------------------------------------------------------------ clocks
   int NewStream(std::string name);
@@ -150,6 +183,8 @@ class VirtualDevice {
   std::unique_ptr<Backing> backing_;
   std::unique_ptr<CachingAllocator> cache_;
   std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<Allocator> host_allocator_;  // with a host side
+  int host_stream_ = -1;
 
   mutable absl::Mutex mu_;
   double host_ ABSL_GUARDED_BY(mu_) = 0;
@@ -164,12 +199,25 @@ inline int VirtualStreamIndex(const void* native_handle) {
 }
 
 // The op entries' virtual kernel: charges `cost` to the compute stream of
-// `device` (FailedPrecondition if no virtual device has its index).
+// `device`, or to the host clock when `device` is a host side (Note [Virtual
+// host]); FailedPrecondition if no virtual device has its index.
 absl::Status ChargeVirtual(Device device, const OpCost& cost);
 
 // A host <-> device transfer of `bytes` on `stream` of a virtual device,
-// synchronous (the host waits) unless `async`.
+// synchronous (the host waits) unless `async`. On a host side, where the
+// "host" is the memory itself, a host kernel moving the bytes.
 absl::Status ChargeVirtualCopy(Device device, int stream, int64_t bytes, bool async);
+
+// Memory the host reads directly: the CPU's, or a virtual device's host side.
+bool IsHostMemory(Device device);
+// Whether `host` is the host side of the virtual device `device`.
+bool IsHostSideOf(Device host, Device device);
+
+// Tensor::CopyFrom between a virtual device and its host side (either way):
+// a synchronous transfer on the compute stream, as a copy through the
+// device allocator's CopyFromHost / CopyToHost is; InvalidArgument between
+// unrelated virtual devices.
+absl::Status ChargeVirtualTransfer(Device dst, Device src, int64_t bytes);
 
 }  // namespace zeroshard
 

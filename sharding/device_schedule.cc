@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "zeroshard/runtime/cuda/async_copy.h"
 #include "zeroshard/runtime/status.h"
+#include "zeroshard/runtime/virtual_device.h"
 
 namespace zeroshard {
 
@@ -64,7 +65,8 @@ absl::Status DeviceSchedule::Copy(const Tensor& dst, const Tensor& src) {
   if (to == from || !on_gpu()) return dst.CopyFrom(src);
   const bool direct = dst.dtype() == src.dtype() && dst.shape() == src.shape() &&
                       dst.is_contiguous() && src.is_contiguous();
-  if (from.is_cpu() && to == device()) {
+  // Host memory: the CPU's, or the simulator's virtual host (Note [Virtual host]).
+  if (IsHostMemory(from) && to == device()) {
     if (!direct) {
       // Move the host's bytes as they are, then convert / lay out on the device.
       if (dst.allocator() == nullptr) return dst.CopyFrom(src);
@@ -79,7 +81,7 @@ absl::Status DeviceSchedule::Copy(const Tensor& dst, const Tensor& src) {
     ZS_RETURN_IF_ERROR(done_.Record(copy_));
     return done_.Block(compute_);
   }
-  if (from == device() && to.is_cpu()) {
+  if (from == device() && IsHostMemory(to)) {
     if (!direct) return dst.CopyFrom(src);  // synchronous, on the default stream
     ZS_RETURN_IF_ERROR(ready_.Record(compute_));  // src is complete on compute
     ZS_RETURN_IF_ERROR(ready_.Block(copy_));

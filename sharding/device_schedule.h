@@ -33,7 +33,8 @@
 //   bounds the memory held by buffers freed on the host but still in use on the
 //   device (PyTorch FSDP's free-event queue).
 // - copy stream: offload moves shards between host and device with CopyAsync
-//   on a stream of their own, after compute's work so far (the destination may
+//   (host memory: the CPU's, or in the simulator a virtual device's host side,
+//   runtime/virtual_device.h Note [Virtual host]) on a stream of their own, after compute's work so far (the destination may
 //   be memory compute just freed). H2D: compute waits for the copy on the
 //   device; D2H: the host waits, as the host reads the result next.
 #ifndef ZEROSHARD_SHARDING_DEVICE_SCHEDULE_H_

@@ -167,7 +167,10 @@ double CollectiveBytesSent(CollectiveKind kind, int64_t bytes, int group_size);
 double HostCopySeconds(const HardwareProfile& p, int64_t bytes);
 
 // A CPU-offloaded optimizer step touching `state_bytes` (parameters, gradients,
-// moments: reads plus writes): state_bytes / host_adam_bytes_per_s.
+// moments: reads plus writes): state_bytes / host_adam_bytes_per_s. The
+// simulator charges every other host kernel of CPU offload (the add of a
+// reduced gradient into its host shard, fills, norms) the same way: its bytes
+// at the host's streaming rate per GPU.
 double HostAdamSeconds(const HardwareProfile& p, double state_bytes);
 
 // ---------------------------------------------------------------------------

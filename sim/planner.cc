@@ -46,6 +46,7 @@ absl::StatusOr<PlanCandidate> Evaluate(const PlanOptions& p, int world, int gpus
   o.job.model.activation_checkpointing = c.activation_checkpointing;
   o.job.batch_size = c.micro_batch;
   o.job.grad_accum_steps = c.grad_accum_steps;
+  if (c.cpu_offload) o.job.sharding.offload = OffloadPolicy{.params = true, .grads = true, .optimizer = true};
   o.model_name = p.model_name;
   o.profile = p.profile;
   o.world = world;
@@ -56,6 +57,7 @@ absl::StatusOr<PlanCandidate> Evaluate(const PlanOptions& p, int world, int gpus
   c.fits = c.result.peak_bytes_per_rank <= cap;
   RunConfig config = p.base;
   config.train = o.job;
+  config.model_type = o.job.model_type;  // model.type: a preset's Llama is not the base config's GPT
   config.world_size = world;
   config.backend = "nccl";
   c.config_json = ResolvedConfigJson(config);
@@ -69,7 +71,7 @@ std::string PlanCandidate::Describe() const {
   if (strategy == ShardingStrategy::kHybridShard) absl::StrAppend(&s, "(", shard_group, ")");
   absl::StrAppend(&s, activation_checkpointing ? " +AC" : "", " micro ", micro_batch, " x", grad_accum_steps, " ",
                   BackwardPrefetchName(backward_prefetch), forward_prefetch ? " +fwd_prefetch" : "", " limit ",
-                  limit_all_gathers);
+                  limit_all_gathers, cpu_offload ? " +cpu_offload" : "");
   return s;
 }
 
@@ -110,21 +112,31 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& p) {
                                                               {ShardingStrategy::kNoShard, 0}};
   for (int s : HybridGroups(world, gpus_per_node)) strategies.emplace_back(ShardingStrategy::kHybridShard, s);
   const BackwardPrefetch bp = p.base.train.sharding.backward_prefetch;
-  for (const auto& [strategy, group] : strategies) {
-    for (bool ac : {false, true}) {
-      for (int64_t micro : Divisors(per_device)) {
-        PlanCandidate c;
-        c.strategy = strategy;
-        c.shard_group = group;
-        c.activation_checkpointing = ac;
-        c.micro_batch = micro;
-        c.grad_accum_steps = per_device / micro;
-        c.backward_prefetch = bp;
-        c.forward_prefetch = p.base.train.sharding.forward_prefetch;
-        c.limit_all_gathers = p.base.train.sharding.limit_all_gathers;
-        ZS_RETURN_IF_ERROR(consider(c));
+  auto first_stage = [&](bool cpu_offload) -> absl::Status {
+    for (const auto& [strategy, group] : strategies) {
+      for (bool ac : {false, true}) {
+        for (int64_t micro : Divisors(per_device)) {
+          PlanCandidate c;
+          c.strategy = strategy;
+          c.shard_group = group;
+          c.activation_checkpointing = ac;
+          c.micro_batch = micro;
+          c.grad_accum_steps = per_device / micro;
+          c.backward_prefetch = bp;
+          c.forward_prefetch = p.base.train.sharding.forward_prefetch;
+          c.limit_all_gathers = p.base.train.sharding.limit_all_gathers;
+          c.cpu_offload = cpu_offload;
+          ZS_RETURN_IF_ERROR(consider(c));
+        }
       }
     }
+    return absl::OkStatus();
+  };
+  ZS_RETURN_IF_ERROR(first_stage(/*cpu_offload=*/false));
+  if (all.empty() && !p.base.train.sharding.offload.any()) {
+    // Nothing fits on the devices alone: the same candidates with CPU offload.
+    r.searched_offload = true;
+    ZS_RETURN_IF_ERROR(first_stage(/*cpu_offload=*/true));
   }
   auto by_time = [](const PlanCandidate& a, const PlanCandidate& b) {
     return a.result.step_time_s < b.result.step_time_s;
@@ -158,26 +170,29 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& p) {
 std::string PlanResult::ToText(int top) const {
   std::string t = absl::StrFormat("%d ranks, memory cap %s per rank: %d candidates simulated, %d fit\n", world,
                                   FormatBytes(memory_cap_bytes), simulated, static_cast<int>(fitting.size()));
+  if (searched_offload) absl::StrAppend(&t, "nothing fit on the devices alone: CPU offload searched too\n");
   if (fitting.empty()) {
     absl::StrAppendFormat(&t, "nothing fits: the smallest peak was %s per rank\n", FormatBytes(smallest_peak_bytes));
     return t;
   }
-  absl::StrAppendFormat(&t, "%-4s %-62s %12s %14s %7s %12s\n", "#", "plan", "step (ms)", "tokens/s/dev", "MFU",
-                        "peak/rank");
+  absl::StrAppendFormat(&t, "%-4s %-76s %12s %14s %7s %12s%s\n", "#", "plan", "step (ms)", "tokens/s/dev", "MFU",
+                        "peak/rank", searched_offload ? "    host/rank" : "");
   const int n = std::min<int>(top, static_cast<int>(fitting.size()));
   for (int i = 0; i < n; ++i) {
     const PlanCandidate& c = fitting[i];
-    absl::StrAppendFormat(&t, "%-4d %-62s %12.2f %14.0f %6.1f%% %12s\n", i + 1, c.Describe(),
+    absl::StrAppendFormat(&t, "%-4d %-76s %12.2f %14.0f %6.1f%% %12s%s\n", i + 1, c.Describe(),
                           1e3 * c.result.step_time_s, c.result.tokens_per_s_per_device, 100 * c.result.mfu,
-                          FormatBytes(c.result.peak_bytes_per_rank));
+                          FormatBytes(c.result.peak_bytes_per_rank),
+                          searched_offload ? absl::StrFormat(" %12s", FormatBytes(c.result.host_bytes_per_rank)) : "");
   }
   absl::StrAppend(&t, "\nthe config of #1 (train_gpt --config=FILE):\n", fitting[0].config_json);
   return t;
 }
 
 std::string PlanResult::ToJson(int top) const {
-  std::string j = absl::StrFormat("{\"world\": %d, \"memory_cap_bytes\": %d, \"simulated\": %d, \"plans\": [", world,
-                                  memory_cap_bytes, simulated);
+  std::string j = absl::StrFormat(
+      "{\"world\": %d, \"memory_cap_bytes\": %d, \"simulated\": %d, \"searched_offload\": %s, \"plans\": [", world,
+      memory_cap_bytes, simulated, searched_offload ? "true" : "false");
   const int n = std::min<int>(top, static_cast<int>(fitting.size()));
   for (int i = 0; i < n; ++i) {
     absl::StrAppend(&j, i ? ", " : "", "{\"plan\": \"", fitting[i].Describe(), "\", \"result\": ",

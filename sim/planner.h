@@ -20,8 +20,13 @@
 // - Then, for the best candidates that fit, the schedule: backward prefetch
 //   (BACKWARD_PRE, BACKWARD_POST), forward prefetch, limit_all_gathers 1, 2, 4.
 // - Fits: peak memory per rank (the caching allocator's reserved peak) at most
-//   `memory_cap_bytes`. CPU offload is not searched: its host side is real
-//   memory in the simulator (a virtual host is future work).
+//   `memory_cap_bytes`.
+// - CPU offload (master shards, gradients and the optimizer step on the host:
+//   strategy.cpu_offload true) when no candidate of the first stage fits and
+//   the job does not offload already: the first stage again with offload, so a
+//   model too large for the devices still gets the fastest plan that runs.
+//   Host memory is reported (host_bytes_per_rank), not capped. NVMe offload is
+//   not searched (the simulator does not model it).
 // Candidates are ranked by step time; each comes with the job config (JSON)
 // that runs it (train_gpt --config=...).
 #ifndef ZEROSHARD_SIM_PLANNER_H_
@@ -58,6 +63,7 @@ struct PlanCandidate {
   BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;
   bool forward_prefetch = false;
   int limit_all_gathers = 2;
+  bool cpu_offload = false;  // strategy.cpu_offload true (on top of the job's own offload, if any)
   SimResult result;
   bool fits = false;
   std::string config_json;  // the job's config that runs it (ResolvedConfigJson)
@@ -68,6 +74,7 @@ struct PlanResult {
   int world = 0;
   int64_t memory_cap_bytes = 0;
   int simulated = 0;
+  bool searched_offload = false;       // nothing fit without CPU offload, so it was tried
   std::vector<PlanCandidate> fitting;  // fastest first
   int64_t smallest_peak_bytes = 0;     // over all candidates (when none fits: how far off)
   std::string ToText(int top) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <set>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -122,6 +123,8 @@ double ProfileCost::OpSeconds(const OpCost& c) const {
 
 double ProfileCost::HostCopySeconds(int64_t bytes) const { return sim::HostCopySeconds(profile_, bytes); }
 
+double ProfileCost::HostOpSeconds(const OpCost& c) const { return sim::HostAdamSeconds(profile_, c.bytes); }
+
 double ProfileCost::CollectiveSeconds(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const {
   return sim::CollectiveSeconds(profile_, KindOf(op), bytes, ShapeOf(group));
 }
@@ -196,6 +199,13 @@ absl::Status ApplyModelPreset(const std::string& name, int64_t seq_len, TrainOpt
         absl::StrCat("--model: unknown model \"", name, "\"; expected one of ", names, " or a config.json path"));
   }
   if (job->model_type == "llama" && seq_len > 0) job->model.block_size = seq_len;
+  // The job's default unit follows the model, as the config reader sets it
+  // for model.type (so a config written from this job reads back).
+  const std::set<std::string> gpt_layer = {"Block"}, llama_layer = {"LlamaDecoderLayer"};
+  if (job->sharding.wrap.kind == WrapPolicy::Kind::kByType &&
+      (job->sharding.wrap.types == gpt_layer || job->sharding.wrap.types == llama_layer)) {
+    job->sharding.wrap = WrapPolicy::ByType(job->model_type == "llama" ? llama_layer : gpt_layer);
+  }
   return absl::OkStatus();
 }
 
@@ -223,6 +233,40 @@ absl::StatusOr<SimCommandLine> ReadSimCommandLine(int argc, char** argv,
 
 // ================================================================ Simulate
 
+namespace {
+
+// What the simulator runs of OffloadPolicy (Note [Virtual host]).
+absl::Status CheckOffload(const OffloadPolicy& off) {
+  if (off.nvme()) {
+    // The swap spaces (runtime/nvme) do real file I/O on threads, and the
+    // runtime reads a swapped shard as a CPU tensor over the swap buffer's
+    // bytes (ShardedModel::WithShard, ShardedOptimizer::WithUnitState): a
+    // virtual swap engine timed from the profile is not built yet.
+    return absl::UnimplementedError(absl::StrCat(
+        "the simulator does not model NVMe offload yet (the swap files' I/O and the swapped shards would be real "
+        "files and memory): expected strategy.nvme_offload off, found ",
+        off.ToString(), "; strategy.cpu_offload is simulated"));
+  }
+  if ((off.params || off.grads) && !off.optimizer_on_host()) {
+    // The optimizer steps a unit's master shard, gradient shard and state in
+    // one memory: AdamWStep refuses a host shard beside device state (or the
+    // reverse), so a GPU job with this policy fails at its first step.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CPU offload of ",
+        off.params && off.grads ? "the master shards and gradients"
+        : off.params            ? "the master shards"
+                                : "the gradients",
+        " without the optimizer: on a GPU the optimizer step needs the master shard, the gradient shard and "
+        "Adam's state in one memory (AdamWStep refuses a host buffer beside device ones), so the job would fail "
+        "at its first step; expected strategy.cpu_offload true or with \"optimizer\": true (--offload=optimizer "
+        "or params_and_optimizer), or off, found ",
+        off.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   ProfileCost cost(o.profile);
   const int gpus_per_node = o.gpus_per_node > 0 ? o.gpus_per_node : o.profile.gpus_per_node;
@@ -237,8 +281,11 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   VirtualDevice::Options dev_options{.cost = &cost, .record_spans = true,  // the breakdown needs them
                                      .synchronous = o.profile.synchronous};
   dev_options.allocator = AllocatorOptions(o.profile);
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<VirtualDevice> device, VirtualDevice::Create(next_device_index++, dev_options));
+  const int index = next_device_index.fetch_add(2);
+  dev_options.host_index = index + 1;  // CPU offload's host memory (Note [Virtual host])
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<VirtualDevice> device, VirtualDevice::Create(index, dev_options));
   Allocator* memory = device->allocator();
+  Allocator* host_memory = device->host_allocator();
 
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> model, MakeJobModel(o.job, /*rank=*/0));
   ShardingOptions sharding = JobShardingOptions(o.job, *model);
@@ -247,14 +294,8 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
     // cannot be asked their node, so the profile's GPUs per node say it.
     sharding.hybrid_shard_size = std::min(gpus_per_node, o.world);
   }
+  ZS_RETURN_IF_ERROR(CheckOffload(sharding.offload));
   ZS_RETURN_IF_ERROR(sharding.Validate(o.world));
-  if (sharding.offload.any()) {
-    // The host side of offload is real host memory and the host optimizer a real
-    // kernel: a virtual host (an allocator and a clock for it) is not built yet.
-    return absl::UnimplementedError(absl::StrCat(
-        "the simulator does not model CPU or NVMe offload yet (its host side would be real memory): expected "
-        "strategy.cpu_offload and strategy.nvme_offload off, found ", sharding.offload.ToString()));
-  }
   const int s = sharding.ShardGroupSize(o.world);
 
   VirtualCommunicator::Options comm_options{.network = &cost,
@@ -275,7 +316,8 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   r.model = o.model_name.empty() ? o.job.model_type : o.model_name;
   r.parameters = model->NumParameters();
   {
-    ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardedModel> sharded, ShardedModel::Create(model, *world, sharding, memory));
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardedModel> sharded,
+                        ShardedModel::Create(model, *world, sharding, memory, host_memory));
     r.config = sharding.ToString();
     ZS_ASSIGN_OR_RETURN(TrainStep step, TrainStep::Create(*sharded, JobStepOptions(o.job), host[0].get()));
 
@@ -289,14 +331,20 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
     };
     ZS_RETURN_IF_ERROR(step.Run(forward).status());  // warm-up (Note [What one simulated step is])
     const int64_t state = memory->stats().bytes_in_use;
+    const int64_t host_state = host_memory->stats().bytes_in_use;
     int64_t shard_elements = 0;
     for (ShardedUnit* u : sharded->units()) shard_elements += u->flat.shard_numel();
-    const bool adam_on_device = !sharding.offload.optimizer_on_host();
+    const OffloadPolicy& off = sharding.offload;
     // Master shards and Adam's moments are f32 shards; the gradient shards and
-    // buffers are what else the rank holds between steps.
-    r.memory.optimizer_state = adam_on_device ? 2 * 4 * shard_elements : 0;
-    r.memory.parameters = sharding.offload.params_on_host() ? 0 : 4 * shard_elements;
+    // buffers are what else the rank holds between steps, on the device or
+    // (offloaded) on the host.
+    r.memory.optimizer_state = off.optimizer_on_host() ? 0 : 2 * 4 * shard_elements;
+    r.memory.parameters = off.params_on_host() ? 0 : 4 * shard_elements;
     r.memory.gradients = std::max<int64_t>(0, state - r.memory.parameters - r.memory.optimizer_state);
+    r.host_memory.optimizer_state = off.optimizer_on_host() ? 2 * 4 * shard_elements : 0;
+    r.host_memory.parameters = off.params_on_host() ? 4 * shard_elements : 0;
+    r.host_memory.gradients =
+        std::max<int64_t>(0, host_state - r.host_memory.parameters - r.host_memory.optimizer_state);
 
     device->Settle();
     device->ResetPeakMemory();
@@ -319,6 +367,9 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
     r.peak_bytes_per_rank = r.memory.peak_reserved;
     r.memory_capacity_bytes = o.profile.memory_bytes;
     r.fits = r.peak_bytes_per_rank <= r.memory_capacity_bytes;
+    r.host_memory.peak = host_memory->stats().peak_bytes_in_use;
+    r.host_memory.staging = std::max<int64_t>(0, r.host_memory.peak - host_state);
+    r.host_bytes_per_rank = r.host_memory.peak;
 
     r.tokens_per_step = micro * seq_len * o.job.grad_accum_steps;
     r.model_flops_per_step = model->TrainFlopsPerToken(seq_len) * static_cast<double>(r.tokens_per_step);
@@ -326,12 +377,17 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
 
   // The timeline of the measured step.
   const std::vector<VirtualSpan> spans = device->spans();
-  std::vector<std::pair<double, double>> compute, copy, comm;
+  std::vector<std::pair<double, double>> compute, copy, comm, host_work;
   for (const VirtualSpan& sp : spans) {
     if (sp.category == "comm") {
       comm.emplace_back(sp.start, sp.end);
     } else if (sp.category == "copy") {
       copy.emplace_back(sp.start, sp.end);
+      r.host_copy_s += sp.end - sp.start;
+      r.host_copy_bytes += sp.bytes;
+    } else if (sp.category == "host") {
+      host_work.emplace_back(sp.start, sp.end);
+      if (sp.name == "AdamWStep") r.host_optimizer_s += sp.end - sp.start;
     } else {
       compute.emplace_back(sp.start, sp.end);
     }
@@ -341,8 +397,13 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   r.compute_s = UnionLength(compute);
   r.copy_s = UncoveredLength(copy, compute);
   r.comm_s = UnionLength(comm);
-  r.exposed_comm_s = UncoveredLength(comm, busy);
-  r.idle_s = std::max(0.0, r.step_time_s - UnionLength(busy) - r.exposed_comm_s);
+  // A host kernel (CPU offload) the device neither computes nor copies under;
+  // a collective that runs beside one is hidden behind it, as behind compute.
+  r.host_s = UncoveredLength(host_work, busy);
+  std::vector<std::pair<double, double>> busy_or_host = busy;
+  busy_or_host.insert(busy_or_host.end(), host_work.begin(), host_work.end());
+  r.exposed_comm_s = UncoveredLength(comm, busy_or_host);
+  r.idle_s = std::max(0.0, r.step_time_s - UnionLength(busy) - r.host_s - r.exposed_comm_s);
   r.exposed_comm_fraction = r.step_time_s > 0 ? r.exposed_comm_s / r.step_time_s : 0;
   r.tokens_per_s_per_device = r.step_time_s > 0 ? static_cast<double>(r.tokens_per_step) / r.step_time_s : 0;
   const double peak = PeakFlops(o.profile, sharding.mixed_precision.param_dtype);
@@ -367,14 +428,21 @@ std::string SimResult::ToJson() const {
                         comm_bytes_per_step, memory_capacity_bytes, fits ? "true" : "false");
   absl::StrAppendFormat(&j,
                         "\"breakdown\": {\"compute_s\": %.9g, \"copy_s\": %.9g, \"comm_s\": %.9g, "
-                        "\"exposed_comm_s\": %.9g, \"idle_s\": %.9g}, ",
-                        compute_s, copy_s, comm_s, exposed_comm_s, idle_s);
+                        "\"exposed_comm_s\": %.9g, \"host_s\": %.9g, \"idle_s\": %.9g, \"host_copy_s\": %.9g, "
+                        "\"host_copy_bytes\": %.9g, \"host_optimizer_s\": %.9g}, ",
+                        compute_s, copy_s, comm_s, exposed_comm_s, host_s, idle_s, host_copy_s, host_copy_bytes,
+                        host_optimizer_s);
   absl::StrAppendFormat(&j,
                         "\"memory\": {\"parameters\": %d, \"gradients\": %d, \"optimizer_state\": %d, "
                         "\"activations_and_gathered\": %d, \"fragmentation\": %d, \"peak_allocated\": %d, "
                         "\"peak_reserved\": %d}, ",
                         memory.parameters, memory.gradients, memory.optimizer_state, memory.activations,
                         memory.fragmentation, memory.peak_allocated, memory.peak_reserved);
+  absl::StrAppendFormat(&j,
+                        "\"host_bytes_per_rank\": %d, \"host_memory\": {\"parameters\": %d, \"gradients\": %d, "
+                        "\"optimizer_state\": %d, \"staging\": %d, \"peak\": %d}, ",
+                        host_bytes_per_rank, host_memory.parameters, host_memory.gradients,
+                        host_memory.optimizer_state, host_memory.staging, host_memory.peak);
   std::string config_escaped;
   for (char c : config) {
     if (c == '"' || c == '\\') config_escaped += '\\';
@@ -401,15 +469,31 @@ std::string SimResult::ToText() const {
   absl::StrAppendFormat(&t, "MFU            %.1f%%\n", 100 * mfu);
   absl::StrAppendFormat(&t, "compute        %.3f ms\n", 1e3 * compute_s);
   absl::StrAppendFormat(&t, "copies         %.3f ms (not under compute)\n", 1e3 * copy_s);
+  if (host_bytes_per_rank > 0 || host_s > 0) {
+    absl::StrAppendFormat(&t, "host kernels   %.3f ms (the device neither computing nor copying; the optimizer step "
+                          "%.3f ms in all)\n",
+                          1e3 * host_s, 1e3 * host_optimizer_s);
+  }
   absl::StrAppendFormat(&t, "communication  %.3f ms, exposed %.3f ms (%.1f%% of the step)\n", 1e3 * comm_s,
                         1e3 * exposed_comm_s, 100 * exposed_comm_fraction);
   absl::StrAppendFormat(&t, "idle           %.3f ms\n", 1e3 * idle_s);
+  if (host_bytes_per_rank > 0) {
+    absl::StrAppendFormat(&t, "host copies    %.3f ms, %s (every H2D and D2H transfer, overlapped or not)\n",
+                          1e3 * host_copy_s, FormatBytes(static_cast<int64_t>(host_copy_bytes)));
+  }
   absl::StrAppendFormat(&t, "sent per step  %s\n", FormatBytes(static_cast<int64_t>(comm_bytes_per_step)));
   absl::StrAppendFormat(&t, "peak memory    %s per rank: parameters %s, gradients %s, optimizer %s, activations and "
                         "gathered %s, fragmentation %s\n",
                         FormatBytes(peak_bytes_per_rank), FormatBytes(memory.parameters), FormatBytes(memory.gradients),
                         FormatBytes(memory.optimizer_state), FormatBytes(memory.activations),
                         FormatBytes(memory.fragmentation));
+  if (host_bytes_per_rank > 0) {
+    absl::StrAppendFormat(&t, "host memory    %s per rank (CPU offload): parameters %s, gradients %s, optimizer %s, "
+                          "staging %s\n",
+                          FormatBytes(host_bytes_per_rank), FormatBytes(host_memory.parameters),
+                          FormatBytes(host_memory.gradients), FormatBytes(host_memory.optimizer_state),
+                          FormatBytes(host_memory.staging));
+  }
   if (!fits) {
     absl::StrAppendFormat(&t, "DOES NOT FIT: the peak is above the device's %s\n", FormatBytes(memory_capacity_bytes));
   }

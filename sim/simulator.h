@@ -26,9 +26,11 @@
 // - Step time: from the start of the second step until every stream and the
 //   host are done. Compute: the union of compute spans on the compute stream;
 //   copies: host transfers; communication: the union over communication
-//   streams. Exposed communication: time some collective runs while neither
-//   compute nor a copy does; idle: time nothing runs (the host is behind:
-//   launches, synchronising reads such as the loss).
+//   streams. Host: time a host kernel runs (CPU offload's optimizer step, the
+//   adds of gradients into their host shards) while the device neither
+//   computes nor copies. Exposed communication: time some collective runs
+//   while neither compute, a copy nor a host kernel does; idle: time nothing
+//   runs (the host is behind: launches, synchronising reads such as the loss).
 // - MFU: the model's training FLOPs (CausalLm::TrainFlopsPerToken: 6 N plus
 //   attention, as PaLM's appendix B counts them; recomputation not counted)
 //   per token times the rank's tokens, over step time times the profile's
@@ -39,6 +41,10 @@
 //   what the rank holds between steps, measured; activations and gathered
 //   buffers the peak allocated beyond them; fragmentation reserved beyond
 //   allocated at the peak.
+// - CPU offload (strategy.cpu_offload with the optimizer: FSDP's CPUOffload,
+//   ZeRO-Offload): the model's host allocator is the virtual device's host
+//   side (Note [Virtual host]); the runtime's own copies and host kernels are
+//   timed there. host_bytes_per_rank is its peak; `fits` is the device's.
 #ifndef ZEROSHARD_SIM_SIMULATOR_H_
 #define ZEROSHARD_SIM_SIMULATOR_H_
 
@@ -68,6 +74,8 @@ class ProfileCost final : public VirtualCostModel, public VirtualNetwork {
   double OpSeconds(const OpCost& cost) const override;
   double LaunchSeconds() const override { return profile_.launch_overhead_s; }
   double HostCopySeconds(int64_t bytes) const override;
+  // Every host kernel streams its bytes at host_adam_bytes_per_s (HostAdamSeconds).
+  double HostOpSeconds(const OpCost& cost) const override;
   double CollectiveSeconds(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const override;
   double BytesSent(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const override;
 
@@ -115,13 +123,24 @@ struct SimulateOptions {
 };
 
 struct MemoryBreakdown {
-  int64_t parameters = 0;       // f32 master shards on the device
+  int64_t parameters = 0;       // f32 master shards on the device (0 with CPU offload)
   int64_t gradients = 0;        // gradient shards (and buffers: the rest of what lives between steps)
   int64_t optimizer_state = 0;  // Adam's moments
   int64_t activations = 0;      // peak allocated beyond the model state: activations, gathered buffers
   int64_t fragmentation = 0;    // reserved beyond allocated at the peak
   int64_t peak_allocated = 0;
   int64_t peak_reserved = 0;
+};
+
+// What CPU offload keeps in host memory (Note [Virtual host] in
+// runtime/virtual_device.h: counted, never allocated), between steps and at
+// the measured step's peak. All 0 without offload.
+struct HostMemory {
+  int64_t parameters = 0;       // f32 master shards
+  int64_t gradients = 0;        // gradient shards (and whatever else stays on the host)
+  int64_t optimizer_state = 0;  // Adam's moments
+  int64_t staging = 0;          // peak beyond them: gradients copied down before their add
+  int64_t peak = 0;             // the peak: host_bytes_per_rank
 };
 
 // One unit's share of the measured step on the compute stream, from the
@@ -144,13 +163,22 @@ struct SimResult {
   double step_time_s = 0;
   double tokens_per_s_per_device = 0;
   double mfu = 0;
-  double compute_s = 0, copy_s = 0, comm_s = 0, exposed_comm_s = 0, idle_s = 0;
+  // The partition of the step (Note [What one simulated step is]): compute,
+  // copies not under compute, host kernels under neither (host_s), exposed
+  // communication, idle; comm_s is all communication.
+  double compute_s = 0, copy_s = 0, comm_s = 0, exposed_comm_s = 0, host_s = 0, idle_s = 0;
+  // CPU offload's own figures, overlapped or not: every host <-> device
+  // transfer (HostCopySeconds each; the batch and the loss read included),
+  // and the host optimizer step (HostAdamSeconds of its bytes).
+  double host_copy_s = 0, host_copy_bytes = 0, host_optimizer_s = 0;
   double exposed_comm_fraction = 0;
   double comm_bytes_per_step = 0;  // sent by this rank
   int64_t peak_bytes_per_rank = 0;
   int64_t memory_capacity_bytes = 0;  // the profile's device memory
   bool fits = true;                   // peak_bytes_per_rank <= memory_capacity_bytes
   MemoryBreakdown memory;
+  int64_t host_bytes_per_rank = 0;  // CPU offload: the host memory's peak (host_memory.peak)
+  HostMemory host_memory;
   std::string config;  // the sharding options, as ShardingOptions::ToString
   std::vector<UnitTime> units;  // in forward order
   // The measured step's timeline (when recorded) and the device's stream names.

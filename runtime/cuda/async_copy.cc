@@ -31,7 +31,8 @@ absl::Status CopyAsync(const Tensor& dst, const Tensor& src, const Stream& strea
     return absl::OkStatus();
   }
   for (const Device& side : {d, s}) {
-    if (side.is_accelerator() && side != stream.device()) {
+    // A virtual device's host side is host memory for that device's streams (Note [Virtual host]).
+    if (side.is_accelerator() && side != stream.device() && !IsHostSideOf(side, stream.device())) {
       return absl::InvalidArgumentError(absl::StrCat("CopyAsync: a tensor on ", side.ToString(),
                                                      " copied on a stream of ",
                                                      stream.device().ToString()));
@@ -40,7 +41,7 @@ absl::Status CopyAsync(const Tensor& dst, const Tensor& src, const Stream& strea
   if (stream.device().is_virtual()) {  // the transfer's time on the stream; the host reads zeros
     if (d.is_cpu() && dst.nbytes() > 0) std::memset(dst.raw_data(), 0, dst.nbytes());
     const int stream_index = VirtualStreamIndex(stream.native_handle());
-    if (d.is_virtual() && s.is_virtual()) {
+    if (d == s) {  // within the device (or within its host side: a host kernel)
       return ChargeVirtual(d, OpCost{.op = "CopyAsync", .bytes = 2.0 * static_cast<double>(dst.nbytes())});
     }
     return ChargeVirtualCopy(stream.device(), stream_index, static_cast<int64_t>(dst.nbytes()),

@@ -73,7 +73,8 @@ TEST(Simulator, PrintsTheFiguresTheChecksRead) {
   EXPECT_GE(j["exposed_comm_fraction"].get<double>(), 0);
   EXPECT_LE(j["exposed_comm_fraction"].get<double>(), 1);
   // The breakdown partitions the step: compute, copies not under compute,
-  // exposed communication and idle add up to it (each a union of intervals).
+  // host kernels (none here: no offload), exposed communication and idle add
+  // up to it (each a union of intervals).
   // Bound, from how the parts reach this test: each is computed in double
   // from at most a few thousand interval lengths below the step (rounding
   // under 1e-12 of the step in all), then printed with %.9g, which rounds each
@@ -81,8 +82,9 @@ TEST(Simulator, PrintsTheFiguresTheChecksRead) {
   // printing errors add up to at most 5e-9 of it: 6e-9 covers both.
   const auto& b = j["breakdown"];
   EXPECT_NEAR(b["compute_s"].get<double>() + b["copy_s"].get<double>() + b["exposed_comm_s"].get<double>() +
-                  b["idle_s"].get<double>(),
+                  b["host_s"].get<double>() + b["idle_s"].get<double>(),
               r->step_time_s, 6e-9 * r->step_time_s);
+  EXPECT_EQ(b["host_s"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(r->tokens_per_s_per_device, 2.0 * 64 / r->step_time_s);
   // Per unit: every unit (4 Blocks and the root) ran forward and backward.
   ASSERT_EQ(r->units.size(), 5u);
@@ -177,7 +179,7 @@ TEST(Simulator, RefusesWhatItCannotRun) {
   o.job.sharding.hybrid_shard_size = 3;  // does not divide 8
   EXPECT_FALSE(Simulate(o).ok());
   o = Small(ShardingStrategy::kFullShard, 8);
-  o.job.sharding.offload.optimizer = true;
+  o.job.sharding.offload.nvme_optimizer = true;  // CPU offload is simulated (offload_test.cc); NVMe is not
   EXPECT_EQ(Simulate(o).status().code(), absl::StatusCode::kUnimplemented);
   TrainOptions job;
   const absl::Status s = ApplyModelPreset("llama-9b", 0, &job);
