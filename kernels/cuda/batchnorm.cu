@@ -16,20 +16,13 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535;
 
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? (b > 0 ? b : 1) : kMaxBlocks);
-}
+int Blocks(int64_t n) { return GridFor(n, kThreads, kMaxBlocks); }
 
 // Threads of a block that sums a channel's `m` values: a warp per 32 x 32
 // values, 32 to 256 (a multiple of 32, as BlockSumD needs).
-int ReduceThreads(int64_t m) {
-  int t = kWarp;
-  while (t < kThreads && int64_t{t} * kWarp < m) t *= 2;
-  return t;
-}
+int ReduceThreads(int64_t m) { return RowThreads(m, kThreads, kWarp); }
 
-int ChannelGrid(int64_t c) { return static_cast<int>(c < kMaxBlocks ? (c > 0 ? c : 1) : kMaxBlocks); }
+int ChannelGrid(int64_t c) { return GridFor(c, 1, kMaxBlocks); }
 
 // Value i (of N L) of channel c.
 __device__ __forceinline__ int64_t At(const BatchNormDims& s, int64_t c, int64_t i) {

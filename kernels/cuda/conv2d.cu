@@ -17,22 +17,13 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535;
 
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? (b > 0 ? b : 1) : kMaxBlocks);
-}
+int Blocks(int64_t n) { return GridFor(n, kThreads, kMaxBlocks); }
 
 // Threads of a block that sums `m` values: a warp per 32 x 32 values, 32 to
 // 256 (a multiple of 32, as BlockSum needs), so small sums use small blocks.
-int ReduceThreads(int64_t m) {
-  int t = kWarp;
-  while (t < kThreads && int64_t{t} * kWarp < m) t *= 2;
-  return t;
-}
+int ReduceThreads(int64_t m) { return RowThreads(m, kThreads, kWarp); }
 
-int GridOf(int64_t reductions) {
-  return static_cast<int>(reductions < kMaxBlocks ? (reductions > 0 ? reductions : 1) : kMaxBlocks);
-}
+int GridOf(int64_t reductions) { return GridFor(reductions, 1, kMaxBlocks); }
 
 __global__ void ConvForward(Conv2dGeometry g, const float* x, const float* w, const float* bias, float* y) {
   const int64_t total = g.n * g.o * g.out_plane();

@@ -31,6 +31,7 @@
 #include "zeroshard/sim/planner.h"
 #include "zeroshard/sim/profile.h"
 #include "zeroshard/sim/simulator.h"
+#include "zeroshard/tests/sim/small_gpt.h"
 
 namespace zeroshard::sim {
 namespace {
@@ -38,22 +39,8 @@ namespace {
 // strategy.cpu_offload true: master shards, gradients and the optimizer step on the host.
 OffloadPolicy CpuOffload() { return OffloadPolicy{.params = true, .grads = true, .optimizer = true}; }
 
-// The small GPT of simulator_test.cc: 4 Block units and the root.
-SimulateOptions Small(int world) {
-  SimulateOptions o;
-  o.job.model = nn::GptConfig{.vocab_size = 512, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 64};
-  o.job.batch_size = 2;
-  o.job.grad_clip = 0;
-  o.job.sharding.strategy = ShardingStrategy::kFullShard;
-  o.job.sharding.wrap = WrapPolicy::ByType({"Block"});
-  o.job.sharding.mixed_precision.param_dtype = DType::kBF16;
-  o.job.sharding.mixed_precision.reduce_dtype = DType::kF32;
-  absl::StatusOr<HardwareProfile> p = LoadProfile("h100_dgx");
-  EXPECT_TRUE(p.ok()) << p.status();
-  o.profile = *p;
-  o.world = world;
-  return o;
-}
+// The small GPT of simulator_test.cc (4 Block units and the root), FULL_SHARD.
+SimulateOptions Small(int world) { return testing::SmallGpt(ShardingStrategy::kFullShard, world); }
 
 // Its units padded to a multiple of `world` (as simulator_test.cc lays them out):
 // Psi, the root's share, and the largest unit (a Block).

@@ -21,26 +21,13 @@
 #include "zeroshard/sim/planner.h"
 #include "zeroshard/sim/profile.h"
 #include "zeroshard/sim/simulator.h"
+#include "zeroshard/tests/sim/small_gpt.h"
 
 namespace zeroshard::sim {
 namespace {
 
 // A small GPT: 4 units of Blocks plus the root (embeddings, head).
-SimulateOptions Small(ShardingStrategy strategy, int world) {
-  SimulateOptions o;
-  o.job.model = nn::GptConfig{.vocab_size = 512, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 64};
-  o.job.batch_size = 2;
-  o.job.grad_clip = 0;  // no norm all-reduce: only the sharding's collectives move bytes
-  o.job.sharding.strategy = strategy;
-  o.job.sharding.wrap = WrapPolicy::ByType({"Block"});
-  o.job.sharding.mixed_precision.param_dtype = DType::kBF16;
-  o.job.sharding.mixed_precision.reduce_dtype = DType::kF32;
-  absl::StatusOr<HardwareProfile> p = LoadProfile("h100_dgx");
-  EXPECT_TRUE(p.ok()) << p.status();
-  o.profile = *p;
-  o.world = world;
-  return o;
-}
+SimulateOptions Small(ShardingStrategy strategy, int world) { return testing::SmallGpt(strategy, world); }
 
 // Psi (padded) and the root unit's padded size, as ShardedModel lays them out
 // for `world` (each unit padded to a multiple of the group).
