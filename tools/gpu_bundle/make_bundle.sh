@@ -88,8 +88,9 @@ mkdir -p "$out"
 copy_tree "$bin" "$out"
 
 # What the tests and the job read, at the paths they name (relative to the workspace).
-mkdir -p "$out/data" "$out/examples/configs"
+mkdir -p "$out/data" "$out/examples/configs" "$out/tests/testdata"
 cp "$root/data/tinyshakespeare.txt" "$out/data/"
+cp -r "$root/tests/testdata/llama_hf_gqa" "$out/tests/testdata/"  # train_gpt_gpu_test's Hugging Face folder (44 KiB)
 cp "$root"/examples/configs/*.json "$out/examples/configs/"
 cp "$here/run.sh" "$here/torch_gpt_step.py" "$out/"
 chmod +x "$out/run.sh"
