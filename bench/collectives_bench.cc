@@ -98,6 +98,7 @@
 #include "zeroshard/bench/bench_json.h"
 #include "zeroshard/collectives/backend_registry.h"
 #include "zeroshard/collectives/communicator.h"
+#include "zeroshard/collectives/objects.h"
 #include "zeroshard/runtime/cuda/cuda_allocator.h"
 #include "zeroshard/runtime/cuda/device_api.h"
 #include "zeroshard/runtime/dtype.h"
@@ -483,16 +484,11 @@ std::string NcclTime(double us) {
 // and host, exchanged through the communicator).
 absl::Status PrintNcclPreamble(Communicator& comm, const Config& c, int ranks_per_process,
                                Allocator* alloc) {
-  constexpr int kHostWords = 8;  // 64 bytes of host name
-  char host[kHostWords * 8 + 1] = {};
+  // Every rank's "pid host" (collectives/objects.h), through the device when the backend's is one.
+  char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "unknown");
-  std::vector<int64_t> mine(1 + kHostWords, 0);
-  mine[0] = static_cast<int64_t>(getpid());
-  std::memcpy(&mine[1], host, kHostWords * 8);
-  ZS_ASSIGN_OR_RETURN(Tensor in, Tensor::FromVector(mine, {1 + kHostWords}, DType::kI64, alloc));
-  ZS_ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({comm.size() * (1 + kHostWords)}, DType::kI64, alloc));
-  ZS_RETURN_IF_ERROR(comm.AllGather(in, all));
-  ZS_ASSIGN_OR_RETURN(std::vector<int64_t> v, all.ToVector<int64_t>());
+  ZS_ASSIGN_OR_RETURN(const std::vector<std::string> ranks,
+                      AllGatherStrings(comm, absl::StrCat(getpid(), " ", host), alloc));
   if (comm.rank() != 0) return absl::OkStatus();
   std::printf("# nThread %d nGpus %d minBytes %ld maxBytes %ld step: %ld(%s) warmup iters: %d iters: %d "
               "agg iters: %d validation: %d graph: %d\n",
@@ -504,11 +500,10 @@ absl::Status PrintNcclPreamble(Communicator& comm, const Config& c, int ranks_pe
   const std::string what = d.is_cuda() ? absl::StrCat("cuda device of the ", c.backend, " backend")
                                        : absl::StrCat("CPU (zeroshard ", c.backend, " backend)");
   for (int r = 0; r < comm.size(); ++r) {
-    char name[kHostWords * 8 + 1] = {};
-    std::memcpy(name, &v[r * (1 + kHostWords) + 1], kHostWords * 8);
+    const size_t space = ranks[r].find(' ');
     std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [0x%02x] %s\n", r, 0,
-                static_cast<int>(v[r * (1 + kHostWords)]), name, d.is_cuda() ? d.index : -1, 0,
-                what.c_str());
+                std::atoi(ranks[r].substr(0, space).c_str()), ranks[r].substr(space + 1).c_str(),
+                d.is_cuda() ? d.index : -1, 0, what.c_str());
   }
   std::printf("#\n");
   std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n",

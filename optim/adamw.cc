@@ -43,33 +43,6 @@ absl::StatusOr<AdamWState> AdamWState::Create(int64_t numel, Allocator* allocato
 
 namespace {
 
-// A flat buffer of the CUDA step: defined, on `device`, contiguous, `numel`
-// elements, a float dtype (f32 only when `f32_only`).
-absl::Status CheckCudaBuffer(absl::string_view what, const Tensor& t, Device device, int64_t numel,
-                             bool f32_only) {
-  constexpr absl::string_view kOp = "AdamWStep";
-  if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", what, " is undefined"));
-  if (t.device() != device) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", what, " is on ", t.device().ToString(),
-                                                   ", expected ", device.ToString(),
-                                                   " (the param's device)"));
-  }
-  if (f32_only ? t.dtype() != DType::kF32 : !IsFloatingPoint(t.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", what, " has dtype ",
-                                                   DTypeName(t.dtype()), ", expected ",
-                                                   f32_only ? "f32" : "f32, bf16 or f16"));
-  }
-  if (t.numel() != numel) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", what, " has ", t.numel(),
-                                                   " elements, expected ", numel, " (the param's)"));
-  }
-  if (!t.is_contiguous()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": ", what, " must be contiguous, got ", t.DebugString()));
-  }
-  return absl::OkStatus();
-}
-
 // Every argument of the step, for the CPU kernel or the CUDA one (the param's
 // device): param, grad and the state are flat buffers of the param's numel
 // (param and state f32, grad any float dtype), the step count and options are
@@ -80,11 +53,13 @@ absl::Status CheckStepArguments(absl::Span<const ParamGroup> groups, const Tenso
   constexpr absl::string_view kOp = "AdamWStep";
   const int64_t n = param.numel();
   const bool cuda = param.device().is_accelerator();  // CUDA or virtual: the CUDA kernel's rules
+  // The CUDA kernel's buffers on the param's device, the CPU one's on the CPU.
+  auto check_in = [&](absl::string_view what, const Tensor& t, std::initializer_list<DType> dtypes) {
+    return cuda ? internal::CheckFlatBufferOn(kOp, what, t, param.device(), n, dtypes)
+                : internal::CheckFlatBuffer(kOp, what, t, n, dtypes);
+  };
   auto check_buffer = [&](absl::string_view what, const Tensor& t, bool f32_only) {
-    if (cuda) return CheckCudaBuffer(what, t, param.device(), n, f32_only);
-    return f32_only ? internal::CheckFlatBuffer(kOp, what, t, n, {DType::kF32})
-                    : internal::CheckFlatBuffer(kOp, what, t, n,
-                                                {DType::kF32, DType::kBF16, DType::kF16});
+    return f32_only ? check_in(what, t, {DType::kF32}) : check_in(what, t, {DType::kF32, DType::kBF16, DType::kF16});
   };
   ZS_RETURN_IF_ERROR(check_buffer("param", param, true));
   ZS_RETURN_IF_ERROR(check_buffer("grad", grad, false));
