@@ -321,15 +321,21 @@ absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Vari
                       ZS_ASSIGN_OR_RETURN(out[0], out[0].To(dx_t));
                     }
                   }
-                  if (xv.defined()) {  // dw = g^T x over all rows
+                  if (xv.defined()) {  // dw = g^T x over all rows (and db = g's column sums with it)
                     ZS_ASSIGN_OR_RETURN(Tensor x2, xv.Reshape({-1, xv.size(-1)}));
-                    ZS_ASSIGN_OR_RETURN(out[1], zeroshard::MatMul(g2, x2, {.transpose_a = true}));
+                    if (need_b) {
+                      ZS_ASSIGN_OR_RETURN(out[2], Tensor::Empty({g2.size(1)}, g2.dtype(), g2.allocator()));
+                    }
+                    ZS_ASSIGN_OR_RETURN(out[1], zeroshard::MatMul(g2, x2, {.transpose_a = true,
+                                                                          .bias_grad = out[2]}));
                     if (out[1].dtype() != dw_t) {
                       ZS_ASSIGN_OR_RETURN(out[1], out[1].To(dw_t));
                     }
                   }
                   if (need_b) {  // db = sum of g over rows
-                    ZS_ASSIGN_OR_RETURN(out[2], zeroshard::Sum(g2, 0));
+                    if (!out[2].defined()) {
+                      ZS_ASSIGN_OR_RETURN(out[2], zeroshard::Sum(g2, 0));
+                    }
                     if (out[2].dtype() != db_t) {
                       ZS_ASSIGN_OR_RETURN(out[2], out[2].To(db_t));
                     }

@@ -12,6 +12,7 @@
 #include "zeroshard/kernels/cuda/op_util.h"
 #include "zeroshard/kernels/device_check.h"
 #include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/reduce.h"
 #include "zeroshard/kernels/virtual_cost.h"
 #include "zeroshard/runtime/status.h"
 
@@ -218,6 +219,17 @@ absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, c
     call.bias = bias.raw_data();
     call.bias_dtype = bias.dtype();
   }
+  // The bias gradient in C's dtype, contiguous (Note [Bias gradient in the GEMM]).
+  Tensor bias_grad;
+  if (o.bias_grad.defined()) {
+    bias_grad = o.bias_grad;
+    if (bias_grad.dtype() != work.dtype() || !bias_grad.is_contiguous()) {
+      ZS_ASSIGN_OR_RETURN(bias_grad,
+                          cuda::DeviceEmpty("MatMul", o.bias_grad, o.bias_grad.shape(), work.dtype()));
+    }
+    call.bias_grad = bias_grad.raw_data();
+    call.bias_dtype = bias_grad.dtype();
+  }
   cuda::FoldSharedBatch(call.shape);
   if (call.shape.batch > 1 && call.shape.stride_b == 0) {
     // A shared B that could not be folded: one GEMM per batch.
@@ -230,7 +242,21 @@ absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, c
       ZS_RETURN_IF_ERROR(gemm->Run(one, cuda::kOpStream));
     }
   } else {
-    ZS_RETURN_IF_ERROR(gemm->Run(call, cuda::kOpStream));
+    absl::Status ran = gemm->Run(call, cuda::kOpStream);
+    if (call.bias_grad != nullptr) {
+      const bool fused = ran.ok() || !absl::IsUnimplemented(ran);
+      cuda::CountBiasGradEpilogue(fused);
+      if (!fused) {  // no algorithm for the epilogue: the plain GEMM, then our reduction
+        call.bias_grad = nullptr;
+        call.bias_dtype.reset();
+        ran = gemm->Run(call, cuda::kOpStream);
+        if (ran.ok()) ran = Sum(a, o.transpose_a ? -2 : -1, bias_grad);
+      }
+    }
+    ZS_RETURN_IF_ERROR(ran);
+  }
+  if (bias_grad.defined() && !IsSameView(bias_grad, o.bias_grad)) {
+    ZS_RETURN_IF_ERROR(o.bias_grad.CopyFrom(bias_grad));
   }
   if (IsSameView(work, out)) return absl::OkStatus();
   return cuda::CastInto("MatMul", work, out);
@@ -270,20 +296,46 @@ absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const M
       return absl::InvalidArgumentError("MatMul: the output overlaps the bias");
     }
   }
-  if (out.numel() == 0) return absl::OkStatus();
-  if (out.device().is_virtual()) {  // one (batched) GEMM with the bias in its epilogue
+  if (o.bias_grad.defined()) {
+    if (o.bias.defined() || a.dim() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MatMul: bias_grad needs a 2-D a and no bias, got a ", ShapeToString(a.shape()),
+          o.bias.defined() ? " with a bias" : ""));
+    }
+    if (o.bias_grad.dim() != 1 || o.bias_grad.size(0) != p.m || !IsFloatingPoint(o.bias_grad.dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MatMul: bias_grad is ", DTypeName(o.bias_grad.dtype()), " ",
+          ShapeToString(o.bias_grad.shape()), ", expected a float [", p.m, "] (M)"));
+    }
+    ZS_RETURN_IF_ERROR(CheckSameDevice({&o.bias_grad, &out}, "MatMul"));
+    if (MemoryOverlaps(o.bias_grad, out) || MemoryOverlaps(o.bias_grad, a) ||
+        MemoryOverlaps(o.bias_grad, b)) {
+      return absl::InvalidArgumentError("MatMul: bias_grad overlaps an operand or the output");
+    }
+  }
+  if (out.numel() == 0) {
+    return o.bias_grad.defined() ? Sum(a, o.transpose_a ? -2 : -1, o.bias_grad) : absl::OkStatus();
+  }
+  if (out.device().is_virtual()) {  // one (batched) GEMM with the bias (gradient) in its epilogue
     return ChargeGemm("MatMul", out.device(), p.batch, p.m, p.n, p.k, a.dtype(),
                       TrafficBytes(a) + TrafficBytes(b) + TrafficBytes(out) * (o.beta != 0.0f ? 2 : 1) +
-                          TrafficBytes(o.bias));
+                          TrafficBytes(o.bias) + TrafficBytes(o.bias_grad));
   }
   if (!out.device().is_cpu() && !out.device().is_cuda()) return NoDeviceKernel("MatMul", out.device());
   if (p.k == 0) {  // empty sum
     if (o.beta == 0.0f) ZS_RETURN_IF_ERROR(out.Fill(0.0));
+    if (o.bias_grad.defined()) ZS_RETURN_IF_ERROR(o.bias_grad.Fill(0.0));
     return o.bias.defined() ? Add(out, o.bias, out) : absl::OkStatus();
   }
   if (out.device().is_cuda()) {
     ZS_RETURN_IF_ERROR(CheckSameDevice({&a, &b, &out}, "MatMul"));
     return MatMulCuda(p, a, b, out, o);
+  }
+  if (o.bias_grad.defined()) {  // the CPU: Sum over K, then the GEMM
+    ZS_RETURN_IF_ERROR(Sum(a, o.transpose_a ? -2 : -1, o.bias_grad));
+    MatMulOptions without = o;
+    without.bias_grad = Tensor();
+    return MatMul(a, b, out, without);
   }
   if (o.bias.defined()) {
     MatMulOptions without_bias = o;

@@ -5,6 +5,8 @@
 //   ZS_RETURN_IF_ERROR(MatMul(x, w, y, {.transpose_b = true}));
 //   // dW[3C, C] += dy^T @ x                     (accumulate into a gradient)
 //   ZS_RETURN_IF_ERROR(MatMul(dy, x, dw, {.transpose_a = true, .beta = 1.0f}));
+//   // dW = dy^T @ x and db = dy's column sums, in one pass over dy
+//   ZS_RETURN_IF_ERROR(MatMul(dy, x, dw, {.transpose_a = true, .bias_grad = db}));
 //   // Batched: a [..., M, K] @ b [..., K, N] -> [..., M, N]; a 2-D b is shared.
 //
 // Shapes: op(a) is [..., M, K] and op(b) [..., K, N]; the batch dimensions of a
@@ -30,6 +32,13 @@ struct MatMulOptions {
   // (nn.Linear's bias). On CUDA it is cuBLASLt's bias epilogue, added in fp32
   // before the one rounding into out's dtype; on the CPU an Add after the GEMM.
   Tensor bias;
+  // Optional [M], written with the sums over K of op(a): the bias gradient of
+  // a weight-gradient GEMM (dW = dY^T X with transpose_a: the column sums of
+  // dY), for a 2-D a and no bias. On CUDA it is cuBLASLt's BGRADB epilogue,
+  // dY read once (Note [Bias gradient in the GEMM], kernels/cuda/gemm_cublaslt.h);
+  // where cuBLASLt has no algorithm for it, our column reduction after the
+  // GEMM, counted. On the CPU, Sum(a) over K (the bits of zeroshard::Sum).
+  Tensor bias_grad;
 };
 
 absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out,

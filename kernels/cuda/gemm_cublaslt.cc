@@ -59,9 +59,10 @@ std::string CacheKey(const GemmCall& c) {
   return absl::StrCat(g.m, ",", g.n, ",", g.k, ",", g.transpose_a, g.transpose_b, ",", g.lda, ",",
                       g.ldb, ",", g.ldc, ",", g.batch, ",", g.stride_a, ",", g.stride_b, ",",
                       g.stride_c, ";", static_cast<int>(c.ab_dtype), static_cast<int>(c.c_dtype),
-                      ";", c.bias != nullptr, c.gelu, c.allow_tf32, c.beta != 0.0f, ";",
+                      ";", c.bias != nullptr, c.gelu, c.allow_tf32, c.beta != 0.0f,
+                      c.bias_grad != nullptr, ";",
                       static_cast<int>(c.bias_dtype.value_or(c.c_dtype)), ";", align(c.a), ",",
-                      align(c.b), ",", align(c.c), ",", align(c.bias));
+                      align(c.b), ",", align(c.c), ",", align(c.bias), ",", align(c.bias_grad));
 }
 
 }  // namespace
@@ -93,6 +94,16 @@ absl::Status CheckGemmCall(const GemmCall& c) {
   if (c.a == nullptr || c.b == nullptr || c.c == nullptr) {
     return absl::InvalidArgumentError("cuBLASLt GEMM: null operand");
   }
+  if (c.bias_grad != nullptr) {
+    if (c.bias != nullptr || c.gelu) {
+      return absl::InvalidArgumentError(
+          "cuBLASLt GEMM: the bias-gradient epilogue takes no bias and no GELU");
+    }
+    if (c.shape.batch != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cuBLASLt GEMM: the bias-gradient epilogue needs batch 1, got ", c.shape.batch));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -118,11 +129,15 @@ absl::Status MakeCublasLtDescriptors(const GemmCall& call, CublasLtDescriptors& 
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   if (call.bias != nullptr) epilogue = call.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   else if (call.gelu) epilogue = CUBLASLT_EPILOGUE_GELU;
+  // Our A is cuBLASLt's B: the sums over K of op(A) are BGRADB's (Note [Bias
+  // gradient in the GEMM]).
+  if (call.bias_grad != nullptr) epilogue = CUBLASLT_EPILOGUE_BGRADB;
   ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                            &epilogue, sizeof(epilogue)));
-  if (call.bias != nullptr) {
+  if (call.bias != nullptr || call.bias_grad != nullptr) {
+    const void* vector = call.bias != nullptr ? call.bias : call.bias_grad;
     ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias, sizeof(call.bias)));
+        desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof(vector)));
     const cudaDataType_t bias_type = CublasLtDataType(call.bias_dtype.value_or(call.c_dtype));
     ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
@@ -144,6 +159,8 @@ struct CublasLtGemm::Impl {
   size_t workspace_bytes = 0;
   absl::Mutex mu;
   absl::flat_hash_map<std::string, cublasLtMatmulAlgo_t> algos ABSL_GUARDED_BY(mu);
+  // Keys whose bias-gradient epilogue cuBLASLt took no algorithm for.
+  absl::flat_hash_map<std::string, std::string> refused ABSL_GUARDED_BY(mu);
   int64_t queries ABSL_GUARDED_BY(mu) = 0;
 
   ~Impl() {
@@ -183,6 +200,10 @@ absl::Status CublasLtGemm::Run(const GemmCall& call, void* stream) {
   const RowMajorGemm& g = call.shape;
   if (g.m == 0 || g.n == 0) return absl::OkStatus();
 
+  if (call.bias_grad != nullptr && !BiasGradEpilogueEnabled()) {
+    return absl::UnimplementedError(
+        "cuBLASLt GEMM: the bias-gradient epilogue is switched off (SetBiasGradEpilogue(false))");
+  }
   CublasLtDescriptors desc;
   ZS_RETURN_IF_ERROR(MakeCublasLtDescriptors(call, desc));
   Preference pref;
@@ -196,6 +217,8 @@ absl::Status CublasLtGemm::Run(const GemmCall& call, void* stream) {
     if (it != impl_->algos.end()) {
       algo = it->second;
       cached = true;
+    } else if (auto r = impl_->refused.find(key); r != impl_->refused.end()) {
+      return absl::UnimplementedError(r->second);
     }
   }
   if (!cached) {
@@ -219,9 +242,21 @@ absl::Status CublasLtGemm::Run(const GemmCall& call, void* stream) {
     cublasLtMatmulHeuristicResult_t result;
     std::memset(&result, 0, sizeof(result));
     int found = 0;
-    ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(impl_->handle, desc.op, desc.first,
-                                                             desc.second, desc.d, desc.d,
-                                                             pref.pref, 1, &result, &found));
+    const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
+        impl_->handle, desc.op, desc.first, desc.second, desc.d, desc.d, pref.pref, 1, &result,
+        &found);
+    if (call.bias_grad != nullptr && (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
+                                      (heuristic == CUBLAS_STATUS_SUCCESS && found == 0))) {
+      // Note [Bias gradient in the GEMM]: the caller reduces on its own.
+      const std::string why = absl::StrCat(
+          "cuBLASLt GEMM: no algorithm takes the bias-gradient epilogue (BGRADB) for ", key,
+          heuristic == CUBLAS_STATUS_NOT_SUPPORTED ? " (CUBLAS_STATUS_NOT_SUPPORTED)" : "");
+      absl::MutexLock lock(&impl_->mu);
+      impl_->refused[key] = why;
+      ++impl_->queries;
+      return absl::UnimplementedError(why);
+    }
+    ZS_CUBLAS_RETURN_IF_ERROR(heuristic);
     if (found == 0) {
       return absl::InternalError(absl::StrCat("cuBLASLt GEMM: no algorithm for ", key));
     }

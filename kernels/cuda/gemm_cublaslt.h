@@ -28,7 +28,9 @@
 #ifndef ZEROSHARD_KERNELS_CUDA_GEMM_CUBLASLT_H_
 #define ZEROSHARD_KERNELS_CUDA_GEMM_CUBLASLT_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -53,7 +55,49 @@ struct GemmCall {
   std::optional<DType> bias_dtype;  // default: c_dtype
   bool gelu = false;
   bool allow_tf32 = false;  // f32 inputs only
+  // M values written with the sums over K of op(A), fused into the GEMM
+  // (cuBLASLt's BGRADB epilogue, Note [Bias gradient in the GEMM]): the bias
+  // gradient of a weight-gradient GEMM dW = dY^T X is the column sums of dY.
+  // Type `bias_dtype` (default c_dtype); batch 1, with no bias or GELU.
+  void* bias_grad = nullptr;
 };
+
+// Note [Bias gradient in the GEMM]
+// A linear layer's backward computes dW [out, in] = dY^T [out, rows] X [rows,
+// in] and db [out] = the sum of dY over its rows: the same dY, reduced over the
+// same rows, which are the GEMM's K. cuBLASLt folds that sum into the GEMM's
+// epilogue (BGRADB: "the bias gradient of the input matrix B, reduced over the
+// GEMM's k dimension"; B is our A, Note [Row-major GEMM on cuBLAS]), so dY is
+// read once and no separate reduction pass runs. Where cuBLASLt finds no
+// algorithm for the epilogue, Run returns Unimplemented without launching;
+// MatMul (kernels/matmul.cc) then runs the plain GEMM and our column reduction,
+// and counts the fallback (BiasGradEpilogueCounts): the GPU record fails on
+// any (tools/gpu_bundle/gpu_record.cc), so a fallback is never silent.
+struct BiasGradEpilogueCounts {
+  int64_t fused = 0;     // GEMMs that computed the bias gradient in the epilogue
+  int64_t fallback = 0;  // refused by cuBLASLt: plain GEMM + our reduction
+};
+namespace gemm_internal {
+inline std::atomic<int64_t> bias_grad_fused{0};
+inline std::atomic<int64_t> bias_grad_fallback{0};
+}  // namespace gemm_internal
+
+// Process-wide counts since start (every device, every thread).
+inline BiasGradEpilogueCounts BiasGradEpilogueCountsNow() {
+  return {gemm_internal::bias_grad_fused.load(), gemm_internal::bias_grad_fallback.load()};
+}
+inline void CountBiasGradEpilogue(bool fused) {
+  (fused ? gemm_internal::bias_grad_fused : gemm_internal::bias_grad_fallback).fetch_add(1);
+}
+
+namespace gemm_internal {
+inline std::atomic<bool> bias_grad_epilogue{true};
+}  // namespace gemm_internal
+
+// false: Run answers every bias-gradient call with Unimplemented, as when
+// cuBLASLt has no algorithm (tests of the fallback; A/B measurements).
+inline void SetBiasGradEpilogue(bool enabled) { gemm_internal::bias_grad_epilogue = enabled; }
+inline bool BiasGradEpilogueEnabled() { return gemm_internal::bias_grad_epilogue.load(); }
 
 class CublasLtGemm {
  public:
@@ -68,7 +112,9 @@ class CublasLtGemm {
 
   // Enqueues the GEMM on `stream`. InvalidArgument for an inconsistent call
   // (shapes, dtypes the types table above does not have); Internal with
-  // cuBLAS's status text when cuBLASLt refuses or finds no algorithm.
+  // cuBLAS's status text when cuBLASLt refuses or finds no algorithm;
+  // Unimplemented, launching nothing, when no algorithm takes the bias-gradient
+  // epilogue (remembered per shape: asked once).
   absl::Status Run(const GemmCall& call, void* stream);
 
   // Number of algorithm searches (cache misses) so far.

@@ -61,23 +61,38 @@ __global__ void ReduceRows(int kind, const T* __restrict__ x, TOut* __restrict__
   if (threadIdx.x == 0) out[blockIdx.x] = FromFloat<TOut>(v);
 }
 
+// Columns of [outer, r, inner] (a bias gradient is [1, rows, C]): a block
+// owns kColTile adjacent columns of one outer slice; its blockDim.y thread rows
+// take the r rows in a fixed stride (coalesced kColTile-wide reads, every SM
+// busy instead of one thread per column walking all r rows), then thread row 0
+// adds the blockDim.y partial results in order. The launch shape depends on
+// the sizes only, so the bits do too.
+constexpr int kColTile = 32;
+
 template <typename T, typename TOut>
 __global__ void ReduceColumns(int kind, const T* __restrict__ x, TOut* __restrict__ out,
-                              int64_t outer, int64_t r, int64_t inner) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < outer * inner;
-       e += stride) {
-    const int64_t o = e / inner, j = e % inner;
-    const T* col = x + o * r * inner + j;
-    float v = ToFloat(col[0]);
-    if (kind == kAxisMax) {
-      for (int64_t i = 1; i < r; ++i) v = MaxNan(v, ToFloat(col[i * inner]));
-    } else {
-      for (int64_t i = 1; i < r; ++i) v += ToFloat(col[i * inner]);
-      if (kind == kAxisMean) v = v / static_cast<float>(r);
+                              int64_t tiles, int64_t r, int64_t inner) {
+  __shared__ float part[32][kColTile + 1];
+  const int64_t o = blockIdx.x / tiles;
+  const int64_t j = (blockIdx.x % tiles) * kColTile + threadIdx.x;
+  const bool have = j < inner;
+  const T* col = x + o * r * inner + j;
+  float v = kind == kAxisMax ? -kInfF : 0.0f;
+  if (have) {
+    for (int64_t i = threadIdx.y; i < r; i += blockDim.y) {
+      const float e = ToFloat(col[i * inner]);
+      v = kind == kAxisMax ? MaxNan(v, e) : v + e;
     }
-    out[e] = FromFloat<TOut>(v);
   }
+  part[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.y != 0 || !have) return;
+  for (int y = 1; y < static_cast<int>(blockDim.y); ++y) {
+    const float e = part[y][threadIdx.x];
+    v = kind == kAxisMax ? MaxNan(v, e) : v + e;
+  }
+  if (kind == kAxisMean) v = v / static_cast<float>(r);
+  out[o * inner + j] = FromFloat<TOut>(v);
 }
 
 }  // namespace
@@ -95,9 +110,12 @@ int LaunchReduceAxis(int kind, int x_dtype, int out_dtype, const void* x, void* 
       Launch(ReduceRows<T, TOut>, static_cast<int>(outer), threads, 0, AsStream(stream), kind, xp,
              op, r);
     } else {
-      constexpr int kThreads = 256;
-      Launch(ReduceColumns<T, TOut>, GridFor(outer * inner, kThreads), kThreads, 0,
-             AsStream(stream), kind, xp, op, outer, r, inner);
+      const int64_t tiles = (inner + kColTile - 1) / kColTile;
+      if (outer * tiles > 0x7fffffff) return InvalidValue();
+      int rows_per_block = 1;  // thread rows: up to 32, about 8 rows each
+      while (rows_per_block < 32 && rows_per_block * 8 < r) rows_per_block *= 2;
+      Launch(ReduceColumns<T, TOut>, dim3(static_cast<unsigned>(outer * tiles)),
+             dim3(kColTile, rows_per_block), 0, AsStream(stream), kind, xp, op, tiles, r, inner);
     }
     return Launched();
   });

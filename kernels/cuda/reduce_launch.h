@@ -32,8 +32,9 @@ int LaunchSumAll(int dtype, const void* x, int64_t n, bool square, float* partia
 // Reduction along one axis of a contiguous x viewed as [outer, r, inner] into a
 // contiguous out [outer, inner]: kind 0 sum, 1 mean, 2 max (NaN propagates), as
 // static_cast<int>(ReduceKind). fp32 accumulation in a fixed order: a block per
-// row with shuffles when inner == 1, else a thread per (outer, inner) element
-// adding the r rows in order.
+// row with shuffles when inner == 1, else a block per 32 adjacent columns whose
+// up to 32 thread rows each add every blockDim.y-th row, then the thread rows'
+// results in order.
 int LaunchReduceAxis(int kind, int x_dtype, int out_dtype, const void* x, void* out, int64_t outer,
                      int64_t r, int64_t inner, void* stream);
 

@@ -145,6 +145,28 @@ TEST(CublasLtDesc, WeightGradientTransposesOurA) {
   ExpectLayout(d.d, {CUDA_R_32F, K, N, K, 1, 0}, "d (dW)");
 }
 
+// The same GEMM with the bias gradient db [N] = the column sums of dy [M, N]
+// (Note [Bias gradient in the GEMM]): dy is cuBLASLt's B, so the epilogue is
+// BGRADB ("the number of columns of D", N), reduced over K (our M rows), its
+// vector in the bias pointer with D's type by default.
+TEST(CublasLtDesc, BiasGradientIsBgradbOnOurA) {
+  const int64_t M = 50, N = 24, K = 40;
+  GemmCall call = Call({.m = N, .n = K, .k = M, .transpose_a = true, .lda = N, .ldb = K, .ldc = K},
+                       DType::kBF16, DType::kBF16);
+  call.bias_grad = const_cast<void*>(kBias);
+  CublasLtDescriptors d;
+  ZS_ASSERT_OK(MakeCublasLtDescriptors(call, d));
+  ExpectOp(d.op, {.trans_second = CUBLAS_OP_T, .epilogue = CUBLASLT_EPILOGUE_BGRADB,
+                  .bias = kBias, .bias_type = CUDA_R_16BF});
+  ExpectLayout(d.second, {CUDA_R_16BF, N, M, N, 1, 0}, "second (dy)");
+  ExpectLayout(d.d, {CUDA_R_16BF, K, N, K, 1, 0}, "d (dW)");
+  call.bias_dtype = DType::kF32;  // an f32 gradient of a bf16 GEMM
+  CublasLtDescriptors f;
+  ZS_ASSERT_OK(MakeCublasLtDescriptors(call, f));
+  ExpectOp(f.op, {.trans_second = CUBLAS_OP_T, .epilogue = CUBLASLT_EPILOGUE_BGRADB,
+                  .bias = kBias, .bias_type = CUDA_R_32F});
+}
+
 // Batched attention-style product with padded rows: S [B H, T, T] = Q K^T,
 // Q and K rows 3C apart (views of qkv), batches T 3C apart.
 TEST(CublasLtDesc, BatchedStridedViews) {
@@ -270,6 +292,15 @@ TEST(CublasLtDesc, InconsistentCallsAreRefusedBeforeCuBlasLt) {
   GemmCall null_c = Call(ok, DType::kF32, DType::kF32);
   null_c.c = nullptr;
   bad.push_back({null_c, "null operand"});
+  GemmCall grad_and_bias = Call(ok, DType::kF32, DType::kF32);
+  grad_and_bias.bias_grad = const_cast<void*>(kBias);
+  grad_and_bias.bias = kBias;
+  bad.push_back({grad_and_bias, "the bias-gradient epilogue takes no bias and no GELU"});
+  GemmCall batched_grad = Call({.m = 4, .n = 8, .k = 16, .lda = 16, .ldb = 8, .ldc = 8, .batch = 2,
+                                .stride_a = 64, .stride_b = 128, .stride_c = 32},
+                               DType::kF32, DType::kF32);
+  batched_grad.bias_grad = const_cast<void*>(kBias);
+  bad.push_back({batched_grad, "the bias-gradient epilogue needs batch 1, got 2"});
   for (const Bad& b : bad) {
     CublasLtDescriptors d;
     const absl::Status s = MakeCublasLtDescriptors(b.call, d);

@@ -10,6 +10,7 @@
 #include "zeroshard/kernels/cuda/gemm_cublaslt.h"
 #include "zeroshard/kernels/elementwise.h"
 #include "zeroshard/kernels/matmul.h"
+#include "zeroshard/kernels/reduce.h"
 #include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
@@ -182,6 +183,59 @@ TEST(CudaGemm, MatMulBiasMatchesCpu) {
     tol.rtol *= 2;
     ExpectClose(got, want, tol, std::string("bias ") + std::string(DTypeName(dtype)));
   }
+}
+
+// MatMulOptions::bias_grad (Note [Bias gradient in the GEMM]): the weight
+// gradient dW = dy^T x with db = dy's column sums in cuBLASLt's BGRADB
+// epilogue, and the fallback (the epilogue switched off, as when cuBLASLt has
+// no algorithm): plain GEMM + our column reduction, counted as a fallback.
+// Against the CPU's GEMM and Sum. db sums `rows` terms in [-1, 1] in fp32 in
+// another order, rounded once into its dtype: the GEMM's tolerance for k = rows.
+TEST(CudaGemm, MatMulBiasGradMatchesCpuFusedAndFallback) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const int64_t rows = 193, out_f = 129, in_f = 65;
+  for (DType dtype : kFloatDTypes) {
+    for (bool transposed : {true, false}) {  // dy [rows, out] read as dy^T, or a [out, rows] view
+      const Tensor dy = RandomTensor(transposed ? std::vector<int64_t>{rows, out_f}
+                                                : std::vector<int64_t>{out_f, rows},
+                                     dtype, -1, 1, 50);
+      const Tensor x = RandomTensor({rows, in_f}, dtype, -1, 1, 51);
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor db_want, Tensor::Empty({out_f}, dtype));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor dw_want,
+                              MatMul(dy, x, {.transpose_a = transposed, .bias_grad = db_want}));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor db_sum, Sum(dy, transposed ? 0 : 1));
+      ExpectClose(db_want, db_sum, {0, 0}, "CPU bias_grad is Sum's bits");
+      for (bool fused : {true, false}) {
+        const std::string what = std::string(DTypeName(dtype)) + (transposed ? " dy^T" : " dy") +
+                                 (fused ? " epilogue" : " fallback");
+        cuda::SetBiasGradEpilogue(fused);
+        const cuda::BiasGradEpilogueCounts before = cuda::BiasGradEpilogueCountsNow();
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor db, Tensor::Empty({out_f}, dtype, &gpu));
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, MatMul(OnGpu(dy, &gpu), OnGpu(x, &gpu),
+                                                  {.transpose_a = transposed, .bias_grad = db}));
+        cuda::SetBiasGradEpilogue(true);
+        const cuda::BiasGradEpilogueCounts after = cuda::BiasGradEpilogueCountsNow();
+        // The simulator's stand-in takes every epilogue; a real cuBLASLt may refuse
+        // one, which must then show as a fallback, never silently.
+        EXPECT_EQ(after.fused + after.fallback, before.fused + before.fallback + 1) << what;
+        if (!fused || testing::OnCudaSimulator()) {
+          EXPECT_EQ(after.fallback - before.fallback, fused ? 0 : 1) << what;
+        }
+        ExpectClose(dw, dw_want, GemmTol(dtype, dtype, rows), "dW " + what);
+        ExpectClose(db, db_want, GemmTol(dtype, dtype, rows), "db " + what);
+      }
+    }
+  }
+  // An f32 gradient of a bf16 GEMM goes through a bf16 vector, then a cast.
+  const Tensor dy = RandomTensor({rows, out_f}, DType::kBF16, -1, 1, 52);
+  const Tensor x = RandomTensor({rows, in_f}, DType::kBF16, -1, 1, 53);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor db_f32, Tensor::Empty({out_f}, DType::kF32, &gpu));
+  ZS_ASSERT_OK(MatMul(OnGpu(dy, &gpu), OnGpu(x, &gpu), {.transpose_a = true, .bias_grad = db_f32})
+                   .status());
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Sum(dy, 0));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor want_f32, want.To(DType::kF32));
+  ExpectClose(db_f32, want_f32, GemmTol(DType::kBF16, DType::kBF16, rows), "db f32 of bf16");
 }
 
 TEST(CudaGemm, WithoutADeviceCreateFailsCleanly) {

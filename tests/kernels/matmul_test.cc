@@ -148,6 +148,38 @@ TEST(MatMul, BiasIsAddedToEveryRow) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected a float [4] (N)")));
 }
 
+// bias_grad: the sums over K of op(a) (the bias gradient beside dW = dy^T x),
+// against sums in double; then what it refuses.
+TEST(MatMul, BiasGradIsTheSumOverK) {
+  Tensor dy = RandomTensor({7, 4}, DType::kF32, -1, 1, 40);
+  Tensor x = RandomTensor({7, 3}, DType::kF32, -1, 1, 41);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor db, Tensor::Empty({4}, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor dw, MatMul(dy, x, {.transpose_a = true, .bias_grad = db}));
+  ExpectClose(dw, Reference(dy, x, {.transpose_a = true}), 1e-5, 1e-5, "dW");
+  const std::vector<double> dyv = ToDoubles(dy);
+  std::vector<double> want(4, 0.0), want_rows(7, 0.0);
+  for (int r = 0; r < 7; ++r) {
+    for (int c = 0; c < 4; ++c) {
+      want[c] += dyv[r * 4 + c];
+      want_rows[r] += dyv[r * 4 + c];
+    }
+  }
+  // 7 fp32 additions of terms <= 1: relative error below 7 * 2^-24 of the sum of |terms|.
+  ExpectClose(db, want, 1e-6, 1e-6, "db = column sums of dy");
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor rows, Tensor::Empty({7}, DType::kF32));
+  Tensor w = RandomTensor({4, 5}, DType::kF32, -1, 1, 42);
+  ZS_ASSERT_OK(MatMul(dy, w, {.bias_grad = rows}).status());  // untransposed: K is a's rows' length
+  ExpectClose(rows, want_rows, 1e-6, 1e-6, "row sums of an untransposed a");
+  EXPECT_THAT(MatMul(dy, x, {.transpose_a = true, .bias_grad = rows}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected a float [4] (M)")));
+  Tensor dy3 = RandomTensor({2, 7, 4}, DType::kF32, -1, 1, 43);
+  EXPECT_THAT(MatMul(dy3, x, {.transpose_a = true, .bias_grad = db}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs a 2-D a and no bias")));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor dy_row, dy.Select(0, 0));  // [4], inside dy
+  EXPECT_THAT(MatMul(dy, x, {.transpose_a = true, .bias_grad = dy_row}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bias_grad overlaps")));
+}
+
 TEST(MatMul, EveryInstructionSetAgreesWithReference) {
   Tensor a = RandomTensor({65, 130}, DType::kF32, -1, 1, 17);
   Tensor b = RandomTensor({130, 97}, DType::kF32, -1, 1, 18);

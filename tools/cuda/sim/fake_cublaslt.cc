@@ -7,7 +7,8 @@
 // tanh form (kernels/math/fast_math.h), results rounded to D's type once. What
 // it takes is what this project asks of cuBLASLt: f32 / bf16 / f16 operands,
 // 32F or 32F_FAST_TF32 compute (TF32 is computed as fp32), the DEFAULT, BIAS,
-// GELU and GELU_BIAS epilogues, strided batches (a zero stride shares an
+// GELU and GELU_BIAS epilogues, BGRADB (batch 1: the sums over k of op(B),
+// Note [Bias gradient in the GEMM]), strided batches (a zero stride shares an
 // operand), column-major layouts; anything else is CUBLAS_STATUS_NOT_SUPPORTED.
 #include <cublasLt.h>
 
@@ -242,9 +243,11 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
       op.epilogue == CUBLASLT_EPILOGUE_BIAS || op.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
   const bool gelu =
       op.epilogue == CUBLASLT_EPILOGUE_GELU || op.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
-  if (!bias && !gelu && op.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+  const bool bgradb = op.epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  if (!bias && !gelu && !bgradb && op.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (bias && op.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if ((bias || bgradb) && op.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (bgradb && ld.batch != 1) return CUBLAS_STATUS_NOT_SUPPORTED;
   const cudaDataType_t bias_type = op.bias_type_set ? op.bias_type : ld.type;
   const float alpha = *static_cast<const float*>(alpha_ptr);
   const float beta = *static_cast<const float*>(beta_ptr);
@@ -252,6 +255,17 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
     if (bias) v += ::zs_cuda_sim::GemmLoad(op.bias, bias_type, i);
     return gelu ? ::zeroshard::GeluTanh(v) : v;
   };
+  if (bgradb) {
+    // The bias gradient of B: column j of op(B) summed over k, in fp32 in k
+    // order, rounded to the bias type once (written, not accumulated).
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t q = 0; q < k; ++q) {
+        acc += ::zs_cuda_sim::GemmLoad(b, lb.type, tb ? j + q * lb.ld : q + j * lb.ld);
+      }
+      ::zs_cuda_sim::GemmStore(const_cast<void*>(op.bias), bias_type, j, acc);
+    }
+  }
   for (int64_t p = 0; p < ld.batch; ++p) {
     const char* ap = static_cast<const char*>(a) + p * la.batch_stride * GemmTypeSize(la.type);
     const char* bp = static_cast<const char*>(b) + p * lb.batch_stride * GemmTypeSize(lb.type);
