@@ -40,6 +40,7 @@
 #include "zeroshard/kernels/cuda/embedding_launch.h"
 #include "zeroshard/kernels/cuda/gemm_cublaslt.h"
 #include "zeroshard/kernels/cuda/layernorm_launch.h"
+#include "zeroshard/kernels/cuda/reduce_launch.h"
 #include "zeroshard/kernels/cuda/softmax_launch.h"
 #include "zeroshard/kernels/layernorm.h"
 #include "zeroshard/kernels/matmul.h"
@@ -209,6 +210,94 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
 
 // ---------------------------------------------------------------- GEMM
 
+// The weight gradient of the MLP's first linear with its bias gradient, dW [4C,
+// C] = dy^T x and db = dy's column sums (Note [Bias gradient in the GEMM]): in
+// cuBLASLt's BGRADB epilogue, beside the plain GEMM followed by our column
+// reduction (what runs when cuBLASLt refuses the epilogue), in the same run.
+// db is checked against sums in double; a refused epilogue is a figure the GPU
+// record fails on.
+void RunBiasGradBench(const Stream& stream, CudaAllocator& gpu, cuda::CublasLtGemm& lt,
+                      int64_t rows, int64_t width) {
+  const int64_t n_out = 4 * width, n_in = width;
+  const std::string name =
+      absl::StrCat("mlp fc dW bf16 ", n_out, "x", n_in, "x", rows, " +bias grad");
+  Tensor dy = Random({rows, n_out}, DType::kBF16, -1, 1, 11, &gpu);
+  Tensor x = Random({rows, n_in}, DType::kBF16, -1, 1, 12, &gpu);
+  Tensor dw = Must(Tensor::Empty({n_out, n_in}, DType::kBF16, &gpu), "alloc");
+  Tensor db = Must(Tensor::Empty({n_out}, DType::kBF16, &gpu), "alloc");
+  void* const s = stream.native_handle();
+  cuda::GemmCall call;
+  call.shape = {.m = n_out, .n = n_in, .k = rows, .transpose_a = true, .lda = n_out, .ldb = n_in,
+                .ldc = n_in};
+  call.ab_dtype = call.c_dtype = DType::kBF16;
+  call.a = dy.raw_data();
+  call.b = x.raw_data();
+  call.c = dw.raw_data();
+  cuda::GemmCall fused = call;
+  fused.bias_grad = db.raw_data();
+  const absl::Status took = lt.Run(fused, s);
+  const bool refused = absl::IsUnimplemented(took);
+  if (!refused) Must(took, "gemm with the bias-gradient epilogue");
+  EmitFigure("cuda_bench", "gemm bias-grad epilogue refused " + name, refused ? 1 : 0, "count",
+             {}, refused ? std::string(took.message()) : std::string());
+  auto reduce = [&] {
+    Launch(cuda::LaunchReduceAxis(0, 1, 1, dy.raw_data(), db.raw_data(), 1, rows, n_out, s),
+           "bias grad reduce");
+  };
+  if (refused) {
+    std::printf("%-44s cuBLASLt refused the epilogue: %s\n", name.c_str(),
+                std::string(took.message()).c_str());
+    Must(lt.Run(call, s), "gemm");
+    reduce();
+  }
+  // Check db: 8 columns against sums in double. fp32 summation of `rows`
+  // terms errs by at most (rows - 1) 2^-24 sum |terms| (any order), then one
+  // bf16 rounding (2^-8 relative).
+  Must(stream.Synchronize(), "sync");
+  const std::vector<double> dyv =
+      Must(Must(dy.To(DefaultCpuAllocator()), "to host").ToVector<double>(), "values");
+  const std::vector<double> dbv =
+      Must(Must(db.To(DefaultCpuAllocator()), "to host").ToVector<double>(), "values");
+  for (int64_t j = 0; j < n_out; j += std::max<int64_t>(1, n_out / 8)) {
+    double want = 0, mag = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      want += dyv[r * n_out + j];
+      mag += std::fabs(dyv[r * n_out + j]);
+    }
+    const double tol = (rows - 1) * std::ldexp(mag, -24) + std::ldexp(std::fabs(want), -8);
+    if (std::fabs(dbv[j] - want) > tol) {
+      Fail(name + ": db[" + std::to_string(j) + "] = " + std::to_string(dbv[j]) + ", want " +
+           std::to_string(want));
+    }
+  }
+  const double flops = 2.0 * n_out * n_in * rows;
+  const double ms = refused ? 0.0
+                            : TimeMs(stream, [&] { Must(lt.Run(fused, s), "gemm"); }, Iters(20));
+  const double base_ms = TimeMs(
+      stream,
+      [&] {
+        Must(lt.Run(call, s), "gemm");
+        reduce();
+      },
+      Iters(20));
+  const double reduce_ms = TimeMs(stream, reduce, Iters(20));
+  const double reduce_bytes = 2.0 * (rows * n_out + n_out);
+  const double tflops = refused ? 0.0 : flops / (ms * 1e9), base = flops / (base_ms * 1e9);
+  std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%  (baseline: GEMM, then our reduction)\n",
+              name.c_str(), ms * 1e3, tflops, base, base > 0 ? 100.0 * tflops / base : 0.0);
+  std::printf("%-44s %10.1f us, %7.1f GB/s\n",
+              absl::StrCat("  our column reduction bf16 [", rows, ", ", n_out, "]").c_str(),
+              reduce_ms * 1e3, reduce_bytes / (reduce_ms * 1e6));
+  const std::string json = "cuda/gemm/" + Slug(name) + "/";
+  Report().Add(json + "gemm_then_reduce", "TFLOP/s", true, {base});
+  if (!refused) Report().Add(json + "ours", "TFLOP/s", true, {tflops}, json + "gemm_then_reduce");
+  EmitFigure("cuda_bench", "gemm " + name, tflops, "TFLOP/s",
+             {{"us", ms * 1e3}, {"baseline", base}, {"of_baseline", base > 0 ? tflops / base : 0.0}},
+             "baseline: the same GEMM, then our column reduction");
+  EmitFigure("cuda_bench", absl::StrCat("memory bias grad reduce bf16 [", rows, ", ", n_out, "]"),
+             reduce_bytes / (reduce_ms * 1e6), "GB/s", {{"us", reduce_ms * 1e3}});
+}
+
 // Returns the best bf16 TFLOP/s measured (the step bench's practical peak).
 double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
   std::unique_ptr<cuda::CublasLtGemm> lt = Must(cuda::CublasLtGemm::Create(kDevice, &gpu), "cublasLt");
@@ -328,6 +417,7 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
                            : "baseline: cublasGemmEx, default algorithm");
     if (k.dtype == DType::kBF16) best_bf16 = std::max(best_bf16, tflops);
   }
+  RunBiasGradBench(stream, gpu, *lt, rows, width);
   cublasDestroy(handle);
   return best_bf16;
 }

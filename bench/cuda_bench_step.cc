@@ -23,6 +23,7 @@
 #include "zeroshard/bench/cuda_bench_util.h"
 #include "zeroshard/collectives/local_communicator.h"
 #include "zeroshard/collectives/nccl_communicator.h"
+#include "zeroshard/kernels/cuda/gemm_cublaslt.h"
 #include "zeroshard/optim/sharded_optimizer.h"
 #include "zeroshard/runtime/cuda/caching_allocator.h"
 #include "zeroshard/runtime/cuda/device_api.h"
@@ -94,6 +95,7 @@ void RunStepBench(double gemm_tflops) {
     Must(sharded->ZeroGrad(), "zero grad");
     losses.push_back(Must(out.loss.value().Item(), "loss"));
   };
+  const cuda::BiasGradEpilogueCounts bgrad_before = cuda::BiasGradEpilogueCountsNow();
   for (int i = 0; i < warmup; ++i) step();
   Must(compute.Synchronize(), "sync");
   const auto t0 = std::chrono::steady_clock::now();
@@ -128,6 +130,16 @@ void RunStepBench(double gemm_tflops) {
               {"first_loss", losses.front()}, {"last_loss", losses.back()},
               {"peak_bytes", static_cast<double>(gpu.stats().peak_bytes_in_use)}},
              "MFU: model FLOPs 6N + 12 L C T per token over the datasheet dense bf16 peak");
+  // Every linear's bias gradient rides in its weight-gradient GEMM (Note
+  // [Bias gradient in the GEMM]); the record fails on any fallback.
+  const cuda::BiasGradEpilogueCounts bgrad = cuda::BiasGradEpilogueCountsNow();
+  const int64_t fused = bgrad.fused - bgrad_before.fused;
+  const int64_t fallbacks = bgrad.fallback - bgrad_before.fallback;
+  std::printf("  bias gradients: %lld in the GEMM epilogue, %lld fallbacks to our reduction\n",
+              static_cast<long long>(fused), static_cast<long long>(fallbacks));
+  EmitFigure("cuda_bench", "step bias-grad epilogue fallbacks " + shape, static_cast<double>(fallbacks),
+             "count", {{"fused", static_cast<double>(fused)}});
+  if (fused + fallbacks == 0) Fail("GPT step: no bias gradient went through MatMul's bias_grad");
   const double ln_v = std::log(static_cast<double>(config.vocab_size));
   if (!std::isfinite(losses.back()) || std::fabs(losses.front() - ln_v) > 0.5 ||
       !(losses.back() < losses.front())) {

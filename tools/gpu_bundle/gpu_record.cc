@@ -377,6 +377,11 @@ json Problems(const json& record) {
           " convolution passes fell back to cuDNN's legacy API");
     }
     if (name == "result checks failed" && v > 0) add(f.value("bench", "") + ": result checks failed");
+    // Note [Bias gradient in the GEMM]: the fallback is never silent.
+    if ((StartsWith(name, "gemm bias-grad epilogue refused") ||
+         StartsWith(name, "step bias-grad epilogue fallbacks")) && v > 0) {
+      add(f.value("bench", "") + ": cuBLASLt refused the bias-gradient epilogue (" + name + ")");
+    }
     if (f.value("bench", "") == "cuda_bench" && StartsWith(name, "step tokens/s")) step_figure = true;
   }
   if (record.value("mode", "") == "gpu" && !step_figure) add("cuda_bench: no GPT step figure in the record");
