@@ -205,4 +205,23 @@ void SetBackwardOpTrace(TraceRecorder* trace, TraceRow row, GpuTimeline* gpu) {
   op_trace = OpTrace{.trace = trace, .row = row, .gpu = trace != nullptr ? gpu : nullptr};
 }
 
+ForwardOpSpan::ForwardOpSpan(const char* name) : name_(name) {
+  // Inside a backward pass (a checkpoint's recompute) or another op: the
+  // enclosing node's or op's span holds it.
+  if (op_trace.trace == nullptr || op_trace.depth > 0 || InBackward()) return;
+  trace_ = op_trace.trace;
+  gpu_ = op_trace.gpu;
+  start_us_ = trace_->NowUs();
+  if (gpu_ != nullptr) gpu_mark_ = gpu_->Begin(/*stream=*/nullptr, name_);  // the ops' stream
+  ++op_trace.depth;
+}
+
+ForwardOpSpan::~ForwardOpSpan() {
+  if (trace_ == nullptr) return;
+  --op_trace.depth;
+  // As the backward's: the GPU span's end before the host span's end is read.
+  if (gpu_ != nullptr) gpu_->End(gpu_mark_, nullptr, name_, "gpu op", op_trace.row.Gpu());
+  trace_->AddSpan(name_, "op", op_trace.row, start_us_, trace_->NowUs());
+}
+
 }  // namespace zeroshard::autograd

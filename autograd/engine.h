@@ -59,6 +59,32 @@ bool InBackward();
 // recompute) belongs to the outer one's GPU span and range.
 void SetBackwardOpTrace(TraceRecorder* trace, TraceRow row, GpuTimeline* gpu = nullptr);
 
+// The forward twin: while SetBackwardOpTrace's trace is set on this thread,
+// an op of autograd/ops.h holding one of these is a span named after the op
+// ("Linear", the name its backward node has), category "op", and with the
+// GPU timeline its "gpu op" span and NVTX range; an op run inside another
+// (Gelu inside a checkpointed block's recompute, Neg as Affine) belongs to the
+// outer one. So a traced step's spans are every op forward and backward
+// (tools/trace_summary --ops: the per-op breakdown). Off: one thread-local load.
+//
+//   absl::StatusOr<Variable> Linear(...) {
+//     ForwardOpSpan span("Linear");
+//     ...
+class ForwardOpSpan {
+ public:
+  explicit ForwardOpSpan(const char* name);
+  ~ForwardOpSpan();
+  ForwardOpSpan(const ForwardOpSpan&) = delete;
+  ForwardOpSpan& operator=(const ForwardOpSpan&) = delete;
+
+ private:
+  const char* name_;
+  TraceRecorder* trace_ = nullptr;  // null: not recording
+  GpuTimeline* gpu_ = nullptr;
+  GpuMark gpu_mark_;
+  double start_us_ = 0;
+};
+
 }  // namespace zeroshard::autograd
 
 #endif  // ZEROSHARD_AUTOGRAD_ENGINE_H_

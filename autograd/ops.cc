@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "zeroshard/autograd/engine.h"
 #include "zeroshard/autograd/function.h"
 #include "zeroshard/kernels/dropout.h"
 #include "zeroshard/kernels/embedding.h"
@@ -17,6 +18,7 @@
 
 namespace zeroshard::ops {
 
+using autograd::ForwardOpSpan;
 using autograd::Grads;
 using autograd::GradsOr;
 using autograd::Record;
@@ -56,6 +58,7 @@ absl::StatusOr<Variable> UnaryOpWithGrad(absl::string_view name, UnaryOp op, con
 // ================================================================ elementwise
 
 absl::StatusOr<Variable> Add(const Variable& a, const Variable& b) {
+  ForwardOpSpan span("Add");
   ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "Add"));
   ZS_ASSIGN_OR_RETURN(Tensor y, Binary(BinaryOp::kAdd, a.value(), b.value()));
   const Shape sa = a.shape(), sb = b.shape();
@@ -69,6 +72,7 @@ absl::StatusOr<Variable> Add(const Variable& a, const Variable& b) {
 }
 
 absl::StatusOr<Variable> Sub(const Variable& a, const Variable& b) {
+  ForwardOpSpan span("Sub");
   ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "Sub"));
   ZS_ASSIGN_OR_RETURN(Tensor y, Binary(BinaryOp::kSub, a.value(), b.value()));
   const Shape sa = a.shape(), sb = b.shape();
@@ -83,6 +87,7 @@ absl::StatusOr<Variable> Sub(const Variable& a, const Variable& b) {
 }
 
 absl::StatusOr<Variable> Mul(const Variable& a, const Variable& b) {
+  ForwardOpSpan span("Mul");
   ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "Mul"));
   ZS_ASSIGN_OR_RETURN(Tensor y, Binary(BinaryOp::kMul, a.value(), b.value()));
   if (!autograd::ShouldRecord({&a, &b})) return Variable(y);
@@ -106,6 +111,7 @@ absl::StatusOr<Variable> Mul(const Variable& a, const Variable& b) {
 }
 
 absl::StatusOr<Variable> Div(const Variable& a, const Variable& b) {
+  ForwardOpSpan span("Div");
   ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "Div"));
   ZS_ASSIGN_OR_RETURN(Tensor y, Binary(BinaryOp::kDiv, a.value(), b.value()));
   if (!autograd::ShouldRecord({&a, &b})) return Variable(y);
@@ -130,6 +136,7 @@ absl::StatusOr<Variable> Div(const Variable& a, const Variable& b) {
 absl::StatusOr<Variable> Neg(const Variable& x) { return Affine(x, -1.0, 0.0); }
 
 absl::StatusOr<Variable> Affine(const Variable& x, double alpha, double beta) {
+  ForwardOpSpan span("Affine");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Affine"));
   ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Affine(x.value(), alpha, beta));
   return Record("Affine", y, {&x}, [alpha](std::vector<Tensor>& g) -> GradsOr {
@@ -139,16 +146,19 @@ absl::StatusOr<Variable> Affine(const Variable& x, double alpha, double beta) {
 }
 
 absl::StatusOr<Variable> Exp(const Variable& x) {
+  ForwardOpSpan span("Exp");
   return UnaryOpWithGrad("Exp", UnaryOp::kExp, x, /*save_output=*/true,
                          [](const Tensor& g, const Tensor& y) { return Binary(BinaryOp::kMul, g, y); });
 }
 
 absl::StatusOr<Variable> Log(const Variable& x) {
+  ForwardOpSpan span("Log");
   return UnaryOpWithGrad("Log", UnaryOp::kLog, x, /*save_output=*/false,
                          [](const Tensor& g, const Tensor& xv) { return Binary(BinaryOp::kDiv, g, xv); });
 }
 
 absl::StatusOr<Variable> Tanh(const Variable& x) {
+  ForwardOpSpan span("Tanh");
   // d tanh = 1 - y^2
   return UnaryOpWithGrad("Tanh", UnaryOp::kTanh, x, true,
                          [](const Tensor& g, const Tensor& y) -> absl::StatusOr<Tensor> {
@@ -159,6 +169,7 @@ absl::StatusOr<Variable> Tanh(const Variable& x) {
 }
 
 absl::StatusOr<Variable> Sqrt(const Variable& x) {
+  ForwardOpSpan span("Sqrt");
   // d sqrt(x) = 0.5 / y
   return UnaryOpWithGrad("Sqrt", UnaryOp::kSqrt, x, true,
                          [](const Tensor& g, const Tensor& y) -> absl::StatusOr<Tensor> {
@@ -169,6 +180,7 @@ absl::StatusOr<Variable> Sqrt(const Variable& x) {
 }
 
 absl::StatusOr<Variable> Rsqrt(const Variable& x) {
+  ForwardOpSpan span("Rsqrt");
   // d x^-1/2 = -0.5 y^3
   return UnaryOpWithGrad("Rsqrt", UnaryOp::kRsqrt, x, true,
                          [](const Tensor& g, const Tensor& y) -> absl::StatusOr<Tensor> {
@@ -181,6 +193,7 @@ absl::StatusOr<Variable> Rsqrt(const Variable& x) {
 }
 
 absl::StatusOr<Variable> Relu(const Variable& x) {
+  ForwardOpSpan span("Relu");
   return UnaryOpWithGrad("Relu", UnaryOp::kRelu, x, false,
                          [](const Tensor& g, const Tensor& xv) {
                            return Binary(BinaryOp::kReluBackward, xv, g);
@@ -188,6 +201,7 @@ absl::StatusOr<Variable> Relu(const Variable& x) {
 }
 
 absl::StatusOr<Variable> Gelu(const Variable& x) {
+  ForwardOpSpan span("Gelu");
   return UnaryOpWithGrad("Gelu", UnaryOp::kGelu, x, false,
                          [](const Tensor& g, const Tensor& xv) {
                            return Binary(BinaryOp::kGeluBackward, xv, g);
@@ -195,6 +209,7 @@ absl::StatusOr<Variable> Gelu(const Variable& x) {
 }
 
 absl::StatusOr<Variable> Sigmoid(const Variable& x) {
+  ForwardOpSpan span("Sigmoid");
   // d sigmoid = y (1 - y)
   return UnaryOpWithGrad("Sigmoid", UnaryOp::kSigmoid, x, true,
                          [](const Tensor& g, const Tensor& y) -> absl::StatusOr<Tensor> {
@@ -205,6 +220,7 @@ absl::StatusOr<Variable> Sigmoid(const Variable& x) {
 }
 
 absl::StatusOr<Variable> Square(const Variable& x) {
+  ForwardOpSpan span("Square");
   return UnaryOpWithGrad("Square", UnaryOp::kSquare, x, false,
                          [](const Tensor& g, const Tensor& xv) -> absl::StatusOr<Tensor> {
                            ZS_ASSIGN_OR_RETURN(Tensor d, Binary(BinaryOp::kMul, g, xv));
@@ -214,6 +230,7 @@ absl::StatusOr<Variable> Square(const Variable& x) {
 }
 
 absl::StatusOr<Variable> PowScalar(const Variable& x, double p) {
+  ForwardOpSpan span("PowScalar");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "PowScalar"));
   ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::EmptyLike(x.value()));
   ZS_RETURN_IF_ERROR(zeroshard::PowScalar(x.value(), p, y));
@@ -230,6 +247,7 @@ absl::StatusOr<Variable> PowScalar(const Variable& x, double p) {
 }
 
 absl::StatusOr<Variable> Cast(const Variable& x, DType dtype) {
+  ForwardOpSpan span("Cast");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Cast"));
   ZS_ASSIGN_OR_RETURN(Tensor y, x.value().To(dtype));
   if (dtype == x.dtype()) {
@@ -245,6 +263,7 @@ absl::StatusOr<Variable> Cast(const Variable& x, DType dtype) {
 // ================================================================ linear algebra
 
 absl::StatusOr<Variable> MatMul(const Variable& a, const Variable& b, const MatMulOptions& o) {
+  ForwardOpSpan span("MatMul");
   ZS_RETURN_IF_ERROR(CheckDefined({&a, &b}, "MatMul"));
   ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::MatMul(a.value(), b.value(), o));
   if (!autograd::ShouldRecord({&a, &b})) return Variable(y);
@@ -291,6 +310,7 @@ absl::StatusOr<Variable> MatMul(const Variable& a, const Variable& b, const MatM
 }
 
 absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Variable& b) {
+  ForwardOpSpan span("Linear");
   ZS_RETURN_IF_ERROR(CheckDefined({&x, &w}, "Linear"));
   ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(b, "Linear"));
   if (w.dim() != 2) {
@@ -364,6 +384,7 @@ absl::StatusOr<Tensor> ExpandReducedGrad(const Tensor& g, const Shape& shape, in
 }  // namespace
 
 absl::StatusOr<Variable> Sum(const Variable& x, int64_t dim, bool keepdim) {
+  ForwardOpSpan span("Sum");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Sum"));
   ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Sum(x.value(), dim, keepdim));
   ZS_ASSIGN_OR_RETURN(int64_t d, x.value().CheckDim(dim, "Sum"));
@@ -376,6 +397,7 @@ absl::StatusOr<Variable> Sum(const Variable& x, int64_t dim, bool keepdim) {
 }
 
 absl::StatusOr<Variable> Mean(const Variable& x, int64_t dim, bool keepdim) {
+  ForwardOpSpan span("Mean");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Mean"));
   ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Mean(x.value(), dim, keepdim));
   ZS_ASSIGN_OR_RETURN(int64_t d, x.value().CheckDim(dim, "Mean"));
@@ -391,6 +413,7 @@ absl::StatusOr<Variable> Mean(const Variable& x, int64_t dim, bool keepdim) {
 namespace {
 
 absl::StatusOr<Variable> ReduceAll(const Variable& x, bool mean) {
+  ForwardOpSpan span(mean ? "MeanAll" : "SumAll");
   const char* name = mean ? "MeanAll" : "SumAll";
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, name));
   ZS_ASSIGN_OR_RETURN(double s, zeroshard::SumAll(x.value()));
@@ -471,6 +494,7 @@ absl::StatusOr<Variable> Expand(const Variable& x, absl::Span<const int64_t> sha
 }
 
 absl::StatusOr<Variable> Contiguous(const Variable& x) {
+  ForwardOpSpan span("Contiguous");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Contiguous"));
   if (x.value().is_contiguous()) return x;
   ZS_ASSIGN_OR_RETURN(Tensor y, x.value().Contiguous());
@@ -522,6 +546,7 @@ absl::StatusOr<std::vector<Variable>> Split(const Variable& x, int64_t dim,
 
 absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const Variable& v,
                                    const AttentionOptions& options) {
+  ForwardOpSpan span("Attention");
   ZS_RETURN_IF_ERROR(CheckDefined({&q, &k, &v}, "Attention"));
   ZS_ASSIGN_OR_RETURN(AttentionOutputs fwd,
                       AttentionForward(q.value(), k.value(), v.value(), options));
@@ -536,6 +561,7 @@ absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const V
 }
 
 absl::StatusOr<Variable> Softmax(const Variable& x) {
+  ForwardOpSpan span("Softmax");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Softmax"));
   ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Softmax(x.value()));
   return Record("Softmax", y, {&x}, [y](std::vector<Tensor>& g) -> GradsOr {
@@ -545,6 +571,7 @@ absl::StatusOr<Variable> Softmax(const Variable& x) {
 }
 
 absl::StatusOr<Variable> LogSoftmax(const Variable& x) {
+  ForwardOpSpan span("LogSoftmax");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "LogSoftmax"));
   ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::LogSoftmax(x.value()));
   return Record("LogSoftmax", y, {&x}, [y](std::vector<Tensor>& g) -> GradsOr {
@@ -555,6 +582,7 @@ absl::StatusOr<Variable> LogSoftmax(const Variable& x) {
 
 absl::StatusOr<Variable> LayerNorm(const Variable& x, const Variable& weight, const Variable& bias,
                                    double eps) {
+  ForwardOpSpan span("LayerNorm");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "LayerNorm"));
   ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(weight, "LayerNorm"));
   ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(bias, "LayerNorm"));
@@ -589,6 +617,7 @@ absl::StatusOr<Variable> LayerNorm(const Variable& x, const Variable& weight, co
 }
 
 absl::StatusOr<Variable> Embedding(const Variable& weight, const Tensor& ids) {
+  ForwardOpSpan span("Embedding");
   ZS_RETURN_IF_ERROR(CheckDefined({&weight}, "Embedding"));
   ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::Embedding(weight.value(), ids));
   const Shape wshape = weight.shape();
@@ -602,6 +631,7 @@ absl::StatusOr<Variable> Embedding(const Variable& weight, const Tensor& ids) {
 
 absl::StatusOr<Variable> CrossEntropy(const Variable& logits, const Tensor& targets,
                                       const CrossEntropyOptions& options) {
+  ForwardOpSpan span("CrossEntropy");
   ZS_RETURN_IF_ERROR(CheckDefined({&logits}, "CrossEntropy"));
   const Tensor lv = logits.value();
   ZS_ASSIGN_OR_RETURN(Tensor lse, Tensor::Empty(targets.shape(), DType::kF32, lv.allocator()));
@@ -622,6 +652,7 @@ absl::StatusOr<Variable> CrossEntropy(const Variable& logits, const Tensor& targ
 
 absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& generator,
                                  bool training) {
+  ForwardOpSpan span("Dropout");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Dropout"));
   if (!training || p == 0.0) return x;
   const PhiloxStream stream = generator.Next(x.numel());
@@ -637,6 +668,7 @@ absl::StatusOr<Variable> Dropout(const Variable& x, double p, PhiloxGenerator& g
 // ================================================================ Llama ops
 
 absl::StatusOr<Variable> RmsNorm(const Variable& x, const Variable& weight, double eps) {
+  ForwardOpSpan span("RmsNorm");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "RmsNorm"));
   ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(weight, "RmsNorm"));
   const Tensor xv = x.value();
@@ -667,6 +699,7 @@ absl::StatusOr<Variable> RmsNorm(const Variable& x, const Variable& weight, doub
 }
 
 absl::StatusOr<Variable> Silu(const Variable& x) {
+  ForwardOpSpan span("Silu");
   return UnaryOpWithGrad("Silu", UnaryOp::kSilu, x, /*save_output=*/false,
                          [](const Tensor& g, const Tensor& xv) {
                            return Binary(BinaryOp::kSiluBackward, xv, g);
@@ -674,6 +707,7 @@ absl::StatusOr<Variable> Silu(const Variable& x) {
 }
 
 absl::StatusOr<Variable> SiluGate(const Variable& gate, const Variable& up) {
+  ForwardOpSpan span("SiluGate");
   ZS_RETURN_IF_ERROR(CheckDefined({&gate, &up}, "SiluGate"));
   const Tensor gv = gate.value(), uv = up.value();
   ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(gv.shape(), gv.dtype(), gv.allocator()));
@@ -702,6 +736,7 @@ absl::StatusOr<Variable> SiluGate(const Variable& gate, const Variable& up) {
 }
 
 absl::StatusOr<Variable> Rope(const Variable& x, const RopeTables& tables) {
+  ForwardOpSpan span("Rope");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Rope"));
   const Tensor xv = x.value();
   ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(xv.shape(), xv.dtype(), xv.allocator()));

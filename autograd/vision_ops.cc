@@ -3,12 +3,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "zeroshard/autograd/engine.h"
 #include "zeroshard/autograd/function.h"
 #include "zeroshard/autograd/ops.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard::ops {
 
+using autograd::ForwardOpSpan;
 using autograd::Grads;
 using autograd::GradsOr;
 using autograd::Record;
@@ -27,6 +29,7 @@ absl::StatusOr<Tensor> GradFor(const Variable& v, const Tensor& like_alloc) {
 
 absl::StatusOr<Variable> Conv2d(const Variable& x, const Variable& weight, const Variable& bias,
                                 const Conv2dOptions& options) {
+  ForwardOpSpan span("Conv2d");
   ZS_RETURN_IF_ERROR(CheckInput(x, "Conv2d"));
   ZS_RETURN_IF_ERROR(CheckInput(weight, "Conv2d"));
   ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(bias, "Conv2d"));
@@ -63,6 +66,7 @@ absl::StatusOr<Variable> Conv2d(const Variable& x, const Variable& weight, const
 absl::StatusOr<Variable> BatchNorm(const Variable& x, const Variable& weight, const Variable& bias,
                                    const Tensor& running_mean, const Tensor& running_var,
                                    const BatchNormOptions& options) {
+  ForwardOpSpan span("BatchNorm");
   ZS_RETURN_IF_ERROR(CheckInput(x, "BatchNorm"));
   ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(weight, "BatchNorm"));
   ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(bias, "BatchNorm"));
@@ -97,6 +101,7 @@ absl::StatusOr<Variable> BatchNorm(const Variable& x, const Variable& weight, co
 }
 
 absl::StatusOr<Variable> MaxPool2d(const Variable& x, const Pool2dOptions& options) {
+  ForwardOpSpan span("MaxPool2d");
   ZS_RETURN_IF_ERROR(CheckInput(x, "MaxPool2d"));
   const Tensor xv = x.value();
   ZS_ASSIGN_OR_RETURN(Shape shape, Pool2dOutputShape(xv.shape(), options));
@@ -118,6 +123,7 @@ absl::StatusOr<Variable> MaxPool2d(const Variable& x, const Pool2dOptions& optio
 }
 
 absl::StatusOr<Variable> AvgPool2d(const Variable& x, const Pool2dOptions& options) {
+  ForwardOpSpan span("AvgPool2d");
   ZS_RETURN_IF_ERROR(CheckInput(x, "AvgPool2d"));
   const Tensor xv = x.value();
   ZS_ASSIGN_OR_RETURN(Shape shape, Pool2dOutputShape(xv.shape(), options));
@@ -134,6 +140,7 @@ absl::StatusOr<Variable> AvgPool2d(const Variable& x, const Pool2dOptions& optio
 }
 
 absl::StatusOr<Variable> AdaptiveAvgPool2d(const Variable& x, int64_t out_h, int64_t out_w) {
+  ForwardOpSpan span("AdaptiveAvgPool2d");
   ZS_RETURN_IF_ERROR(CheckInput(x, "AdaptiveAvgPool2d"));
   const Tensor xv = x.value();
   if (xv.dim() != 4) {

@@ -13,6 +13,7 @@
 // Quick mode: a tiny GPT (2 layers, 64 wide, V 256, B 2 x T 32), 1 + 2 steps.
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -24,6 +25,9 @@
 #include "zeroshard/collectives/local_communicator.h"
 #include "zeroshard/collectives/nccl_communicator.h"
 #include "zeroshard/kernels/cuda/gemm_cublaslt.h"
+#include "zeroshard/runtime/gpu_timeline.h"
+#include "zeroshard/runtime/trace.h"
+#include "zeroshard/tools/trace_summary.h"
 #include "zeroshard/optim/sharded_optimizer.h"
 #include "zeroshard/runtime/cuda/caching_allocator.h"
 #include "zeroshard/runtime/cuda/device_api.h"
@@ -130,6 +134,47 @@ void RunStepBench(double gemm_tflops) {
               {"first_loss", losses.front()}, {"last_loss", losses.back()},
               {"peak_bytes", static_cast<double>(gpu.stats().peak_bytes_in_use)}},
              "MFU: model FLOPs 6N + 12 L C T per token over the datasheet dense bf16 peak");
+  // The per-op breakdown (Note [Per-op breakdown] in tools/trace_summary.h):
+  // one more step traced with GPU spans (Note [GPU spans]), every op forward
+  // and backward, each op's device time as a fraction of the step.
+  {
+    TraceRecorder trace;
+    GpuTimeline timeline(Device::Cuda(kDevice), &trace, /*pid=*/0, {.events = true, .nvtx = false});
+    sharded->set_trace(&trace, &timeline);
+    {
+      ScopedSpan traced(&trace, "step traced", "step", {0, TraceRow::kCompute});
+      step();  // ends with the loss read back: the device is done
+    }
+    sharded->set_trace(nullptr, nullptr);
+    Must(timeline.Flush(), "GPU spans");
+    const std::string path = absl::StrCat(std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp",
+                                          "/cuda_bench_step_trace.json");
+    Must(trace.WriteJson(path), "trace");
+    const tools::TraceSummary summary = Must(tools::SummarizeTraceFile(path), "trace summary");
+    if (summary.ranks.empty() || summary.ranks[0].ops.empty()) {
+      Fail("GPT step: the traced step has no op spans");
+    } else {
+      const tools::RankSummary& r = summary.ranks[0];
+      std::printf("  per-op breakdown of one traced step (%s, %.1f ms with tracing; ops forward + backward):\n",
+                  r.gpu_rows ? "device time from CUDA events" : "host time", r.total.dur_us / 1e3);
+      const tools::OpFigures* largest = nullptr;
+      double gemm = 0;
+      for (const tools::OpFigures& o : r.ops) {
+        const bool is_gemm = tools::IsGemmOp(o.name);
+        if (is_gemm) gemm += o.fraction;
+        if (!is_gemm && largest == nullptr) largest = &o;
+        std::printf("    %-20s %5lld calls %9.3f ms %6.1f%%%s\n", o.name.c_str(), static_cast<long long>(o.count),
+                    o.total_us / 1e3, 100.0 * o.fraction, is_gemm ? "  GEMM" : "");
+        EmitFigure("cuda_bench", absl::StrCat("step op ", o.name, " ", shape), o.fraction, "of step",
+                   {{"ms", o.total_us / 1e3}, {"calls", static_cast<double>(o.count)}, {"gemm", is_gemm ? 1.0 : 0.0}});
+      }
+      std::printf("    GEMM ops %.1f%% of the step; largest other op: %s %.1f%% (aim: none above 5%%)\n",
+                  100.0 * gemm, largest != nullptr ? largest->name.c_str() : "none",
+                  largest != nullptr ? 100.0 * largest->fraction : 0.0);
+      EmitFigure("cuda_bench", "step largest non-GEMM op " + shape, largest != nullptr ? largest->fraction : 0.0,
+                 "of step", {{"gemm_fraction", gemm}}, largest != nullptr ? largest->name : "");
+    }
+  }
   // Every linear's bias gradient rides in its weight-gradient GEMM (Note
   // [Bias gradient in the GEMM]); the record fails on any fallback.
   const cuda::BiasGradEpilogueCounts bgrad = cuda::BiasGradEpilogueCountsNow();

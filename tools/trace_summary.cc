@@ -100,7 +100,14 @@ struct Event {
   Kind kind;
   double ts, dur;
   bool gpu = false;  // of a GPU row
+  bool op = false;   // category "op" / "gpu op" (Note [Per-op breakdown])
 };
+
+bool IsOpCategory(const std::string& cat) {
+  std::string c = absl::AsciiStrToLower(cat);
+  if (IsGpuRow(c)) c = c.substr(4);
+  return c == "op";
+}
 
 struct Rank {
   std::string name;
@@ -254,6 +261,21 @@ RankSummary Summarize(const std::string& pid, const Rank& all) {
     r.units[u].exposed_us = Length(Subtract(c, busy));
   }
   if (r.units.back().comm_us == 0) r.units.pop_back();
+
+  // ---------------------------------------------------------------- ops
+  std::map<std::string, size_t> op_index;
+  for (const Event& e : rank.events) {
+    if (!e.op) continue;
+    const double inside = Length(Intersect(windows, {{e.ts, e.ts + e.dur}}));
+    if (inside <= 0 && e.dur > 0) continue;
+    auto [it, added] = op_index.emplace(e.name, r.ops.size());
+    if (added) r.ops.push_back(OpFigures{.name = e.name});
+    r.ops[it->second].count += 1;
+    r.ops[it->second].total_us += inside;
+  }
+  for (OpFigures& o : r.ops) o.fraction = r.total.dur_us > 0 ? o.total_us / r.total.dur_us : 0;
+  std::stable_sort(r.ops.begin(), r.ops.end(),
+                   [](const OpFigures& a, const OpFigures& b) { return a.total_us > b.total_us; });
   return r;
 }
 
@@ -314,7 +336,7 @@ absl::StatusOr<TraceSummary> SummarizeTrace(absl::string_view json_text) {
     std::string cat;
     if (auto c = e.find("cat"); c != e.end() && c->is_string()) cat = c->get<std::string>();
     ranks[pid].events.push_back(Event{name, KindOf(name, cat), ts->get<double>(), dur->get<double>(),
-                                      IsGpuRow(absl::AsciiStrToLower(cat))});
+                                      IsGpuRow(absl::AsciiStrToLower(cat)), IsOpCategory(cat)});
     ++summary.events;
   }
   bool any_peers = false;
@@ -346,7 +368,11 @@ absl::StatusOr<TraceSummary> SummarizeTraceFile(const std::string& path) {
   return s;
 }
 
-std::string FormatSummary(const TraceSummary& summary) {
+bool IsGemmOp(absl::string_view name) {
+  return name == "Linear" || name == "MatMul" || name == "Attention" || name == "Conv2d";
+}
+
+std::string FormatSummary(const TraceSummary& summary, bool ops) {
   auto ms = [](double us) { return us / 1000.0; };
   std::string out = absl::StrFormat("%d complete events, %d ranks; times in ms (Note [Exposed communication] in "
                                     "tools/trace_summary.h)\n",
@@ -370,6 +396,19 @@ std::string FormatSummary(const TraceSummary& summary) {
       for (const UnitFigures& u : r.units) {
         absl::StrAppendFormat(&out, "  %-24s %12s %10.3f %10.3f %10.3f\n", u.unit, "", ms(u.compute_us),
                               ms(u.comm_us), ms(u.exposed_us));
+      }
+    }
+    if (ops && !r.ops.empty()) {
+      absl::StrAppendFormat(&out, "  %-24s %12s %10s %10s %8s\n", "op (forward + backward)", "", "count", "total",
+                            "of steps");
+      const OpFigures* largest = nullptr;
+      for (const OpFigures& o : r.ops) {
+        absl::StrAppendFormat(&out, "  %-24s %12s %10d %10.3f %7.1f%%%s\n", o.name, "", o.count, ms(o.total_us),
+                              100.0 * o.fraction, IsGemmOp(o.name) ? "  GEMM" : "");
+        if (!IsGemmOp(o.name) && largest == nullptr) largest = &o;
+      }
+      if (largest != nullptr) {
+        absl::StrAppendFormat(&out, "  largest_non_gemm_op %s %.6f\n", largest->name, largest->fraction);
       }
     }
   }

@@ -78,6 +78,25 @@ struct UnitFigures {
   double compute_us = 0, comm_us = 0, exposed_us = 0;
 };
 
+// Note [Per-op breakdown]
+//   The spans of category "op" (on GPU rows "gpu op": the job's traced steps
+//   name every autograd op forward, ForwardOpSpan, and backward, the node's
+//   Apply, by the op: "Linear", "LayerNorm", ...) summed by name inside the
+//   step windows, each as a fraction of the windows' length. Op spans do not
+//   nest (an op inside an op belongs to the outer one), so the fractions add
+//   up to at most 1; the rest is units' own work, collectives, optimizer,
+//   launch gaps. GEMM ops are those whose time is matrix products on tensor
+//   cores (IsGemmOp: Linear, MatMul, Attention's fused kernels, Conv2d); the
+//   largest other op is the figure the GPU issue's "no non-GEMM op above 5% of
+//   the step" reads.
+struct OpFigures {
+  std::string name;
+  int64_t count = 0;
+  double total_us = 0;
+  double fraction = 0;  // of the step windows
+};
+bool IsGemmOp(absl::string_view name);
+
 struct RankSummary {
   std::string pid;   // as the trace writes it
   std::string name;  // its process_name, or ""
@@ -85,6 +104,7 @@ struct RankSummary {
   std::vector<WindowFigures> steps;
   WindowFigures total;               // the steps together
   std::vector<UnitFigures> units;    // in the order their first span starts; "(no unit)" last
+  std::vector<OpFigures> ops;        // Note [Per-op breakdown], largest first
 };
 
 struct TraceSummary {
@@ -104,7 +124,9 @@ absl::StatusOr<TraceSummary> SummarizeTraceFile(const std::string& path);
 // Per rank a table of steps and one of units (milliseconds), then the lines
 // "exposed_comm_fraction <x>" and, where the trace has "peers" spans,
 // "peer_wait_fraction <y>".
-std::string FormatSummary(const TraceSummary& summary);
+// With `ops`, each rank also gets its per-op table (Note [Per-op breakdown])
+// and the line "largest_non_gemm_op <name> <fraction>".
+std::string FormatSummary(const TraceSummary& summary, bool ops = false);
 
 }  // namespace zeroshard::tools
 

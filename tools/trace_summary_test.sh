@@ -133,6 +133,39 @@ rank pid 1 (rank 1)
 exposed_comm_ms 0.450 of 1.500 ms of steps over 2 ranks
 exposed_comm_fraction 0.300000"
 
+# ops.json with --ops (Note [Per-op breakdown]): one step [0,1000]; op spans Linear
+# [0,100] and [500,600], LayerNorm [100,150], Gelu [150,170], CrossEntropy [700,780],
+# and a Gelu [1100,1200] after the step (left out); AdamW is compute, not an op.
+#   busy = [0,170] [500,600] [700,780] [900,950] = 400; idle 600
+#   ops: Linear 2 x 100 = 200 (20%, GEMM), CrossEntropy 80 (8%), LayerNorm 50 (5%), Gelu 20 (2%)
+#   largest non-GEMM op: CrossEntropy, 0.08 of the step
+out=$("$tool" --ops "$d/ops.json" 2>&1); got=$?
+want="8 complete events, 1 ranks; times in ms (Note [Exposed communication] in tools/trace_summary.h)
+
+rank pid 0
+  step                            start     length    compute       comm    exposed       idle exposed%
+  step 1                          0.000      1.000      0.400      0.000      0.000      0.600     0.0%
+  op (forward + backward)                    count      total of steps
+  Linear                                         2      0.200    20.0%  GEMM
+  CrossEntropy                                   1      0.080     8.0%
+  LayerNorm                                      1      0.050     5.0%
+  Gelu                                           1      0.020     2.0%
+  largest_non_gemm_op CrossEntropy 0.080000
+
+exposed_comm_ms 0.000 of 1.000 ms of steps over 1 ranks
+exposed_comm_fraction 0.000000"
+if [[ "$got" != 0 || "$out" != "$want" ]]; then
+  echo "FAIL: trace_summary --ops ops.json: exit $got"; diff <(echo "$out") <(echo "$want")
+  failures=$((failures + 1))
+fi
+# Without --ops the same trace prints no op table.
+if "$tool" "$d/ops.json" | grep -q "largest_non_gemm_op"; then
+  echo "FAIL: the op table without --ops"; failures=$((failures + 1))
+fi
+if "$tool" --bogus "$d/ops.json" >/dev/null 2>&1; then
+  echo "FAIL: an unknown flag should exit 2"; failures=$((failures + 1))
+fi
+
 expect_error no_dur.json 'event 0: a complete ("X") event needs numbers ts and dur >= 0, found'
 expect_error truncated.json "expected JSON (a Chrome trace), found text that does not parse"
 expect_error missing.json 'cannot open'

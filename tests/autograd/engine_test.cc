@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "zeroshard/autograd/grad_mode.h"
 #include "zeroshard/autograd/node.h"
 #include "zeroshard/autograd/ops.h"
 #include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/runtime/trace.h"
 #include "zeroshard/tests/testing.h"
 
 namespace zeroshard::autograd {
@@ -161,6 +163,34 @@ TEST(Engine, ErrorsInABackwardNameTheNode) {
   });
   ZS_ASSERT_OK_AND_ASSIGN(Variable loss, ops::SumAll(y));
   EXPECT_THAT(Backward(loss), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("on purpose")));
+}
+
+// Op tracing (SetBackwardOpTrace with ForwardOpSpan): every autograd op is a
+// span named after it, forward and backward; an op inside an op (Neg is an
+// Affine) belongs to the outer one; nothing is recorded once tracing is off.
+TEST(Engine, TracedStepHasEveryOpForwardAndBackward) {
+  TraceRecorder trace;
+  SetBackwardOpTrace(&trace, TraceRow{0, TraceRow::kCompute});
+  Variable x = Leaf({1, -2, 3, 4, 0.5f, -1}, {2, 3});
+  Variable w = Leaf({0.1f, 0.2f, 0.3f, -0.4f, 0.5f, 0.6f}, {2, 3});
+  Variable b = Leaf({0.25f, -0.5f}, {2});
+  ZS_ASSERT_OK_AND_ASSIGN(Variable h, ops::Linear(x, w, b));
+  ZS_ASSERT_OK_AND_ASSIGN(Variable g, ops::Gelu(h));
+  ZS_ASSERT_OK_AND_ASSIGN(Variable n, ops::Neg(g));
+  ZS_ASSERT_OK_AND_ASSIGN(Variable loss, ops::SumAll(n));
+  ZS_ASSERT_OK(Backward(loss));
+  SetBackwardOpTrace(nullptr, {});
+  ZS_ASSERT_OK(ops::Gelu(h).status());  // not traced
+  std::vector<std::string> names;
+  for (const TraceRecorder::Span& s : trace.spans()) {
+    EXPECT_EQ(s.category, "op") << s.name;
+    EXPECT_GE(s.dur_us, 0) << s.name;
+    names.push_back(s.name);
+  }
+  // Forward in call order, then the backward nodes from the loss down (the
+  // leaves' accumulators have no span).
+  EXPECT_EQ(names, (std::vector<std::string>{"Linear", "Gelu", "Affine", "SumAll", "SumAll", "Affine",
+                                             "Gelu", "Linear"}));
 }
 
 }  // namespace
