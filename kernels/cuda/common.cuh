@@ -220,6 +220,32 @@ constexpr int VecElems() {
   return n;
 }
 
+// One row of `cols` elements walked by the threads of a block: packs of kN
+// elements at (j * blockDim.x + threadIdx.x) * kN while whole packs remain, then
+// the rest one element per thread. fn(i, width) gets the first element's index
+// and std::integral_constant<int, kN or 1>, for LoadPack<width>; kN = 1 is the
+// scalar path. Every walk with the same kN gives a thread the same elements, so
+// a kernel may write in place what it read.
+//
+//   ForEachPack<kN>(cols, [&](int64_t i, auto width) {
+//     constexpr int kW = decltype(width)::value;
+//     const Pack<T, kW> p = LoadPack<kW>(row + i);
+//     ...
+//   });
+template <int kN, typename Fn>
+__device__ __forceinline__ void ForEachPack(int64_t cols, Fn&& fn) {
+  const int64_t whole = cols / kN * kN;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * kN;
+  for (int64_t i = static_cast<int64_t>(threadIdx.x) * kN; i < whole; i += step) {
+    fn(i, std::integral_constant<int, kN>{});
+  }
+  if constexpr (kN > 1) {
+    for (int64_t i = whole + threadIdx.x; i < cols; i += blockDim.x) {
+      fn(i, std::integral_constant<int, 1>{});
+    }
+  }
+}
+
 // Host: whether rows at base + r * stride (elements of `elem_bytes`) can be
 // moved in 16-byte vectors: the base 16-byte aligned, the stride a whole
 // number of vectors. A null base (an absent operand) allows it.

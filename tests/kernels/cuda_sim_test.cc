@@ -124,11 +124,12 @@ Tensor Gather(RowView& v, int64_t rows, int64_t cols) {
   return out;
 }
 
-// (offset, extra stride): the base one element off 16 bytes with a stride of
-// whole vectors, and the base aligned with a stride one element over.
-const std::vector<std::pair<int64_t, int64_t>>& NarrowedLayouts() {
-  static const auto* layouts = new std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {0, 1}};
-  return *layouts;
+// (offset, stride) of row views of `cols`: the base one element off 16 bytes
+// with a stride of whole vectors and the base aligned with a stride one element
+// over (both the scalar path), and base and stride aligned with cols padded to
+// a multiple of 8 (the vector path, with a scalar tail when cols % 8 != 0).
+std::vector<std::pair<int64_t, int64_t>> NarrowedLayouts(int64_t cols) {
+  return {{1, cols + 8}, {0, cols + 1}, {0, (cols + 7) / 8 * 8 + 8}};
 }
 
 // ------------------------------------------------------------ row kernels
@@ -266,17 +267,17 @@ TEST(CudaSim, CrossEntropyForwardAndBackwardMatchCpu) {
   }
 }
 
-// The vector-path shapes of RowShapes as narrowed views: the launchers must take
-// the scalar path (a misaligned 16-byte access would read the wrong bytes here
-// and fault on the device) and give the CPU's results.
+// Row kernels on narrowed views: where a base or stride is not 16-byte aligned
+// the launchers must take the scalar path (a misaligned vector access fails the
+// simulated launch, as it faults on the device), and a vector walk of a row
+// with cols % 8 != 0 ends in scalar elements; all give the CPU's results.
 TEST(CudaSim, RowKernelsOnNarrowedViewsMatchCpu) {
   uint64_t seed = 300;
   for (DType dtype : kFloatDTypes) {
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 768}, {3, 1000}}) {
-      for (auto [offset, extra] : NarrowedLayouts()) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 768}, {3, 1000}, {3, 769}}) {
+      for (auto [offset, stride] : NarrowedLayouts(cols)) {
         const std::string what = Describe("narrowed", dtype, rows, cols) + " offset " +
-                                 std::to_string(offset) + " stride +" + std::to_string(extra);
-        const int64_t stride = cols + extra;
+                                 std::to_string(offset) + " stride " + std::to_string(stride);
         const Tensor x = RandomTensor({rows, cols}, dtype, -3, 3, ++seed);
         const Tensor dy = RandomTensor({rows, cols}, dtype, -1, 1, ++seed);
         RowView xv = Spread(x, offset, stride), dyv = Spread(dy, offset, stride);
