@@ -574,6 +574,41 @@ TEST(CudaSim, CastFillUnaryBinaryAffineAndPowMatchCpu) {
   }
 }
 
+// The residual add and the other elementwise launches take 16-byte packs when
+// every buffer is aligned (above, with n % 8 = 3 left to the scalar tail) and
+// the scalar path when any one is not: here a, b or y one element off.
+TEST(CudaSim, ElementwiseOnMisalignedBuffersMatchesCpu) {
+  uint64_t seed = 600;
+  for (DType dtype : kFloatDTypes) {
+    for (int64_t n : {1, 7, 4099}) {
+      const Tensor a = RandomTensor({1, n}, dtype, 0.25, 3, ++seed);
+      const Tensor b = RandomTensor({1, n}, dtype, 0.25, 3, ++seed);
+      Tensor add_want = Empty({1, n}, dtype), exp_want = Empty({1, n}, dtype);
+      ZS_ASSERT_OK(Binary(BinaryOp::kAdd, a, b, add_want));
+      ZS_ASSERT_OK(Unary(UnaryOp::kExp, a, exp_want));
+      for (int off = 0; off < 3; ++off) {
+        const std::string what = Describe("misaligned", dtype, 1, n) + " operand " +
+                                 std::to_string(off);
+        RowView av = Spread(a, off == 0 ? 1 : 0, n + 8), bv = Spread(b, off == 1 ? 1 : 0, n + 8);
+        RowView yv = Spread(Empty({1, n}, dtype), off == 2 ? 1 : 0, n + 8);
+        RunBothOrders(what + " add", {&yv.buffer}, [&] {
+          return sim::LaunchBinary(static_cast<int>(BinaryOp::kAdd), Code(dtype), Code(dtype),
+                                   av.base(), bv.base(), yv.base(), n, nullptr);
+        });
+        ExpectClose(Gather(yv, 1, n), add_want, kExact, what + " add");
+        // The unary: x one element off, or (operand 2) y.
+        RowView ev = Spread(Empty({1, n}, dtype), off == 2 ? 1 : 0, n + 8);
+        RowView ax = Spread(a, off == 2 ? 0 : 1, n + 8);
+        RunBothOrders(what + " exp", {&ev.buffer}, [&] {
+          return sim::LaunchUnary(static_cast<int>(UnaryOp::kExp), Code(dtype), Code(dtype),
+                                  ax.base(), ev.base(), n, nullptr);
+        });
+        ExpectClose(Gather(ev, 1, n), exp_want, kExact, what + " exp");
+      }
+    }
+  }
+}
+
 TEST(CudaSim, DropoutMaskIsTheCpuMask) {
   for (DType dtype : kFloatDTypes) {
     for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{1027}, int64_t{40001}}) {
