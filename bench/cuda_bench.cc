@@ -34,9 +34,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "zeroshard/kernels/cross_entropy.h"
+#include "zeroshard/kernels/elementwise.h"
 #include "zeroshard/kernels/cuda/cast_launch.h"
 #include "zeroshard/kernels/cuda/cross_entropy_launch.h"
 #include "zeroshard/kernels/cuda/dropout_launch.h"
+#include "zeroshard/kernels/cuda/elementwise_launch.h"
 #include "zeroshard/kernels/cuda/embedding_launch.h"
 #include "zeroshard/kernels/cuda/gemm_cublaslt.h"
 #include "zeroshard/kernels/cuda/layernorm_launch.h"
@@ -158,6 +160,48 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
                                     static_cast<float*>(m.raw_data()),
                                     static_cast<float*>(r.raw_data()), rows, c, s),
                                 "layernorm");
+                       }});
+    // LayerNorm backward with the parameter gradients (GPT-2's weight, as the
+    // model runs it): reads dy, x, mean, rstd; writes dx, the per-block partial
+    // sums, which the second launch reads back, and dweight, dbias (f32).
+    Tensor dy = Random({rows, c}, DType::kBF16, -1, 1, 10, &gpu);
+    Tensor dx = Must(Tensor::Empty({rows, c}, DType::kBF16, &gpu), "alloc");
+    Tensor w = Random({c}, DType::kF32, 0.5, 1.5, 11, &gpu);
+    Tensor dw = Must(Tensor::Empty({c}, DType::kF32, &gpu), "alloc");
+    Tensor db = Must(Tensor::Empty({c}, DType::kF32, &gpu), "alloc");
+    const int64_t blocks = cuda::LayerNormBackwardBlocks(rows);
+    Tensor partials = Must(Tensor::Empty({blocks * 2 * c}, DType::kF32, &gpu), "alloc");
+    benches.push_back({absl::StrCat("layernorm bwd bf16 [", rows, ", ", c, "] + dw, db"),
+                       rows * c * 6 + rows * 8 + blocks * 2 * c * 4 * 2 + c * 8, [=] {
+                         Launch(cuda::LaunchLayerNormBackward(
+                                    1, 1, dy.raw_data(), c, h.raw_data(), c,
+                                    static_cast<const float*>(m.raw_data()),
+                                    static_cast<const float*>(r.raw_data()),
+                                    static_cast<const float*>(w.raw_data()), dx.raw_data(), c,
+                                    static_cast<float*>(partials.raw_data()), rows, c, s),
+                                "layernorm backward");
+                         Launch(cuda::LaunchLayerNormParamGrads(
+                                    static_cast<const float*>(partials.raw_data()), blocks, c, 0,
+                                    dw.raw_data(), 1, 0, db.raw_data(), 1, false, s),
+                                "layernorm param grads");
+                       }});
+    // The residual add of a block, x + f(x): two reads, one write.
+    {
+      const Tensor as = Random({64, 1000}, DType::kBF16, -3, 3, 12);
+      const Tensor bs = Random({64, 1000}, DType::kBF16, -3, 3, 13);
+      Tensor sum = Must(Tensor::Empty({64, 1000}, DType::kBF16, &gpu), "alloc");
+      Must(Binary(BinaryOp::kAdd, Must(as.To(&gpu), "to gpu"), Must(bs.To(&gpu), "to gpu"), sum),
+           "add");
+      Tensor want = Must(Tensor::Empty({64, 1000}, DType::kBF16), "alloc");
+      Must(Binary(BinaryOp::kAdd, as, bs, want), "add");
+      CheckClose(sum, want, 0, "residual add");
+    }
+    benches.push_back({absl::StrCat("residual add bf16 [", rows, ", ", c, "] a + b"), rows * c * 6,
+                       [=] {
+                         Launch(cuda::LaunchBinary(static_cast<int>(BinaryOp::kAdd), 1, 1,
+                                                   h.raw_data(), dy.raw_data(), o.raw_data(),
+                                                   rows * c, s),
+                                "residual add");
                        }});
     // Cross-entropy forward over the logits: the one big read.
     Tensor targets = Must(Tensor::Zeros({rows}, DType::kI32, &gpu), "alloc");

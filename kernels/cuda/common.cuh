@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "zeroshard/kernels/math/softmax_ops.h"
@@ -120,6 +121,137 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
 
 __device__ __forceinline__ MaxSum BlockMaxSum(MaxSum v, MaxSum* scratch) {
   return BlockReduce(v, scratch, MaxSum{-kInfF, 0.0f}, [](MaxSum x) { return WarpMaxSum(x); });
+}
+
+// ------------------------------------------------------------ 16-byte vectors
+// The row and elementwise kernels move contiguous data 16 bytes per access
+// (4 f32 or 8 bf16/f16: one 128-bit load or store) when every operand allows
+// it: base pointers 16-byte aligned and row strides a whole number of 16-byte
+// vectors (VectorRows, checked by the launcher). Otherwise they take their
+// scalar path (Pack<T, 1>). Only loads, stores and the thread mapping change;
+// the math stays per element in float.
+//
+//   const Pack<T, 8> p = LoadPack<8>(x + i);   // two 16-byte loads for f32, one for bf16
+//   Pack<TOut, 8> q;  q.v[k] = FromFloat<TOut>(f(ToFloat(p.v[k])));
+//   StorePack<8>(out + i, q);
+//
+// On the device the bytes travel through uint4; under the simulator (the host
+// compiler, which may assume strict aliasing) through memcpy, and a misaligned
+// address fails the launch as it faults on the device (zs_cuda_sim::CheckAligned).
+template <typename T>
+struct alignas(16) Vec16 {
+  static constexpr int kN = static_cast<int>(16 / sizeof(T));
+  T v[kN];
+};
+
+template <typename T>
+__device__ __forceinline__ Vec16<T> LoadVec16(const T* p) {
+  Vec16<T> r;
+#if defined(ZEROSHARD_CUDA_SIM)
+  ::zs_cuda_sim::CheckAligned(p, 16);
+  memcpy(&r, p, 16);
+#else
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  memcpy(&r, &u, 16);
+#endif
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ void StoreVec16(T* p, const Vec16<T>& v) {
+#if defined(ZEROSHARD_CUDA_SIM)
+  ::zs_cuda_sim::CheckAligned(p, 16);
+  memcpy(p, &v, 16);
+#else
+  uint4 u;
+  memcpy(&u, &v, 16);
+  *reinterpret_cast<uint4*>(p) = u;
+#endif
+}
+
+// kN consecutive elements: one scalar access for kN = 1, else kN * sizeof(T) / 16
+// Vec16 accesses (p 16-byte aligned).
+template <typename T, int kN>
+struct Pack {
+  T v[kN];
+};
+
+template <int kN, typename T>
+__device__ __forceinline__ Pack<T, kN> LoadPack(const T* p) {
+  Pack<T, kN> r;
+  if constexpr (kN == 1) {
+    r.v[0] = *p;
+  } else {
+    constexpr int kV = Vec16<T>::kN;
+    static_assert(kN % kV == 0, "a pack is whole 16-byte vectors");
+#pragma unroll
+    for (int j = 0; j < kN; j += kV) {
+      const Vec16<T> c = LoadVec16(p + j);
+#pragma unroll
+      for (int k = 0; k < kV; ++k) r.v[j + k] = c.v[k];
+    }
+  }
+  return r;
+}
+
+template <int kN, typename T>
+__device__ __forceinline__ void StorePack(T* p, const Pack<T, kN>& r) {
+  if constexpr (kN == 1) {
+    *p = r.v[0];
+  } else {
+    constexpr int kV = Vec16<T>::kN;
+    static_assert(kN % kV == 0, "a pack is whole 16-byte vectors");
+#pragma unroll
+    for (int j = 0; j < kN; j += kV) {
+      Vec16<T> c;
+#pragma unroll
+      for (int k = 0; k < kV; ++k) c.v[k] = r.v[j + k];
+      StoreVec16(p + j, c);
+    }
+  }
+}
+
+// Elements per pack so that each of Ts is moved in whole 16-byte vectors: 4 when
+// all are f32, 8 when any is 16-bit.
+template <typename... Ts>
+constexpr int VecElems() {
+  int n = 1;
+  ((n = n > static_cast<int>(16 / sizeof(Ts)) ? n : static_cast<int>(16 / sizeof(Ts))), ...);
+  return n;
+}
+
+// One row of `cols` elements walked by the threads of a block: packs of kN
+// elements at (j * blockDim.x + threadIdx.x) * kN while whole packs remain, then
+// the rest one element per thread. fn(i, width) gets the first element's index
+// and std::integral_constant<int, kN or 1>, for LoadPack<width>; kN = 1 is the
+// scalar path. Every walk with the same kN gives a thread the same elements, so
+// a kernel may write in place what it read.
+//
+//   ForEachPack<kN>(cols, [&](int64_t i, auto width) {
+//     constexpr int kW = decltype(width)::value;
+//     const Pack<T, kW> p = LoadPack<kW>(row + i);
+//     ...
+//   });
+template <int kN, typename Fn>
+__device__ __forceinline__ void ForEachPack(int64_t cols, Fn&& fn) {
+  const int64_t whole = cols / kN * kN;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * kN;
+  for (int64_t i = static_cast<int64_t>(threadIdx.x) * kN; i < whole; i += step) {
+    fn(i, std::integral_constant<int, kN>{});
+  }
+  if constexpr (kN > 1) {
+    for (int64_t i = whole + threadIdx.x; i < cols; i += blockDim.x) {
+      fn(i, std::integral_constant<int, 1>{});
+    }
+  }
+}
+
+// Host: whether rows at base + r * stride (elements of `elem_bytes`) can be
+// moved in 16-byte vectors: the base 16-byte aligned, the stride a whole
+// number of vectors. A null base (an absent operand) allows it.
+inline bool VectorRows(const void* base, int64_t stride, int64_t elem_bytes) {
+  return base == nullptr ||
+         (reinterpret_cast<uintptr_t>(base) % 16 == 0 && (stride * elem_bytes) % 16 == 0);
 }
 
 // The cudaError_t of the last launch, as the launchers return it.

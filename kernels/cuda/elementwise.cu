@@ -1,11 +1,17 @@
-// CUDA elementwise kernels: grid-stride loops over contiguous buffers, 128-bit
-// vectorised loads and stores for f32 when the buffers allow, per-element math
-// from kernels/math/elementwise_ops.h (shared with the CPU kernels).
+// CUDA elementwise kernels: grid-stride loops over contiguous buffers, per-element
+// math from kernels/math/elementwise_ops.h (shared with the CPU kernels). When
+// every buffer's base is 16-byte aligned, each thread moves packs of kN
+// elements (4 f32 or 8 bf16/f16 per 16-byte access; common.cuh's Pack), the
+// last n % kN elements one by one; otherwise element by element. The residual
+// add of a transformer block is LaunchBinary(kAdd) on two same-shape
+// activations: the op entry (kernels/elementwise.cc) sends broadcasts and
+// strided views elsewhere, so these kernels see contiguous operands only.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <type_traits>
 
+#include "zeroshard/kernels/cuda/common.cuh"
 #include "zeroshard/kernels/cuda/elementwise_launch.h"
 #include "zeroshard/kernels/math/elementwise_ops.h"
 #include "zeroshard/runtime/cuda/launch.cuh"
@@ -15,66 +21,58 @@ namespace zeroshard::cuda {
 
 namespace {
 
-// Mirrors runtime/dtype.h's DType codes (kept out of this file to avoid Abseil).
-enum DTypeCode { kF32 = 0, kBF16 = 1, kF16 = 2, kI32 = 3, kI64 = 4 };
-
-template <typename T>
-__device__ __forceinline__ float Load(const T* p, int64_t i) {
-  if constexpr (std::is_same_v<T, float>) {
-    return p[i];
-  } else {
-    return static_cast<float>(p[i]);
+// Packs of kN over [0, n) in a grid-stride loop, then the rest one element per
+// thread: fn(i, width) as ForEachPack's (a thread writes only what it read, so
+// y may be an input).
+template <int kN, typename Fn>
+__device__ __forceinline__ void ForEachFlatPack(int64_t n, Fn&& fn) {
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t whole = n / kN * kN;
+  for (int64_t i = first * kN; i < whole; i += threads * kN) {
+    fn(i, std::integral_constant<int, kN>{});
+  }
+  if constexpr (kN > 1) {
+    for (int64_t i = whole + first; i < n; i += threads) fn(i, std::integral_constant<int, 1>{});
   }
 }
 
-template <typename T>
-__device__ __forceinline__ void Store(T* p, int64_t i, float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    p[i] = v;
-  } else {
-    p[i] = T(v);
-  }
-}
-
-template <typename TIn, typename TOut, typename Fn>
+template <typename TIn, typename TOut, int kN, typename Fn>
 __global__ void MapUnaryKernel(const TIn* __restrict__ x, TOut* __restrict__ y, int64_t n, Fn fn) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if constexpr (std::is_same_v<TIn, float> && std::is_same_v<TOut, float>) {
-    // 128-bit path: four floats per load when both buffers are 16-byte aligned.
-    if ((reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0)) {
-      const int64_t n4 = n / 4;
-      for (int64_t j = i; j < n4; j += stride) {
-        float4 v = reinterpret_cast<const float4*>(x)[j];
-        v.x = fn(v.x);
-        v.y = fn(v.y);
-        v.z = fn(v.z);
-        v.w = fn(v.w);
-        reinterpret_cast<float4*>(y)[j] = v;
-      }
-      for (int64_t j = n4 * 4 + i; j < n; j += stride) y[j] = fn(x[j]);
-      return;
-    }
-  }
-  for (; i < n; i += stride) Store(y, i, fn(Load(x, i)));
+  ForEachFlatPack<kN>(n, [&](int64_t i, auto width) {
+    constexpr int kW = decltype(width)::value;
+    const Pack<TIn, kW> p = LoadPack<kW>(x + i);
+    Pack<TOut, kW> q;
+#pragma unroll
+    for (int k = 0; k < kW; ++k) q.v[k] = FromFloat<TOut>(fn(ToFloat(p.v[k])));
+    StorePack<kW>(y + i, q);
+  });
 }
 
-template <typename TIn, typename TOut, typename Fn>
+template <typename TIn, typename TOut, int kN, typename Fn>
 __global__ void MapBinaryKernel(const TIn* __restrict__ a, const TIn* __restrict__ b,
                                 TOut* __restrict__ y, int64_t n, Fn fn) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    Store(y, i, fn(Load(a, i), Load(b, i)));
-  }
+  ForEachFlatPack<kN>(n, [&](int64_t i, auto width) {
+    constexpr int kW = decltype(width)::value;
+    const Pack<TIn, kW> p = LoadPack<kW>(a + i), q = LoadPack<kW>(b + i);
+    Pack<TOut, kW> r;
+#pragma unroll
+    for (int k = 0; k < kW; ++k) r.v[k] = FromFloat<TOut>(fn(ToFloat(p.v[k]), ToFloat(q.v[k])));
+    StorePack<kW>(y + i, r);
+  });
 }
 
-int Blocks(int64_t n) {
-  const int64_t b = (n + 255) / 256;
-  return static_cast<int>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
+// Whether every buffer allows 16-byte packs (contiguous: the base decides).
+bool Aligned(const void* a, const void* b, const void* c) {
+  return VectorRows(a, 0, 1) && VectorRows(b, 0, 1) && VectorRows(c, 0, 1);
 }
 
+// Blocks of 256 threads for n elements, kN per thread (capped; grid-stride beyond).
+int Blocks(int64_t n, int per_thread) { return GridFor((n + per_thread - 1) / per_thread, 256); }
+
+// The (input, output) dtype pairs the elementwise ops take.
 template <typename Fn>
-int DispatchFloatPair(int in, int out, Fn&& fn) {
+int DispatchMapPair(int in, int out, Fn&& fn) {
   if (in == kF32 && out == kF32) return fn.template operator()<float, float>();
   if (in == kBF16 && out == kBF16) return fn.template operator()<BFloat16, BFloat16>();
   if (in == kF16 && out == kF16) return fn.template operator()<Float16, Float16>();
@@ -114,10 +112,18 @@ struct PowFn {
 
 template <typename Fn>
 int RunUnary(int in, int out, const void* x, void* y, int64_t n, void* stream, Fn fn) {
-  return DispatchFloatPair(in, out, [&]<typename TIn, typename TOut>() {
-    Launch(MapUnaryKernel<TIn, TOut, Fn>, Blocks(n), 256, 0, static_cast<cudaStream_t>(stream),
-           static_cast<const TIn*>(x), static_cast<TOut*>(y), n, fn);
-    return static_cast<int>(cudaGetLastError());
+  return DispatchMapPair(in, out, [&]<typename TIn, typename TOut>() {
+    constexpr int kV = VecElems<TIn, TOut>();
+    auto launch = [&](auto kernel, int per_thread) {
+      Launch(kernel, Blocks(n, per_thread), 256, 0, AsStream(stream), static_cast<const TIn*>(x),
+             static_cast<TOut*>(y), n, fn);
+    };
+    if (Aligned(x, y, nullptr)) {
+      launch(MapUnaryKernel<TIn, TOut, kV, Fn>, kV);
+    } else {
+      launch(MapUnaryKernel<TIn, TOut, 1, Fn>, 1);
+    }
+    return Launched();
   });
 }
 
@@ -150,11 +156,20 @@ int LaunchBinary(int op, int in_dtype, int out_dtype, const void* a, const void*
                  int64_t n, void* stream) {
   if (n == 0) return 0;
   auto run = [&](auto fn) {
-    return DispatchFloatPair(in_dtype, out_dtype, [&]<typename TIn, typename TOut>() {
-      Launch(MapBinaryKernel<TIn, TOut, decltype(fn)>, Blocks(n), 256, 0,
-             static_cast<cudaStream_t>(stream), static_cast<const TIn*>(a),
-             static_cast<const TIn*>(b), static_cast<TOut*>(y), n, fn);
-      return static_cast<int>(cudaGetLastError());
+    return DispatchMapPair(in_dtype, out_dtype, [&]<typename TIn, typename TOut>() {
+      using Fn = decltype(fn);
+      constexpr int kV = VecElems<TIn, TOut>();
+      auto launch = [&](auto kernel, int per_thread) {
+        Launch(kernel, Blocks(n, per_thread), 256, 0, AsStream(stream),
+               static_cast<const TIn*>(a), static_cast<const TIn*>(b), static_cast<TOut*>(y), n,
+               fn);
+      };
+      if (Aligned(a, b, y)) {
+        launch(MapBinaryKernel<TIn, TOut, kV, Fn>, kV);
+      } else {
+        launch(MapBinaryKernel<TIn, TOut, 1, Fn>, 1);
+      }
+      return Launched();
     });
   };
   switch (static_cast<BinaryOp>(op)) {

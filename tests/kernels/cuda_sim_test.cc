@@ -86,8 +86,50 @@ Tensor Empty(std::vector<int64_t> shape, DType dtype) {
 
 const std::vector<std::pair<int64_t, int64_t>>& RowShapes() {
   static const auto* shapes = new std::vector<std::pair<int64_t, int64_t>>{
-      {1, 1}, {3, 7}, {17, 33}, {5, 257}, {9, 1000}, {2, 4099}};
+      {1, 1}, {3, 7}, {17, 33}, {5, 257}, {5, 768}, {3, 769}, {9, 1000}, {2, 4099}, {2, 9000},
+      {1, 25000}};
   return *shapes;
+}
+
+// The row kernels take 16-byte vectors when every row operand's base and stride
+// allow it and cols is a multiple of the vector (kernels/cuda/common.cuh): the
+// shapes above with cols % 8 == 0 take the vector path from the aligned test
+// tensors, the others the scalar one. Rows of narrowed views reach the launchers
+// as a base and a stride; RowView builds one: x's rows at element `offset` of
+// rows of `stride` elements in a fresh buffer.
+struct RowView {
+  Tensor buffer;
+  int64_t offset = 0, stride = 0;
+  void* base() { return static_cast<char*>(buffer.raw_data()) + offset * DTypeSize(buffer.dtype()); }
+};
+
+RowView Spread(const Tensor& x, int64_t offset, int64_t stride) {
+  const int64_t rows = x.shape()[0], cols = x.shape()[1];
+  const size_t es = DTypeSize(x.dtype());
+  RowView v{Tensor::Zeros({rows * stride + offset}, x.dtype()).value(), offset, stride};
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(static_cast<char*>(v.base()) + r * stride * es,
+                static_cast<const char*>(x.raw_data()) + r * cols * es, cols * es);
+  }
+  return v;
+}
+
+Tensor Gather(RowView& v, int64_t rows, int64_t cols) {
+  Tensor out = Tensor::Zeros({rows, cols}, v.buffer.dtype()).value();
+  const size_t es = DTypeSize(out.dtype());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(static_cast<char*>(out.raw_data()) + r * cols * es,
+                static_cast<const char*>(v.base()) + r * v.stride * es, cols * es);
+  }
+  return out;
+}
+
+// (offset, stride) of row views of `cols`: the base one element off 16 bytes
+// with a stride of whole vectors and the base aligned with a stride one element
+// over (both the scalar path), and base and stride aligned with cols padded to
+// a multiple of 8 (the vector path, with a scalar tail when cols % 8 != 0).
+std::vector<std::pair<int64_t, int64_t>> NarrowedLayouts(int64_t cols) {
+  return {{1, cols + 8}, {0, cols + 1}, {0, (cols + 7) / 8 * 8 + 8}};
 }
 
 // ------------------------------------------------------------ row kernels
@@ -221,6 +263,109 @@ TEST(CudaSim, CrossEntropyForwardAndBackwardMatchCpu) {
       Tensor dlogits_cpu = Empty({rows, cols}, dtype);
       ZS_ASSERT_OK(CrossEntropyBackward(logits, targets, lse_cpu, dloss, dlogits_cpu));
       ExpectClose(dlogits, dlogits_cpu, GpuTol(dtype), what + " dlogits");
+    }
+  }
+}
+
+// Row kernels on narrowed views: where a base or stride is not 16-byte aligned
+// the launchers must take the scalar path (a misaligned vector access fails the
+// simulated launch, as it faults on the device), and a vector walk of a row
+// with cols % 8 != 0 ends in scalar elements; all give the CPU's results.
+TEST(CudaSim, RowKernelsOnNarrowedViewsMatchCpu) {
+  uint64_t seed = 300;
+  for (DType dtype : kFloatDTypes) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 768}, {3, 1000}, {3, 769}}) {
+      for (auto [offset, stride] : NarrowedLayouts(cols)) {
+        const std::string what = Describe("narrowed", dtype, rows, cols) + " offset " +
+                                 std::to_string(offset) + " stride " + std::to_string(stride);
+        const Tensor x = RandomTensor({rows, cols}, dtype, -3, 3, ++seed);
+        const Tensor dy = RandomTensor({rows, cols}, dtype, -1, 1, ++seed);
+        RowView xv = Spread(x, offset, stride), dyv = Spread(dy, offset, stride);
+
+        // LayerNorm forward and backward (dx and the partial sums).
+        const Tensor w = RandomTensor({cols}, DType::kF32, 0.5, 1.5, ++seed);
+        const Tensor b = RandomTensor({cols}, DType::kF32, -0.5, 0.5, ++seed);
+        RowView yv = Spread(Empty({rows, cols}, dtype), offset, stride);
+        Tensor mean = Empty({rows}, DType::kF32), rstd = Empty({rows}, DType::kF32);
+        RunBothOrders(what + " LayerNorm", {&yv.buffer, &mean, &rstd}, [&] {
+          return sim::LaunchLayerNormForward(Code(dtype), Code(dtype), xv.base(), stride,
+                                             w.data<float>(), b.data<float>(), 1e-5f, yv.base(),
+                                             stride, mean.data<float>(), rstd.data<float>(), rows,
+                                             cols, nullptr);
+        });
+        Tensor y_cpu = Empty({rows, cols}, dtype), mean_cpu = Empty({rows}, DType::kF32),
+               rstd_cpu = Empty({rows}, DType::kF32);
+        ZS_ASSERT_OK(LayerNormForward(x, w, b, 1e-5, y_cpu, mean_cpu, rstd_cpu));
+        ExpectClose(Gather(yv, rows, cols), y_cpu, GpuTol(dtype), what + " LayerNorm");
+        ExpectClose(rstd, rstd_cpu, GpuTol(DType::kF32), what + " LayerNorm rstd");
+        const int64_t blocks = sim::LayerNormBackwardBlocks(rows);
+        RowView dxv = Spread(Empty({rows, cols}, dtype), offset, stride);
+        Tensor partials = Empty({blocks * 2 * cols}, DType::kF32);
+        Tensor dw = Empty({cols}, DType::kF32), db = Empty({cols}, DType::kF32);
+        RunBothOrders(what + " LayerNorm backward", {&dxv.buffer, &partials}, [&] {
+          return sim::LaunchLayerNormBackward(
+              Code(dtype), Code(dtype), dyv.base(), stride, xv.base(), stride,
+              mean_cpu.data<float>(), rstd_cpu.data<float>(), w.data<float>(), dxv.base(), stride,
+              partials.data<float>(), rows, cols, nullptr);
+        });
+        ASSERT_EQ(sim::LaunchLayerNormParamGrads(partials.data<float>(), blocks, cols, 0,
+                                                 dw.raw_data(), 1, 0, db.raw_data(), 1, false,
+                                                 nullptr),
+                  0);
+        Tensor dx_cpu = Empty({rows, cols}, dtype), dw_cpu = Empty({cols}, DType::kF32),
+               db_cpu = Empty({cols}, DType::kF32);
+        ZS_ASSERT_OK(LayerNormBackward(dy, x, mean_cpu, rstd_cpu, w, dx_cpu, dw_cpu, db_cpu,
+                                       GradMode::kOverwrite));
+        ExpectClose(Gather(dxv, rows, cols), dx_cpu, GpuTol(dtype), what + " LayerNorm dx");
+        const Tol sum_tol{1e-4 * static_cast<double>(rows), 1e-4};  // sums over rows
+        ExpectClose(dw, dw_cpu, sum_tol, what + " LayerNorm dweight");
+        ExpectClose(db, db_cpu, sum_tol, what + " LayerNorm dbias");
+
+        // Softmax forward and backward.
+        RowView sv = Spread(Empty({rows, cols}, dtype), offset, stride);
+        RunBothOrders(what + " Softmax", {&sv.buffer}, [&] {
+          return sim::LaunchSoftmax(false, Code(dtype), Code(dtype), xv.base(), stride, sv.base(),
+                                    stride, rows, cols, nullptr);
+        });
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor s_cpu, Softmax(x));
+        ExpectClose(Gather(sv, rows, cols), s_cpu, GpuTol(dtype), what + " Softmax");
+        RowView s_cpu_v = Spread(s_cpu, offset, stride);
+        RowView dsv = Spread(Empty({rows, cols}, dtype), offset, stride);
+        RunBothOrders(what + " Softmax backward", {&dsv.buffer}, [&] {
+          return sim::LaunchSoftmaxBackward(false, Code(dtype), Code(dtype), s_cpu_v.base(),
+                                            stride, dyv.base(), stride, dsv.base(), stride, rows,
+                                            cols, nullptr);
+        });
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor ds_cpu, SoftmaxBackward(s_cpu, dy));
+        ExpectClose(Gather(dsv, rows, cols), ds_cpu, GpuTol(dtype), what + " Softmax backward");
+
+        // Cross-entropy forward and backward.
+        std::vector<int64_t> t(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) t[r] = (r * 7919 + 3) % cols;
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor targets, Tensor::FromVector(t, {rows}, DType::kI64));
+        Tensor losses = Empty({rows}, DType::kF32), lse = Empty({rows}, DType::kF32);
+        RunBothOrders(what + " CrossEntropy", {&losses, &lse}, [&] {
+          return sim::LaunchCrossEntropyForward(Code(dtype), xv.base(), stride, Code(DType::kI64),
+                                                targets.raw_data(), -100, losses.data<float>(),
+                                                lse.data<float>(), rows, cols, nullptr);
+        });
+        Tensor losses_cpu = Empty({rows}, DType::kF32), lse_cpu = Empty({rows}, DType::kF32);
+        ZS_ASSERT_OK(CrossEntropyForward(x, targets, losses_cpu, lse_cpu).status());
+        ExpectClose(losses, losses_cpu, GpuTol(DType::kF32), what + " CrossEntropy losses");
+        ExpectClose(lse, lse_cpu, GpuTol(DType::kF32), what + " CrossEntropy lse");
+        const Tensor dloss = RandomTensor({rows}, DType::kF32, 0.5, 1.5, ++seed);
+        RowView dlv = Spread(Empty({rows, cols}, dtype), offset, stride);
+        RunBothOrders(what + " CrossEntropy backward", {&dlv.buffer}, [&] {
+          return sim::LaunchCrossEntropyBackward(Code(dtype), Code(dtype), xv.base(), stride,
+                                                 Code(DType::kI64), targets.raw_data(), -100,
+                                                 lse_cpu.data<float>(), dloss.data<float>(), 1,
+                                                 dlv.base(), stride, rows, cols, nullptr);
+        });
+        Tensor dl_cpu = Empty({rows, cols}, dtype);
+        ZS_ASSERT_OK(CrossEntropyBackward(x, targets, lse_cpu, dloss, dl_cpu));
+        ExpectClose(Gather(dlv, rows, cols), dl_cpu, GpuTol(dtype),
+                    what + " CrossEntropy dlogits");
+      }
     }
   }
 }
@@ -426,6 +571,41 @@ TEST(CudaSim, CastFillUnaryBinaryAffineAndPowMatchCpu) {
                   [&] { return sim::LaunchFill(Code(in), filled.raw_data(), n, 0.1f, nullptr); });
     ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Tensor::Full({n}, 0.1f, in));
     ExpectClose(filled, want, kExact, "fill");
+  }
+}
+
+// The residual add and the other elementwise launches take 16-byte packs when
+// every buffer is aligned (above, with n % 8 = 3 left to the scalar tail) and
+// the scalar path when any one is not: here a, b or y one element off.
+TEST(CudaSim, ElementwiseOnMisalignedBuffersMatchesCpu) {
+  uint64_t seed = 600;
+  for (DType dtype : kFloatDTypes) {
+    for (int64_t n : {1, 7, 4099}) {
+      const Tensor a = RandomTensor({1, n}, dtype, 0.25, 3, ++seed);
+      const Tensor b = RandomTensor({1, n}, dtype, 0.25, 3, ++seed);
+      Tensor add_want = Empty({1, n}, dtype), exp_want = Empty({1, n}, dtype);
+      ZS_ASSERT_OK(Binary(BinaryOp::kAdd, a, b, add_want));
+      ZS_ASSERT_OK(Unary(UnaryOp::kExp, a, exp_want));
+      for (int off = 0; off < 3; ++off) {
+        const std::string what = Describe("misaligned", dtype, 1, n) + " operand " +
+                                 std::to_string(off);
+        RowView av = Spread(a, off == 0 ? 1 : 0, n + 8), bv = Spread(b, off == 1 ? 1 : 0, n + 8);
+        RowView yv = Spread(Empty({1, n}, dtype), off == 2 ? 1 : 0, n + 8);
+        RunBothOrders(what + " add", {&yv.buffer}, [&] {
+          return sim::LaunchBinary(static_cast<int>(BinaryOp::kAdd), Code(dtype), Code(dtype),
+                                   av.base(), bv.base(), yv.base(), n, nullptr);
+        });
+        ExpectClose(Gather(yv, 1, n), add_want, kExact, what + " add");
+        // The unary: x one element off, or (operand 2) y.
+        RowView ev = Spread(Empty({1, n}, dtype), off == 2 ? 1 : 0, n + 8);
+        RowView ax = Spread(a, off == 2 ? 0 : 1, n + 8);
+        RunBothOrders(what + " exp", {&ev.buffer}, [&] {
+          return sim::LaunchUnary(static_cast<int>(UnaryOp::kExp), Code(dtype), Code(dtype),
+                                  ax.base(), ev.base(), n, nullptr);
+        });
+        ExpectClose(Gather(ev, 1, n), exp_want, kExact, what + " exp");
+      }
+    }
   }
 }
 

@@ -161,6 +161,7 @@ struct BlockRun {
   const std::function<void()>* body = nullptr;
   std::vector<char> dynamic_shared;
   std::string error;
+  std::string fault;  // a misaligned access (CheckAligned): the first one
 };
 
 thread_local BlockRun* tl_run = nullptr;
@@ -344,6 +345,17 @@ void Shuffle(unsigned mask, const void* value, int src, void* out, int bytes) {
 
 void* DynamicShared() { return tl_run->dynamic_shared.data(); }
 
+void CheckAligned(const void* p, int bytes) {
+  BlockRun* run = tl_run;
+  if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0 || run == nullptr ||
+      !run->fault.empty()) {
+    return;
+  }
+  std::ostringstream s;
+  s << ThreadName(*run->current) << ": misaligned " << bytes << "-byte access at " << p;
+  run->fault = s.str();
+}
+
 void SetOrder(Order order) {
   std::lock_guard<std::mutex> lock(Global().mu);
   Global().order = order;
@@ -457,6 +469,10 @@ int Run(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
       v.grid_dim = grid;
     }
     ok = RunBlock(run, sim, order, stats);
+    if (ok && !run.fault.empty()) {
+      ok = false;
+      run.error = run.fault;
+    }
     if (!ok) run.error = BlockName(block_idx) + ": " + run.error;
     ++stats.blocks;
     stats.threads += static_cast<int64_t>(threads);
@@ -471,7 +487,8 @@ int Run(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
     sim.stats.shuffles += stats.shuffles;
   }
   if (!ok)
-    return fail(cudaErrorLaunchFailure, "launch of grid " + ShapeName(grid) + " x block " +
+    return fail(run.fault.empty() ? cudaErrorLaunchFailure : cudaErrorMisalignedAddress,
+                "launch of grid " + ShapeName(grid) + " x block " +
                                             ShapeName(block) + ": " + run.error);
   std::lock_guard<std::mutex> lock(sim.mu);
   sim.last_error_message.clear();

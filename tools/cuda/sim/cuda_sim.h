@@ -15,6 +15,10 @@
 //     exited, or wait at a warp shuffle);
 //   - a shuffle whose mask names a lane that does not exist or has exited, or
 //     whose lanes of one warp are not all at the same shuffle;
+//   - a 16-byte vector access (common.cuh's LoadVec16/StoreVec16) at an address
+//     that is not 16-byte aligned, which faults on the device
+//     (cudaErrorMisalignedAddress); the kernel reports it through
+//     CheckAligned, as plain host code would not fault;
 //   - launch shapes the device refuses: more than 1024 threads per block, grid
 //     y/z above 65535, dynamic shared memory above 48 KiB without
 //     cudaFuncAttributeMaxDynamicSharedMemorySize, or above the device's
@@ -88,6 +92,7 @@ enum cudaError_t : int {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorMisalignedAddress = 716,
   cudaErrorLaunchFailure = 719,
 };
 enum cudaFuncAttribute : int {
@@ -118,6 +123,10 @@ void SyncThreads();
 // into `out`. `src` is computed per lane by the caller.
 void Shuffle(unsigned mask, const void* value, int src, void* out, int bytes);
 void* DynamicShared();
+// The device's alignment rule for a vector access of `bytes` (4, 8, 16) at p:
+// a misaligned one fails the launch with cudaErrorMisalignedAddress, naming
+// the thread (the kernel goes on; its results are then void).
+void CheckAligned(const void* p, int bytes);
 
 enum class Order { kForward, kReverse };
 // The order of blocks and of threads within a block (process-wide).

@@ -107,6 +107,22 @@ TEST(CudaSim, AFullMaskShuffleInAPartialWarpIsAnError) {
       << LastError();
 }
 
+// What common.cuh's 16-byte loads do under the simulator: check, then copy.
+__global__ void VectorCopy(const char* in, char* out) {
+  zs_cuda_sim::CheckAligned(in + 16 * threadIdx.x, 16);
+  std::memcpy(out + 16 * threadIdx.x, in + 16 * threadIdx.x, 16);
+}
+
+TEST(CudaSim, AMisalignedVectorAccessIsAnError) {
+  alignas(16) char in[16 * 33] = {}, out[16 * 33] = {};
+  Launch(VectorCopy, dim3(1), dim3(32), 0, in, out);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << LastError();
+  Launch(VectorCopy, dim3(1), dim3(32), 0, in + 2, out);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMisalignedAddress);
+  EXPECT_NE(LastError().find("misaligned 16-byte access"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("block (0,0,0)"), std::string::npos) << LastError();
+}
+
 __global__ void Nothing(int*) {}
 
 TEST(CudaSim, LaunchShapesTheDeviceRefusesAreErrors) {

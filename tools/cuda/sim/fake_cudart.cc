@@ -187,6 +187,8 @@ const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {
       return "cudaErrorInvalidDevice";
     case cudaErrorLaunchFailure:
       return "cudaErrorLaunchFailure";
+    case cudaErrorMisalignedAddress:
+      return "cudaErrorMisalignedAddress";
     case cudaErrorInvalidResourceHandle:
       return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady:
@@ -197,10 +199,12 @@ const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {
 }
 
 const char* CUDARTAPI cudaGetErrorString(cudaError_t error) {
-  if (error == cudaErrorLaunchFailure) {
+  if (error == cudaErrorLaunchFailure || error == cudaErrorMisalignedAddress) {
     // The simulator's account of the failed launch (which block, which threads).
     thread_local std::string text;
-    text = "unspecified launch failure (cuda_sim: " + zs_cuda_sim::LastError() + ")";
+    text = std::string(error == cudaErrorLaunchFailure ? "unspecified launch failure"
+                                                       : "misaligned address") +
+           " (cuda_sim: " + zs_cuda_sim::LastError() + ")";
     return text.c_str();
   }
   return cudaGetErrorName(error);
