@@ -47,6 +47,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "zeroshard/collectives/backend_registry.h"
+#include "zeroshard/kernels/matmul.h"
 #include "zeroshard/train/config.h"
 #include "zeroshard/train/config_flags.h"
 #include "zeroshard/train/progress.h"
@@ -126,11 +127,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   TrainOptions& options = config->train;
+  SetMatMulAllowTf32(config->allow_tf32);  // train.allow_tf32 (kernels/matmul.h)
   // Rank 0 makes the run folder and writes the resolved config; the log opens
   // with this. Returns the folder's path ("" without a work_dir).
   auto open_run_dir = [&]() -> absl::StatusOr<std::string> {
     std::string header = absl::StrCat("config: ", config->source, "\n");
     for (const std::string& note : config->notes) absl::StrAppend(&header, "note: ", note, "\n");
+    if (config->allow_tf32) {
+      absl::StrAppend(&header, "note: train.allow_tf32: f32 GEMMs on CUDA run on TF32 tensor cores\n");
+    }
     std::string path;
     if (!config->work_dir.empty()) {
       ZS_ASSIGN_OR_RETURN(RunDir dir, StartRun(&*config, header));

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <vector>
 
@@ -19,6 +20,8 @@
 namespace zeroshard {
 
 namespace {
+
+std::atomic<bool> allow_tf32{false};
 
 // The shape bookkeeping of one MatMul call.
 struct MatMulPlan {
@@ -215,6 +218,7 @@ absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, c
   call.c = work.raw_data();
   call.alpha = o.alpha;
   call.beta = o.beta;
+  call.allow_tf32 = in == DType::kF32 && MatMulAllowTf32();
   if (bias.defined()) {
     call.bias = bias.raw_data();
     call.bias_dtype = bias.dtype();
@@ -263,6 +267,9 @@ absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, c
 }
 
 }  // namespace
+
+void SetMatMulAllowTf32(bool allow) { allow_tf32 = allow; }
+bool MatMulAllowTf32() { return allow_tf32.load(); }
 
 absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const MatMulOptions& o) {
   ZS_ASSIGN_OR_RETURN(MatMulPlan p, Plan(a, b, o));
@@ -317,9 +324,11 @@ absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const M
     return o.bias_grad.defined() ? Sum(a, o.transpose_a ? -2 : -1, o.bias_grad) : absl::OkStatus();
   }
   if (out.device().is_virtual()) {  // one (batched) GEMM with the bias (gradient) in its epilogue
+    const DType in = a.dtype() == b.dtype() ? a.dtype() : DType::kF32;
     return ChargeGemm("MatMul", out.device(), p.batch, p.m, p.n, p.k, a.dtype(),
                       TrafficBytes(a) + TrafficBytes(b) + TrafficBytes(out) * (o.beta != 0.0f ? 2 : 1) +
-                          TrafficBytes(o.bias) + TrafficBytes(o.bias_grad));
+                          TrafficBytes(o.bias) + TrafficBytes(o.bias_grad),
+                      /*tf32=*/in == DType::kF32 && MatMulAllowTf32());
   }
   if (!out.device().is_cpu() && !out.device().is_cuda()) return NoDeviceKernel("MatMul", out.device());
   if (p.k == 0) {  // empty sum

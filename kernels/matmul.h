@@ -41,6 +41,17 @@ struct MatMulOptions {
   Tensor bias_grad;
 };
 
+// TF32 for f32 GEMMs on CUDA tensors (cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32:
+// inputs rounded to TF32's 10-bit mantissa, products accumulated in fp32; 495
+// against 67 TFLOP/s dense on an H100 SXM), process-wide and off by default,
+// as PyTorch's torch.backends.cuda.matmul.allow_tf32. The CPU computes f32 as
+// before; a virtual device costs such GEMMs at its profile's TF32 peak. Results
+// then differ from f32 by up to about 2^-11 relative per product term (TF32's
+// rounding of each input), so runs that must match the CPU keep it off. The
+// job's `train.allow_tf32` (--allow_tf32) sets it.
+void SetMatMulAllowTf32(bool allow);
+bool MatMulAllowTf32();
+
 absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out,
                     const MatMulOptions& options = {});
 // Allocates out ([..., M, N], a's dtype when a and b agree, else f32).

@@ -63,7 +63,7 @@ inline absl::Status ChargeElementwise(absl::string_view op, const Tensor& out,
 
 // batch x [m, k] x [k, n] in `dtype`, reading the operands and writing the result once.
 inline absl::Status ChargeGemm(absl::string_view op, Device device, int64_t batch, int64_t m,
-                               int64_t n, int64_t k, DType dtype, double bytes) {
+                               int64_t n, int64_t k, DType dtype, double bytes, bool tf32 = false) {
   return ChargeVirtual(device, OpCost{.op = op,
                                       .flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m) *
                                                static_cast<double>(n) * static_cast<double>(k),
@@ -72,7 +72,8 @@ inline absl::Status ChargeGemm(absl::string_view op, Device device, int64_t batc
                                       .gemm_m = m,
                                       .gemm_n = n,
                                       .gemm_k = k,
-                                      .dtype = dtype});
+                                      .dtype = dtype,
+                                      .tf32 = tf32});
 }
 
 }  // namespace zeroshard

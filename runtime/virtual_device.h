@@ -71,6 +71,7 @@ struct OpCost {
   // A matrix product when gemm_batch > 0: batch x [m, k] x [k, n] in `dtype`.
   int64_t gemm_batch = 0, gemm_m = 0, gemm_n = 0, gemm_k = 0;
   DType dtype = DType::kF32;
+  bool tf32 = false;  // an f32 GEMM on TF32 tensor cores (SetMatMulAllowTf32)
 };
 
 // Seconds per op, launch and host transfer (sim/ implements it from a hardware profile).

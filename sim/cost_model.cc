@@ -11,11 +11,11 @@ namespace zeroshard::sim {
 // Compute
 // ---------------------------------------------------------------------------
 
-double PeakFlops(const HardwareProfile& p, DType dtype) {
+double PeakFlops(const HardwareProfile& p, DType dtype, bool tf32) {
   switch (dtype) {
     case DType::kBF16: return p.peak_flops_bf16;
     case DType::kF16: return p.peak_flops_fp16;
-    case DType::kF32: return p.peak_flops_fp32;
+    case DType::kF32: return tf32 ? p.peak_flops_tf32 : p.peak_flops_fp32;
     case DType::kI32:
     case DType::kI64:
     case DType::kI8: break;
@@ -34,8 +34,8 @@ double GemmFlops(int64_t batch, int64_t m, int64_t n, int64_t k) {
 namespace {
 
 // gemm_latency_s + F / (peak * gemm_efficiency_max): Note [GEMM efficiency curve].
-double GemmComputeSeconds(const HardwareProfile& p, double flops, DType dtype) {
-  return p.gemm_latency_s + flops / (PeakFlops(p, dtype) * p.gemm_efficiency_max);
+double GemmComputeSeconds(const HardwareProfile& p, double flops, DType dtype, bool tf32 = false) {
+  return p.gemm_latency_s + flops / (PeakFlops(p, dtype, tf32) * p.gemm_efficiency_max);
 }
 
 double StreamBytesPerSecond(const HardwareProfile& p) { return p.hbm_bytes_per_s * p.memory_efficiency; }
@@ -60,10 +60,10 @@ double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n
 }
 
 double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
-                   double bytes) {
+                   double bytes, bool tf32) {
   const double flops = GemmFlops(batch, m, n, k);
   if (flops == 0) return 0;
-  return std::max(GemmComputeSeconds(p, flops, dtype), bytes / StreamBytesPerSecond(p));
+  return std::max(GemmComputeSeconds(p, flops, dtype, tf32), bytes / StreamBytesPerSecond(p));
 }
 
 double MemoryBoundSeconds(const HardwareProfile& p, double bytes, double flops) {

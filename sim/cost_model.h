@@ -95,7 +95,8 @@ namespace zeroshard::sim {
 
 // The dense peak for a GEMM with `dtype` inputs (Note [GEMM efficiency curve]).
 // Floating dtypes only.
-double PeakFlops(const HardwareProfile& p, DType dtype);
+// f32 with `tf32`: the TF32 tensor-core peak (SetMatMulAllowTf32).
+double PeakFlops(const HardwareProfile& p, DType dtype, bool tf32 = false);
 
 // 2 * batch * m * n * k.
 double GemmFlops(int64_t batch, int64_t m, int64_t n, int64_t k);
@@ -111,7 +112,7 @@ double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n
 // flash attention keeps its T x T scores on chip, so they are not in it):
 // max(compute time of the products, bytes / streaming bandwidth).
 double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
-                   double bytes);
+                   double bytes, bool tf32 = false);  // tf32: an f32 GEMM at the TF32 peak
 
 // A memory-bound op that moves `bytes` (reads + writes) and does `flops` (on the
 // CUDA cores, fp32): max(bytes / (hbm_bytes_per_s * memory_efficiency),

@@ -117,7 +117,9 @@ std::vector<UnitTime> UnitTimes(const TraceRecorder& trace, ShardedModel& model)
 // ================================================================ ProfileCost
 
 double ProfileCost::OpSeconds(const OpCost& c) const {
-  if (c.gemm_batch > 0) return GemmSeconds(profile_, c.gemm_batch, c.gemm_m, c.gemm_n, c.gemm_k, c.dtype, c.bytes);
+  if (c.gemm_batch > 0) {
+    return GemmSeconds(profile_, c.gemm_batch, c.gemm_m, c.gemm_n, c.gemm_k, c.dtype, c.bytes, c.tf32);
+  }
   return MemoryBoundSeconds(profile_, c.bytes, c.flops);
 }
 

@@ -45,6 +45,9 @@ struct RunConfig {
   // collective (CommunicatorOptions::timeout of every communicator the job
   // creates: CommunicatorOptionsOf).
   double timeout_s = 600;
+  // train.allow_tf32: f32 GEMMs on CUDA run on TF32 tensor cores
+  // (SetMatMulAllowTf32, kernels/matmul.h), set before training starts.
+  bool allow_tf32 = false;
   std::string work_dir = "work_dirs";
   std::string experiment_name = "default";
   std::string loss_scale_mode = "auto";  // loss_scaler.mode (train.loss_scaling is its effect)

@@ -201,6 +201,12 @@ std::vector<ConfigField> MakeFields() {
           .Help("average BatchNorm statistics over the ranks before evaluating and saving")),
       std::move(Int("train.threads_per_rank", 0, 1024).Ref([](auto& c) -> auto& { return c.resnet.threads_per_rank; })
           .ResNet().Help("OpenMP threads per rank (0: hardware threads / in-process ranks)")),
+      std::move(Bool("train.allow_tf32").Ref([](auto& c) -> auto& { return c.allow_tf32; })
+          .Peer("torch.backends.cuda.matmul.allow_tf32")
+          .Flag("allow_tf32", "f32 GEMMs on CUDA on TF32 tensor cores (inputs rounded to 10-bit mantissas)")
+          .Help("f32 matrix products on CUDA devices run on TF32 tensor cores (cuBLASLt's FAST_TF32: each input "
+                "rounded to a 10-bit mantissa, fp32 accumulation; several times the f32 rate); no effect on "
+                "bf16/f16 compute or on CPU ranks")),
       std::move(Bool("train.tensorboard")
           .Ref([](auto& c) -> auto& { return IsResNet(c) ? c.resnet.tensorboard : c.train.tensorboard; })
           .Flag("tensorboard", "TensorBoard event file in the run folder's tensorboard/ (--notensorboard: none)")

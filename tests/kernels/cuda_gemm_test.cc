@@ -238,6 +238,33 @@ TEST(CudaGemm, MatMulBiasGradMatchesCpuFusedAndFallback) {
   ExpectClose(db_f32, want_f32, GemmTol(DType::kBF16, DType::kBF16, rows), "db f32 of bf16");
 }
 
+// SetMatMulAllowTf32: f32 GEMMs reach cuBLASLt with TF32 compute (a call of its
+// own: a new algorithm query for the same shape), within TF32's bound, and off
+// again after. TF32 rounds each input to a 10-bit mantissa (relative 2^-11), so
+// a product term errs by about 2^-10 and k terms in [-1, 1] by k 2^-10 at most.
+TEST(CudaGemm, Tf32IsAProcessWideOptionForF32) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  ZS_ASSERT_OK_AND_ASSIGN(cuda::CublasLtGemm * lt, cuda::DefaultCublasLtGemm(0));
+  const int64_t k = 96;
+  const Tensor a = RandomTensor({33, k}, DType::kF32, -1, 1, 60);
+  const Tensor b = RandomTensor({k, 17}, DType::kF32, -1, 1, 61);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor want, MatMul(a, b));
+  const Tensor ad = OnGpu(a, &gpu), bd = OnGpu(b, &gpu);
+  ASSERT_FALSE(MatMulAllowTf32());
+  ZS_ASSERT_OK(MatMul(ad, bd).status());
+  const int64_t f32_queries = lt->heuristic_queries();
+  ZS_ASSERT_OK(MatMul(ad, bd).status());
+  EXPECT_EQ(lt->heuristic_queries(), f32_queries) << "the same f32 call is cached";
+  SetMatMulAllowTf32(true);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor got, MatMul(ad, bd));
+  SetMatMulAllowTf32(false);
+  EXPECT_EQ(lt->heuristic_queries(), f32_queries + 1) << "TF32 is another cuBLASLt call";
+  ExpectClose(got, want, {static_cast<double>(k) / 1024, 0}, "tf32");
+  ZS_ASSERT_OK(MatMul(ad, bd).status());
+  EXPECT_EQ(lt->heuristic_queries(), f32_queries + 1) << "back to the cached f32 call";
+}
+
 TEST(CudaGemm, WithoutADeviceCreateFailsCleanly) {
   if (testing::HasCudaDevice()) GTEST_SKIP() << "a CUDA device is present";
   CpuAllocator host;

@@ -316,6 +316,21 @@ TEST(Gemm, NeverBeatsPeak) {
   }
 }
 
+// An f32 GEMM with TF32 (SetMatMulAllowTf32) is costed at the TF32 peak: on a
+// large compute-bound square the time is latency + F / (peak * eff_max) exactly,
+// so against plain f32 it is the peaks' ratio once the latency is taken off.
+TEST(Gemm, Tf32CostsAnF32GemmAtTheTf32Peak) {
+  const HardwareProfile p = MustLoad("h100_dgx");
+  const int64_t n = 8192;
+  const double f = 2.0 * n * n * n, bytes = 3.0 * 4 * n * n;
+  const double f32 = GemmSeconds(p, 1, n, n, n, DType::kF32, bytes);
+  const double tf32 = GemmSeconds(p, 1, n, n, n, DType::kF32, bytes, /*tf32=*/true);
+  EXPECT_DOUBLE_EQ(tf32, p.gemm_latency_s + f / (p.peak_flops_tf32 * p.gemm_efficiency_max));
+  EXPECT_NEAR((f32 - p.gemm_latency_s) / (tf32 - p.gemm_latency_s), p.peak_flops_tf32 / p.peak_flops_fp32, 1e-9);
+  EXPECT_EQ(PeakFlops(p, DType::kF32, /*tf32=*/true), p.peak_flops_tf32);
+  EXPECT_EQ(PeakFlops(p, DType::kBF16, /*tf32=*/true), p.peak_flops_bf16);  // only f32 changes
+}
+
 TEST(Gemm, LargeSquareBf16OnH100ReachesTheCurvesEfficiency) {
   const HardwareProfile p = MustLoad("h100_dgx");
   const double f = 2.0 * 8192 * 8192 * 8192;

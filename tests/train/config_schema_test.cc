@@ -119,7 +119,7 @@ TEST(ConfigSchema, TheFlagsAreTrainGptsFlagsOfBefore) {
   const std::set<std::string> added = {"tokenizer",         "timeout_s",           "model",
                                        "n_kv_head",         "intermediate_size",   "rope_theta",
                                        "comm_hook",         "comm_hook_block_size", "comm_hook_grad_bits",
-                                       "comm_hook_group_size"};
+                                       "comm_hook_group_size", "allow_tf32"};
   std::set<std::string> want = before;
   want.insert(added.begin(), added.end());
   EXPECT_EQ(now, want);
