@@ -635,6 +635,17 @@ absl::StatusOr<Variable> CrossEntropy(const Variable& logits, const Tensor& targ
   ZS_RETURN_IF_ERROR(CheckDefined({&logits}, "CrossEntropy"));
   const Tensor lv = logits.value();
   ZS_ASSIGN_OR_RETURN(Tensor lse, Tensor::Empty(targets.shape(), DType::kF32, lv.allocator()));
+  if (lv.device().is_cuda()) {
+    // The loss stays on the device; so does the backward's 1 / valid rows.
+    ZS_ASSIGN_OR_RETURN(CrossEntropyOnDevice d, CrossEntropyMeanOnDevice(lv, targets, lse, options));
+    return Record("CrossEntropy", d.loss, {&logits},
+                  [lv, t = d.targets, lse, weight = d.weight, options](std::vector<Tensor>& g) -> GradsOr {
+                    ZS_ASSIGN_OR_RETURN(Tensor dloss, zeroshard::Binary(BinaryOp::kMul, g[0], weight));
+                    ZS_ASSIGN_OR_RETURN(Tensor dlogits, Tensor::EmptyLike(lv));
+                    ZS_RETURN_IF_ERROR(CrossEntropyBackward(lv, t, lse, dloss, dlogits, options));
+                    return Grads{dlogits};
+                  });
+  }
   ZS_ASSIGN_OR_RETURN(CrossEntropyStats stats,
                       CrossEntropyForward(lv, targets, Tensor(), lse, options));
   ZS_ASSIGN_OR_RETURN(Tensor loss, Tensor::Full({}, stats.mean_loss, DType::kF32, lv.allocator()));

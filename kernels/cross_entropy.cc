@@ -7,6 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "zeroshard/kernels/cpu/cross_entropy.h"
 #include "zeroshard/kernels/cuda/cross_entropy_launch.h"
+#include "zeroshard/kernels/cuda/embedding_launch.h"
+#include "zeroshard/kernels/deferred_checks.h"
+#include "zeroshard/kernels/device_scalar.h"
 #include "zeroshard/kernels/cuda/op_util.h"
 #include "zeroshard/kernels/device_check.h"
 #include "zeroshard/kernels/rows.h"
@@ -49,15 +52,20 @@ absl::Status CheckPerRowOutput(absl::string_view op, absl::string_view name, con
   return CheckRowOutput(op, name, t, inputs, false);
 }
 
+std::string BadTarget(absl::string_view op, const Shape& shape, int64_t r, int64_t value, int64_t vocab,
+                      int64_t ignore_index) {
+  return absl::StrCat(op, ": targets", IndexToString(shape, r), " = ", value, " (row ", r,
+                      ") is out of range [0, ", vocab, ") and is not ignore_index ", ignore_index);
+}
+
 // The targets as int64 in row order, each checked to be in [0, V) or ignore_index.
 absl::StatusOr<std::vector<int64_t>> ReadTargets(absl::string_view op, const Tensor& targets,
                                                  int64_t vocab, int64_t ignore_index) {
   ZS_ASSIGN_OR_RETURN(std::vector<int64_t> t, targets.ToVector<int64_t>());
   for (size_t r = 0; r < t.size(); ++r) {
     if (t[r] == ignore_index || (t[r] >= 0 && t[r] < vocab)) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": targets", IndexToString(targets.shape(), static_cast<int64_t>(r)), " = ", t[r],
-        " (row ", r, ") is out of range [0, ", vocab, ") and is not ignore_index ", ignore_index));
+    return absl::InvalidArgumentError(
+        BadTarget(op, targets.shape(), static_cast<int64_t>(r), t[r], vocab, ignore_index));
   }
   return t;
 }
@@ -198,8 +206,12 @@ absl::Status CrossEntropyBackward(const Tensor& logits, const Tensor& targets, c
     }
     case DeviceType::kCuda: {
       const int64_t vocab = logits.size(-1);
-      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> t, ReadTargets(op, targets, vocab, options.ignore_index));
-      const int64_t rows = static_cast<int64_t>(t.size());
+      // Deferred checks: the forward checked these targets on the device
+      // (CrossEntropyMeanOnDevice hands the backward its sanitized copy).
+      if (DeferredIdChecks::Active(targets.device()) == nullptr) {
+        ZS_RETURN_IF_ERROR(ReadTargets(op, targets, vocab, options.ignore_index).status());
+      }
+      const int64_t rows = targets.numel();
       if (rows == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "logits", logits));
       ZS_ASSIGN_OR_RETURN(const int64_t ds, cuda::UniformRowStride(op, "dlogits", dlogits));
@@ -218,6 +230,54 @@ absl::Status CrossEntropyBackward(const Tensor& logits, const Tensor& targets, c
     }
   }
   return NoDeviceKernel(op, logits.device());
+}
+
+absl::StatusOr<CrossEntropyOnDevice> CrossEntropyMeanOnDevice(const Tensor& logits, const Tensor& targets,
+                                                              const Tensor& lse,
+                                                              const CrossEntropyOptions& options) {
+  constexpr absl::string_view op = "CrossEntropyForward";
+  ZS_RETURN_IF_ERROR(CheckLogits(op, "logits", logits));
+  ZS_RETURN_IF_ERROR(CheckTargets(op, targets, logits));
+  ZS_RETURN_IF_ERROR(CheckPerRowOutput(op, "lse", lse, logits, true, {&logits, &targets}));
+  ZS_RETURN_IF_ERROR(CheckSameDevice({&logits, &targets, &lse}, op));
+  if (!logits.device().is_cuda() || !lse.defined() || !lse.is_contiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat("CrossEntropyMeanOnDevice: expected CUDA logits and a contiguous "
+                                                   "lse, found ", logits.DebugString(), " and ",
+                                                   lse.defined() ? lse.DebugString() : "no lse"));
+  }
+  const int64_t vocab = logits.size(-1);
+  const int64_t rows = targets.numel();
+  CrossEntropyOnDevice r;
+  ZS_ASSIGN_OR_RETURN(r.targets, targets.Contiguous());
+  if (DeferredIdChecks* checks = DeferredIdChecks::Active(targets.device()); checks != nullptr) {
+    const int64_t check = checks->Add(
+        [shape = targets.shape(), vocab, ignore = options.ignore_index](int64_t p, int64_t v) {
+          return BadTarget("CrossEntropyForward", shape, p, v, vocab, ignore);
+        });
+    ZS_ASSIGN_OR_RETURN(Tensor clean, cuda::DeviceEmpty(op, logits, targets.shape(), DType::kI64));
+    ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+        cuda::LaunchCheckIds(static_cast<int>(r.targets.dtype()), r.targets.raw_data(), rows, vocab,
+                             /*allow_ignore=*/true, options.ignore_index, check, checks->slot(),
+                             static_cast<int64_t*>(clean.raw_data()), cuda::kOpStream),
+        cuda::LaunchWhat(op, targets)));
+    r.targets = clean;
+  } else {
+    ZS_RETURN_IF_ERROR(ReadTargets(op, targets, vocab, options.ignore_index).status());
+  }
+  ZS_ASSIGN_OR_RETURN(r.loss, cuda::DeviceEmpty(op, logits, {}, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(r.weight, cuda::DeviceEmpty(op, logits, {}, DType::kF32));
+  ZS_ASSIGN_OR_RETURN(Tensor row_loss, cuda::DeviceEmpty(op, logits, {rows}, DType::kF32));
+  if (rows > 0) {
+    ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "logits", logits));
+    ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
+        cuda::LaunchCrossEntropyForward(
+            static_cast<int>(logits.dtype()), logits.raw_data(), xs, static_cast<int>(r.targets.dtype()),
+            r.targets.raw_data(), options.ignore_index, static_cast<float*>(row_loss.raw_data()),
+            static_cast<float*>(lse.raw_data()), rows, vocab, cuda::kOpStream),
+        cuda::LaunchWhat(op, logits)));
+  }
+  ZS_RETURN_IF_ERROR(MeanOfValidRows(row_loss, r.targets, options.ignore_index, r.loss, r.weight));
+  return r;
 }
 
 absl::StatusOr<CrossEntropyResult> CrossEntropy(const Tensor& logits, const Tensor& targets,

@@ -72,6 +72,22 @@ struct CrossEntropyResult {
 absl::StatusOr<CrossEntropyResult> CrossEntropy(const Tensor& logits, const Tensor& targets,
                                                 const CrossEntropyOptions& options = {});
 
+// The mean loss on a GPU with nothing read back inside: the forward kernel's
+// per-row losses (and lse, f32 contiguous, written) averaged on the device
+// over the rows whose target is not ignore_index (kernels/device_scalar.h).
+// The targets' range check runs on the device into the thread's
+// DeferredIdChecks when one is installed (kernels/deferred_checks.h; a
+// failing target then counts as ignore_index until the scope reports it),
+// else they are read back and checked here at once. CUDA tensors only.
+struct CrossEntropyOnDevice {
+  Tensor loss;     // f32 [], the mean (NaN when every row is ignored)
+  Tensor weight;   // f32 [], 1 / valid rows (0 when none): the backward's dlosses scale
+  Tensor targets;  // the targets the kernels read (sanitized i64 copy when deferred)
+};
+absl::StatusOr<CrossEntropyOnDevice> CrossEntropyMeanOnDevice(const Tensor& logits, const Tensor& targets,
+                                                              const Tensor& lse,
+                                                              const CrossEntropyOptions& options = {});
+
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_KERNELS_CROSS_ENTROPY_H_

@@ -7,6 +7,7 @@
 #include "zeroshard/kernels/cuda/cast_launch.h"
 #include "zeroshard/kernels/cuda/embedding_launch.h"
 #include "zeroshard/kernels/cuda/op_util.h"
+#include "zeroshard/kernels/deferred_checks.h"
 #include "zeroshard/kernels/device_check.h"
 #include "zeroshard/kernels/rows.h"
 #include "zeroshard/kernels/virtual_cost.h"
@@ -58,42 +59,34 @@ absl::Status CheckRowsOfIds(absl::string_view op, absl::string_view name, const 
   return absl::OkStatus();
 }
 
+std::string OutOfRange(absl::string_view op, const Shape& shape, int64_t p, int64_t value, int64_t vocab) {
+  return absl::StrCat(op, ": ids", IndexToString(shape, p), " = ", value, " is out of range [0, ", vocab,
+                      ") (V, the rows of the embedding table)");
+}
+
 // The ids as int64 in row-major order, each checked to be in [0, vocab).
 absl::StatusOr<std::vector<int64_t>> ReadIds(absl::string_view op, const Tensor& ids, int64_t vocab) {
   ZS_ASSIGN_OR_RETURN(std::vector<int64_t> v, ids.ToVector<int64_t>());
   for (size_t p = 0; p < v.size(); ++p) {
     if (v[p] >= 0 && v[p] < vocab) continue;
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ids", IndexToString(ids.shape(), static_cast<int64_t>(p)),
-                                                   " = ", v[p], " is out of range [0, ", vocab,
-                                                   ") (V, the rows of the embedding table)"));
+    return absl::InvalidArgumentError(OutOfRange(op, ids.shape(), static_cast<int64_t>(p), v[p], vocab));
   }
   return v;
 }
 
-// The positions grouped by id for the CUDA backward, as one int64 array:
-// [group ids (G), group starts (G + 1), positions sorted by (id, position) (N)].
-// The counting sort of the CPU twin (kernels/cpu/embedding.cc).
-std::vector<int64_t> GroupPositionsById(const std::vector<int64_t>& ids, int64_t vocab,
-                                        int64_t* groups) {
-  const int64_t n = static_cast<int64_t>(ids.size());
-  std::vector<int64_t> count(static_cast<size_t>(vocab) + 1, 0);
-  for (int64_t id : ids) ++count[id + 1];
-  std::vector<int64_t> group_id, group_start;
-  for (int64_t v = 0; v < vocab; ++v) {
-    if (count[v + 1] > 0) {
-      group_id.push_back(v);
-      group_start.push_back(count[v]);
-    }
-    count[v + 1] += count[v];
-  }
-  group_start.push_back(n);
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t p = 0; p < n; ++p) order[count[ids[p]]++] = p;
-  *groups = static_cast<int64_t>(group_id.size());
-  std::vector<int64_t> packed = std::move(group_id);
-  packed.insert(packed.end(), group_start.begin(), group_start.end());
-  packed.insert(packed.end(), order.begin(), order.end());
-  return packed;
+// The CUDA range check of the ids: on the device into the thread's
+// DeferredIdChecks when one is installed (nothing read back), else read back
+// and checked here at once.
+absl::Status CheckIdsOnCuda(absl::string_view op, const Tensor& idc, int64_t vocab) {
+  DeferredIdChecks* checks = DeferredIdChecks::Active(idc.device());
+  if (checks == nullptr) return ReadIds(op, idc, vocab).status();
+  const int64_t check = checks->Add([op = std::string(op), shape = idc.shape(), vocab](int64_t p, int64_t v) {
+    return OutOfRange(op, shape, p, v, vocab);
+  });
+  return cuda::CudaLaunchStatus(
+      cuda::LaunchCheckIds(static_cast<int>(idc.dtype()), idc.raw_data(), idc.numel(), vocab,
+                           /*allow_ignore=*/false, 0, check, checks->slot(), nullptr, cuda::kOpStream),
+      cuda::LaunchWhat(op, idc));
 }
 
 }  // namespace
@@ -116,17 +109,16 @@ absl::Status Embedding(const Tensor& weight, const Tensor& ids, const Tensor& ou
       return o.Finish();
     }
     case DeviceType::kCuda: {
-      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> v, ReadIds(op, ids, weight.size(0)));  // checks
+      ZS_ASSIGN_OR_RETURN(Tensor idc, ids.Contiguous());
+      ZS_RETURN_IF_ERROR(CheckIdsOnCuda(op, idc, weight.size(0)));
       if (out.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(const int64_t os, cuda::UniformRowStride(op, "out", out));
       ZS_ASSIGN_OR_RETURN(Tensor w, RowMajorInput(weight, weight.dtype()));
-      ZS_ASSIGN_OR_RETURN(Tensor idc, ids.Contiguous());
       return cuda::CudaLaunchStatus(
           cuda::LaunchEmbeddingForward(static_cast<int>(w.dtype()), static_cast<int>(out.dtype()),
                                        w.raw_data(), w.stride(0), static_cast<int>(idc.dtype()),
-                                       idc.raw_data(), out.raw_data(), os,
-                                       static_cast<int64_t>(v.size()), weight.size(1),
-                                       cuda::kOpStream),
+                                       idc.raw_data(), weight.size(0), out.raw_data(), os, idc.numel(),
+                                       weight.size(1), cuda::kOpStream),
           cuda::LaunchWhat(op, out));
     }
   }
@@ -168,7 +160,12 @@ absl::Status EmbeddingBackward(const Tensor& dout, const Tensor& ids, const Tens
       return IsSameView(work, dweight) ? absl::OkStatus() : dweight.CopyFrom(work);
     }
     case DeviceType::kCuda: {
-      ZS_ASSIGN_OR_RETURN(std::vector<int64_t> v, ReadIds(op, ids, dweight.size(0)));
+      // Deferred: the forward's check of the same ids reports a bad one; the
+      // kernels skip it here.
+      ZS_ASSIGN_OR_RETURN(Tensor idc, ids.Contiguous());
+      if (DeferredIdChecks::Active(idc.device()) == nullptr) {
+        ZS_RETURN_IF_ERROR(ReadIds(op, idc, dweight.size(0)).status());
+      }
       if (!HasContiguousRows(dweight)) {
         return absl::UnimplementedError(absl::StrCat(op, " on ", dweight.device().ToString(),
                                                      ": dweight ", dweight.DebugString(),
@@ -184,20 +181,17 @@ absl::Status EmbeddingBackward(const Tensor& dout, const Tensor& ids, const Tens
                              dweight.numel(), 0.0f, cuda::kOpStream),
             cuda::LaunchWhat(op, dweight)));
       }
-      if (v.empty() || dweight.size(1) == 0) return absl::OkStatus();
+      const int64_t n = idc.numel();
+      if (n == 0 || dweight.size(1) == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(const int64_t ds, cuda::UniformRowStride(op, "dout", dout));
-      int64_t groups = 0;
-      const std::vector<int64_t> packed = GroupPositionsById(v, dweight.size(0), &groups);
-      ZS_ASSIGN_OR_RETURN(Tensor table,
-                          Tensor::FromVector(packed, {static_cast<int64_t>(packed.size())},
-                                             DType::kI64, dweight.allocator()));
-      const int64_t* const t = static_cast<const int64_t*>(table.raw_data());
+      // Scratch for the sort's keys (uint64, stored as i64).
+      ZS_ASSIGN_OR_RETURN(Tensor keys, cuda::DeviceEmpty(op, dweight, {cuda::EmbeddingSortKeys(n)}, DType::kI64));
       return cuda::CudaLaunchStatus(
           cuda::LaunchEmbeddingBackward(static_cast<int>(dout.dtype()),
                                         static_cast<int>(dweight.dtype()), dout.raw_data(), ds,
-                                        t, t + groups, t + 2 * groups + 1, groups,
-                                        dweight.raw_data(), dweight.stride(0), dweight.size(1),
-                                        cuda::kOpStream),
+                                        static_cast<int>(idc.dtype()), idc.raw_data(), n, dweight.size(0),
+                                        static_cast<uint64_t*>(keys.raw_data()), dweight.raw_data(),
+                                        dweight.stride(0), dweight.size(1), cuda::kOpStream),
           cuda::LaunchWhat(op, dweight));
     }
   }

@@ -70,7 +70,12 @@ absl::StatusOr<OptimWrapper::Update> OptimWrapper::UpdateParams(const Variable& 
   }
   if (!u.skipped) {
     if (options_.clip_grad_max_norm > 0) {
-      ZS_ASSIGN_OR_RETURN(u.grad_norm, model_->ClipGradNorm(options_.clip_grad_max_norm));
+      if (options_.device_scalars && model_->world().device().is_cuda()) {
+        ZS_ASSIGN_OR_RETURN(u.grad_norm_on_device, model_->ClipGradNormOnDevice(options_.clip_grad_max_norm));
+        u.grad_norm = std::nan("");
+      } else {
+        ZS_ASSIGN_OR_RETURN(u.grad_norm, model_->ClipGradNorm(options_.clip_grad_max_norm));
+      }
     }
     ZS_RETURN_IF_ERROR(optimizer_.Step(u.lr));
     scheduler_.Step();

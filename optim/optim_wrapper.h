@@ -48,6 +48,10 @@ struct OptimWrapperOptions {
   double clip_grad_max_norm = 0;    // 0: no clipping (the norm is still reported)
   bool loss_scaling = false;        // fp16 dynamic loss scaling (DeepSpeed's rules)
   LossScalerOptions loss_scaler;
+  // Keep the step's scalars on a GPU (no host synchronisation): clipping runs
+  // through ShardedModel::ClipGradNormOnDevice, and TrainStep leaves the
+  // mean loss on the device (train/train_step.h). Ignored on CPU ranks.
+  bool device_scalars = false;
   // Fault injection for tests: on this optimizer step, rank 0's gradients
   // become inf (the loss is multiplied by inf before backward).
   int64_t inject_inf_at_step = -1;
@@ -68,6 +72,9 @@ class OptimWrapper {
     bool stepped = false;  // this call ended a step (optimizer stepped or skipped)
     bool skipped = false;  // loss scaling found an overflow: no parameter changed
     double grad_norm = 0;  // total norm before clipping (when stepped and not skipped)
+    // With device_scalars on a GPU: grad_norm is NaN and this holds it (one
+    // double in an i64 tensor; ReadGradNorm in train/train_step.h).
+    Tensor grad_norm_on_device;
     double lr = 0;         // the lr of this step
   };
   absl::StatusOr<Update> UpdateParams(const autograd::Variable& loss);

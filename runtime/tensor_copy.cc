@@ -5,6 +5,7 @@
 #include "zeroshard/runtime/tensor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -266,6 +267,25 @@ absl::Status Tensor::Fill(double value) const {
   if (device().is_virtual()) {  // a fill kernel writing every element
     return ChargeVirtual(device(), OpCost{.op = "Fill", .bytes = static_cast<double>(numel_) *
                                                                  static_cast<double>(itemsize())});
+  }
+  if (device().is_cuda() && dim() <= cuda::kStridedCopyMaxDims) {
+    // The element converted on the host, written by a kernel: nothing is
+    // copied from the host, so a fill does not synchronise it.
+    ZS_ASSIGN_OR_RETURN(Tensor host, Empty({}, dtype_, DefaultCpuAllocator()));
+    ZS_RETURN_IF_ERROR(host.Fill(value));
+    uint64_t bits = 0;
+    std::memcpy(&bits, host.raw_data(), static_cast<size_t>(itemsize()));
+    cuda::StridedCopyArgs a;
+    a.ndim = static_cast<int>(dim());
+    a.numel = numel_;
+    for (int64_t d = 0; d < dim(); ++d) {
+      a.sizes[d] = size(d);
+      a.dst_strides[d] = stride(d);
+    }
+    a.dst_dtype = a.src_dtype = static_cast<int>(dtype_);
+    a.dst = raw_data();
+    return cuda::CudaLaunchStatus(cuda::LaunchStridedFill(a, bits, /*stream=*/nullptr),
+                                  absl::StrCat("Fill on ", device().ToString()));
   }
   if (!device().is_cpu()) {
     // One element set on the host, sent over, and broadcast on the device.

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "zeroshard/kernels/elementwise.h"
+#include "zeroshard/kernels/device_scalar.h"
 #include "zeroshard/kernels/reduce.h"
 #include "zeroshard/runtime/status.h"
 
@@ -270,6 +272,46 @@ absl::Status ShardedModel::ScaleGradients(double factor) {
     if (!u->frozen()) ZS_RETURN_IF_ERROR(Affine(GradStorage(*u), factor, 0.0, GradStorage(*u)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> ShardedModel::ClipGradNormOnDevice(double max_norm) {
+  Allocator* alloc = CommAllocator();
+  bool all_on_device = alloc->device().is_cuda();
+  for (auto& u : units_) {
+    if (u->frozen()) continue;
+    all_on_device = all_on_device && u->grad_shard.device().is_cuda() && GradStorage(*u).device().is_cuda();
+  }
+  if (!all_on_device) {  // CPU ranks, or gradient shards offloaded to the host
+    ZS_ASSIGN_OR_RETURN(const double norm, ClipGradNorm(max_norm));
+    ZS_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty({1}, DType::kI64));
+    std::memcpy(t.raw_data(), &norm, sizeof(norm));
+    return t;
+  }
+  int64_t units = 0;
+  for (auto& u : units_) units += u->frozen() ? 0 : 1;
+  ZS_ASSIGN_OR_RETURN(Tensor parts, Tensor::Empty({std::max<int64_t>(units, 1)}, DType::kI64, alloc));
+  ZS_RETURN_IF_ERROR(parts.Fill(0.0));  // zero bits: 0.0 as doubles
+  int64_t index = 0;
+  for (auto& u : units_) {
+    if (u->frozen()) continue;
+    ZS_RETURN_IF_ERROR(SumOfSquaresOnDevice(u->grad_shard, parts, index++));
+  }
+  ZS_ASSIGN_OR_RETURN(Tensor total, Tensor::Empty({1}, DType::kF32, alloc));
+  ZS_RETURN_IF_ERROR(SumInOrder(parts, total));
+  CollectiveOptions norm_opts = schedule_->Collective();
+  if (trace_ != nullptr) norm_opts.trace_label = "grad-norm all-reduce";
+  ZS_ASSIGN_OR_RETURN(std::shared_ptr<Work> work, shard_group_->AllReduceAsync(total, total, ReduceOp::kSum, norm_opts));
+  ZS_RETURN_IF_ERROR(work->Block(schedule_->compute()));
+  ZS_ASSIGN_OR_RETURN(Tensor norm, Tensor::Empty({1}, DType::kI64, alloc));
+  ZS_ASSIGN_OR_RETURN(Tensor factor, Tensor::Empty({1}, DType::kF32, alloc));
+  ZS_RETURN_IF_ERROR(ClipFactor(total, max_norm, norm, factor));
+  for (auto& u : units_) {
+    if (u->frozen()) continue;
+    const Tensor& g = GradStorage(*u);
+    if (!g.is_contiguous()) return absl::InternalError("ClipGradNormOnDevice: a non-contiguous gradient shard");
+    ZS_RETURN_IF_ERROR(ScaleByDeviceScalar(g, factor));
+  }
+  return norm;
 }
 
 absl::StatusOr<double> ShardedModel::ClipGradNorm(double max_norm, double norm_type) {

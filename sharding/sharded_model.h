@@ -313,6 +313,16 @@ class ShardedModel {
   // (norm_type 2 or infinity); returns the total norm before clipping, equal
   // on every rank and to the unsharded model's. One all-reduce.
   absl::StatusOr<double> ClipGradNorm(double max_norm, double norm_type = 2.0);
+  // ClipGradNorm (norm 2) with no host synchronisation, for gradients on a
+  // GPU: the per-unit sums of squares (double, in unit order, as above), their
+  // f32 total all-reduced by the shard group on the device (NCCL, ordered on
+  // the compute stream), and the scale min(1, max_norm / (norm + 1e-6)) applied
+  // by a kernel reading it from device memory. Returns the norm as one double
+  // on the device (an i64 tensor of one element holding its bytes: read it
+  // with ReadGradNorm, train/train_step.h, when logging). Gradients on the
+  // CPU (CPU ranks, CPU offload): ClipGradNorm's value, in the same form on
+  // the host.
+  absl::StatusOr<Tensor> ClipGradNormOnDevice(double max_norm);
 
   // True on every rank when any rank's gradient shards hold an Inf or NaN
   // (fp16 loss scaling skips such steps); one all-reduce over the world.

@@ -32,6 +32,11 @@
 //        step; zero the gradients either way;
 //   3. the global mean loss: this rank's sum / A, rounded to f32 and averaged
 //      over the ranks of `host` with one all-reduce (kAvg, in f32).
+// With device_scalars on GPUs (the main job's GPU runs) step 1 reads nothing:
+// the micro-batch losses are added on the device (f32), scaled by 1 / A, and
+// averaged over the model's world by an all-reduce on the device (NCCL,
+// ordered on the compute stream); StepResult::loss_on_device holds the result
+// and no host synchronisation happens inside Run (docs/gpu.md).
 //
 // ValStep / TestStep run a forward under no-grad with the model in eval mode
 // (restored after): MMEngine's val_step / test_step.
@@ -57,7 +62,18 @@ struct StepResult {
   double grad_norm = 0;   // total norm before clipping; 0 without clipping or when skipped
   bool skipped = false;   // loss scaling (or an injected inf) found an overflow: no parameter changed
   double loss_scale = 0;  // the loss scale after this step (the next step's); 0 without loss scaling
+  // With OptimWrapperOptions::device_scalars on GPUs nothing above is read
+  // from the device inside Run: `loss` and `grad_norm` are NaN and these hold
+  // them on the device until the caller reads them (ReadLoss, ReadGradNorm;
+  // each read is one host synchronisation).
+  Tensor loss_on_device;       // f32 [1]: the mean over micro-batches and ranks
+  Tensor grad_norm_on_device;  // one double (i64 storage); undefined without clipping or when skipped
 };
+
+// The step's loss and grad norm, read from the device when they were left
+// there (a host synchronisation), else the values already in `r`.
+absl::StatusOr<double> ReadLoss(const StepResult& r);
+absl::StatusOr<double> ReadGradNorm(const StepResult& r);
 
 class TrainStep {
  public:
@@ -80,9 +96,11 @@ class TrainStep {
   int64_t accumulative_counts() const { return optim_.options().accumulative_counts; }
 
  private:
-  TrainStep(optim::OptimWrapper optim, Communicator& host) : optim_(std::move(optim)), host_(&host) {}
+  TrainStep(optim::OptimWrapper optim, ShardedModel& model, Communicator& host)
+      : optim_(std::move(optim)), model_(&model), host_(&host) {}
 
   optim::OptimWrapper optim_;
+  ShardedModel* model_;
   Communicator* host_;
 };
 

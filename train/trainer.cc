@@ -29,6 +29,7 @@
 #include "zeroshard/train/tensorboard.h"
 #include "zeroshard/train/progress.h"
 #include "zeroshard/train/train_step.h"
+#include "zeroshard/kernels/deferred_checks.h"
 #include "zeroshard/collectives/trace_merge.h"
 #include "zeroshard/data/token_data.h"
 #include "zeroshard/data/tokenizer.h"
@@ -227,6 +228,9 @@ optim::OptimWrapperOptions JobStepOptions(const TrainOptions& o) {
           .clip_grad_max_norm = o.grad_clip,
           .loss_scaling = scaling,
           .loss_scaler = o.loss_scaler,
+          // GPUs: the loss and the clipping norm stay on the device inside a
+          // step (read on log steps); nothing changes on CPU ranks.
+          .device_scalars = true,
           .inject_inf_at_step = o.inject_inf_at_step};
 }
 
@@ -422,10 +426,34 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   // cudaMalloc and host synchronisations of the steps after the first two.
   const int64_t first_counted = start_step + 2;
   cuda::CudaCallCounts counts_before;
+  int64_t quiet_syncs = 0, quiet_steps = 0;
+  // On GPUs the ids of Embedding and CrossEntropy are checked on the device
+  // (kernels/deferred_checks.h) and each step's loss stays there: both are
+  // read when something needs the loss (a log line, a metrics row, the
+  // progress bar, validation, a save), with no host synchronisation between.
+  std::unique_ptr<DeferredIdChecks> id_checks;
+  if (on_gpu) {
+    ZS_ASSIGN_OR_RETURN(id_checks, DeferredIdChecks::Install(&device));
+  }
+  std::vector<std::pair<size_t, Tensor>> unread_losses;  // (index in s.losses, the device loss)
+  auto read_losses = [&]() -> absl::Status {
+    if (id_checks != nullptr) ZS_RETURN_IF_ERROR(id_checks->Resolve());
+    for (const auto& [index, t] : unread_losses) {
+      ZS_ASSIGN_OR_RETURN(const double l, t.Item());
+      s.losses[index] = l;
+    }
+    unread_losses.clear();
+    return absl::OkStatus();
+  };
+  const bool row_every_step = !o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar;
   // What this rank sends in the training steps (BytesSent, train/loop.h).
   int64_t step_bytes = 0;
   for (int64_t step = start_step; step < o.steps; ++step) {
     if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
+    const cuda::CudaCallCounts step_before = cuda::ThreadCudaCallCounts();
+    const bool log_step = (step + 1) % o.log_every == 0 || step == 0 || step + 1 == o.steps;
+    const bool save_step = o.save_every > 0 && !o.work_dir.empty() && (step + 1) % o.save_every == 0;
+    const bool eval_step = o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps;
     const double step_start = Now();
     const bool tracing = trace != nullptr && step >= o.trace_from && step < o.trace_from + o.trace_steps;
     sharded->set_trace(tracing ? trace : nvtx_only.get(), gpu_trace.get());
@@ -452,13 +480,15 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       if (tracing) ZS_RETURN_IF_ERROR(gpu_trace->Resolve());
     }
     const double lr = r.lr;
-    const double loss = r.loss;
     if (r.skipped) {
       log.Line(absl::StrFormat("step %d skipped: gradients overflowed (%s)\n", step, scaler.ToString()));
     }
-    s.losses.push_back(loss);
+    s.losses.push_back(r.loss);
+    if (r.loss_on_device.defined()) unread_losses.emplace_back(s.losses.size() - 1, r.loss_on_device);
+    if (log_step || save_step || eval_step || row_every_step) ZS_RETURN_IF_ERROR(read_losses());
+    const double loss = s.losses.back();  // NaN until read (a quiet step on GPUs)
     step_ms.push_back((Now() - step_start) * 1000.0);
-    if (!o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar) {
+    if (row_every_step) {
       const double ms = (Now() - step_start) * 1000.0;
       const int64_t step_peak = device.stats().peak_bytes_in_use;
       run_peak = std::max(run_peak, step_peak);
@@ -467,18 +497,19 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
       row = StepMetrics{.step = step, .loss = loss, .lr = lr, .tokens_per_s = tokens_per_step / (ms / 1000.0),
                         .ms_per_step = ms, .peak_bytes = std::move(peaks)};
     }
-    if ((step + 1) % o.log_every == 0 || step == 0 || step + 1 == o.steps) {
+    if (log_step) {
       const double now = Now();
       const int64_t steps_in_window = step == 0 ? 1 : ((step + 1) % o.log_every == 0 ? o.log_every : (step + 1) % o.log_every);
       const double ms = (now - window_start) * 1000.0 / steps_in_window;
       window_start = now;
       log.Line(StepLine(step, loss, lr, ms, tokens_per_step));
     }
-    if (o.save_every > 0 && !o.work_dir.empty() && (step + 1) % o.save_every == 0) {
+    if (save_step) {
       ZS_RETURN_IF_ERROR(save(step + 1));
     }
-    if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) {
+    if (eval_step) {
       ZS_ASSIGN_OR_RETURN(double vl, EvalLoss(*gpt, val, o, comm, host, &device));
+      ZS_RETURN_IF_ERROR(read_losses());  // the checks of validation's forwards
       log.Line(absl::StrFormat("step %d val loss %.6f (unigram entropy %.4f)\n", step, vl, unigram));
       row.val_loss = vl;
       window_start = Now();
@@ -493,16 +524,23 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     if (writes_rows && step + 1 < o.steps) {  // the last row waits for the final validation loss
       ZS_RETURN_IF_ERROR(write_row(row));
     }
+    if (step >= first_counted && !(log_step || save_step || eval_step || row_every_step)) {
+      quiet_syncs += cuda::ThreadCudaCallCounts().host_syncs - step_before.host_syncs;
+      ++quiet_steps;
+    }
   }
+  ZS_RETURN_IF_ERROR(read_losses());
   if (on_gpu && o.steps > first_counted) {
     const cuda::CudaCallCounts after = cuda::ThreadCudaCallCounts();
     const double n = static_cast<double>(o.steps - first_counted);
     s.cuda_mallocs_per_step = static_cast<double>(after.mallocs - counts_before.mallocs) / n;
-    s.host_syncs_per_step = static_cast<double>(after.host_syncs - counts_before.host_syncs) / n;
-    log.Line(absl::StrFormat("GPU: steps %d-%d made %.1f cudaMalloc and %.1f host synchronisations per step "
+    s.quiet_steps_counted = quiet_steps;
+    s.host_syncs_per_step = quiet_steps > 0 ? static_cast<double>(quiet_syncs) / quiet_steps : -1.0;
+    log.Line(absl::StrFormat("GPU: steps %d-%d made %.1f cudaMalloc per step; %d of them neither logged, "
+                             "evaluated nor saved and made %.1f host synchronisations each "
                              "(caching allocator: %s)\n",
-                             first_counted, o.steps - 1, s.cuda_mallocs_per_step, s.host_syncs_per_step,
-                             cache->stats().ToString()));
+                             first_counted, o.steps - 1, s.cuda_mallocs_per_step, quiet_steps,
+                             s.host_syncs_per_step, cache->stats().ToString()));
   }
   sharded->set_trace(nullptr);
   if (gpu_trace != nullptr && trace != nullptr) {

@@ -140,7 +140,10 @@ struct TrainSummary {
   // ThreadCudaCallCounts): cudaMalloc (0 once the caching allocator is warm) and
   // host synchronisations; -1 where not measured (CPU ranks, or fewer than 3 steps).
   double cuda_mallocs_per_step = -1;
+  // Per quiet step: one that neither logs, evaluates, saves nor writes a
+  // metrics row (those read the loss back: a host synchronisation each).
   double host_syncs_per_step = -1;
+  int64_t quiet_steps_counted = 0;
 };
 
 // Runs on every rank; rank 0 prints. `summary` (optional) receives rank 0's figures.

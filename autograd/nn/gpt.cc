@@ -52,11 +52,21 @@ absl::StatusOr<GptOutput> Gpt::ForwardLm(const Tensor& ids, const Tensor& target
                                                    " is longer than block_size ", config_.block_size));
   }
   ZS_ASSIGN_OR_RETURN(Variable tok, (*wte_)(ids));  // [B, T, C]
-  std::vector<int64_t> positions(T);
-  for (int64_t t = 0; t < T; ++t) positions[t] = t;
-  ZS_ASSIGN_OR_RETURN(Tensor pos_ids, Tensor::FromVector(positions, {T}));
-  if (!ids.device().is_cpu()) {  // the positions live where the ids do
-    ZS_ASSIGN_OR_RETURN(pos_ids, pos_ids.To(ids.allocator()));
+  Tensor pos_ids;
+  if (!ids.device().is_cpu() && device_positions_.defined() && device_positions_.size(0) >= T &&
+      device_positions_.allocator() == ids.allocator()) {
+    // The positions live where the ids do, copied there once (a copy from the
+    // host would synchronise it every step).
+    ZS_ASSIGN_OR_RETURN(pos_ids, device_positions_.Narrow(0, 0, T));
+  } else {
+    const int64_t n = ids.device().is_cpu() ? T : config_.block_size;
+    std::vector<int64_t> positions(n);
+    for (int64_t t = 0; t < n; ++t) positions[t] = t;
+    ZS_ASSIGN_OR_RETURN(pos_ids, Tensor::FromVector(positions, {n}));
+    if (!ids.device().is_cpu()) {
+      ZS_ASSIGN_OR_RETURN(device_positions_, pos_ids.To(ids.allocator()));
+      ZS_ASSIGN_OR_RETURN(pos_ids, device_positions_.Narrow(0, 0, T));
+    }
   }
   ZS_ASSIGN_OR_RETURN(Variable pos, (*wpe_)(pos_ids));  // [T, C]
   ZS_ASSIGN_OR_RETURN(Variable x, ops::Add(tok, pos));

@@ -61,6 +61,9 @@ class Gpt : public CausalLm {
   std::shared_ptr<ModuleList> h_;
   std::shared_ptr<LayerNorm> ln_f_;
   std::shared_ptr<Linear> lm_head_;
+  // 0 .. block_size - 1 on the ids' device, made by the first forward there
+  // (held like a parameter: the allocator outlives the model).
+  Tensor device_positions_;
 };
 
 }  // namespace zeroshard::nn

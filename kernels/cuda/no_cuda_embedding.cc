@@ -8,12 +8,21 @@ namespace {
 constexpr int kNotBuilt = 35;  // cudaErrorInsufficientDriver's value: "no CUDA here"
 }  // namespace
 
-int LaunchEmbeddingForward(int, int, const void*, int64_t, int, const void*, void*, int64_t, int64_t,
-                           int64_t, void*) {
+int LaunchEmbeddingForward(int, int, const void*, int64_t, int, const void*, int64_t, void*, int64_t,
+                           int64_t, int64_t, void*) {
   return kNotBuilt;
 }
-int LaunchEmbeddingBackward(int, int, const void*, int64_t, const int64_t*, const int64_t*,
-                            const int64_t*, int64_t, void*, int64_t, int64_t, void*) {
+int LaunchCheckIds(int, const void*, int64_t, int64_t, bool, int64_t, int64_t, int64_t*, int64_t*,
+                   void*) {
+  return kNotBuilt;
+}
+int64_t EmbeddingSortKeys(int64_t n) {
+  int64_t padded = kEmbeddingSortTile;
+  while (padded < n) padded *= 2;
+  return padded;
+}
+int LaunchEmbeddingBackward(int, int, const void*, int64_t, int, const void*, int64_t, int64_t,
+                            uint64_t*, void*, int64_t, int64_t, void*) {
   return kNotBuilt;
 }
 

@@ -119,7 +119,9 @@ absl::Status CudaHostFree(void* ptr) {
 absl::Status CudaMemcpy(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) {
   if (bytes == 0) return absl::OkStatus();
   if (stream == nullptr) {
-    ++thread_counts.host_syncs;
+    // A device-to-device cudaMemcpy does not wait on the host (CUDA's "API
+    // synchronization behavior"): only copies touching host memory count.
+    if (kind != CopyKind::kDeviceToDevice) ++thread_counts.host_syncs;
     ZS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, ToCuda(kind)));
   } else {
     ZS_CUDA_RETURN_IF_ERROR(

@@ -58,7 +58,8 @@ absl::StatusOr<float> CudaEventElapsedMs(void* start, void* end);
 
 // Calls made by the calling thread since it started that cost a GPU step most:
 // device allocations (cudaMalloc) and waits that block the host until the device
-// is done (a synchronous cudaMemcpy, cudaStreamSynchronize, cudaEventSynchronize).
+// is done (a synchronous cudaMemcpy to or from the host, cudaStreamSynchronize,
+// cudaEventSynchronize; a device-to-device cudaMemcpy does not block the host).
 // The main job prints them per step after warm-up (with the caching allocator a
 // warm step should allocate nothing). Per thread, so each in-process rank counts
 // its own; 0 in a CPU-only build.

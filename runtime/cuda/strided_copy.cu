@@ -40,6 +40,30 @@ __global__ void StridedCopyKernel(StridedCopyArgs a) {
   }
 }
 
+template <typename T>
+__global__ void StridedFillKernel(StridedCopyArgs a, T value) {
+  T* dst = static_cast<T*>(a.dst);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel;
+       i += step) {
+    int64_t rem = i, doff = 0;
+    for (int d = a.ndim - 1; d >= 0; --d) {
+      doff += (rem % a.sizes[d]) * a.dst_strides[d];
+      rem /= a.sizes[d];
+    }
+    dst[doff] = value;
+  }
+}
+
+template <typename T>
+int LaunchFillTyped(const StridedCopyArgs& a, uint64_t bits, cudaStream_t s) {
+  constexpr int kThreads = 256;
+  int64_t blocks = (a.numel + kThreads - 1) / kThreads;
+  if (blocks > 65535 * 8) blocks = 65535 * 8;
+  Launch(StridedFillKernel<T>, static_cast<unsigned>(blocks), kThreads, 0, s, a, static_cast<T>(bits));
+  return static_cast<int>(cudaGetLastError());
+}
+
 template <typename D, typename S>
 int LaunchTyped(const StridedCopyArgs& a, cudaStream_t s) {
   constexpr int kThreads = 256;
@@ -83,6 +107,22 @@ int DispatchFloat(int dtype, Fn&& fn) {
 }
 
 }  // namespace
+
+int LaunchStridedFill(const StridedCopyArgs& args, uint64_t bits, void* stream) {
+  if (args.numel == 0) return 0;
+  if (args.ndim < 0 || args.ndim > kStridedCopyMaxDims) return static_cast<int>(cudaErrorInvalidValue);
+  StridedCopyArgs a = args;
+  for (int d = 0; d < a.ndim; ++d) a.src_strides[d] = 0;
+  CollapseDims(a);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (ItemSize(a.dst_dtype)) {
+    case 1: return LaunchFillTyped<uint8_t>(a, bits, s);
+    case 2: return LaunchFillTyped<uint16_t>(a, bits, s);
+    case 4: return LaunchFillTyped<uint32_t>(a, bits, s);
+    case 8: return LaunchFillTyped<uint64_t>(a, bits, s);
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+}
 
 int LaunchStridedCopy(const StridedCopyArgs& args, void* stream) {
   if (args.numel == 0) return 0;

@@ -70,6 +70,12 @@ inline void CollapseDims(StridedCopyArgs& a) {
 // unsupported dtype pair; 0 for an empty copy.
 int LaunchStridedCopy(const StridedCopyArgs& args, void* stream);
 
+// Every element of the dst side of `args` (sizes, dst_strides, dst_dtype, dst;
+// the src fields are ignored) set to the `itemsize` bytes of `bits` (the
+// value already converted to the dtype on the host): Tensor::Fill on a GPU,
+// with nothing copied from the host.
+int LaunchStridedFill(const StridedCopyArgs& args, uint64_t bits, void* stream);
+
 }  // namespace zeroshard::cuda
 
 #endif  // ZEROSHARD_RUNTIME_CUDA_STRIDED_COPY_H_

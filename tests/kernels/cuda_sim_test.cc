@@ -638,11 +638,90 @@ TEST(CudaSim, EmbeddingForwardMatchesCpu) {
     Tensor got = Empty({rows, cols}, dtype);
     RunBothOrders("embedding", {&got}, [&] {
       return sim::LaunchEmbeddingForward(Code(dtype), Code(dtype), w.raw_data(), cols,
-                                         Code(DType::kI64), idt.raw_data(), got.raw_data(), cols,
+                                         Code(DType::kI64), idt.raw_data(), vocab, got.raw_data(), cols,
                                          rows, cols, nullptr);
     });
     ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Embedding(w, idt));
     ExpectClose(got, want, kExact, std::string("embedding ") + Name(dtype));
+  }
+}
+
+// The device range check: the first failing position and its value in the
+// slot (the slot keeps an earlier failure), bad ids sanitized; a bad id
+// gathers a zero row.
+TEST(CudaSim, EmbeddingIdCheckFindsTheFirstBadId) {
+  const int64_t vocab = 50, n = 700;
+  std::vector<int32_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((i * 7) % vocab);
+  ids[613] = -100;  // ignore_index: fine when allowed
+  ids[401] = 50;
+  ids[650] = -3;
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor idt, Tensor::FromVector(ids, {n}, DType::kI32));
+  for (bool allow_ignore : {false, true}) {
+    Tensor slot = Empty({3}, DType::kI64);
+    Tensor sanitized = Empty({n}, DType::kI64);
+    std::memset(slot.raw_data(), 0, 24);
+    RunBothOrders("check ids", {&slot, &sanitized}, [&] {
+      return sim::LaunchCheckIds(Code(DType::kI32), idt.raw_data(), n, vocab, allow_ignore, -100, 4,
+                                 static_cast<int64_t*>(slot.raw_data()),
+                                 static_cast<int64_t*>(sanitized.raw_data()), nullptr);
+    });
+    ZS_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> got, slot.ToVector<int64_t>());
+    EXPECT_EQ(got, (std::vector<int64_t>{5, 401, 50}));
+    ZS_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> clean, sanitized.ToVector<int64_t>());
+    EXPECT_EQ(clean[401], -100);
+    EXPECT_EQ(clean[650], -100);
+    EXPECT_EQ(clean[613], -100);
+    EXPECT_EQ(clean[3], 21);
+  }
+  // A slot already holding a failure keeps it.
+  Tensor slot = Empty({3}, DType::kI64);
+  const int64_t earlier[3] = {2, 9, 99};
+  std::memcpy(slot.raw_data(), earlier, sizeof(earlier));
+  RunBothOrders("check ids, slot taken", {&slot}, [&] {
+    return sim::LaunchCheckIds(Code(DType::kI32), idt.raw_data(), n, vocab, false, -100, 4,
+                               static_cast<int64_t*>(slot.raw_data()), nullptr, nullptr);
+  });
+  ZS_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> kept, slot.ToVector<int64_t>());
+  EXPECT_EQ(kept, (std::vector<int64_t>{2, 9, 99}));
+  // The gather writes zeros for the bad ids and never reads past the table.
+  const Tensor w = RandomTensor({vocab, 3}, DType::kF32, -1, 1, 5);
+  Tensor out = Empty({n, 3}, DType::kF32);
+  RunBothOrders("gather with bad ids", {&out}, [&] {
+    return sim::LaunchEmbeddingForward(Code(DType::kF32), Code(DType::kF32), w.raw_data(), 3,
+                                       Code(DType::kI32), idt.raw_data(), vocab, out.raw_data(), 3, n, 3,
+                                       nullptr);
+  });
+  ZS_ASSERT_OK_AND_ASSIGN(std::vector<float> rows, out.ToVector<float>());
+  EXPECT_EQ(rows[401 * 3], 0.0f);
+  EXPECT_EQ(rows[650 * 3 + 2], 0.0f);
+}
+
+// The backward's device sort and scatter-add against the CPU twin, bit for
+// bit: within one tile of the sort (45 ids) and across tiles with the global
+// merge passes (4500 ids: 8192 keys, 4 tiles), with many repeats of each id.
+TEST(CudaSim, EmbeddingBackwardIsTheCpuSumBitForBit) {
+  for (DType dtype : kFloatDTypes) {
+    for (int64_t n : {45, 4500}) {
+      const int64_t vocab = 37, cols = 3;
+      std::vector<int64_t> ids(n);
+      for (int64_t i = 0; i < n; ++i) ids[i] = (i * i * 13 + i * 5 + 3) % vocab;
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor idt, Tensor::FromVector(ids, {n}, DType::kI64));
+      const Tensor dout = RandomTensor({n, cols}, dtype, -1, 1, 11);
+      const Tensor start = RandomTensor({vocab, cols}, dtype, -1, 1, 12);
+      Tensor got = Empty({vocab, cols}, dtype);
+      Tensor keys = Empty({sim::EmbeddingSortKeys(n)}, DType::kI64);
+      std::memcpy(got.raw_data(), start.raw_data(), static_cast<size_t>(start.nbytes()));
+      const std::string what = "embedding backward " + Name(dtype) + " n " + std::to_string(n);
+      RunBothOrders(what, {&got, &keys}, [&] {
+        return sim::LaunchEmbeddingBackward(Code(dtype), Code(dtype), dout.raw_data(), cols, Code(DType::kI64),
+                                            idt.raw_data(), n, vocab, static_cast<uint64_t*>(keys.raw_data()),
+                                            got.raw_data(), cols, cols, nullptr);
+      });
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor want, start.Clone());
+      ZS_ASSERT_OK(EmbeddingBackward(dout, idt, want, GradMode::kAccumulate));
+      ExpectClose(got, want, kExact, what);
+    }
   }
 }
 
@@ -696,6 +775,82 @@ TEST(CudaSim, FlatCopiesAndStridedCopiesAreExact) {
     ZS_ASSERT_OK(Cast(contiguous, want));
     ExpectClose(dst, want, kExact, std::string("strided copy to ") + Name(dst_dtype));
   }
+}
+
+// Tensor::Fill's kernel: every element of a strided view set to the value's
+// bits, the elements outside the view untouched.
+TEST(CudaSim, StridedFillSetsTheViewOnly) {
+  Tensor buf = Empty({6, 5}, DType::kBF16);
+  std::memset(buf.raw_data(), 0x11, static_cast<size_t>(buf.nbytes()));
+  sim::StridedCopyArgs a;
+  a.ndim = 2;
+  a.numel = 6 * 2;
+  a.sizes[0] = 6;
+  a.sizes[1] = 2;
+  a.dst_strides[0] = 5;
+  a.dst_strides[1] = 2;  // columns 0 and 2
+  a.dst_dtype = a.src_dtype = Code(DType::kBF16);
+  a.dst = buf.raw_data();
+  RunBothOrders("strided fill", {&buf}, [&] { return sim::LaunchStridedFill(a, 0x3f80, nullptr); });
+  const uint16_t* v = static_cast<const uint16_t*>(buf.raw_data());
+  for (int r = 0; r < 6; ++r) {
+    for (int c = 0; c < 5; ++c) {
+      EXPECT_EQ(v[r * 5 + c], (c == 0 || c == 2) ? 0x3f80 : 0x1111) << r << ", " << c;
+    }
+  }
+}
+
+// The step's device scalars: the mean loss of the valid rows, the clipping
+// factor, and the scale by it, both orders, against the host arithmetic.
+TEST(CudaSim, DeviceScalarsMatchTheHostArithmetic) {
+  const int64_t rows = 1000;
+  std::vector<float> loss(rows);
+  std::vector<int64_t> targets(rows);
+  double sum = 0;
+  int64_t valid = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    loss[r] = 0.001f * static_cast<float>((r * 37) % 1000);
+    targets[r] = r % 7 == 3 ? -100 : r % 50;
+    if (targets[r] != -100) {
+      sum += loss[r];
+      ++valid;
+    }
+  }
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor lt, Tensor::FromVector(loss, {rows}));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor tt, Tensor::FromVector(targets, {rows}, DType::kI64));
+  Tensor out = Empty({2}, DType::kF32);
+  float* o = static_cast<float*>(out.raw_data());
+  RunBothOrders("mean of valid rows", {&out}, [&] {
+    return sim::LaunchMeanOfValidRows(static_cast<const float*>(lt.raw_data()), Code(DType::kI64), tt.raw_data(),
+                                      rows, -100, o, o + 1, nullptr);
+  });
+  // Another order of double additions of f32 values: within a few ulps of
+  // double, far below f32's rounding, so the f32 result is the host's unless
+  // the sum sits on a rounding boundary (it does not here: checked exactly).
+  EXPECT_EQ(o[0], static_cast<float>(sum / static_cast<double>(valid)));
+  EXPECT_EQ(o[1], static_cast<float>(1.0 / static_cast<double>(valid)));
+  // Clipping: total 16 (norm 4), max_norm 1: factor f32(1 / (4 + 1e-6)).
+  Tensor total = Empty({1}, DType::kF32);
+  *static_cast<float*>(total.raw_data()) = 16.0f;
+  Tensor norm = Empty({1}, DType::kI64);
+  Tensor factor = Empty({1}, DType::kF32);
+  RunBothOrders("clip factor", {&norm, &factor}, [&] {
+    return sim::LaunchClipFactor(static_cast<const float*>(total.raw_data()), false, 1.0,
+                                 static_cast<double*>(norm.raw_data()), static_cast<float*>(factor.raw_data()),
+                                 nullptr);
+  });
+  EXPECT_EQ(*static_cast<const double*>(norm.raw_data()), 4.0);
+  const float f = static_cast<float>(1.0 / (4.0 + 1e-6));
+  EXPECT_EQ(*static_cast<const float*>(factor.raw_data()), f);
+  const Tensor x = RandomTensor({3000}, DType::kF32, -1, 1, 3);
+  Tensor y = Empty({3000}, DType::kF32);
+  std::memcpy(y.raw_data(), x.raw_data(), static_cast<size_t>(x.nbytes()));
+  RunBothOrders("scale by device scalar", {&y}, [&] {
+    return sim::LaunchScaleByDeviceScalar(Code(DType::kF32), y.raw_data(), 3000,
+                                          static_cast<const float*>(factor.raw_data()), nullptr);
+  });
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Affine(x, f, 0.0));
+  ExpectClose(y, want, kExact, "scale by the clip factor");
 }
 
 TEST(CudaSim, CollectiveWidenAndNarrowAreExact) {

@@ -27,6 +27,7 @@
 #include "zeroshard/kernels/cuda/conv2d_launch.h"
 #include "zeroshard/kernels/math/conv_geometry.h"
 #include "zeroshard/kernels/cuda/cross_entropy_launch.h"
+#include "zeroshard/kernels/cuda/device_scalar_launch.h"
 #include "zeroshard/kernels/cuda/dropout_launch.h"
 #include "zeroshard/kernels/cuda/elementwise_launch.h"
 #include "zeroshard/kernels/cuda/embedding_launch.h"

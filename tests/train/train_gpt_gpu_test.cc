@@ -84,11 +84,30 @@ void ExpectGpuRunMatchesCpu(const TrainOptions& o, int world) {
   EXPECT_LT(got.losses.back(), got.losses.front());
   EXPECT_GT(got.peak_bytes, 0);
   // The caching allocator is warm after two steps: the steps after them (and
-  // the validation between them) take no cudaMalloc. Host synchronisations
-  // are counted (printed in the run's summary), not yet bounded.
+  // the validation between them) take no cudaMalloc.
   EXPECT_EQ(got.cuda_mallocs_per_step, 0.0);
-  EXPECT_GE(got.host_syncs_per_step, 0.0);
   EXPECT_EQ(want.cuda_mallocs_per_step, -1.0);  // not measured on CPU ranks
+}
+
+// A step that neither logs, evaluates nor saves makes no host
+// synchronisation on GPUs (issue 21) but the batch's upload: the ids are
+// checked on the device, the loss, the clipping norm and scale stay there
+// (docs/gpu.md). The two that remain are the synchronous copies of the
+// step's inputs and targets from pageable host memory (OnDevice in
+// train/trainer.cc).
+TEST(TrainGptOnGpus, QuietStepsDoNotSynchroniseTheHost) {
+  if (!testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  TrainOptions o = Small();
+  o.steps = 7;
+  o.log_every = 100;  // logs at step 0 and the last only
+  o.eval_every = 0;
+  o.sample_tokens = 0;
+  const TrainSummary got = TrainOnGpus(o, 1);
+  EXPECT_EQ(got.cuda_mallocs_per_step, 0.0);
+  ASSERT_EQ(got.quiet_steps_counted, 4);  // steps 2-5 (6 logs)
+  EXPECT_EQ(got.host_syncs_per_step, 2.0);
+  ASSERT_EQ(got.losses.size(), 7u);
+  for (double l : got.losses) EXPECT_TRUE(std::isfinite(l)) << "every loss is read by the end";
 }
 
 std::vector<int> Worlds() {
