@@ -225,8 +225,8 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
     ids = Must(Must(ids.To(DType::kI32), "ids").To(&gpu), "ids");
     benches.push_back({absl::StrCat("embedding fwd bf16 [", rows, "] x ", c), rows * c * 4, [=] {
                          Launch(cuda::LaunchEmbeddingForward(1, 1, wte.raw_data(), c, 3,
-                                                             ids.raw_data(), o.raw_data(), c, rows,
-                                                             c, s),
+                                                             ids.raw_data(), vocab, o.raw_data(), c,
+                                                             rows, c, s),
                                 "embedding");
                        }});
   }

@@ -300,8 +300,15 @@ absl::StatusOr<Tensor> ShardedModel::ClipGradNormOnDevice(double max_norm) {
   ZS_RETURN_IF_ERROR(SumInOrder(parts, total));
   CollectiveOptions norm_opts = schedule_->Collective();
   if (trace_ != nullptr) norm_opts.trace_label = "grad-norm all-reduce";
+  const double norm_start = trace_ ? trace_->NowUs() : 0;
   ZS_ASSIGN_OR_RETURN(std::shared_ptr<Work> work, shard_group_->AllReduceAsync(total, total, ReduceOp::kSum, norm_opts));
-  ZS_RETURN_IF_ERROR(work->Block(schedule_->compute()));
+  const double wait_start = trace_ ? trace_->NowUs() : 0;
+  ZS_RETURN_IF_ERROR(work->Block(schedule_->compute()));  // the compute stream waits, not the host
+  if (trace_ != nullptr) {  // as the host path's spans (below), here the host's share: issue and enqueue
+    const double now = trace_->NowUs();
+    trace_->AddSpan("wait grad-norm all-reduce", "wait", {world_.rank(), TraceRow::kCompute}, wait_start, now);
+    trace_->AddSpan("grad-norm all-reduce", "issued", {world_.rank(), TraceRow::kIssued}, norm_start, now);
+  }
   ZS_ASSIGN_OR_RETURN(Tensor norm, Tensor::Empty({1}, DType::kI64, alloc));
   ZS_ASSIGN_OR_RETURN(Tensor factor, Tensor::Empty({1}, DType::kF32, alloc));
   ZS_RETURN_IF_ERROR(ClipFactor(total, max_norm, norm, factor));

@@ -31,7 +31,10 @@ if command -v mpirun > /dev/null; then
   expect "mpirun, 2 processes on 1 GPU" \
     "FAILED_PRECONDITION: backend nccl: node .* runs 2 processes of this job but has 1 GPU\(s\)" "$out" $rc
   n=$(grep -c "runs 2 processes of this job" "$out")
-  ((n == 2)) || { echo "FAIL: expected both processes to say so, found $n"; failures=$((failures + 1)); }
+  # Both processes find it from the same all-gathered layout, but mpirun ends the
+  # job's other process as soon as the first exits non-zero, which can come before
+  # the second has printed (seen on a loaded 2-core machine): at least one, at most 2.
+  ((n >= 1 && n <= 2)) || { echo "FAIL: expected one or both processes to say so, found $n"; failures=$((failures + 1)); }
 fi
 timeout 60 env RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 ZEROSHARD_JOB_TOKEN=t \
   "$BIN" "${common[@]}" > "$out" 2>&1; rc=$?
