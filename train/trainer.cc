@@ -34,9 +34,11 @@
 #include "zeroshard/data/token_data.h"
 #include "zeroshard/data/tokenizer.h"
 #include "zeroshard/runtime/figures.h"
+#include "zeroshard/runtime/cuda/async_copy.h"
 #include "zeroshard/runtime/cuda/caching_allocator.h"
 #include "zeroshard/runtime/cuda/device_api.h"
 #include "zeroshard/runtime/cuda/nvtx.h"
+#include "zeroshard/runtime/cuda/pinned_host_allocator.h"
 #include "zeroshard/runtime/gpu_timeline.h"
 #include "zeroshard/sharding/sharded_model.h"
 #include "zeroshard/runtime/status.h"
@@ -133,6 +135,78 @@ absl::Status OnDevice(Batch& b, Allocator* device) {
   ZS_ASSIGN_OR_RETURN(b.targets, b.targets.To(device));
   return absl::OkStatus();
 }
+
+// Note [Training batches without a host synchronisation]
+// A batch's inputs and targets come from host memory. A plain copy (OnDevice)
+// is a synchronous cudaMemcpy from pageable memory: the host waits for the
+// device to drain, every micro-step. Here each batch is first copied (memcpy)
+// into one of two pinned host slots, then copied up asynchronously on a copy
+// stream of its own into device tensors from the rank's caching allocator
+// (which serves the ops' stream, the legacy default one). Events order it
+// both ways on the device: the copy stream waits for what the ops' stream had
+// enqueued (the memory it writes may have been freed by that work), and the
+// ops' stream waits for the copy before the forward reads it. The same "copied"
+// event marks when the slot may be written again: a slot is reused two
+// batches later, by when the device has normally long passed that copy (it
+// precedes the previous batch's whole forward and backward), so
+// cudaEventQuery says so and nothing waits; only a host running two batches
+// ahead of the device blocks there (cudaEventSynchronize, counted as a host
+// synchronisation: flow control, not a read). The pinned slots are allocated
+// on first use and again when the batch's shape changes.
+class DeviceBatches {
+ public:
+  explicit DeviceBatches(Allocator* device) : device_(device) {}
+
+  absl::Status Stage(Batch& b) {
+    if (!device_->device().is_cuda()) return absl::OkStatus();
+    if (!copy_.has_value()) {
+      ZS_ASSIGN_OR_RETURN(Stream s, Stream::Create(device_->device()));
+      copy_.emplace(std::move(s));
+    }
+    Slot& slot = slots_[next_++ % kSlots];
+    if (slot.copied.has_value()) {
+      ZS_ASSIGN_OR_RETURN(const bool done, slot.copied->Query());
+      if (!done) ZS_RETURN_IF_ERROR(slot.copied->Synchronize());
+    } else {
+      ZS_ASSIGN_OR_RETURN(Event copied, Event::Create(device_->device()));
+      ZS_ASSIGN_OR_RETURN(Event ready, Event::Create(device_->device()));
+      slot.copied.emplace(std::move(copied));
+      slot.ready.emplace(std::move(ready));
+    }
+    const Stream ops = Stream::Default(device_->device());
+    ZS_RETURN_IF_ERROR(slot.ready->Record(ops));
+    ZS_RETURN_IF_ERROR(slot.ready->Block(*copy_));
+    ZS_RETURN_IF_ERROR(Enqueue(b.inputs, slot.inputs));
+    ZS_RETURN_IF_ERROR(Enqueue(b.targets, slot.targets));
+    ZS_RETURN_IF_ERROR(slot.copied->Record(*copy_));
+    return slot.copied->Block(ops);
+  }
+
+ private:
+  static constexpr int kSlots = 2;
+  struct Slot {
+    Tensor inputs, targets;  // pinned host staging
+    std::optional<Event> ready, copied;
+  };
+
+  // t (host) -> pinned staging -> a new device tensor, on the copy stream; t becomes it.
+  absl::Status Enqueue(Tensor& t, Tensor& staging) {
+    if (!staging.defined() || staging.shape() != t.shape() || staging.dtype() != t.dtype()) {
+      ZS_ASSIGN_OR_RETURN(staging, Tensor::Empty(t.shape(), t.dtype(), &pinned_));
+    }
+    ZS_RETURN_IF_ERROR(staging.CopyFrom(t));  // host to host
+    ZS_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(t.shape(), t.dtype(), device_));
+    ZS_RETURN_IF_ERROR(CopyAsync(d, staging, *copy_));
+    t = std::move(d);
+    return absl::OkStatus();
+  }
+
+  Allocator* device_;
+  PinnedHostAllocator pinned_;
+  std::optional<Stream> copy_;
+  Slot slots_[kSlots];
+  int64_t next_ = 0;
+};
 
 absl::StatusOr<double> EvalLoss(nn::CausalLm& gpt, const TokenData& val, const TrainOptions& o,
                                 Communicator& comm, Communicator& host, Allocator* device) {
@@ -448,6 +522,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   const bool row_every_step = !o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar;
   // What this rank sends in the training steps (BytesSent, train/loop.h).
   int64_t step_bytes = 0;
+  DeviceBatches staged_batches(&device);
   for (int64_t step = start_step; step < o.steps; ++step) {
     if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
     const cuda::CudaCallCounts step_before = cuda::ThreadCudaCallCounts();
@@ -469,7 +544,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                                                    .accum_steps = o.grad_accum_steps, .rank = comm.rank(),
                                                    .world_size = comm.size(), .batch_size = o.batch_size,
                                                    .block_size = o.model.block_size}));
-      ZS_RETURN_IF_ERROR(OnDevice(b, &device));
+      ZS_RETURN_IF_ERROR(staged_batches.Stage(b));  // Note [Training batches without a host synchronisation]
       ZS_ASSIGN_OR_RETURN(nn::GptOutput out, gpt->Forward(b.inputs, b.targets));
       return out.loss;
     }));

@@ -53,17 +53,22 @@ absl::StatusOr<GptOutput> Gpt::ForwardLm(const Tensor& ids, const Tensor& target
   }
   ZS_ASSIGN_OR_RETURN(Variable tok, (*wte_)(ids));  // [B, T, C]
   Tensor pos_ids;
-  if (!ids.device().is_cpu() && device_positions_.defined() && device_positions_.size(0) >= T &&
+  // On a GPU the positions live where the ids do, copied there once (a copy
+  // from the host would synchronise it every step). A virtual device (the
+  // simulator) keeps the per-forward copy: its memory accounts are the model
+  // state's closed forms, which a cached buffer would not be part of.
+  const bool cache = ids.device().is_cuda();
+  if (cache && device_positions_.defined() && device_positions_.size(0) >= T &&
       device_positions_.allocator() == ids.allocator()) {
-    // The positions live where the ids do, copied there once (a copy from the
-    // host would synchronise it every step).
     ZS_ASSIGN_OR_RETURN(pos_ids, device_positions_.Narrow(0, 0, T));
   } else {
-    const int64_t n = ids.device().is_cpu() ? T : config_.block_size;
+    const int64_t n = cache ? config_.block_size : T;
     std::vector<int64_t> positions(n);
     for (int64_t t = 0; t < n; ++t) positions[t] = t;
     ZS_ASSIGN_OR_RETURN(pos_ids, Tensor::FromVector(positions, {n}));
-    if (!ids.device().is_cpu()) {
+    if (!cache && !ids.device().is_cpu()) {
+      ZS_ASSIGN_OR_RETURN(pos_ids, pos_ids.To(ids.allocator()));
+    } else if (cache) {
       ZS_ASSIGN_OR_RETURN(device_positions_, pos_ids.To(ids.allocator()));
       ZS_ASSIGN_OR_RETURN(pos_ids, device_positions_.Narrow(0, 0, T));
     }
