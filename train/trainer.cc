@@ -29,6 +29,7 @@
 #include "zeroshard/train/tensorboard.h"
 #include "zeroshard/train/progress.h"
 #include "zeroshard/train/train_step.h"
+#include "zeroshard/kernels/cuda/gemm_cublaslt.h"
 #include "zeroshard/kernels/deferred_checks.h"
 #include "zeroshard/collectives/trace_merge.h"
 #include "zeroshard/data/token_data.h"
@@ -523,6 +524,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   // What this rank sends in the training steps (BytesSent, train/loop.h).
   int64_t step_bytes = 0;
   DeviceBatches staged_batches(&device);
+  const cuda::BiasGradEpilogueCounts bias_grads_before = cuda::BiasGradEpilogueCountsNow();
   for (int64_t step = start_step; step < o.steps; ++step) {
     if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
     const cuda::CudaCallCounts step_before = cuda::ThreadCudaCallCounts();
@@ -616,6 +618,14 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                              "(caching allocator: %s)\n",
                              first_counted, o.steps - 1, s.cuda_mallocs_per_step, quiet_steps,
                              s.host_syncs_per_step, cache->stats().ToString()));
+  }
+  if (on_gpu) {
+    const cuda::BiasGradEpilogueCounts b = cuda::BiasGradEpilogueCountsNow();
+    s.bias_grads_fused = b.fused - bias_grads_before.fused;
+    s.bias_grad_fallbacks = b.fallback - bias_grads_before.fallback;
+    log.Line(absl::StrFormat("GPU: %d bias gradients in the weight-gradient GEMM's epilogue, %d fell back to our "
+                             "reduction (Note [Bias gradient in the GEMM]; every rank of this process)\n",
+                             s.bias_grads_fused, s.bias_grad_fallbacks));
   }
   sharded->set_trace(nullptr);
   if (gpu_trace != nullptr && trace != nullptr) {
@@ -722,7 +732,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                 {"first_loss", s.losses.front()}, {"final_loss", s.losses.back()},
                 {"final_val_loss", s.final_val_loss}, {"peak_bytes", static_cast<double>(s.peak_bytes)},
                 {"cuda_mallocs_per_step", s.cuda_mallocs_per_step},
-                {"host_syncs_per_step", s.host_syncs_per_step}},
+                {"host_syncs_per_step", s.host_syncs_per_step},
+                {"bias_grad_fallbacks", static_cast<double>(s.bias_grad_fallbacks)}},
                "tokens/s and ms/step: the median step after the first two, per rank");
   }
   if (summary != nullptr && lead) *summary = s;

@@ -144,6 +144,11 @@ struct TrainSummary {
   // metrics row (those read the loss back: a host synchronisation each).
   double host_syncs_per_step = -1;
   int64_t quiet_steps_counted = 0;
+  // On GPUs, the linears' bias gradients of the whole run (every rank of this
+  // process): in the weight-gradient GEMM's epilogue, and fallen back to our
+  // reduction where cuBLASLt refused it (Note [Bias gradient in the GEMM]).
+  int64_t bias_grads_fused = 0;
+  int64_t bias_grad_fallbacks = 0;
 };
 
 // Runs on every rank; rank 0 prints. `summary` (optional) receives rank 0's figures.

@@ -105,6 +105,10 @@ TEST(TrainGptOnGpus, QuietStepsDoNotSynchroniseTheHost) {
   EXPECT_EQ(got.cuda_mallocs_per_step, 0.0);
   ASSERT_EQ(got.quiet_steps_counted, 4);  // steps 2-5 (6 logs)
   EXPECT_EQ(got.host_syncs_per_step, 0.0);
+  // Every linear's bias gradient in its weight-gradient GEMM (the simulator's
+  // cuBLASLt takes the epilogue; a real one that refused would show here).
+  EXPECT_GT(got.bias_grads_fused, 0);
+  EXPECT_EQ(got.bias_grad_fallbacks, 0);
   ASSERT_EQ(got.losses.size(), 7u);
   for (double l : got.losses) EXPECT_TRUE(std::isfinite(l)) << "every loss is read by the end";
 }

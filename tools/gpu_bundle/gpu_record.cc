@@ -378,8 +378,9 @@ json Problems(const json& record) {
     }
     if (name == "result checks failed" && v > 0) add(f.value("bench", "") + ": result checks failed");
     // Note [Bias gradient in the GEMM]: the fallback is never silent.
-    if ((StartsWith(name, "gemm bias-grad epilogue refused") ||
-         StartsWith(name, "step bias-grad epilogue fallbacks")) && v > 0) {
+    if (((StartsWith(name, "gemm bias-grad epilogue refused") ||
+          StartsWith(name, "step bias-grad epilogue fallbacks")) && v > 0) ||
+        f.value("bias_grad_fallbacks", 0.0) > 0) {
       add(f.value("bench", "") + ": cuBLASLt refused the bias-gradient epilogue (" + name + ")");
     }
     if (f.value("bench", "") == "cuda_bench" && StartsWith(name, "step tokens/s")) step_figure = true;
