@@ -14,6 +14,10 @@
 # and hpZ would keep nothing).
 #
 #   tools/comm_hooks.sh [STEPS] [OUT.md]   (BIN: the -c opt train_gpt)
+#
+# WORLD (default 4) sets the ranks and GROUP (default 2) the hooks' group
+# size: `MPI=1 WORLD=2 GROUP=1 LOSS_RUNS= BYTES_STEPS=20` times every hook as
+# 2 MPI processes, one per vCPU here (a "node" per rank).
 set -euo pipefail
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # containers run as root
 steps=${1:-300}
@@ -21,6 +25,8 @@ out=${2:-}
 bytes_steps=${BYTES_STEPS:-5}
 loss_runs=" ${LOSS_RUNS:-none qwz qgz zeropp} "
 bin=${BIN:-bazel-bin/examples/train_gpt}
+world=${WORLD:-4}
+group=${GROUP:-2}
 [ -x "$bin" ] || { echo "comm_hooks.sh: $bin not built (bazel build -c opt //examples:train_gpt)" >&2; exit 2; }
 work=$(mktemp -d /tmp/comm_hooks.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -30,8 +36,8 @@ job() {
   local log=$1 n=$2
   shift 2
   local launch=()
-  [ "${MPI:-0}" = 1 ] && launch=(mpirun --oversubscribe --bind-to none -np 4) && set -- "$@" --backend=mpi
-  "${launch[@]}" "$bin" --config=examples/configs/default.json --steps="$n" --log_every=50 \
+  [ "${MPI:-0}" = 1 ] && launch=(mpirun --oversubscribe --bind-to none -np "$world") && set -- "$@" --backend=mpi
+  "${launch[@]}" "$bin" --config=examples/configs/default.json --world_size="$world" --steps="$n" --log_every=50 \
     --work_dir="$log.dir" "$@" > "$log" 2>&1 ||
     { echo "comm_hooks.sh: $log failed:" >&2; tail -20 "$log" >&2; exit 1; }
   grep -ao 'done: .*' "$log" | tail -1 > "$log.done"
@@ -52,10 +58,10 @@ field() {  # field NAME REGEX: the first capture of REGEX in NAME's done line
 run none
 run none_bf16 --param_dtype=bf16 --reduce_dtype=bf16
 run qwz --comm_hook=qwz
-run qgz --comm_hook=qgz --comm_hook_group_size=2
-run qgz_int4 --comm_hook=qgz --comm_hook_grad_bits=4 --comm_hook_group_size=2
-run hpz --comm_hook=hpz --comm_hook_group_size=2
-run zeropp --comm_hook=zeropp --comm_hook_group_size=2
+run qgz --comm_hook=qgz --comm_hook_group_size="$group"
+run qgz_int4 --comm_hook=qgz --comm_hook_grad_bits=4 --comm_hook_group_size="$group"
+run hpz --comm_hook=hpz --comm_hook_group_size="$group"
+run zeropp --comm_hook=zeropp --comm_hook_group_size="$group"
 
 base_bytes=$(field none.short 'comm_bytes_per_step ([0-9]+)')
 base_loss=$(field none 'final train loss ([0-9.]+)')
@@ -72,5 +78,5 @@ base_loss=$(field none 'final train loss ([0-9.]+)')
       else printf "| %s | %d | %.3f | %d | %.6f | %+.6f |\n", n, b, b / bb, t, l, l - bl }'
   done
   echo
-  echo "($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores, $([ "${MPI:-0}" = 1 ] && echo 4 MPI processes || echo 4 in-process ranks); tokens/s of the $steps-step run where there is one, else of the $bytes_steps-step one; $(date -u +%Y-%m-%d))"
+  echo "($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores, $([ "${MPI:-0}" = 1 ] && echo "$world MPI processes" || echo "$world in-process ranks"), hook groups of $group; tokens/s of the $steps-step run where there is one, else of the $bytes_steps-step one; $(date -u +%Y-%m-%d))"
 } | tee "${out:-/dev/null}"
