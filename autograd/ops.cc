@@ -413,8 +413,8 @@ absl::StatusOr<Variable> Mean(const Variable& x, int64_t dim, bool keepdim) {
 namespace {
 
 absl::StatusOr<Variable> ReduceAll(const Variable& x, bool mean) {
-  ForwardOpSpan span(mean ? "MeanAll" : "SumAll");
   const char* name = mean ? "MeanAll" : "SumAll";
+  ForwardOpSpan span(name);
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, name));
   ZS_ASSIGN_OR_RETURN(double s, zeroshard::SumAll(x.value()));
   const double scale = mean ? 1.0 / static_cast<double>(x.numel()) : 1.0;

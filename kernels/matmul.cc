@@ -247,8 +247,8 @@ absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, c
     }
   } else {
     absl::Status ran = gemm->Run(call, cuda::kOpStream);
-    if (call.bias_grad != nullptr) {
-      const bool fused = ran.ok() || !absl::IsUnimplemented(ran);
+    if (call.bias_grad != nullptr && (ran.ok() || absl::IsUnimplemented(ran))) {
+      const bool fused = ran.ok();
       cuda::CountBiasGradEpilogue(fused);
       if (!fused) {  // no algorithm for the epilogue: the plain GEMM, then our reduction
         call.bias_grad = nullptr;
