@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "zeroshard/kernels/cpu/gemm.h"
@@ -164,12 +165,15 @@ TEST(MatMul, BiasGradIsTheSumOverK) {
       want_rows[r] += dyv[r * 4 + c];
     }
   }
-  // 7 fp32 additions of terms <= 1: relative error below 7 * 2^-24 of the sum of |terms|.
-  ExpectClose(db, want, 1e-6, 1e-6, "db = column sums of dy");
+  // A column sum is 6 fp32 additions of 7 exact terms |x| <= 1: each rounds by at
+  // most 2^-24 of a partial sum, itself at most 7, so in any order the error is
+  // at most 6 * 7 * 2^-24 (2.5e-6); a row sum (3 additions of 4) less.
+  const double sum_bound = 6 * 7 * std::ldexp(1.0, -24);
+  ExpectClose(db, want, sum_bound, 0, "db = column sums of dy");
   ZS_ASSERT_OK_AND_ASSIGN(Tensor rows, Tensor::Empty({7}, DType::kF32));
   Tensor w = RandomTensor({4, 5}, DType::kF32, -1, 1, 42);
   ZS_ASSERT_OK(MatMul(dy, w, {.bias_grad = rows}).status());  // untransposed: K is a's rows' length
-  ExpectClose(rows, want_rows, 1e-6, 1e-6, "row sums of an untransposed a");
+  ExpectClose(rows, want_rows, sum_bound, 0, "row sums of an untransposed a");
   EXPECT_THAT(MatMul(dy, x, {.transpose_a = true, .bias_grad = rows}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected a float [4] (M)")));
   Tensor dy3 = RandomTensor({2, 7, 4}, DType::kF32, -1, 1, 43);
