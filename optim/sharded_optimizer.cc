@@ -146,7 +146,7 @@ absl::Status ShardedOptimizer::CreateSwap() {
 void ShardedOptimizer::BindState(size_t i, char* bytes) {
   const int64_t n = model_->units()[i]->flat.shard_numel();
   auto view = [&](int slot) {
-    return bytes == nullptr ? Tensor() : Tensor::Wrap(bytes + slot * SlotBytes(n), {n}, DType::kF32);
+    return bytes == nullptr ? Tensor() : Tensor::Wrap(bytes + slot * SlotBytes(n), {n}, DType::kF32, swap_->device());
   };
   if (options_.rule != nullptr) {
     for (size_t k = 0; k < rule_states_[i].size(); ++k) rule_states_[i][k] = view(static_cast<int>(k));

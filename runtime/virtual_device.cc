@@ -200,6 +200,21 @@ void VirtualDevice::HostRun(const OpCost& cost) {
   AddSpan(host_stream_, cost.op, "host", start, host_, cost.flops, cost.bytes);
 }
 
+double VirtualDevice::SwapTransfer(bool write, int64_t bytes) {
+  const double seconds = options_.cost->NvmeSeconds(write, bytes);
+  absl::MutexLock lock(&mu_);
+  if (nvme_stream_ < 0) {
+    nvme_stream_ = static_cast<int>(streams_.size());
+    streams_.push_back(host_);
+    stream_names_.push_back("nvme");
+  }
+  double& clock = streams_.at(nvme_stream_);
+  const double start = std::max(clock, host_);
+  clock = start + seconds;
+  AddSpan(nvme_stream_, write ? "NvmeWrite" : "NvmeRead", "nvme", start, clock, 0, static_cast<double>(bytes));
+  return clock;
+}
+
 int VirtualDevice::NewStream(std::string name) {
   absl::MutexLock lock(&mu_);
   streams_.push_back(host_);

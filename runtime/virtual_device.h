@@ -85,6 +85,10 @@ class VirtualCostModel {
   // A kernel the host runs on host memory (Note [Virtual host]); free unless
   // the model says otherwise.
   virtual double HostOpSeconds(const OpCost&) const { return 0; }
+  // A transfer of `bytes` between host memory and the rank's share of the
+  // node's NVMe drives (Note [Virtual NVMe] in runtime/nvme/virtual_swap_store.h);
+  // free unless the model says otherwise.
+  virtual double NvmeSeconds(bool /*write*/, int64_t /*bytes*/) const { return 0; }
 };
 
 // One piece of work on a stream, for traces and breakdowns.
@@ -146,6 +150,10 @@ class VirtualDevice {
   int host_stream() const { return host_stream_; }
   // A kernel on host-side tensors: the host clock advances by HostOpSeconds.
   void HostRun(const OpCost& cost);
+  // An NVMe transfer of a swap region (Note [Virtual NVMe]): charged
+  // NvmeSeconds on the "nvme" track (made at the first transfer), starting
+  // at max(host clock, track clock); returns its end. Only with has_host().
+  double SwapTransfer(bool write, int64_t bytes);
 
   // ------------------------------------------------------------ clocks
   int NewStream(std::string name);
@@ -188,6 +196,7 @@ class VirtualDevice {
   int host_stream_ = -1;
 
   mutable absl::Mutex mu_;
+  int nvme_stream_ ABSL_GUARDED_BY(mu_) = -1;  // made by the first SwapTransfer
   double host_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<double> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> stream_names_ ABSL_GUARDED_BY(mu_);

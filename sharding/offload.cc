@@ -40,7 +40,7 @@ absl::Status ShardedModel::WithShard(ShardedUnit& unit, bool write,
                                      const std::function<absl::Status(const Tensor& shard)>& fn) {
   if (unit.swap_region < 0) return fn(unit.shard);
   ZS_ASSIGN_OR_RETURN(char* bytes, param_swap_->Acquire(unit.swap_region));
-  const absl::Status s = fn(Tensor::Wrap(bytes, {unit.flat.shard_numel()}, DType::kF32));
+  const absl::Status s = fn(Tensor::Wrap(bytes, {unit.flat.shard_numel()}, DType::kF32, param_swap_->device()));
   // A failed fn may have changed part of the bytes: write back only a success.
   const absl::Status released = param_swap_->Release(unit.swap_region, write && s.ok());
   return s.ok() ? released : s;

@@ -343,7 +343,7 @@ absl::Status ShardedModel::InitShards(ShardedUnit& unit) {
   char* swap_bytes = nullptr;
   if (unit.swap_region >= 0) {
     ZS_ASSIGN_OR_RETURN(swap_bytes, param_swap_->Acquire(unit.swap_region, /*overwrite=*/true));
-    unit.shard = Tensor::Wrap(swap_bytes, {flat.shard_numel()}, DType::kF32);
+    unit.shard = Tensor::Wrap(swap_bytes, {flat.shard_numel()}, DType::kF32, param_swap_->device());
   } else {
     ZS_ASSIGN_OR_RETURN(unit.shard, Tensor::Zeros({flat.shard_numel()}, DType::kF32, shard_home));
   }

@@ -217,6 +217,11 @@ double HostAdamSeconds(const HardwareProfile& p, double state_bytes) {
   return state_bytes / p.host_adam_bytes_per_s;
 }
 
+double NvmeSeconds(const HardwareProfile& p, bool write, int64_t bytes) {
+  ZS_CHECK(bytes >= 0, "NvmeSeconds: bytes must be >= 0, found ", bytes);
+  return p.nvme_latency_s + static_cast<double>(bytes) / (write ? p.nvme_write_bytes_per_s : p.nvme_read_bytes_per_s);
+}
+
 // ---------------------------------------------------------------------------
 // Allocator
 // ---------------------------------------------------------------------------

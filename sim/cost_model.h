@@ -174,6 +174,12 @@ double HostCopySeconds(const HardwareProfile& p, int64_t bytes);
 // at the host's streaming rate per GPU.
 double HostAdamSeconds(const HardwareProfile& p, double state_bytes);
 
+// One NVMe swap transfer of `bytes` (a region read into, or written from, a
+// host swap buffer): nvme_latency_s + bytes / nvme_read_bytes_per_s (or
+// nvme_write_bytes_per_s). Transfers queue on one track per rank (Note
+// [Virtual NVMe] in runtime/nvme/virtual_swap_store.h).
+double NvmeSeconds(const HardwareProfile& p, bool write, int64_t bytes);
+
 // ---------------------------------------------------------------------------
 // Allocator (the rules in HardwareProfile's allocator fields)
 // ---------------------------------------------------------------------------

@@ -47,6 +47,14 @@ absl::StatusOr<PlanCandidate> Evaluate(const PlanOptions& p, int world, int gpus
   o.job.batch_size = c.micro_batch;
   o.job.grad_accum_steps = c.grad_accum_steps;
   if (c.cpu_offload) o.job.sharding.offload = OffloadPolicy{.params = true, .grads = true, .optimizer = true};
+  if (c.nvme_optimizer) {
+    OffloadPolicy off = OffloadPolicy{.nvme_optimizer = true, .nvme_params = c.nvme_params};
+    const OffloadPolicy& base = p.base.train.sharding.offload;
+    const std::string& base_path = !base.optimizer_nvme.path.empty() ? base.optimizer_nvme.path : base.param_nvme.path;
+    off.optimizer_nvme.path = off.param_nvme.path =
+        !p.nvme_path.empty() ? p.nvme_path : !base_path.empty() ? base_path : "/local_nvme";
+    o.job.sharding.offload = off;
+  }
   o.model_name = p.model_name;
   o.profile = p.profile;
   o.world = world;
@@ -54,7 +62,8 @@ absl::StatusOr<PlanCandidate> Evaluate(const PlanOptions& p, int world, int gpus
   o.seq_len = seq_len;
   o.record_spans = false;
   ZS_ASSIGN_OR_RETURN(c.result, Simulate(o));
-  c.fits = c.result.peak_bytes_per_rank <= cap;
+  c.fits = c.result.peak_bytes_per_rank <= cap &&
+           (p.host_memory_cap_bytes <= 0 || c.result.host_bytes_per_rank <= p.host_memory_cap_bytes);
   RunConfig config = p.base;
   config.train = o.job;
   config.model_type = o.job.model_type;  // model.type: a preset's Llama is not the base config's GPT
@@ -71,7 +80,8 @@ std::string PlanCandidate::Describe() const {
   if (strategy == ShardingStrategy::kHybridShard) absl::StrAppend(&s, "(", shard_group, ")");
   absl::StrAppend(&s, activation_checkpointing ? " +AC" : "", " micro ", micro_batch, " x", grad_accum_steps, " ",
                   BackwardPrefetchName(backward_prefetch), forward_prefetch ? " +fwd_prefetch" : "", " limit ",
-                  limit_all_gathers, cpu_offload ? " +cpu_offload" : "");
+                  limit_all_gathers, cpu_offload ? " +cpu_offload" : "",
+                  nvme_params ? " +nvme_params_and_optimizer" : nvme_optimizer ? " +nvme_optimizer" : "");
   return s;
 }
 
@@ -94,6 +104,7 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& p) {
   PlanResult r;
   r.world = world;
   r.memory_cap_bytes = cap;
+  r.host_memory_cap_bytes = p.host_memory_cap_bytes;
   r.smallest_peak_bytes = -1;
   std::vector<PlanCandidate> all;
   auto consider = [&](const PlanCandidate& c) -> absl::Status {
@@ -101,6 +112,10 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& p) {
     ++r.simulated;
     if (r.smallest_peak_bytes < 0 || done.result.peak_bytes_per_rank < r.smallest_peak_bytes) {
       r.smallest_peak_bytes = done.result.peak_bytes_per_rank;
+    }
+    if (done.result.peak_bytes_per_rank <= cap &&
+        (r.smallest_host_bytes < 0 || done.result.host_bytes_per_rank < r.smallest_host_bytes)) {
+      r.smallest_host_bytes = done.result.host_bytes_per_rank;
     }
     if (done.fits) all.push_back(std::move(done));
     return absl::OkStatus();
@@ -112,7 +127,8 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& p) {
                                                               {ShardingStrategy::kNoShard, 0}};
   for (int s : HybridGroups(world, gpus_per_node)) strategies.emplace_back(ShardingStrategy::kHybridShard, s);
   const BackwardPrefetch bp = p.base.train.sharding.backward_prefetch;
-  auto first_stage = [&](bool cpu_offload) -> absl::Status {
+  // offload: 0 none, 1 CPU, 2 NVMe optimizer state, 3 NVMe parameters and optimizer state.
+  auto first_stage = [&](int offload) -> absl::Status {
     for (const auto& [strategy, group] : strategies) {
       for (bool ac : {false, true}) {
         for (int64_t micro : Divisors(per_device)) {
@@ -125,18 +141,26 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& p) {
           c.backward_prefetch = bp;
           c.forward_prefetch = p.base.train.sharding.forward_prefetch;
           c.limit_all_gathers = p.base.train.sharding.limit_all_gathers;
-          c.cpu_offload = cpu_offload;
+          c.cpu_offload = offload == 1;
+          c.nvme_optimizer = offload >= 2;
+          c.nvme_params = offload == 3;
           ZS_RETURN_IF_ERROR(consider(c));
         }
       }
     }
     return absl::OkStatus();
   };
-  ZS_RETURN_IF_ERROR(first_stage(/*cpu_offload=*/false));
+  ZS_RETURN_IF_ERROR(first_stage(0));
   if (all.empty() && !p.base.train.sharding.offload.any()) {
     // Nothing fits on the devices alone: the same candidates with CPU offload.
     r.searched_offload = true;
-    ZS_RETURN_IF_ERROR(first_stage(/*cpu_offload=*/true));
+    ZS_RETURN_IF_ERROR(first_stage(1));
+    // Nor in the host's memory: the optimizer state to NVMe, then the master shards too.
+    for (int nvme : {2, 3}) {
+      if (!all.empty() || p.host_memory_cap_bytes <= 0) break;
+      r.searched_nvme = true;
+      ZS_RETURN_IF_ERROR(first_stage(nvme));
+    }
   }
   auto by_time = [](const PlanCandidate& a, const PlanCandidate& b) {
     return a.result.step_time_s < b.result.step_time_s;
@@ -171,8 +195,17 @@ std::string PlanResult::ToText(int top) const {
   std::string t = absl::StrFormat("%d ranks, memory cap %s per rank: %d candidates simulated, %d fit\n", world,
                                   FormatBytes(memory_cap_bytes), simulated, static_cast<int>(fitting.size()));
   if (searched_offload) absl::StrAppend(&t, "nothing fit on the devices alone: CPU offload searched too\n");
+  if (searched_nvme) {
+    absl::StrAppendFormat(&t, "nothing fit the host's %s per rank with CPU offload: NVMe offload searched too\n",
+                          FormatBytes(host_memory_cap_bytes));
+  }
   if (fitting.empty()) {
-    absl::StrAppendFormat(&t, "nothing fits: the smallest peak was %s per rank\n", FormatBytes(smallest_peak_bytes));
+    absl::StrAppendFormat(&t, "nothing fits: the smallest peak was %s per rank", FormatBytes(smallest_peak_bytes));
+    if (host_memory_cap_bytes > 0 && smallest_host_bytes >= 0) {
+      absl::StrAppendFormat(&t, "; under the device cap, the least host memory was %s per rank",
+                            FormatBytes(smallest_host_bytes));
+    }
+    absl::StrAppend(&t, "\n");
     return t;
   }
   absl::StrAppendFormat(&t, "%-4s %-76s %12s %14s %7s %12s%s\n", "#", "plan", "step (ms)", "tokens/s/dev", "MFU",
@@ -191,8 +224,10 @@ std::string PlanResult::ToText(int top) const {
 
 std::string PlanResult::ToJson(int top) const {
   std::string j = absl::StrFormat(
-      "{\"world\": %d, \"memory_cap_bytes\": %d, \"simulated\": %d, \"searched_offload\": %s, \"plans\": [", world,
-      memory_cap_bytes, simulated, searched_offload ? "true" : "false");
+      "{\"world\": %d, \"memory_cap_bytes\": %d, \"host_memory_cap_bytes\": %d, \"simulated\": %d, "
+      "\"searched_offload\": %s, \"searched_nvme\": %s, \"plans\": [",
+      world, memory_cap_bytes, host_memory_cap_bytes, simulated, searched_offload ? "true" : "false",
+      searched_nvme ? "true" : "false");
   const int n = std::min<int>(top, static_cast<int>(fitting.size()));
   for (int i = 0; i < n; ++i) {
     absl::StrAppend(&j, i ? ", " : "", "{\"plan\": \"", fitting[i].Describe(), "\", \"result\": ",

@@ -25,8 +25,14 @@
 //   strategy.cpu_offload true) when no candidate of the first stage fits and
 //   the job does not offload already: the first stage again with offload, so a
 //   model too large for the devices still gets the fastest plan that runs.
-//   Host memory is reported (host_bytes_per_rank), not capped. NVMe offload is
-//   not searched (the simulator does not model it).
+//   Host memory is reported (host_bytes_per_rank), and capped only with
+//   `host_memory_cap_bytes`.
+// - NVMe offload (ZeRO-Infinity, on the simulated drives: Note [Virtual NVMe]
+//   in runtime/nvme/virtual_swap_store.h) when a host cap is given and no CPU
+//   offload candidate fits under it: the first stage again with the optimizer
+//   state on NVMe (master shards and gradients on the host), then with the
+//   master shards on NVMe too. The swap files go to `nvme_path`.
+// - Fits: the device cap and, when given, the host cap.
 // Candidates are ranked by step time; each comes with the job config (JSON)
 // that runs it (train_gpt --config=...).
 #ifndef ZEROSHARD_SIM_PLANNER_H_
@@ -51,6 +57,10 @@ struct PlanOptions {
   int64_t global_batch = 0;       // sequences per optimizer step, all ranks
   int64_t seq_len = 0;            // 0: base.train.model.block_size
   int64_t memory_cap_bytes = 0;   // 0: the profile's memory_bytes
+  int64_t host_memory_cap_bytes = 0;  // host memory per rank; 0: not capped (NVMe offload is then never needed)
+  // Where an NVMe plan's swap files go (its config's nvme_path); "": the
+  // base job's, else /local_nvme.
+  std::string nvme_path;
   int refine = 4;                 // candidates whose schedule options are searched
 };
 
@@ -64,6 +74,9 @@ struct PlanCandidate {
   bool forward_prefetch = false;
   int limit_all_gathers = 2;
   bool cpu_offload = false;  // strategy.cpu_offload true (on top of the job's own offload, if any)
+  // NVMe offload instead: the optimizer state (and with nvme_params the master
+  // shards) in swap files: --offload=nvme_optimizer / nvme_params_and_optimizer.
+  bool nvme_optimizer = false, nvme_params = false;
   SimResult result;
   bool fits = false;
   std::string config_json;  // the job's config that runs it (ResolvedConfigJson)
@@ -75,8 +88,12 @@ struct PlanResult {
   int64_t memory_cap_bytes = 0;
   int simulated = 0;
   bool searched_offload = false;       // nothing fit without CPU offload, so it was tried
+  bool searched_nvme = false;          // nothing fit the host cap with CPU offload, so NVMe was tried
+  int64_t host_memory_cap_bytes = 0;
   std::vector<PlanCandidate> fitting;  // fastest first
   int64_t smallest_peak_bytes = 0;     // over all candidates (when none fits: how far off)
+  // With a host cap: the least host memory of a candidate under the device cap (-1: none was).
+  int64_t smallest_host_bytes = -1;
   std::string ToText(int top) const;
   std::string ToJson(int top) const;
 };

@@ -82,6 +82,9 @@ const Field kFields[] = {
     {"network", "inter_node_efficiency", "of inter_node_bytes_per_s", Range::kFraction, &P::inter_node_efficiency},
     {"host", "host_link_bytes_per_s", "B/s per GPU", Range::kPositive, &P::host_link_bytes_per_s},
     {"host", "host_adam_bytes_per_s", "B/s per GPU", Range::kPositive, &P::host_adam_bytes_per_s},
+    {"host", "nvme_read_bytes_per_s", "B/s per GPU", Range::kPositive, &P::nvme_read_bytes_per_s},
+    {"host", "nvme_write_bytes_per_s", "B/s per GPU", Range::kPositive, &P::nvme_write_bytes_per_s},
+    {"host", "nvme_latency_s", "s per transfer", Range::kNonNegative, &P::nvme_latency_s},
 };
 
 const char* const kGroups[] = {"compute", "memory", "allocator", "network", "host"};

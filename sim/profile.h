@@ -18,7 +18,7 @@
 //     "memory":    {"hbm_bytes_per_s": 3.35e12, "memory_efficiency": 0.88, "memory_bytes": ...},
 //     "allocator": {"caching": true, "round_bytes": 512, ...},
 //     "network":   {"gpus_per_node": 8, "intra_node_bytes_per_s": 4.5e11, ...},
-//     "host":      {"host_link_bytes_per_s": 5.0e10, "host_adam_bytes_per_s": 3.0e10},
+//     "host":      {"host_link_bytes_per_s": 5.0e10, "host_adam_bytes_per_s": 3.0e10, "nvme_read_bytes_per_s": ...},
 //     "sources":   {"compute.peak_flops_bf16": "NVIDIA H100 datasheet, SXM, dense", ...}
 //   }
 //
@@ -106,6 +106,12 @@ struct HardwareProfile {
   // --- host ("host" group) ---
   double host_link_bytes_per_s = 0;  // PCIe H2D/D2H per GPU (offload copies)
   double host_adam_bytes_per_s = 0;  // CPU-offloaded optimizer: state bytes touched per second, per GPU
+  // NVMe offload (Note [Virtual NVMe] in runtime/nvme/virtual_swap_store.h):
+  // one GPU's share of the node's local drives, sequential swap-region
+  // transfers (1 MiB requests, O_DIRECT), and the fixed cost of one transfer.
+  double nvme_read_bytes_per_s = 0;
+  double nvme_write_bytes_per_s = 0;
+  double nvme_latency_s = 0;
 
   // "group.key" of a figure (e.g. "memory.hbm_bytes_per_s") -> where that figure
   // comes from. Empty when the file has no "sources".

@@ -13,6 +13,7 @@
 #include "zeroshard/autograd/nn/gpt.h"
 #include "zeroshard/autograd/nn/llama.h"
 #include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/runtime/nvme/swap_space.h"
 #include "zeroshard/runtime/trace.h"
 #include "zeroshard/sharding/sharded_model.h"
 #include "zeroshard/train/config_flags.h"
@@ -126,6 +127,7 @@ double ProfileCost::OpSeconds(const OpCost& c) const {
 double ProfileCost::HostCopySeconds(int64_t bytes) const { return sim::HostCopySeconds(profile_, bytes); }
 
 double ProfileCost::HostOpSeconds(const OpCost& c) const { return sim::HostAdamSeconds(profile_, c.bytes); }
+double ProfileCost::NvmeSeconds(bool write, int64_t bytes) const { return sim::NvmeSeconds(profile_, write, bytes); }
 
 double ProfileCost::CollectiveSeconds(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const {
   return sim::CollectiveSeconds(profile_, KindOf(op), bytes, ShapeOf(group));
@@ -237,18 +239,10 @@ absl::StatusOr<SimCommandLine> ReadSimCommandLine(int argc, char** argv,
 
 namespace {
 
-// What the simulator runs of OffloadPolicy (Note [Virtual host]).
+// What the simulator runs of OffloadPolicy (Note [Virtual host]; NVMe
+// offload: Note [Virtual NVMe] in runtime/nvme/virtual_swap_store.h, the
+// swap spaces on the virtual host's simulated drives).
 absl::Status CheckOffload(const OffloadPolicy& off) {
-  if (off.nvme()) {
-    // The swap spaces (runtime/nvme) do real file I/O on threads, and the
-    // runtime reads a swapped shard as a CPU tensor over the swap buffer's
-    // bytes (ShardedModel::WithShard, ShardedOptimizer::WithUnitState): a
-    // virtual swap engine timed from the profile is not built yet.
-    return absl::UnimplementedError(absl::StrCat(
-        "the simulator does not model NVMe offload yet (the swap files' I/O and the swapped shards would be real "
-        "files and memory): expected strategy.nvme_offload off, found ",
-        off.ToString(), "; strategy.cpu_offload is simulated"));
-  }
   if ((off.params || off.grads) && !off.optimizer_on_host()) {
     // The optimizer steps a unit's master shard, gradient shard and state in
     // one memory: AdamWStep refuses a host shard beside device state (or the
@@ -343,10 +337,22 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
     r.memory.optimizer_state = off.optimizer_on_host() ? 0 : 2 * 4 * shard_elements;
     r.memory.parameters = off.params_on_host() ? 0 : 4 * shard_elements;
     r.memory.gradients = std::max<int64_t>(0, state - r.memory.parameters - r.memory.optimizer_state);
-    r.host_memory.optimizer_state = off.optimizer_on_host() ? 2 * 4 * shard_elements : 0;
-    r.host_memory.parameters = off.params_on_host() ? 4 * shard_elements : 0;
+    // NVMe offload: what the swap files hold stays out of host memory, which
+    // holds the swap buffers instead.
+    int64_t swapped_param_elements = 0;
+    for (ShardedUnit* u : sharded->units()) {
+      if (u->swap_region >= 0) swapped_param_elements += u->flat.shard_numel();
+    }
+    for (SwapSpace* space : {sharded->param_swap(), step.optim().optimizer().swap()}) {
+      if (space == nullptr) continue;
+      r.nvme_bytes_per_rank += space->file().file_bytes();
+      r.host_memory.swap_buffers += space->host_bytes();
+    }
+    r.host_memory.optimizer_state = off.optimizer ? 2 * 4 * shard_elements : 0;
+    r.host_memory.parameters = off.params_on_host() ? 4 * (shard_elements - swapped_param_elements) : 0;
     r.host_memory.gradients =
-        std::max<int64_t>(0, host_state - r.host_memory.parameters - r.host_memory.optimizer_state);
+        std::max<int64_t>(0, host_state - r.host_memory.parameters - r.host_memory.optimizer_state -
+                                 r.host_memory.swap_buffers);
 
     device->Settle();
     device->ResetPeakMemory();
@@ -379,9 +385,12 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
 
   // The timeline of the measured step.
   const std::vector<VirtualSpan> spans = device->spans();
-  std::vector<std::pair<double, double>> compute, copy, comm, host_work;
+  std::vector<std::pair<double, double>> compute, copy, comm, host_work, nvme;
   for (const VirtualSpan& sp : spans) {
-    if (sp.category == "comm") {
+    if (sp.category == "nvme") {
+      nvme.emplace_back(sp.start, sp.end);
+      (sp.name == "NvmeWrite" ? r.nvme_write_bytes : r.nvme_read_bytes) += sp.bytes;
+    } else if (sp.category == "comm") {
       comm.emplace_back(sp.start, sp.end);
     } else if (sp.category == "copy") {
       copy.emplace_back(sp.start, sp.end);
@@ -405,7 +414,12 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   std::vector<std::pair<double, double>> busy_or_host = busy;
   busy_or_host.insert(busy_or_host.end(), host_work.begin(), host_work.end());
   r.exposed_comm_s = UncoveredLength(comm, busy_or_host);
-  r.idle_s = std::max(0.0, r.step_time_s - UnionLength(busy) - r.host_s - r.exposed_comm_s);
+  // NVMe transfers (Note [Virtual NVMe]) with nothing else running: the host
+  // waiting for a read, or the step's last writes.
+  r.nvme_s = UnionLength(nvme);
+  busy_or_host.insert(busy_or_host.end(), comm.begin(), comm.end());
+  r.exposed_nvme_s = UncoveredLength(nvme, busy_or_host);
+  r.idle_s = std::max(0.0, r.step_time_s - UnionLength(busy) - r.host_s - r.exposed_comm_s - r.exposed_nvme_s);
   r.exposed_comm_fraction = r.step_time_s > 0 ? r.exposed_comm_s / r.step_time_s : 0;
   r.tokens_per_s_per_device = r.step_time_s > 0 ? static_cast<double>(r.tokens_per_step) / r.step_time_s : 0;
   const double peak = PeakFlops(o.profile, sharding.mixed_precision.param_dtype);
@@ -431,9 +445,10 @@ std::string SimResult::ToJson() const {
   absl::StrAppendFormat(&j,
                         "\"breakdown\": {\"compute_s\": %.9g, \"copy_s\": %.9g, \"comm_s\": %.9g, "
                         "\"exposed_comm_s\": %.9g, \"host_s\": %.9g, \"idle_s\": %.9g, \"host_copy_s\": %.9g, "
-                        "\"host_copy_bytes\": %.9g, \"host_optimizer_s\": %.9g}, ",
+                        "\"host_copy_bytes\": %.9g, \"host_optimizer_s\": %.9g, \"nvme_s\": %.9g, "
+                        "\"exposed_nvme_s\": %.9g, \"nvme_read_bytes\": %.9g, \"nvme_write_bytes\": %.9g}, ",
                         compute_s, copy_s, comm_s, exposed_comm_s, host_s, idle_s, host_copy_s, host_copy_bytes,
-                        host_optimizer_s);
+                        host_optimizer_s, nvme_s, exposed_nvme_s, nvme_read_bytes, nvme_write_bytes);
   absl::StrAppendFormat(&j,
                         "\"memory\": {\"parameters\": %d, \"gradients\": %d, \"optimizer_state\": %d, "
                         "\"activations_and_gathered\": %d, \"fragmentation\": %d, \"peak_allocated\": %d, "
@@ -442,9 +457,11 @@ std::string SimResult::ToJson() const {
                         memory.fragmentation, memory.peak_allocated, memory.peak_reserved);
   absl::StrAppendFormat(&j,
                         "\"host_bytes_per_rank\": %d, \"host_memory\": {\"parameters\": %d, \"gradients\": %d, "
-                        "\"optimizer_state\": %d, \"staging\": %d, \"peak\": %d}, ",
+                        "\"optimizer_state\": %d, \"swap_buffers\": %d, \"staging\": %d, \"peak\": %d}, "
+                        "\"nvme_bytes_per_rank\": %d, ",
                         host_bytes_per_rank, host_memory.parameters, host_memory.gradients,
-                        host_memory.optimizer_state, host_memory.staging, host_memory.peak);
+                        host_memory.optimizer_state, host_memory.swap_buffers, host_memory.staging, host_memory.peak,
+                        nvme_bytes_per_rank);
   std::string config_escaped;
   for (char c : config) {
     if (c == '"' || c == '\\') config_escaped += '\\';
@@ -478,6 +495,11 @@ std::string SimResult::ToText() const {
   }
   absl::StrAppendFormat(&t, "communication  %.3f ms, exposed %.3f ms (%.1f%% of the step)\n", 1e3 * comm_s,
                         1e3 * exposed_comm_s, 100 * exposed_comm_fraction);
+  if (nvme_bytes_per_rank > 0) {
+    absl::StrAppendFormat(&t, "NVMe           %.3f ms, exposed %.3f ms (nothing else running); read %s, written %s\n",
+                          1e3 * nvme_s, 1e3 * exposed_nvme_s, FormatBytes(static_cast<int64_t>(nvme_read_bytes)),
+                          FormatBytes(static_cast<int64_t>(nvme_write_bytes)));
+  }
   absl::StrAppendFormat(&t, "idle           %.3f ms\n", 1e3 * idle_s);
   if (host_bytes_per_rank > 0) {
     absl::StrAppendFormat(&t, "host copies    %.3f ms, %s (every H2D and D2H transfer, overlapped or not)\n",
@@ -491,10 +513,13 @@ std::string SimResult::ToText() const {
                         FormatBytes(memory.fragmentation));
   if (host_bytes_per_rank > 0) {
     absl::StrAppendFormat(&t, "host memory    %s per rank (CPU offload): parameters %s, gradients %s, optimizer %s, "
-                          "staging %s\n",
+                          "NVMe swap buffers %s, staging %s\n",
                           FormatBytes(host_bytes_per_rank), FormatBytes(host_memory.parameters),
                           FormatBytes(host_memory.gradients), FormatBytes(host_memory.optimizer_state),
-                          FormatBytes(host_memory.staging));
+                          FormatBytes(host_memory.swap_buffers), FormatBytes(host_memory.staging));
+  }
+  if (nvme_bytes_per_rank > 0) {
+    absl::StrAppendFormat(&t, "NVMe swap      %s per rank (the swap files' size)\n", FormatBytes(nvme_bytes_per_rank));
   }
   if (!fits) {
     absl::StrAppendFormat(&t, "DOES NOT FIT: the peak is above the device's %s\n", FormatBytes(memory_capacity_bytes));

@@ -76,6 +76,8 @@ class ProfileCost final : public VirtualCostModel, public VirtualNetwork {
   double HostCopySeconds(int64_t bytes) const override;
   // Every host kernel streams its bytes at host_adam_bytes_per_s (HostAdamSeconds).
   double HostOpSeconds(const OpCost& cost) const override;
+  // NvmeSeconds of the profile (sim/cost_model.h).
+  double NvmeSeconds(bool write, int64_t bytes) const override;
   double CollectiveSeconds(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const override;
   double BytesSent(CollectiveOp op, int64_t bytes, const VirtualGroup& group) const override;
 
@@ -138,7 +140,8 @@ struct MemoryBreakdown {
 struct HostMemory {
   int64_t parameters = 0;       // f32 master shards
   int64_t gradients = 0;        // gradient shards (and whatever else stays on the host)
-  int64_t optimizer_state = 0;  // Adam's moments
+  int64_t optimizer_state = 0;  // Adam's moments (none with NVMe offload of the optimizer: in the swap file)
+  int64_t swap_buffers = 0;     // NVMe offload: the swap spaces' buffers
   int64_t staging = 0;          // peak beyond them: gradients copied down before their add
   int64_t peak = 0;             // the peak: host_bytes_per_rank
 };
@@ -171,6 +174,12 @@ struct SimResult {
   // transfer (HostCopySeconds each; the batch and the loss read included),
   // and the host optimizer step (HostAdamSeconds of its bytes).
   double host_copy_s = 0, host_copy_bytes = 0, host_optimizer_s = 0;
+  // NVMe offload (Note [Virtual NVMe] in runtime/nvme/virtual_swap_store.h):
+  // the "nvme" track's busy time, the part of it nothing else covers (the
+  // host waiting for a read; the step's last writes: the next step's forward
+  // could run under those, so the step time is an upper bound by at most
+  // them), and the bytes read and written in the step.
+  double nvme_s = 0, exposed_nvme_s = 0, nvme_read_bytes = 0, nvme_write_bytes = 0;
   double exposed_comm_fraction = 0;
   double comm_bytes_per_step = 0;  // sent by this rank
   int64_t peak_bytes_per_rank = 0;
@@ -179,6 +188,7 @@ struct SimResult {
   MemoryBreakdown memory;
   int64_t host_bytes_per_rank = 0;  // CPU offload: the host memory's peak (host_memory.peak)
   HostMemory host_memory;
+  int64_t nvme_bytes_per_rank = 0;  // NVMe offload: the swap files' size
   std::string config;  // the sharding options, as ShardingOptions::ToString
   std::vector<UnitTime> units;  // in forward order
   // The measured step's timeline (when recorded) and the device's stream names.

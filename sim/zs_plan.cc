@@ -27,6 +27,9 @@ ABSL_FLAG(int, gpus_per_node, 0, "GPUs per node (0: the profile's)");
 ABSL_FLAG(int64_t, global_batch, 0, "sequences per optimizer step over all ranks (0: one per rank)");
 ABSL_FLAG(int64_t, seq_len, 0, "tokens per sequence (0: the config's; a preset's: GPT-2 1024, Llama 2048)");
 ABSL_FLAG(double, memory_cap_gb, 0, "memory per rank in GiB (0: the profile's device memory)");
+ABSL_FLAG(double, host_memory_cap_gb, 0,
+          "host memory per rank in GiB (0: not capped); past it CPU offload does not fit and NVMe offload is "
+          "searched, its swap files under the job's --nvme_path (default /local_nvme)");
 ABSL_FLAG(int, top, 5, "plans to print");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of the table");
 
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   p.seq_len = line->seq_len;
   p.model_name = line->model_name;
   p.memory_cap_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_memory_cap_gb) * (int64_t{1} << 30));
+  p.host_memory_cap_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_host_memory_cap_gb) * (int64_t{1} << 30));
   absl::StatusOr<sim::HardwareProfile> profile = sim::LoadProfile(absl::GetFlag(FLAGS_profile));
   if (!profile.ok()) return Fail(profile.status());
   p.profile = *profile;

@@ -36,12 +36,14 @@ namespace zeroshard {
 
 enum class IoKind { kRead, kWrite };
 
-// The completion of one submitted transfer. Thread-safe.
+// The completion of one submitted transfer. Thread-safe. (The simulator's
+// swap store, virtual_swap_store.h, completes its tickets on a virtual clock.)
 class IoTicket {
  public:
+  virtual ~IoTicket() = default;
   // Blocks until every part of the transfer has finished; its first error.
-  absl::Status Wait();
-  bool Done();
+  virtual absl::Status Wait();
+  virtual bool Done();
   // A ticket that is already done with `status` (a transfer refused up front).
   static std::shared_ptr<IoTicket> Completed(absl::Status status);
 

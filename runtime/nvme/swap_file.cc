@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
@@ -20,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "zeroshard/runtime/allocator.h"
 #include "zeroshard/runtime/crc32c.h"
+#include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 
@@ -84,20 +86,10 @@ absl::StatusOr<std::unique_ptr<SwapFile>> SwapFile::Create(const SwapFileOptions
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": nvme_path ", Quoted(o.dir), " is not a directory"));
   }
-  if (region_names.size() != region_bytes.size()) {
-    return absl::InternalError(absl::StrCat(what, ": ", region_names.size(), " names for ", region_bytes.size(),
-                                            " regions"));
-  }
   std::unique_ptr<SwapFile> f(new SwapFile());
+  ZS_RETURN_IF_ERROR(f->Layout(region_bytes, std::move(region_names), what));
   f->engine_ = engine;
   f->verify_ = o.verify_checksums;
-  f->names_ = std::move(region_names);
-  for (int64_t b : region_bytes) {
-    if (b < 0) return absl::InternalError(absl::StrCat(what, ": negative region size ", b));
-    f->offsets_.push_back(f->file_bytes_);
-    f->sizes_.push_back(AlignUp(b, kDirectIoAlignment));
-    f->file_bytes_ += f->sizes_.back();
-  }
   f->crc_.assign(region_bytes.size(), 0);
   f->written_.assign(region_bytes.size(), false);
 
@@ -164,10 +156,34 @@ SwapFile::~SwapFile() {
   if (!path_.empty()) ::unlink(path_.c_str());
 }
 
-int64_t SwapFile::max_region_bytes() const {
+absl::Status SwapStore::Layout(const std::vector<int64_t>& region_bytes, std::vector<std::string> region_names,
+                               const std::string& what) {
+  if (region_names.size() != region_bytes.size()) {
+    return absl::InternalError(absl::StrCat(what, ": ", region_names.size(), " names for ", region_bytes.size(),
+                                            " regions"));
+  }
+  names_ = std::move(region_names);
+  for (int64_t b : region_bytes) {
+    if (b < 0) return absl::InternalError(absl::StrCat(what, ": negative region size ", b));
+    offsets_.push_back(file_bytes_);
+    sizes_.push_back(AlignUp(b, kDirectIoAlignment));
+    file_bytes_ += sizes_.back();
+  }
+  return absl::OkStatus();
+}
+
+int64_t SwapStore::max_region_bytes() const {
   int64_t m = 0;
   for (int64_t s : sizes_) m = std::max(m, s);
   return m;
+}
+
+double SwapStore::Now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string SwapFile::Describe() const {
+  return absl::StrFormat("'%s' (%s, %s)", path_, direct_ ? "O_DIRECT" : "buffered", engine_->backend_name());
 }
 
 std::string SwapFile::What(int r) const {

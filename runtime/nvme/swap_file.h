@@ -49,7 +49,54 @@ struct SwapFileOptions {
   std::shared_ptr<IoFaults> faults;
 };
 
-class SwapFile {
+// Where a SwapSpace's regions rest between uses: a SwapFile (below) on a
+// disk, or on a virtual device's host side the simulator's VirtualSwapStore
+// (virtual_swap_store.h), which moves no bytes and times each transfer on the
+// device's "nvme" track. Regions are laid out as Note [Swap file layout] says
+// either way, so sizes and offsets agree.
+class SwapStore {
+ public:
+  virtual ~SwapStore() = default;
+  // Writes region r from `buffer` (4096-aligned, region_bytes(r) long), which
+  // must stay unchanged until the ticket is done.
+  virtual std::shared_ptr<IoTicket> Write(int r, const void* buffer) = 0;
+  // Reads region r into `buffer`. Fails (in the ticket) when r was never written.
+  virtual std::shared_ptr<IoTicket> Read(int r, void* buffer) = 0;
+  // After a completed read: whether the bytes are the ones written (OK when unchecked).
+  virtual absl::Status Verify(int r, const void* buffer) const = 0;
+  // False when the buffers are a virtual device's host memory: addresses
+  // with no bytes behind them, which nothing may read, write or pin.
+  virtual bool holds_bytes() const { return true; }
+  // The clock that I/O waits are measured on, in seconds: the steady clock,
+  // or the virtual host clock.
+  virtual double Now() const;
+  // Where the regions are, for SwapSpace::ToString: "'<path>' (O_DIRECT, io_uring)".
+  virtual std::string Describe() const = 0;
+
+  int num_regions() const { return static_cast<int>(offsets_.size()); }
+  int64_t region_bytes(int r) const { return sizes_[r]; }
+  int64_t max_region_bytes() const;
+  int64_t file_bytes() const { return file_bytes_; }
+  const std::string& region_name(int r) const { return names_[r]; }
+  // The file's path; "" for a virtual store.
+  const std::string& path() const { return path_; }
+  // What happened at creation worth a log line (O_DIRECT refused, stale files removed); "" if nothing.
+  const std::string& note() const { return note_; }
+
+ protected:
+  // Sizes rounded up to 4096 and consecutive offsets (Note [Swap file layout]);
+  // `what` names the store in errors.
+  absl::Status Layout(const std::vector<int64_t>& region_bytes, std::vector<std::string> region_names,
+                      const std::string& what);
+
+  std::string path_;
+  std::string note_;
+  std::vector<int64_t> offsets_, sizes_;
+  std::vector<std::string> names_;
+  int64_t file_bytes_ = 0;
+};
+
+class SwapFile final : public SwapStore {
  public:
   // `region_bytes` are rounded up to 4096; `region_names` name them in errors.
   static absl::StatusOr<std::unique_ptr<SwapFile>> Create(const SwapFileOptions& options,
@@ -60,25 +107,15 @@ class SwapFile {
   SwapFile(const SwapFile&) = delete;
   SwapFile& operator=(const SwapFile&) = delete;
 
-  // Writes region r from `buffer` (4096-aligned, region_bytes(r) long), which
-  // must stay unchanged until the ticket is done; in check mode records the
-  // buffer's CRC-32C first.
-  std::shared_ptr<IoTicket> Write(int r, const void* buffer);
-  // Reads region r into `buffer`. Fails (in the ticket) when r was never written.
-  std::shared_ptr<IoTicket> Read(int r, void* buffer);
-  // After a completed read: in check mode, the CRC-32C of `buffer` against
-  // the one recorded at the last write (DataLoss if they differ); OK otherwise.
-  absl::Status Verify(int r, const void* buffer) const;
+  // In check mode records the buffer's CRC-32C first.
+  std::shared_ptr<IoTicket> Write(int r, const void* buffer) override;
+  std::shared_ptr<IoTicket> Read(int r, void* buffer) override;
+  // In check mode, the CRC-32C of `buffer` against the one recorded at the
+  // last write (DataLoss if they differ); OK otherwise.
+  absl::Status Verify(int r, const void* buffer) const override;
+  std::string Describe() const override;
 
-  int num_regions() const { return static_cast<int>(offsets_.size()); }
-  int64_t region_bytes(int r) const { return sizes_[r]; }
-  int64_t max_region_bytes() const;
-  int64_t file_bytes() const { return file_bytes_; }
-  const std::string& path() const { return path_; }
-  const std::string& region_name(int r) const { return names_[r]; }
   bool direct() const { return direct_; }
-  // What happened at creation worth a log line (O_DIRECT refused, stale files removed); "" if nothing.
-  const std::string& note() const { return note_; }
 
   // Removes swap files of processes that no longer run from `dir`; returns
   // how many files and bytes went. Create calls it.
@@ -88,16 +125,11 @@ class SwapFile {
   SwapFile() = default;
   std::string What(int r) const;
 
-  std::string path_;
   int fd_ = -1;
   bool direct_ = false;
   bool verify_ = true;
-  std::string note_;
-  std::vector<int64_t> offsets_, sizes_;
-  std::vector<std::string> names_;
   std::vector<uint32_t> crc_;
   std::vector<bool> written_;
-  int64_t file_bytes_ = 0;
   AioEngine* engine_ = nullptr;
 };
 

@@ -8,14 +8,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "zeroshard/runtime/nvme/virtual_swap_store.h"
 #include "zeroshard/runtime/status.h"
 
 namespace zeroshard {
 
 namespace {
 
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+// A virtual store's buffers have no bytes behind their addresses.
+void Zero(const SwapStore& store, char* data, int64_t bytes) {
+  if (store.holds_bytes()) std::memset(data, 0, static_cast<size_t>(bytes));
 }
 
 }  // namespace
@@ -37,10 +39,18 @@ absl::StatusOr<std::unique_ptr<SwapSpace>> SwapSpace::Create(const SwapSpaceOpti
   std::unique_ptr<SwapSpace> s(new SwapSpace());
   s->options_ = options;
   s->host_ = host != nullptr ? host : DefaultCpuAllocator();
-  ZS_ASSIGN_OR_RETURN(s->engine_, AioEngine::Create(options.aio, options.file.faults));
-  ZS_ASSIGN_OR_RETURN(s->file_, SwapFile::Create(options.file, region_bytes, std::move(region_names), s->engine_.get()));
+  const Device where = s->host_->device();
+  VirtualDevice* simulated = where.is_virtual() ? VirtualDevice::Find(where.index) : nullptr;
   std::vector<std::string> notes;
-  if (!s->engine_->fallback_note().empty()) notes.push_back(s->engine_->fallback_note());
+  if (simulated != nullptr && simulated->IsHostSide(where)) {
+    ZS_ASSIGN_OR_RETURN(s->file_, VirtualSwapStore::Create(simulated, options.name, region_bytes,
+                                                           std::move(region_names)));
+  } else {
+    ZS_ASSIGN_OR_RETURN(s->engine_, AioEngine::Create(options.aio, options.file.faults));
+    ZS_ASSIGN_OR_RETURN(s->file_,
+                        SwapFile::Create(options.file, region_bytes, std::move(region_names), s->engine_.get()));
+    if (!s->engine_->fallback_note().empty()) notes.push_back(s->engine_->fallback_note());
+  }
   if (!s->file_->note().empty()) notes.push_back(s->file_->note());
   s->region_buffer_.assign(region_bytes.size(), -1);
   s->buffer_bytes_ = s->file_->max_region_bytes();
@@ -48,7 +58,7 @@ absl::StatusOr<std::unique_ptr<SwapSpace>> SwapSpace::Create(const SwapSpaceOpti
   const int count = std::max(1, std::min<int>(options.buffer_count, std::max<int>(1, s->num_regions())));
   s->buffers_.resize(static_cast<size_t>(count));
   s->raw_bytes_ = s->buffer_bytes_ + kDirectIoAlignment;
-  s->pinned_ = options.pin_memory;
+  s->pinned_ = options.pin_memory && s->file_->holds_bytes();
   for (Buffer& b : s->buffers_) {
     ZS_ASSIGN_OR_RETURN(b.raw, s->host_->Allocate(static_cast<size_t>(s->raw_bytes_)));
     const uintptr_t p = reinterpret_cast<uintptr_t>(b.raw);
@@ -81,10 +91,9 @@ SwapSpace::~SwapSpace() {
 }
 
 std::string SwapSpace::ToString() const {
-  return absl::StrFormat("%s: %d regions, %s in '%s' (%s, %s), %d x %s buffers%s", options_.name, num_regions(),
-                         FormatBytes(file_->file_bytes()), file_->path(), file_->direct() ? "O_DIRECT" : "buffered",
-                         engine_->backend_name(), buffer_count(), FormatBytes(buffer_bytes_),
-                         pinned_ ? " (pinned)" : "");
+  return absl::StrFormat("%s: %d regions, %s in %s, %d x %s buffers%s", options_.name, num_regions(),
+                         FormatBytes(file_->file_bytes()), file_->Describe(), buffer_count(),
+                         FormatBytes(buffer_bytes_), pinned_ ? " (pinned)" : "");
 }
 
 absl::Status SwapSpace::Fail(absl::Status s) {
@@ -97,9 +106,9 @@ absl::Status SwapSpace::Fail(absl::Status s) {
 absl::Status SwapSpace::Settle(int b) {
   Buffer& buf = buffers_[b];
   if (buf.ticket == nullptr) return absl::OkStatus();
-  const double start = Seconds();
+  const double start = file_->Now();
   absl::Status s = buf.ticket->Wait();
-  stats_.wait_seconds += Seconds() - start;
+  stats_.wait_seconds += file_->Now() - start;
   buf.ticket.reset();
   if (!s.ok()) return Fail(s);
   if (buf.state == BufferState::kReading) {
@@ -166,14 +175,14 @@ absl::StatusOr<char*> SwapSpace::Acquire(int r, bool overwrite) {
     }
     ZS_RETURN_IF_ERROR(Settle(b));  // a read in flight finishes; a write must, before the bytes change
     buf.state = BufferState::kResident;
-    if (overwrite && buf.pins == 0) std::memset(buf.data, 0, static_cast<size_t>(region_bytes(r)));
+    if (overwrite && buf.pins == 0) Zero(*file_, buf.data, region_bytes(r));
   } else {
     ZS_ASSIGN_OR_RETURN(b, TakeBuffer(/*may_wait=*/true));
     Buffer& buf = buffers_[b];
     buf.region = r;
     region_buffer_[r] = b;
     if (overwrite) {
-      std::memset(buf.data, 0, static_cast<size_t>(region_bytes(r)));
+      Zero(*file_, buf.data, region_bytes(r));
       buf.state = BufferState::kResident;
     } else {
       buf.state = BufferState::kReading;

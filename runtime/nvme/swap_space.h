@@ -73,7 +73,9 @@ class SwapSpace {
   // The file (under options.file.dir) and the buffers, each max(region_bytes)
   // rounded up to 4096, allocated from `host` (nullptr: the default CPU
   // allocator). Every region must be written (Acquire with overwrite) before
-  // it is read.
+  // it is read. When `host` is a virtual device's host side (the simulator),
+  // the regions go to that device's simulated NVMe instead of a file (Note
+  // [Virtual NVMe] in virtual_swap_store.h): no file, no byte touched.
   static absl::StatusOr<std::unique_ptr<SwapSpace>> Create(const SwapSpaceOptions& options,
                                                            const std::vector<int64_t>& region_bytes,
                                                            std::vector<std::string> region_names,
@@ -103,8 +105,14 @@ class SwapSpace {
   int64_t region_bytes(int r) const { return file_->region_bytes(r); }
   int buffer_count() const { return static_cast<int>(buffers_.size()); }
   int64_t buffer_bytes() const { return buffer_bytes_; }
-  const SwapFile& file() const { return *file_; }
-  const AioEngine& engine() const { return *engine_; }
+  // The host memory the buffers take: each buffer_bytes() plus 4096 of
+  // alignment slack.
+  int64_t host_bytes() const { return buffer_count() * raw_bytes_; }
+  // Where the regions rest: the swap file, or the simulator's store.
+  const SwapStore& file() const { return *file_; }
+  // The device of the buffers' memory (the host allocator's): the device of
+  // a tensor over Acquire's bytes (Tensor::Wrap).
+  Device device() const { return host_->device(); }
   const SwapStats& stats() const { return stats_; }
   void ResetStats() { stats_ = SwapStats{}; }
   // Notes worth a log line (io_uring or O_DIRECT unavailable, stale files
@@ -136,8 +144,8 @@ class SwapSpace {
 
   SwapSpaceOptions options_;
   Allocator* host_ = nullptr;
-  std::unique_ptr<AioEngine> engine_;
-  std::unique_ptr<SwapFile> file_;
+  std::unique_ptr<AioEngine> engine_;  // none for a virtual store
+  std::unique_ptr<SwapStore> file_;
   std::vector<Buffer> buffers_;
   std::vector<int> region_buffer_;  // region -> buffer, or -1
   int64_t buffer_bytes_ = 0;

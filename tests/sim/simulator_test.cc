@@ -166,8 +166,8 @@ TEST(Simulator, RefusesWhatItCannotRun) {
   o.job.sharding.hybrid_shard_size = 3;  // does not divide 8
   EXPECT_FALSE(Simulate(o).ok());
   o = Small(ShardingStrategy::kFullShard, 8);
-  o.job.sharding.offload.nvme_optimizer = true;  // CPU offload is simulated (offload_test.cc); NVMe is not
-  EXPECT_EQ(Simulate(o).status().code(), absl::StatusCode::kUnimplemented);
+  o.job.sharding.offload.params = true;  // without the optimizer: a GPU job fails at its first step
+  EXPECT_EQ(Simulate(o).status().code(), absl::StatusCode::kFailedPrecondition);
   TrainOptions job;
   const absl::Status s = ApplyModelPreset("llama-9b", 0, &job);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

@@ -1,6 +1,7 @@
 // The NVMe I/O layer: the aio engine (io_uring and pread/pwrite, every aio
 // option), swap files (O_DIRECT and its fallback, faults, stale files,
-// checksums) and the swap space's buffer pool.
+// checksums), the swap space's buffer pool, and its simulated drives (the
+// virtual store, Note [Virtual NVMe]).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include "zeroshard/runtime/nvme/aio_engine.h"
 #include "zeroshard/runtime/nvme/swap_file.h"
 #include "zeroshard/runtime/nvme/swap_space.h"
+#include "zeroshard/runtime/virtual_device.h"
 #include "zeroshard/tests/testing.h"
 
 namespace zeroshard {
@@ -466,6 +468,97 @@ TEST(SwapSpace, AnIoErrorOnReadIsDataLossNamingTheRegion) {
     faults->read_errno = 0;
     EXPECT_EQ(space->Acquire(0).status(), s);  // sticky
   }
+}
+
+// ================================================================ virtual store
+
+// Reads at 1 GB/s, writes at 0.5 GB/s, 10 us per transfer; nothing else costs.
+class DriveCost final : public VirtualCostModel {
+ public:
+  double OpSeconds(const OpCost&) const override { return 0; }
+  double LaunchSeconds() const override { return 0; }
+  double HostCopySeconds(int64_t) const override { return 0; }
+  double NvmeSeconds(bool write, int64_t bytes) const override {
+    return 1e-5 + static_cast<double>(bytes) / (write ? 0.5e9 : 1e9);
+  }
+};
+
+// A swap space on a virtual device's host side: no file (the nvme_path does
+// not exist), buffers counted by the virtual host allocator, and the
+// transfers on the "nvme" track. Times in closed form: a region of 1 MiB
+// (1,048,576 B) reads in 1e-5 + 1.048576e-3 s and writes in 1e-5 +
+// 2.097152e-3 s; Wait moves the host clock to a transfer's end. Every clock
+// is a sum of a few such doubles: 1e-15 s is far above their rounding.
+TEST(SwapSpace, OnAVirtualHostTheTransfersAreTimedNotDone) {
+  DriveCost cost;
+  absl::StatusOr<std::unique_ptr<VirtualDevice>> dev =
+      VirtualDevice::Create(950, {.cost = &cost, .host_index = 951});
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  VirtualDevice& d = **dev;
+  constexpr int64_t kMiB = 1 << 20;
+  const double read_s = 1e-5 + kMiB / 1e9, write_s = 1e-5 + kMiB / 0.5e9;
+  SwapSpaceOptions o{.name = "optimizer state", .file = {.dir = "/nonexistent/nvme", .tag = "optimizer"},
+                     .buffer_count = 2};
+  absl::StatusOr<std::unique_ptr<SwapSpace>> s = SwapSpace::Create(o, {kMiB, kMiB, kMiB}, {"a", "b", "c"},
+                                                                   d.host_allocator());
+  ASSERT_TRUE(s.ok()) << s.status();
+  SwapSpace& space = **s;
+  EXPECT_EQ(space.file().path(), "");
+  EXPECT_THAT(space.ToString(), HasSubstr("simulated NVMe of virtual:951"));
+  EXPECT_EQ(space.device(), Device::Virtual(951));
+  // The two buffers (each 1 MiB plus the alignment slack) are host memory.
+  EXPECT_EQ(d.host_allocator()->stats().bytes_in_use, 2 * (kMiB + kDirectIoAlignment));
+
+  // Writing the initial values: no read; each release starts a write at the
+  // host's time, queued on the one track.
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(space.Acquire(r, /*overwrite=*/true).ok());
+    ASSERT_TRUE(space.Release(r, /*dirty=*/true).ok());
+  }
+  // Region 2 needed a buffer: it waited for the oldest write (region 0's).
+  EXPECT_NEAR(d.host_time(), write_s, 1e-15);
+  ASSERT_TRUE(space.Flush().ok());
+  EXPECT_NEAR(d.host_time(), 3 * write_s, 1e-15);
+  EXPECT_EQ(space.stats().bytes_written, 3 * kMiB);
+  EXPECT_EQ(space.stats().reads, 0);
+
+  // Region 0 is no longer in a buffer: a read ahead starts now, and the host
+  // works 5 ms meanwhile, longer than the read: the Acquire waits for nothing.
+  const double t0 = d.host_time();
+  EXPECT_TRUE(space.Prefetch(0));
+  d.HostAdvance(5e-3);
+  ASSERT_TRUE(space.Acquire(0).ok());
+  EXPECT_NEAR(d.host_time(), t0 + 5e-3, 1e-15);
+  // The read ahead took the least recently used clean buffer (region 1's);
+  // region 2 is still clean in the other: a hit, no read.
+  ASSERT_TRUE(space.Acquire(2).ok());
+  EXPECT_EQ(space.stats().hits, 1);
+  ASSERT_TRUE(space.Release(2, /*dirty=*/false).ok());
+  ASSERT_TRUE(space.Release(0, /*dirty=*/false).ok());
+  // Region 1 without a read ahead: the host waits for the whole read.
+  const double t1 = d.host_time();
+  ASSERT_TRUE(space.Acquire(1).ok());
+  EXPECT_NEAR(d.host_time(), t1 + read_s, 1e-15);
+  ASSERT_TRUE(space.Release(1, /*dirty=*/false).ok());
+  EXPECT_EQ(space.stats().bytes_read, 2 * kMiB);
+  // Waited: region 0's write (for region 2's buffer), the rest of the writes
+  // at the Flush, and region 1's read.
+  EXPECT_NEAR(space.stats().wait_seconds, 3 * write_s + read_s, 1e-15);
+
+  // The track: 3 writes then 2 reads, each its NvmeSeconds, never overlapping.
+  int writes = 0, reads = 0;
+  double last = 0;
+  for (const VirtualSpan& sp : d.spans()) {
+    if (sp.category != "nvme") continue;
+    EXPECT_EQ(d.stream_name(sp.stream), "nvme");
+    EXPECT_EQ(sp.bytes, static_cast<double>(kMiB));
+    EXPECT_NEAR(sp.end - sp.start, sp.name == "NvmeWrite" ? write_s : read_s, 1e-15);
+    EXPECT_GE(sp.start, last - 1e-15);
+    last = sp.end;
+    (sp.name == "NvmeWrite" ? writes : reads) += 1;
+  }
+  EXPECT_EQ(writes, 3);
+  EXPECT_EQ(reads, 2);
 }
 
 }  // namespace
