@@ -131,7 +131,7 @@ absl::StatusOr<std::shared_ptr<Work>> VirtualCommunicator::Launch(CollectiveCall
     const double u = (static_cast<double>(z >> 11) + 0.5) / 9007199254740992.0;
     late += -options_.jitter_seconds * std::log1p(-std::pow(u, 1.0 / (size() - 1)));
   }
-  // The span covers the wait for the late peers: the rank is in the collective.
+  // The wait for the late peers is a "peers" span before the transfer's (Note [Communication spans]).
   const double end = d->Enqueue(stream_, CollectiveOpName(desc.op), "comm", seconds, after, sent, after + late);
   const int k = static_cast<int>(desc.op);
   if (k >= 0 && k < kNumCollectiveOps) {

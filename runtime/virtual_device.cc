@@ -266,8 +266,10 @@ double VirtualDevice::Enqueue(int stream, absl::string_view name, absl::string_v
   absl::MutexLock lock(&mu_);
   double& clock = streams_.at(stream);
   const double start = std::max({clock, host_, after});
-  clock = std::max(start, not_before) + seconds;
-  AddSpan(stream, name, category, start, clock, 0, bytes);
+  const double busy = std::max(start, not_before);
+  clock = busy + seconds;
+  if (busy > start) AddSpan(stream, "wait for peers", "peers", start, busy, 0, 0);
+  AddSpan(stream, name, category, busy, clock, 0, bytes);
   return clock;
 }
 

@@ -168,8 +168,9 @@ class VirtualDevice {
   void Launch(int stream, const OpCost& cost);
   // Work of known duration on `stream` that starts after `after` (e.g. the
   // producer stream's work so far); no launch cost. Its busy part starts no
-  // earlier than `not_before` (a collective's late peers): the span covers the
-  // wait too. Returns its end.
+  // earlier than `not_before` (a collective's late peers): the wait before it
+  // is a span of its own, "wait for peers" of category "peers", as the
+  // in-process backend traces it (Note [Communication spans]). Returns its end.
   double Enqueue(int stream, absl::string_view name, absl::string_view category, double seconds,
                  double after = 0, double bytes = 0, double not_before = 0);
   void StreamWait(int stream, double time);

@@ -4,7 +4,10 @@
 // every sharding strategy, simulates the same runs, and prints predicted and
 // measured side by side. Exit 1 when a prediction is off by more than the
 // issue's bounds: step time 15%, exposed communication 5 percentage points,
-// peak memory per rank 5%.
+// peak memory per rank 5%. Exposed communication is the transfer the rank
+// waited for; the wait for peers that had not arrived yet (ranks sharing two
+// cores) is idle, as tools/trace_summary counts it, printed beside it,
+// measured and predicted, and not bounded (Note [Communication spans]).
 //
 //   bazel run -c opt //sim:sim_validate -- --steps=6
 //
@@ -102,9 +105,24 @@ struct PerRank {
 
 struct Measured {
   double step_s = 0;
-  double exposed = 0;  // fraction of the step waiting on collectives
+  // Fractions of the step the rank spent in the sharding hooks' waits for
+  // collectives: for the transfer (exposed communication), and for peers that
+  // had not yet arrived (idle: skew between ranks sharing the cores), split
+  // by the in-process backend's "peers" spans (Note [Communication spans]),
+  // as tools/trace_summary splits them and the simulator predicts them.
+  double exposed = 0;
+  double peer_wait = 0;
   int64_t peak_bytes = 0;
 };
+
+// The [start, end) intervals, in seconds, of `trace`'s spans of `category`.
+std::vector<std::pair<double, double>> Intervals(const TraceRecorder& trace, const std::string& category) {
+  std::vector<std::pair<double, double>> out;
+  for (const TraceRecorder::Span& s : trace.spans()) {
+    if (s.category == category) out.emplace_back(s.start_us / 1e6, (s.start_us + s.dur_us) / 1e6);
+  }
+  return out;
+}
 
 // One rank's part of the job's step for real: `steps` timed steps after two
 // warm-up ones; the median step, the fraction of the timed steps spent
@@ -123,6 +141,7 @@ absl::StatusOr<Measured> RankSteps(const TrainOptions& job, Communicator& comm, 
   device.ResetPeak();
   TraceRecorder trace;
   sharded->set_trace(&trace);
+  comm.set_trace(&trace, comm.rank());
   std::vector<double> times;
   const double t_all = Seconds();
   for (int i = 0; i < steps; ++i) {
@@ -132,23 +151,31 @@ absl::StatusOr<Measured> RankSteps(const TrainOptions& job, Communicator& comm, 
   }
   const double elapsed = Seconds() - t_all;
   sharded->set_trace(nullptr);
+  comm.set_trace(nullptr, 0);
+  const auto waits = Intervals(trace, "wait"), peers = Intervals(trace, "peers");
+  const double transfer = UncoveredLength(waits, peers);
   return Measured{.step_s = Median(times),
-                  .exposed = trace.TotalUs("wait") / 1e6 / elapsed,
+                  .exposed = transfer / elapsed,
+                  .peer_wait = (UnionLength(waits) - transfer) / elapsed,
                   .peak_bytes = device.stats().peak_bytes_in_use};
 }
 
 // The job on W in-process ranks; each figure the slowest rank's.
 absl::StatusOr<Measured> Measure(const TrainOptions& job, int world, int steps) {
-  PerRank step, exposed, peak;
+  PerRank step, exposed, peer_wait, peak;
   std::vector<absl::Status> st = RunRanks(world, [&](Communicator& comm) -> absl::Status {
     ZS_ASSIGN_OR_RETURN(const Measured m, RankSteps(job, comm, steps));
     step.Max(m.step_s);
     exposed.Max(m.exposed);
+    peer_wait.Max(m.peer_wait);
     peak.Max(static_cast<double>(m.peak_bytes));
     return comm.Barrier();
   });
   for (const absl::Status& s : st) ZS_RETURN_IF_ERROR(s);
-  return Measured{.step_s = step.value, .exposed = exposed.value, .peak_bytes = static_cast<int64_t>(peak.value)};
+  return Measured{.step_s = step.value,
+                  .exposed = exposed.value,
+                  .peer_wait = peer_wait.value,
+                  .peak_bytes = static_cast<int64_t>(peak.value)};
 }
 
 // ---------------------------------------------------------------- calibration
@@ -396,8 +423,9 @@ int Main() {
   std::printf("sim_validate: %s (%s), %d hardware threads; bounds: step %.0f%%, exposed %.0f pp, memory %.0f%%\n",
               config->source.c_str(), config->train.model.ToString().c_str(), std::thread::hardware_concurrency(),
               100 * tb, 100 * eb, 100 * mb);
-  std::printf("| strategy | world | step ms measured | predicted | ratio | exposed measured | predicted | peak measured | "
-              "predicted | ratio | ok |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| strategy | world | step ms measured | predicted | ratio | exposed measured | predicted | peer wait "
+              "measured | predicted | peak measured | predicted | ratio | ok |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   int bad = 0;
   // A warm-up run, discarded: the first seconds of a process on this kind of
   // VM run slower (page faults, clock ramp), which would bias world 1's fit.
@@ -459,13 +487,16 @@ int Main() {
       TrainOptions job = config->train;
       job.sharding.strategy = strategy;
       job.sharding.hybrid_shard_size = group;
-      std::vector<double> steps_s, exposed;
+      std::vector<double> steps_s, exposed, peer_wait;
       for (const Measured& r : runs[i]) {
         steps_s.push_back(r.step_s);
         exposed.push_back(r.exposed);
+        peer_wait.push_back(r.peer_wait);
       }
-      absl::StatusOr<Measured> m =
-          Measured{.step_s = Median(steps_s), .exposed = Median(exposed), .peak_bytes = runs[i][0].peak_bytes};
+      absl::StatusOr<Measured> m = Measured{.step_s = Median(steps_s),
+                                            .exposed = Median(exposed),
+                                            .peer_wait = Median(peer_wait),
+                                            .peak_bytes = runs[i][0].peak_bytes};
       SimulateOptions o{.job = job, .profile = *profile, .world = world, .jitter_seconds = cal->jitter_s};
       o.record_spans = false;
       absl::StatusOr<SimResult> r = Simulate(o);
@@ -479,15 +510,16 @@ int Main() {
       const bool ok = std::fabs(t_ratio - 1) <= tb && std::fabs(r->exposed_comm_fraction - m->exposed) <= eb &&
                       std::fabs(m_ratio - 1) <= mb;
       bad += !ok;
-      std::printf("| %s%s | %d | %.1f | %.1f | %.2f | %.1f%% | %.1f%% | %s | %s | %.3f | %s |\n",
+      std::printf("| %s%s | %d | %.1f | %.1f | %.2f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s | %s | %.3f | %s |\n",
                   std::string(ShardingStrategyName(strategy)).c_str(),
                   group > 0 ? absl::StrCat("(", group, ")").c_str() : "", world, 1e3 * m->step_s, 1e3 * r->step_time_s,
-                  t_ratio, 100 * m->exposed, 100 * r->exposed_comm_fraction, FormatBytes(m->peak_bytes).c_str(),
+                  t_ratio, 100 * m->exposed, 100 * r->exposed_comm_fraction, 100 * m->peer_wait,
+                  100 * r->peer_wait_s / r->step_time_s, FormatBytes(m->peak_bytes).c_str(),
                   FormatBytes(r->peak_bytes_per_rank).c_str(), m_ratio, ok ? "yes" : "NO");
       std::fflush(stdout);
     }
     std::printf("|  calibrated | %d | peak %.1f GFLOP/s, GEMM latency %.1f us, memory %.1f GB/s, collective base %.1f "
-                "us, bus %.2f GB/s, per-op overhead %.2f us, barrier wait %.2f ms (jitter %.2f ms) |||||||||\n",
+                "us, bus %.2f GB/s, per-op overhead %.2f us, barrier wait %.2f ms (jitter %.2f ms) |||||||||||\n",
                 world, profile->peak_flops_fp32 / 1e9, 1e6 * profile->gemm_latency_s, profile->hbm_bytes_per_s / 1e9,
                 1e6 * profile->collective_base_s, profile->intra_node_bytes_per_s / 1e9,
                 1e6 * profile->launch_overhead_s, 1e3 * cal->barrier_wait_s, 1e3 * cal->jitter_s);

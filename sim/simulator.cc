@@ -22,22 +22,6 @@
 
 namespace zeroshard::sim {
 
-namespace {
-
-CollectiveKind KindOf(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllGather: return CollectiveKind::kAllGather;
-    case CollectiveOp::kReduceScatter: return CollectiveKind::kReduceScatter;
-    case CollectiveOp::kAllReduce: return CollectiveKind::kAllReduce;
-    case CollectiveOp::kBroadcast: return CollectiveKind::kBroadcast;
-    case CollectiveOp::kAllToAll: return CollectiveKind::kAllToAll;
-    default: return CollectiveKind::kBarrier;
-  }
-}
-
-GroupShape ShapeOf(const VirtualGroup& g) { return GroupShape{.size = g.size, .ranks_per_node = g.ranks_per_node}; }
-
-// Total length of the union of [start, end) intervals.
 double UnionLength(std::vector<std::pair<double, double>> v) {
   std::sort(v.begin(), v.end());
   double total = 0, cur_start = 0, cur_end = -1;
@@ -55,12 +39,26 @@ double UnionLength(std::vector<std::pair<double, double>> v) {
   return total;
 }
 
-// Length of `a`'s union not covered by `b`'s union.
 double UncoveredLength(const std::vector<std::pair<double, double>>& a, const std::vector<std::pair<double, double>>& b) {
   std::vector<std::pair<double, double>> both = a;
   both.insert(both.end(), b.begin(), b.end());
   return UnionLength(both) - UnionLength(b);
 }
+
+namespace {
+
+CollectiveKind KindOf(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllGather: return CollectiveKind::kAllGather;
+    case CollectiveOp::kReduceScatter: return CollectiveKind::kReduceScatter;
+    case CollectiveOp::kAllReduce: return CollectiveKind::kAllReduce;
+    case CollectiveOp::kBroadcast: return CollectiveKind::kBroadcast;
+    case CollectiveOp::kAllToAll: return CollectiveKind::kAllToAll;
+    default: return CollectiveKind::kBarrier;
+  }
+}
+
+GroupShape ShapeOf(const VirtualGroup& g) { return GroupShape{.size = g.size, .ranks_per_node = g.ranks_per_node}; }
 
 // Every communicator of the model's (world, shard group, replica group): bytes sent so far.
 double CommBytes(ShardedModel& model) {
@@ -385,9 +383,11 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
 
   // The timeline of the measured step.
   const std::vector<VirtualSpan> spans = device->spans();
-  std::vector<std::pair<double, double>> compute, copy, comm, host_work, nvme;
+  std::vector<std::pair<double, double>> compute, copy, comm, host_work, nvme, peers;
   for (const VirtualSpan& sp : spans) {
-    if (sp.category == "nvme") {
+    if (sp.category == "peers") {
+      peers.emplace_back(sp.start, sp.end);
+    } else if (sp.category == "nvme") {
       nvme.emplace_back(sp.start, sp.end);
       (sp.name == "NvmeWrite" ? r.nvme_write_bytes : r.nvme_read_bytes) += sp.bytes;
     } else if (sp.category == "comm") {
@@ -419,6 +419,10 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   r.nvme_s = UnionLength(nvme);
   busy_or_host.insert(busy_or_host.end(), comm.begin(), comm.end());
   r.exposed_nvme_s = UncoveredLength(nvme, busy_or_host);
+  // A collective waiting for late peers (--straggler_ms, --jitter_ms) with
+  // nothing else running: idle, as tools/trace_summary counts a traced job's.
+  busy_or_host.insert(busy_or_host.end(), nvme.begin(), nvme.end());
+  r.peer_wait_s = UncoveredLength(peers, busy_or_host);
   r.idle_s = std::max(0.0, r.step_time_s - UnionLength(busy) - r.host_s - r.exposed_comm_s - r.exposed_nvme_s);
   r.exposed_comm_fraction = r.step_time_s > 0 ? r.exposed_comm_s / r.step_time_s : 0;
   r.tokens_per_s_per_device = r.step_time_s > 0 ? static_cast<double>(r.tokens_per_step) / r.step_time_s : 0;
@@ -446,9 +450,10 @@ std::string SimResult::ToJson() const {
                         "\"breakdown\": {\"compute_s\": %.9g, \"copy_s\": %.9g, \"comm_s\": %.9g, "
                         "\"exposed_comm_s\": %.9g, \"host_s\": %.9g, \"idle_s\": %.9g, \"host_copy_s\": %.9g, "
                         "\"host_copy_bytes\": %.9g, \"host_optimizer_s\": %.9g, \"nvme_s\": %.9g, "
-                        "\"exposed_nvme_s\": %.9g, \"nvme_read_bytes\": %.9g, \"nvme_write_bytes\": %.9g}, ",
+                        "\"exposed_nvme_s\": %.9g, \"nvme_read_bytes\": %.9g, \"nvme_write_bytes\": %.9g, "
+                        "\"peer_wait_s\": %.9g}, ",
                         compute_s, copy_s, comm_s, exposed_comm_s, host_s, idle_s, host_copy_s, host_copy_bytes,
-                        host_optimizer_s, nvme_s, exposed_nvme_s, nvme_read_bytes, nvme_write_bytes);
+                        host_optimizer_s, nvme_s, exposed_nvme_s, nvme_read_bytes, nvme_write_bytes, peer_wait_s);
   absl::StrAppendFormat(&j,
                         "\"memory\": {\"parameters\": %d, \"gradients\": %d, \"optimizer_state\": %d, "
                         "\"activations_and_gathered\": %d, \"fragmentation\": %d, \"peak_allocated\": %d, "
@@ -500,7 +505,12 @@ std::string SimResult::ToText() const {
                           1e3 * nvme_s, 1e3 * exposed_nvme_s, FormatBytes(static_cast<int64_t>(nvme_read_bytes)),
                           FormatBytes(static_cast<int64_t>(nvme_write_bytes)));
   }
-  absl::StrAppendFormat(&t, "idle           %.3f ms\n", 1e3 * idle_s);
+  absl::StrAppendFormat(&t, "idle           %.3f ms", 1e3 * idle_s);
+  if (peer_wait_s > 0) {
+    absl::StrAppendFormat(&t, ", of which waiting for late peers %.3f ms (%.1f%% of the step)", 1e3 * peer_wait_s,
+                          100 * peer_wait_s / step_time_s);
+  }
+  absl::StrAppend(&t, "\n");
   if (host_bytes_per_rank > 0) {
     absl::StrAppendFormat(&t, "host copies    %.3f ms, %s (every H2D and D2H transfer, overlapped or not)\n",
                           1e3 * host_copy_s, FormatBytes(static_cast<int64_t>(host_copy_bytes)));
@@ -544,10 +554,15 @@ absl::Status WriteTrace(const SimResult& r, const std::string& path) {
     first = false;
   }
   for (const VirtualSpan& s : r.spans) {
+    // A device op is category "op", as the job's traced ops are, so
+    // tools/trace_summary --ops gives the predicted step's per-op breakdown
+    // (Note [Per-op breakdown]); its FLOPs and bytes ride in args.
+    const std::string category = s.category == "compute" ? "op" : std::string(s.category);
     out << (first ? "" : ",\n")
-        << absl::StrFormat(R"({"name": "%s", "cat": "%s", "ph": "X", "pid": 0, "tid": %d, "ts": %.3f, "dur": %.3f})",
-                           std::string(s.name), std::string(s.category), s.stream, 1e6 * s.start,
-                           1e6 * (s.end - s.start));
+        << absl::StrFormat(R"({"name": "%s", "cat": "%s", "ph": "X", "pid": 0, "tid": %d, "ts": %.3f, "dur": %.3f, )"
+                           R"("args": {"flops": %.9g, "bytes": %.9g}})",
+                           std::string(s.name), category, s.stream, 1e6 * s.start, 1e6 * (s.end - s.start), s.flops,
+                           s.bytes);
     first = false;
   }
   out << "\n]}\n";

@@ -52,6 +52,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -180,6 +181,11 @@ struct SimResult {
   // could run under those, so the step time is an upper bound by at most
   // them), and the bytes read and written in the step.
   double nvme_s = 0, exposed_nvme_s = 0, nvme_read_bytes = 0, nvme_write_bytes = 0;
+  // Part of idle_s: collectives waiting for late peers (SimulateOptions'
+  // straggler and jitter) while nothing else runs. The rest of a collective
+  // (the transfer) is communication; tools/trace_summary splits a traced
+  // job's waits the same way (Note [Communication spans]).
+  double peer_wait_s = 0;
   double exposed_comm_fraction = 0;
   double comm_bytes_per_step = 0;  // sent by this rank
   int64_t peak_bytes_per_rank = 0;
@@ -202,6 +208,12 @@ struct SimResult {
 };
 
 absl::StatusOr<SimResult> Simulate(const SimulateOptions& options);
+
+// Interval arithmetic over [start, end) spans (the breakdown's, and
+// sim_validate's over a measured trace): the length of the union of `v`, and
+// the length of the union of `a` not covered by the union of `b`.
+double UnionLength(std::vector<std::pair<double, double>> v);
+double UncoveredLength(const std::vector<std::pair<double, double>>& a, const std::vector<std::pair<double, double>>& b);
 
 // The measured step as a Chrome/Perfetto trace (JSON): one process, a track per stream.
 absl::Status WriteTrace(const SimResult& result, const std::string& path);

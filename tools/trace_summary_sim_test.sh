@@ -17,4 +17,9 @@ fi
 if ! awk -v a="$sim_ms" -v b="$sum_ms" 'BEGIN { d = a - b; exit !(d <= 0.001 && d >= -0.001) }'; then
   echo "FAIL: the simulator says $sim_ms ms exposed, trace_summary $sum_ms ms"; echo "$sum_out"; exit 1
 fi
-echo "PASS: exposed $sim_ms ms (simulator) = $sum_ms ms (trace_summary)"
+# The predicted step's per-op breakdown: device ops are "op" spans, the GEMMs (MatMul) marked.
+ops_out=$("$summary" --ops "$trace")
+if ! grep -qE '^ +MatMul .* GEMM$' <<<"$ops_out" || ! grep -q '^  largest_non_gemm_op ' <<<"$ops_out"; then
+  echo "FAIL: no per-op table with MatMul as a GEMM and a largest non-GEMM op"; echo "$ops_out"; exit 1
+fi
+echo "PASS: exposed $sim_ms ms (simulator) = $sum_ms ms (trace_summary); $(grep '^  largest_non_gemm_op' <<<"$ops_out")"

@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 
-#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"

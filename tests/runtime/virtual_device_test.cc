@@ -66,13 +66,18 @@ TEST(VirtualDevice, LaunchesFollowTheGpusRules) {
   done = e->Query();
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(*done);
-  // Enqueued work waits for `after` and, busy only from `not_before`, covers the wait.
+  // Enqueued work waits for `after` and is busy only from `not_before`: the
+  // wait for the late peers is a "peers" span of its own, then the transfer.
   EXPECT_EQ(d.Enqueue(s, "Collective", "comm", 0.5, /*after=*/2.5, 0, /*not_before=*/3.0), 3.5);
   EXPECT_EQ(d.Now(), 3.5);
   const std::vector<VirtualSpan> spans = d.spans();
-  ASSERT_EQ(spans.size(), 3u);
-  EXPECT_EQ(spans[2].start, 2.5);  // the span starts at issue: the wait is in the collective
-  EXPECT_EQ(spans[2].end, 3.5);
+  ASSERT_EQ(spans.size(), 4u);
+  EXPECT_EQ(spans[2].category, "peers");
+  EXPECT_EQ(spans[2].start, 2.5);  // from issue
+  EXPECT_EQ(spans[2].end, 3.0);    // to the last peer's arrival
+  EXPECT_EQ(spans[3].category, "comm");
+  EXPECT_EQ(spans[3].start, 3.0);
+  EXPECT_EQ(spans[3].end, 3.5);
   // Settle: every clock to the latest, the spans gone.
   d.Settle();
   EXPECT_EQ(d.host_time(), 3.5);

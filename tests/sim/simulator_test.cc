@@ -138,6 +138,15 @@ TEST(Simulator, OneRankMovesNothingAndStragglersAndJitterSlowTheStep) {
   ASSERT_TRUE(fast.ok() && slow.ok());
   // Every collective waits 1 ms for the slow peer; the step has many.
   EXPECT_GT(slow->step_time_s, fast->step_time_s + 1e-3);
+  // That wait is a "peers" span before each transfer: idle where nothing
+  // else runs (peer_wait_s), not communication; the transfers are the same.
+  EXPECT_EQ(fast->peer_wait_s, 0);
+  EXPECT_GT(slow->peer_wait_s, 1e-3);
+  EXPECT_LE(slow->peer_wait_s, slow->idle_s);
+  // The same transfers at later times: each span's length is its end minus
+  // its start, exact to an ulp of the clock (~1e-16 s below 1 s); a few
+  // hundred spans stay far below 1e-9 of the total.
+  EXPECT_NEAR(slow->comm_s, fast->comm_s, 1e-9 * fast->comm_s);
   // Jitter: slower than none, and the same draws (seeded) give the same step.
   o.straggler_seconds = 0;
   o.jitter_seconds = 1e-3;
