@@ -362,6 +362,21 @@ PlanOptions PlanThatMustOffload() {
   return p;
 }
 
+// A plan's config, read back, simulates (one GPU) to the plan's own step and host memory.
+void ExpectSameStep(const RunConfig& config, const HardwareProfile& profile, int64_t seq_len,
+                    const PlanCandidate& plan) {
+  SimulateOptions o;
+  o.job = config.train;
+  o.profile = profile;
+  o.world = config.world_size;
+  o.gpus_per_node = 1;
+  o.seq_len = seq_len;
+  absl::StatusOr<SimResult> again = Simulate(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->step_time_s, plan.result.step_time_s);
+  EXPECT_EQ(again->host_bytes_per_rank, plan.result.host_bytes_per_rank);
+}
+
 // zs_plan with a cap no on-device plan meets: it searches CPU offload, and its
 // best plan's config runs it. World 1 (1 node of 1 GPU), so the 16 Psi bytes of
 // state (30 MiB for this GPT) dwarf the caching allocator's segment rounding.
@@ -383,16 +398,7 @@ TEST(SimulatorOffload, ThePlannerOffloadsWhenNothingElseFits) {
   absl::StatusOr<RunConfig> c = ConfigFromText(best.config_json, {});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->train.sharding.offload.optimizer_on_host());
-  SimulateOptions o;
-  o.job = c->train;
-  o.profile = *profile;
-  o.world = c->world_size;
-  o.gpus_per_node = 1;
-  o.seq_len = 64;
-  absl::StatusOr<SimResult> again = Simulate(o);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->step_time_s, best.result.step_time_s);
-  EXPECT_EQ(again->host_bytes_per_rank, best.result.host_bytes_per_rank);
+  ExpectSameStep(*c, *profile, 64, best);
 }
 
 // With a host cap below every CPU-offload plan's host memory too, the planner
@@ -428,16 +434,7 @@ TEST(SimulatorOffload, ThePlannerGoesToNvmeWhenTheHostIsFullToo) {
   ASSERT_TRUE(c.ok()) << c.status() << best.config_json;
   EXPECT_TRUE(c->train.sharding.offload.nvme_optimizer);
   EXPECT_EQ(c->train.sharding.offload.optimizer_nvme.path, "/mnt/local_nvme");
-  SimulateOptions o;
-  o.job = c->train;
-  o.profile = p.profile;
-  o.world = c->world_size;
-  o.gpus_per_node = 1;
-  o.seq_len = 64;
-  absl::StatusOr<SimResult> again = Simulate(o);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->step_time_s, best.result.step_time_s);
-  EXPECT_EQ(again->host_bytes_per_rank, best.result.host_bytes_per_rank);
+  ExpectSameStep(*c, p.profile, 64, best);
 
   // Below what even NVMe offload needs on the host: nothing fits, and the
   // message says how much the least-hungry plan needed.
@@ -472,16 +469,7 @@ TEST(SimulatorOffload, APresetsOffloadPlanReadsBackAndRuns) {
   absl::StatusOr<RunConfig> c = ConfigFromText(best.config_json, {});
   ASSERT_TRUE(c.ok()) << c.status() << best.config_json;
   EXPECT_EQ(c->model_type, "llama");
-  SimulateOptions o;
-  o.job = c->train;
-  o.profile = *profile;
-  o.world = c->world_size;
-  o.gpus_per_node = 1;
-  o.seq_len = 256;
-  absl::StatusOr<SimResult> again = Simulate(o);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->step_time_s, best.result.step_time_s);
-  EXPECT_EQ(again->host_bytes_per_rank, best.result.host_bytes_per_rank);
+  ExpectSameStep(*c, *profile, 256, best);
 }
 
 }  // namespace
