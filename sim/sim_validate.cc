@@ -4,10 +4,13 @@
 // every sharding strategy, simulates the same runs, and prints predicted and
 // measured side by side. Exit 1 when a prediction is off by more than the
 // issue's bounds: step time 15%, exposed communication 5 percentage points,
-// peak memory per rank 5%. Exposed communication is the transfer the rank
-// waited for; the wait for peers that had not arrived yet (ranks sharing two
-// cores) is idle, as tools/trace_summary counts it, printed beside it,
-// measured and predicted, and not bounded (Note [Communication spans]).
+// peak memory per rank 5%. "Exposed communication" here is every wait of the
+// rank on a collective: for its transfer, and for peers that had not arrived
+// yet. tools/trace_summary (and the simulator's breakdown) count the second
+// part as idle (Note [Communication spans]); on this machine it cannot be
+// told apart from the transfer, because ranks share two cores: a transfer
+// also stalls while a peer's communication thread waits for a core. So the
+// bound is on the sum, and the peers' part is printed beside it.
 //
 //   bazel run -c opt //sim:sim_validate -- --steps=6
 //
@@ -106,10 +109,10 @@ struct PerRank {
 struct Measured {
   double step_s = 0;
   // Fractions of the step the rank spent in the sharding hooks' waits for
-  // collectives: for the transfer (exposed communication), and for peers that
-  // had not yet arrived (idle: skew between ranks sharing the cores), split
-  // by the in-process backend's "peers" spans (Note [Communication spans]),
-  // as tools/trace_summary splits them and the simulator predicts them.
+  // collectives: for the transfer, and for peers that had not yet arrived
+  // (skew between ranks sharing the cores), split by the in-process
+  // backend's "peers" spans (Note [Communication spans]), as
+  // tools/trace_summary splits them and the simulator predicts them.
   double exposed = 0;
   double peer_wait = 0;
   int64_t peak_bytes = 0;
@@ -423,7 +426,7 @@ int Main() {
   std::printf("sim_validate: %s (%s), %d hardware threads; bounds: step %.0f%%, exposed %.0f pp, memory %.0f%%\n",
               config->source.c_str(), config->train.model.ToString().c_str(), std::thread::hardware_concurrency(),
               100 * tb, 100 * eb, 100 * mb);
-  std::printf("| strategy | world | step ms measured | predicted | ratio | exposed measured | predicted | peer wait "
+  std::printf("| strategy | world | step ms measured | predicted | ratio | collective waits measured | predicted | of it peers "
               "measured | predicted | peak measured | predicted | ratio | ok |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   int bad = 0;
@@ -507,14 +510,18 @@ int Main() {
       }
       const double t_ratio = r->step_time_s / m->step_s;
       const double m_ratio = static_cast<double>(r->peak_bytes_per_rank) / static_cast<double>(m->peak_bytes);
-      const bool ok = std::fabs(t_ratio - 1) <= tb && std::fabs(r->exposed_comm_fraction - m->exposed) <= eb &&
+      // Every wait on a collective, transfer and peers (the comment at the top).
+      const double predicted_peers = r->peer_wait_s / r->step_time_s;
+      const double predicted_waits = r->exposed_comm_fraction + predicted_peers;
+      const double measured_waits = m->exposed + m->peer_wait;
+      const bool ok = std::fabs(t_ratio - 1) <= tb && std::fabs(predicted_waits - measured_waits) <= eb &&
                       std::fabs(m_ratio - 1) <= mb;
       bad += !ok;
       std::printf("| %s%s | %d | %.1f | %.1f | %.2f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s | %s | %.3f | %s |\n",
                   std::string(ShardingStrategyName(strategy)).c_str(),
                   group > 0 ? absl::StrCat("(", group, ")").c_str() : "", world, 1e3 * m->step_s, 1e3 * r->step_time_s,
-                  t_ratio, 100 * m->exposed, 100 * r->exposed_comm_fraction, 100 * m->peer_wait,
-                  100 * r->peer_wait_s / r->step_time_s, FormatBytes(m->peak_bytes).c_str(),
+                  t_ratio, 100 * measured_waits, 100 * predicted_waits, 100 * m->peer_wait, 100 * predicted_peers,
+                  FormatBytes(m->peak_bytes).c_str(),
                   FormatBytes(r->peak_bytes_per_rank).c_str(), m_ratio, ok ? "yes" : "NO");
       std::fflush(stdout);
     }
