@@ -109,11 +109,11 @@ struct PerRank {
 struct Measured {
   double step_s = 0;
   // Fractions of the step the rank spent in the sharding hooks' waits for
-  // collectives: for the transfer, and for peers that had not yet arrived
-  // (skew between ranks sharing the cores), split by the in-process
-  // backend's "peers" spans (Note [Communication spans]), as
-  // tools/trace_summary splits them and the simulator predicts them.
-  double exposed = 0;
+  // collectives (the bounded figure), and the part of them spent waiting for
+  // peers that had not yet arrived (skew between ranks sharing the cores),
+  // split by the in-process backend's "peers" spans (Note [Communication
+  // spans]), as tools/trace_summary splits them and the simulator predicts them.
+  double waits = 0;
   double peer_wait = 0;
   int64_t peak_bytes = 0;
 };
@@ -156,27 +156,27 @@ absl::StatusOr<Measured> RankSteps(const TrainOptions& job, Communicator& comm, 
   sharded->set_trace(nullptr);
   comm.set_trace(nullptr, 0);
   const auto waits = Intervals(trace, "wait"), peers = Intervals(trace, "peers");
-  const double transfer = UncoveredLength(waits, peers);
+  const double all = UnionLength(waits), transfer = UncoveredLength(waits, peers);
   return Measured{.step_s = Median(times),
-                  .exposed = transfer / elapsed,
-                  .peer_wait = (UnionLength(waits) - transfer) / elapsed,
+                  .waits = all / elapsed,
+                  .peer_wait = (all - transfer) / elapsed,
                   .peak_bytes = device.stats().peak_bytes_in_use};
 }
 
 // The job on W in-process ranks; each figure the slowest rank's.
 absl::StatusOr<Measured> Measure(const TrainOptions& job, int world, int steps) {
-  PerRank step, exposed, peer_wait, peak;
+  PerRank step, waits, peer_wait, peak;
   std::vector<absl::Status> st = RunRanks(world, [&](Communicator& comm) -> absl::Status {
     ZS_ASSIGN_OR_RETURN(const Measured m, RankSteps(job, comm, steps));
     step.Max(m.step_s);
-    exposed.Max(m.exposed);
+    waits.Max(m.waits);
     peer_wait.Max(m.peer_wait);
     peak.Max(static_cast<double>(m.peak_bytes));
     return comm.Barrier();
   });
   for (const absl::Status& s : st) ZS_RETURN_IF_ERROR(s);
   return Measured{.step_s = step.value,
-                  .exposed = exposed.value,
+                  .waits = waits.value,
                   .peer_wait = peer_wait.value,
                   .peak_bytes = static_cast<int64_t>(peak.value)};
 }
@@ -490,14 +490,14 @@ int Main() {
       TrainOptions job = config->train;
       job.sharding.strategy = strategy;
       job.sharding.hybrid_shard_size = group;
-      std::vector<double> steps_s, exposed, peer_wait;
+      std::vector<double> steps_s, waits, peer_wait;
       for (const Measured& r : runs[i]) {
         steps_s.push_back(r.step_s);
-        exposed.push_back(r.exposed);
+        waits.push_back(r.waits);
         peer_wait.push_back(r.peer_wait);
       }
       absl::StatusOr<Measured> m = Measured{.step_s = Median(steps_s),
-                                            .exposed = Median(exposed),
+                                            .waits = Median(waits),
                                             .peer_wait = Median(peer_wait),
                                             .peak_bytes = runs[i][0].peak_bytes};
       SimulateOptions o{.job = job, .profile = *profile, .world = world, .jitter_seconds = cal->jitter_s};
@@ -513,7 +513,7 @@ int Main() {
       // Every wait on a collective, transfer and peers (the comment at the top).
       const double predicted_peers = r->peer_wait_s / r->step_time_s;
       const double predicted_waits = r->exposed_comm_fraction + predicted_peers;
-      const double measured_waits = m->exposed + m->peer_wait;
+      const double measured_waits = m->waits;
       const bool ok = std::fabs(t_ratio - 1) <= tb && std::fabs(predicted_waits - measured_waits) <= eb &&
                       std::fabs(m_ratio - 1) <= mb;
       bad += !ok;
