@@ -192,6 +192,10 @@ TEST(TrainResNetOnGpus, LossesMatchTheCpuRun) {
     SCOPED_TRACE(::testing::Message() << World() << " GPU(s), " << ShardingStrategyName(strategy));
     ResNetTrainOptions o = Small();
     o.sharding.strategy = strategy;
+    // The same global batch of 8 images a step on 1 GPU as on 2: with 4 on one
+    // rank (the first H100 visit) the 5 steps' loss went 2.250 -> 2.305 on the
+    // CPU and the GPU alike, too noisy a batch for "it trains" to hold.
+    o.batch_size = 8 / World();
     ExpectGpuRunMatchesCpu(o, World());
   }
 }
