@@ -560,6 +560,87 @@ absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const V
                 });
 }
 
+// Note [Packed attention]: a GPT's attention reads q, k and v from one
+// projection [B, T, 3C] and hands one [B, T, C] to the output projection. As
+// [B, H, T, D] tensors they are strided views: q = qkv viewed as
+// [B, T, 3, H, D], index 0 of dim 2, dims T and H swapped (strides 3CT, D,
+// 3C, 1), and the output's memory is [B, T, H, D] read as [B, H, T, D]
+// (strides CT, D, C, 1). Every attention kernel takes strided operands with
+// a unit stride in D (cuDNN's graph is built from the strides, ours and the
+// CPU's index with them), so nothing is copied: split into heads, merged
+// back, and in backward dq, dk and dv are written straight into one
+// [B, T, 3C] gradient. Composed of Reshape, Permute, Split and Attention,
+// the merge and the gradients' concatenation and reshape were copies: 8.5% +
+// 1.4% of the GPT-2 124M step on an H100 (docs/gpu.md).
+namespace {
+
+struct QkvDims {
+  int64_t b = 0, t = 0, c = 0, h = 0, d = 0;
+};
+
+absl::StatusOr<QkvDims> CheckQkv(const Tensor& qkv, int64_t heads) {
+  if (qkv.dim() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("QkvAttention: qkv has shape ",
+                                                   ShapeToString(qkv.shape()),
+                                                   ", expected 3 dims [B, T, 3C]"));
+  }
+  if (heads < 1 || qkv.size(2) % (3 * heads) != 0 || qkv.size(2) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "QkvAttention: qkv has ", qkv.size(2), " features and ", heads,
+        " heads, expected 3 * heads * D features with D >= 1 (q, k and v of heads x D each)"));
+  }
+  QkvDims d;
+  d.b = qkv.size(0);
+  d.t = qkv.size(1);
+  d.c = qkv.size(2) / 3;
+  d.h = heads;
+  d.d = d.c / heads;
+  return d;
+}
+
+// x [B, T, H * D] (any layout Reshape can view, copied otherwise) as [B, H, T, D].
+absl::StatusOr<Tensor> HeadsOf(const Tensor& x, const QkvDims& d) {
+  ZS_ASSIGN_OR_RETURN(Tensor bthd, x.Reshape({d.b, d.t, d.h, d.d}));
+  return bthd.Permute({0, 2, 1, 3});
+}
+
+// q, k and v of a [B, T, 3C] tensor, each [B, H, T, D].
+absl::StatusOr<std::vector<Tensor>> SplitQkv(const Tensor& qkv, const QkvDims& d) {
+  ZS_ASSIGN_OR_RETURN(Tensor five, qkv.Reshape({d.b, d.t, 3, d.h, d.d}));
+  std::vector<Tensor> parts;
+  for (int64_t i = 0; i < 3; ++i) {
+    ZS_ASSIGN_OR_RETURN(Tensor part, five.Select(2, i));
+    ZS_ASSIGN_OR_RETURN(Tensor heads, part.Permute({0, 2, 1, 3}));
+    parts.push_back(std::move(heads));
+  }
+  return parts;
+}
+
+}  // namespace
+
+absl::StatusOr<Variable> QkvAttention(const Variable& qkv, int64_t heads, const AttentionOptions& options) {
+  ForwardOpSpan span("Attention");
+  ZS_RETURN_IF_ERROR(CheckDefined({&qkv}, "QkvAttention"));
+  const Tensor x = qkv.value();
+  ZS_ASSIGN_OR_RETURN(const QkvDims d, CheckQkv(x, heads));
+  ZS_ASSIGN_OR_RETURN(std::vector<Tensor> in, SplitQkv(x, d));
+  ZS_ASSIGN_OR_RETURN(Tensor y, Tensor::Empty({d.b, d.t, d.c}, x.dtype(), x.allocator()));
+  ZS_ASSIGN_OR_RETURN(Tensor out, HeadsOf(y, d));
+  ZS_ASSIGN_OR_RETURN(Tensor lse, Tensor::Empty({d.b, d.h, d.t}, DType::kF32, x.allocator()));
+  ZS_RETURN_IF_ERROR(AttentionForward(in[0], in[1], in[2], out, lse, options));
+  if (!autograd::ShouldRecord({&qkv})) return Variable(y);
+  return Record("Attention", y, {&qkv},
+                [in, out, lse, d, options](std::vector<Tensor>& g) -> GradsOr {
+                  ZS_ASSIGN_OR_RETURN(Tensor dout, HeadsOf(g[0], d));
+                  ZS_ASSIGN_OR_RETURN(Tensor dqkv, Tensor::Empty({d.b, d.t, 3 * d.c}, in[0].dtype(),
+                                                                 in[0].allocator()));
+                  ZS_ASSIGN_OR_RETURN(std::vector<Tensor> dparts, SplitQkv(dqkv, d));
+                  ZS_RETURN_IF_ERROR(AttentionBackward(dout, in[0], in[1], in[2], out, lse, dparts[0],
+                                                       dparts[1], dparts[2], options));
+                  return Grads{dqkv};
+                });
+}
+
 absl::StatusOr<Variable> Softmax(const Variable& x) {
   ForwardOpSpan span("Softmax");
   ZS_RETURN_IF_ERROR(CheckDefined({&x}, "Softmax"));

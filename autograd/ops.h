@@ -80,6 +80,13 @@ absl::StatusOr<std::vector<Variable>> Split(const Variable& x, int64_t dim,
 // instead of the probabilities (backward recomputes them).
 absl::StatusOr<Variable> Attention(const Variable& q, const Variable& k, const Variable& v,
                                    const AttentionOptions& options = {});
+// Attention over a packed projection (Note [Packed attention]): qkv [B, T, 3C]
+// holds q, k and v side by side (C = heads * D each, heads of D in order), the
+// result is [B, T, C] with the heads side by side, and the backward writes one
+// [B, T, 3C] gradient. The same kernels as Attention over strided views: no
+// head split, merge or gradient concatenation is copied.
+absl::StatusOr<Variable> QkvAttention(const Variable& qkv, int64_t heads,
+                                      const AttentionOptions& options = {});
 // Softmax / log-softmax over the last axis.
 absl::StatusOr<Variable> Softmax(const Variable& x);
 absl::StatusOr<Variable> LogSoftmax(const Variable& x);

@@ -69,18 +69,9 @@ absl::StatusOr<Variable> CausalSelfAttention::Forward(const Variable& x) {
     return absl::InvalidArgumentError(absl::StrCat("CausalSelfAttention: expected x [B, T, C], got ",
                                                    ShapeToString(x.shape())));
   }
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
   ZS_ASSIGN_OR_RETURN(Variable qkv, (*c_attn_)(x));  // [B, T, 3C]: q, k, v in that order
-  // [B, T, 3, H, D] -> [3, B, H, T, D]: q, k and v as strided views (unit stride in D).
-  ZS_ASSIGN_OR_RETURN(Variable split5, ops::Reshape(qkv, {B, T, 3, H, D}));
-  ZS_ASSIGN_OR_RETURN(Variable heads, ops::Permute(split5, {2, 0, 3, 1, 4}));
-  ZS_ASSIGN_OR_RETURN(std::vector<Variable> parts, ops::Split(heads, 0, {1, 1, 1}));
-  ZS_ASSIGN_OR_RETURN(Variable q, ops::Reshape(parts[0], {B, H, T, D}));
-  ZS_ASSIGN_OR_RETURN(Variable k, ops::Reshape(parts[1], {B, H, T, D}));
-  ZS_ASSIGN_OR_RETURN(Variable v, ops::Reshape(parts[2], {B, H, T, D}));
-  ZS_ASSIGN_OR_RETURN(Variable y, ops::Attention(q, k, v, {.causal = true}));  // [B, H, T, D]
-  ZS_ASSIGN_OR_RETURN(Variable yt, ops::Transpose(y, 1, 2));                   // [B, T, H, D]
-  ZS_ASSIGN_OR_RETURN(Variable merged, ops::Reshape(yt, {B, T, C}));
+  // Heads split and merged as strided views (Note [Packed attention]).
+  ZS_ASSIGN_OR_RETURN(Variable merged, ops::QkvAttention(qkv, n_head_, {.causal = true}));  // [B, T, C]
   ZS_ASSIGN_OR_RETURN(Variable out, (*c_proj_)(merged));
   return MaybeDropout(out, dropout_, is_training());
 }

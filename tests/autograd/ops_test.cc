@@ -314,6 +314,74 @@ TEST(Ops, GroupedQueryAttentionGradientsHaveTheShapesOfKAndV) {
                                                  "k has 3 heads, which does not divide q's 4")));
 }
 
+// QkvAttention (Note [Packed attention]): q, k and v read from a packed
+// [B, T, 3C] and the heads written side by side into [B, T, C]. Against the
+// double reference through finite differences, and bitwise against the
+// composition it replaces (Reshape, Permute, Split, Attention, Transpose,
+// Reshape: the same kernel on the same values, only strides differ).
+TEST(Ops, QkvAttentionIsAttentionOverThePackedHeads) {
+  const int B = 2, H = 2, T = 5, D = 3, C = H * D;
+  // Element (b, t, part, h, d) of the packed qkv -> (b, h, t, d) of q, k or v.
+  auto unpack = [&](const Vec& qkv, int part) {
+    Vec r(static_cast<size_t>(B) * H * T * D);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < H; ++h)
+          for (int d = 0; d < D; ++d)
+            r[((b * H + h) * T + t) * D + d] = qkv[(b * T + t) * 3 * C + part * C + h * D + d];
+    return r;
+  };
+  auto ref = [&](const std::vector<Vec>& x) {
+    const Vec y = RefAttention(unpack(x[0], 0), unpack(x[0], 1), unpack(x[0], 2), B, H, T, D);
+    Vec merged(y.size());  // [B, H, T, D] -> [B, T, H, D]
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d) merged[((b * T + t) * H + h) * D + d] = y[((b * H + h) * T + t) * D + d];
+    return merged;
+  };
+  CheckOp("QkvAttention", [](auto& v) { return ops::QkvAttention(v[0], H, {.causal = true}); }, ref,
+          {R({B, T, 3 * C}, -1, 1, 41)});
+
+  // The composition, value and gradient bit for bit.
+  const Tensor x = R({B, T, 3 * C}, -1, 1, 42), w = R({B, T, C}, -1, 1, 43);
+  auto run = [&](bool packed) -> std::pair<Vec, Vec> {
+    Variable qkv(x.Clone().value(), true);
+    absl::StatusOr<Variable> y;
+    if (packed) {
+      y = ops::QkvAttention(qkv, H, {.causal = true});
+    } else {
+      Variable five = ops::Reshape(qkv, {B, T, 3, H, D}).value();
+      Variable heads = ops::Permute(five, {2, 0, 3, 1, 4}).value();
+      std::vector<Variable> parts = ops::Split(heads, 0, {1, 1, 1}).value();
+      Variable q = ops::Reshape(parts[0], {B, H, T, D}).value();
+      Variable k = ops::Reshape(parts[1], {B, H, T, D}).value();
+      Variable v = ops::Reshape(parts[2], {B, H, T, D}).value();
+      Variable a = ops::Attention(q, k, v, {.causal = true}).value();
+      y = ops::Reshape(ops::Transpose(a, 1, 2).value(), {B, T, C});
+    }
+    EXPECT_TRUE(y.ok()) << y.status();
+    Variable loss = ops::SumAll(ops::Mul(*y, Variable(w)).value()).value();
+    EXPECT_TRUE(autograd::Backward(loss).ok());
+    EXPECT_EQ(y->shape(), (Shape{B, T, C}));
+    EXPECT_TRUE(y->value().is_contiguous());
+    return {ToDoubles(y->value()), ToDoubles(qkv.grad())};
+  };
+  const auto [y_packed, g_packed] = run(true);
+  const auto [y_composed, g_composed] = run(false);
+  EXPECT_EQ(y_packed, y_composed);
+  EXPECT_EQ(g_packed, g_composed);
+
+  // What is refused, with what was found.
+  Variable flat(R({B, 3 * C}), true), odd(R({B, T, 3 * C + 3}), true);
+  EXPECT_THAT(ops::QkvAttention(flat, H).status(),
+              ::zeroshard::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                             ::zeroshard::testing::HasSubstr("expected 3 dims [B, T, 3C]")));
+  EXPECT_THAT(ops::QkvAttention(odd, H).status(),
+              ::zeroshard::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                             ::zeroshard::testing::HasSubstr("21 features and 2 heads")));
+}
+
 TEST(Ops, DropoutScalesKeptElementsAndReplaysTheMaskInBackward) {
   PhiloxGenerator gen{.seed = 5};
   Variable x(R({1000}, 0.5f, 1.5f, 3), true);
