@@ -274,6 +274,45 @@ TEST(CudaAttention, FusedAndTransposedViews) {
   }
 }
 
+// The GPT's packed layout as ops::QkvAttention hands it over (Note [Packed
+// attention]): q, k, v views of [B, T, 3, H, D], the output written into a
+// [B, T, H, D] buffer read as [B, H, T, D], the gradients into views of one
+// [B, T, 3, H, D] buffer. cuDNN must take it (kCudnn): a refusal here would
+// send every GPT step to our kernel under kAuto.
+TEST(CudaAttention, CudnnTakesTheGptPackedLayout) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ZS_SKIP_ON_CUDA_SIM("cuDNN");
+  CudaAllocator gpu(0);
+  const int64_t B = 2, T = 128, H = 4, D = 64;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    const std::string what = absl::StrCat("packed ", DTypeName(dtype));
+    SCOPED_TRACE(what);
+    auto heads = [](const Tensor& fused, int64_t i) {
+      return fused.Narrow(2, i, 1).value().Squeeze(2).value().Permute({0, 2, 1, 3}).value();
+    };
+    auto merged = [](const Tensor& bthd) { return bthd.Permute({0, 2, 1, 3}).value(); };
+    const Tensor qkv = RandomTensor({B, T, 3, H, D}, dtype, -2, 2, 91);
+    const Tensor dout_bthd = RandomTensor({B, T, H, D}, dtype, -1, 1, 92);
+    const Tensor q = heads(qkv, 0), k = heads(qkv, 1), v = heads(qkv, 2);
+    ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs want, AttentionForward(q, k, v, {.causal = true}));
+    ZS_ASSERT_OK_AND_ASSIGN(AttentionGrads want_g, AttentionBackward(merged(dout_bthd), q, k, v, want.out,
+                                                                     want.lse, {.causal = true}));
+    const Tensor qkv_d = OnGpu(qkv, &gpu), dout_d = merged(OnGpu(dout_bthd, &gpu));
+    const Tensor qd = heads(qkv_d, 0), kd = heads(qkv_d, 1), vd = heads(qkv_d, 2);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor out_bthd, Tensor::Empty({B, T, H, D}, dtype, &gpu));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor lse, Tensor::Empty({B, H, T}, DType::kF32, &gpu));
+    const AttentionOptions cudnn{.causal = true, .impl = AttentionImpl::kCudnn};
+    ZS_ASSERT_OK(AttentionForward(qd, kd, vd, merged(out_bthd), lse, cudnn));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dqkv, Tensor::Zeros({B, T, 3, H, D}, dtype, &gpu));
+    ZS_ASSERT_OK(AttentionBackward(dout_d, qd, kd, vd, merged(out_bthd), lse, heads(dqkv, 0), heads(dqkv, 1),
+                                   heads(dqkv, 2), cudnn));
+    ExpectClose(merged(out_bthd), want.out, CudnnTol(dtype, want.out), what + " out");
+    ExpectClose(heads(dqkv, 0), want_g.dq, CudnnTol(dtype, want_g.dq), what + " dq");
+    ExpectClose(heads(dqkv, 1), want_g.dk, CudnnTol(dtype, want_g.dk), what + " dk");
+    ExpectClose(heads(dqkv, 2), want_g.dv, CudnnTol(dtype, want_g.dv), what + " dv");
+  }
+}
+
 // ---------------------------------------------------------------- grouped-query
 
 TEST(CudaAttention, GroupedQueryOwnKernelMatchesCpu) {

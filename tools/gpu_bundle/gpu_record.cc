@@ -395,6 +395,8 @@ std::string Fmt(double v) {
   char buf[64];
   if (v != 0 && (std::fabs(v) >= 1e6 || std::fabs(v) < 1e-2)) {
     std::snprintf(buf, sizeof(buf), "%.4g", v);
+  } else if (std::fabs(v) < 10) {  // fractions and ratios (MFU 0.257, 0.956x): three digits
+    std::snprintf(buf, sizeof(buf), "%.3g", v);
   } else {
     std::snprintf(buf, sizeof(buf), "%.1f", v);
   }

@@ -238,7 +238,7 @@ if want train && [ -x "$bindir/train_gpt" ]; then
   run_step train train_gpt "${ZS_T_TRAIN:-300}" "$logs/train_gpt.log" \
     "$bindir/train_gpt" --config=examples/configs/default.json --backend=nccl --world_size=1 \
     "${shape[@]}" --param_dtype=bf16 --reduce_dtype=f32 \
-    --sharding_strategy=FULL_SHARD --lr=6e-4 --warmup_steps=10 --log_every=1 --eval_every=0 \
+    --sharding_strategy=FULL_SHARD --lr=6e-4 --warmup_steps=10 --log_every=10 --eval_every=0 \
     --eval_iters=2 --sample_tokens=0 --notensorboard --work_dir="$outdir/train"
 fi
 
