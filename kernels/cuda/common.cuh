@@ -79,16 +79,31 @@ __device__ __forceinline__ MaxSum WarpMaxSum(MaxSum s) {
   return s;
 }
 
-// Adds v to the running max and sum of exp(x - max) of one thread's elements
-// of a row (the online softmax of softmax and cross-entropy). An element equal
-// to -Inf while the max is still -Inf adds exp(-Inf) = 0.
-__device__ __forceinline__ void AccumulateMaxSum(MaxSum& s, float v) {
-  if (v > s.max) {
-    s.sum = s.sum * RescaleFactor(s.max, v) + 1.0f;
-    s.max = v;
-  } else if (!(v == -kInfF && s.max == -kInfF)) {
-    s.sum += ExpF(v - s.max);
+// Adds a pack of kW elements to the running max and sum of exp(x - max) of
+// one thread's elements of a row (the online softmax of softmax and
+// cross-entropy): the pack's max first, one rescale when it raises the
+// running max, then kW exps that do not depend on each other. (Element by
+// element, each exp waited behind a branch on the max the element before
+// left: the first H100 record measured cross-entropy's forward at 665 GB/s,
+// 22% of the copy rate, latency-bound.) An element equal to -Inf adds 0, also
+// while the max is still -Inf; one equal to the max adds exactly 1 (a +Inf
+// logit: exp(+Inf - +Inf) is taken as 1, not NaN); NaN makes the sum NaN.
+// Only the order of the fp32 sum differs from one element at a time.
+template <int kW>
+__device__ __forceinline__ void AccumulateMaxSum(MaxSum& s, const float (&v)[kW]) {
+  float m = v[0];
+#pragma unroll
+  for (int k = 1; k < kW; ++k) m = MaxF(m, v[k]);
+  if (m > s.max) {
+    s.sum *= RescaleFactor(s.max, m);
+    s.max = m;
   }
+  float add = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kW; ++k) {
+    add += v[k] == -kInfF ? 0.0f : (v[k] == s.max ? 1.0f : ExpF(v[k] - s.max));
+  }
+  s.sum += add;
 }
 
 // Block-wide reductions for blockDim.x a multiple of 32 (<= 1024); every thread

@@ -26,8 +26,10 @@ __global__ void ForwardRows(const T* x, int64_t xs, const I* targets, int64_t ig
   ForEachPack<kN>(cols, [&](int64_t i, auto width) {
     constexpr int kW = decltype(width)::value;
     const Pack<T, kW> p = LoadPack<kW>(xr + i);
+    float v[kW];
 #pragma unroll
-    for (int k = 0; k < kW; ++k) AccumulateMaxSum(s, ToFloat(p.v[k]));
+    for (int k = 0; k < kW; ++k) v[k] = ToFloat(p.v[k]);
+    AccumulateMaxSum(s, v);
   });
   s = BlockMaxSum(s, scratch);
   if (threadIdx.x == 0) {

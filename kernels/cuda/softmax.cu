@@ -24,8 +24,10 @@ __global__ void SoftmaxRows(const T* x, int64_t xs, TOut* out, int64_t os, int64
   ForEachPack<kN>(cols, [&](int64_t i, auto width) {
     constexpr int kW = decltype(width)::value;
     const Pack<T, kW> p = LoadPack<kW>(xr + i);
+    float v[kW];
 #pragma unroll
-    for (int k = 0; k < kW; ++k) AccumulateMaxSum(s, ToFloat(p.v[k]));
+    for (int k = 0; k < kW; ++k) v[k] = ToFloat(p.v[k]);
+    AccumulateMaxSum(s, v);
   });
   s = BlockMaxSum(s, scratch);
   const float log_s = kLog ? LogF(s.sum) : 0.0f;
