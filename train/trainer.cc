@@ -521,6 +521,20 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     return absl::OkStatus();
   };
   const bool row_every_step = !o.metrics_csv.empty() || !o.tensorboard_dir.empty() || o.progress_bar;
+  // A metrics row (metrics.csv, TensorBoard) waits for its loss: rows of
+  // steps that read nothing back are held and written, in order, at the next
+  // read (a log line, validation, a save, the run's end), so a run folder's
+  // rows cost no host synchronisation per step. The progress bar shows every
+  // step's loss and reads it each step.
+  std::vector<std::pair<size_t, StepMetrics>> held_rows;  // (index in s.losses, the row)
+  auto write_held_rows = [&]() -> absl::Status {
+    for (auto& [index, held] : held_rows) {
+      held.loss = s.losses[index];
+      ZS_RETURN_IF_ERROR(write_row(held));
+    }
+    held_rows.clear();
+    return absl::OkStatus();
+  };
   // What this rank sends in the training steps (BytesSent, train/loop.h).
   int64_t step_bytes = 0;
   DeviceBatches staged_batches(&device);
@@ -562,7 +576,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     }
     s.losses.push_back(r.loss);
     if (r.loss_on_device.defined()) unread_losses.emplace_back(s.losses.size() - 1, r.loss_on_device);
-    if (log_step || save_step || eval_step || row_every_step) ZS_RETURN_IF_ERROR(read_losses());
+    const bool read_step = log_step || save_step || eval_step || o.progress_bar;
+    if (read_step) ZS_RETURN_IF_ERROR(read_losses());
     const double loss = s.losses.back();  // NaN until read (a quiet step on GPUs)
     step_ms.push_back((Now() - step_start) * 1000.0);
     if (row_every_step) {
@@ -599,14 +614,17 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                             .peak_bytes = row.peak_bytes}));
     }
     if (writes_rows && step + 1 < o.steps) {  // the last row waits for the final validation loss
-      ZS_RETURN_IF_ERROR(write_row(row));
+      held_rows.emplace_back(s.losses.size() - 1, row);
+      // On CPU ranks every loss is known at once: rows go out every step.
+      if (read_step || unread_losses.empty()) ZS_RETURN_IF_ERROR(write_held_rows());
     }
-    if (step >= first_counted && !(log_step || save_step || eval_step || row_every_step)) {
+    if (step >= first_counted && !read_step) {
       quiet_syncs += cuda::ThreadCudaCallCounts().host_syncs - step_before.host_syncs;
       ++quiet_steps;
     }
   }
   ZS_RETURN_IF_ERROR(read_losses());
+  ZS_RETURN_IF_ERROR(write_held_rows());
   if (on_gpu && o.steps > first_counted) {
     const cuda::CudaCallCounts after = cuda::ThreadCudaCallCounts();
     const double n = static_cast<double>(o.steps - first_counted);

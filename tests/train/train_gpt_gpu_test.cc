@@ -101,10 +101,29 @@ TEST(TrainGptOnGpus, QuietStepsDoNotSynchroniseTheHost) {
   o.log_every = 100;  // logs at step 0 and the last only
   o.eval_every = 0;
   o.sample_tokens = 0;
+  // A metrics file (as every run folder has) holds its rows until a loss is
+  // read: the quiet steps still read nothing back.
+  const std::string metrics = absl::StrCat(::testing::TempDir(), "/quiet_metrics.csv");
+  std::filesystem::remove(metrics);
+  o.metrics_csv = metrics;
   const TrainSummary got = TrainOnGpus(o, 1);
   EXPECT_EQ(got.cuda_mallocs_per_step, 0.0);
   ASSERT_EQ(got.quiet_steps_counted, 4);  // steps 2-5 (6 logs)
   EXPECT_EQ(got.host_syncs_per_step, 0.0);
+  // Every step's row, in order, with the loss the run read back.
+  std::ifstream in(metrics);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line)) << metrics;
+  EXPECT_EQ(line.rfind("step,loss,", 0), 0u) << line;
+  for (size_t i = 0; i < got.losses.size(); ++i) {
+    ASSERT_TRUE(std::getline(in, line)) << "row of step " << i;
+    const size_t comma = line.find(',');
+    EXPECT_EQ(line.substr(0, comma), std::to_string(i));
+    // The row prints the loss with 9 significant digits (%.9g): the float's
+    // value exactly, so it reads back as the same float.
+    EXPECT_EQ(static_cast<float>(std::stod(line.substr(comma + 1))), static_cast<float>(got.losses[i])) << line;
+  }
+  EXPECT_FALSE(std::getline(in, line)) << "one row per step";
   // Every linear's bias gradient in its weight-gradient GEMM (the simulator's
   // cuBLASLt takes the epilogue; a real one that refused would show here).
   EXPECT_GT(got.bias_grads_fused, 0);
