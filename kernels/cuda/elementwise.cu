@@ -49,12 +49,14 @@ __global__ void MapUnaryKernel(const TIn* __restrict__ x, TOut* __restrict__ y, 
   });
 }
 
-template <typename TIn, typename TOut, int kN, typename Fn>
-__global__ void MapBinaryKernel(const TIn* __restrict__ a, const TIn* __restrict__ b,
+// a and b may have different storage types (LaunchAddWidening: f32 and bf16).
+template <typename TA, typename TB, typename TOut, int kN, typename Fn>
+__global__ void MapBinaryKernel(const TA* __restrict__ a, const TB* __restrict__ b,
                                 TOut* __restrict__ y, int64_t n, Fn fn) {
   ForEachFlatPack<kN>(n, [&](int64_t i, auto width) {
     constexpr int kW = decltype(width)::value;
-    const Pack<TIn, kW> p = LoadPack<kW>(a + i), q = LoadPack<kW>(b + i);
+    const Pack<TA, kW> p = LoadPack<kW>(a + i);
+    const Pack<TB, kW> q = LoadPack<kW>(b + i);
     Pack<TOut, kW> r;
 #pragma unroll
     for (int k = 0; k < kW; ++k) r.v[k] = FromFloat<TOut>(fn(ToFloat(p.v[k]), ToFloat(q.v[k])));
@@ -165,9 +167,9 @@ int LaunchBinary(int op, int in_dtype, int out_dtype, const void* a, const void*
                fn);
       };
       if (Aligned(a, b, y)) {
-        launch(MapBinaryKernel<TIn, TOut, kV, Fn>, kV);
+        launch(MapBinaryKernel<TIn, TIn, TOut, kV, Fn>, kV);
       } else {
-        launch(MapBinaryKernel<TIn, TOut, 1, Fn>, 1);
+        launch(MapBinaryKernel<TIn, TIn, TOut, 1, Fn>, 1);
       }
       return Launched();
     });
@@ -185,6 +187,26 @@ int LaunchBinary(int op, int in_dtype, int out_dtype, const void* a, const void*
     case BinaryOp::kSiluBackward: return run(BinaryFn<BinaryOp::kSiluBackward>{});
   }
   return static_cast<int>(cudaErrorInvalidValue);
+}
+
+int LaunchAddWidening(int b_dtype, const float* a, const void* b, float* y, int64_t n, void* stream) {
+  if (n == 0) return 0;
+  auto run = [&]<typename TB>() {
+    using Fn = BinaryFn<BinaryOp::kAdd>;
+    constexpr int kV = VecElems<float, TB>();
+    auto launch = [&](auto kernel, int per_thread) {
+      Launch(kernel, Blocks(n, per_thread), 256, 0, AsStream(stream), a, static_cast<const TB*>(b), y, n, Fn{});
+    };
+    if (Aligned(a, b, y)) {
+      launch(MapBinaryKernel<float, TB, float, kV, Fn>, kV);
+    } else {
+      launch(MapBinaryKernel<float, TB, float, 1, Fn>, 1);
+    }
+    return Launched();
+  };
+  if (b_dtype == kBF16) return run.template operator()<BFloat16>();
+  if (b_dtype == kF16) return run.template operator()<Float16>();
+  return InvalidValue();
 }
 
 int LaunchAffine(int in_dtype, int out_dtype, const void* x, void* y, float alpha, float beta,

@@ -18,6 +18,10 @@ int LaunchUnary(int op, int in_dtype, int out_dtype, const void* x, void* y, int
                 void* stream);
 int LaunchBinary(int op, int in_dtype, int out_dtype, const void* a, const void* b, void* y,
                  int64_t n, void* stream);
+// y = a + b with a and y f32 and b bf16 or f16 (y may be a): a gradient
+// accumulated into an f32 .grad in one pass, b widened in registers (the same
+// bits as casting b to f32 first, which is exact, then adding).
+int LaunchAddWidening(int b_dtype, const float* a, const void* b, float* y, int64_t n, void* stream);
 // y = alpha * x + beta.
 int LaunchAffine(int in_dtype, int out_dtype, const void* x, void* y, float alpha, float beta,
                  int64_t n, void* stream);

@@ -12,6 +12,7 @@ int LaunchUnary(int, int, int, const void*, void*, int64_t, void*) { return kNot
 int LaunchBinary(int, int, int, const void*, const void*, void*, int64_t, void*) {
   return kNotBuilt;
 }
+int LaunchAddWidening(int, const float*, const void*, float*, int64_t, void*) { return kNotBuilt; }
 int LaunchAffine(int, int, const void*, void*, float, float, int64_t, void*) { return kNotBuilt; }
 int LaunchPowScalar(int, int, const void*, void*, float, int64_t, void*) { return kNotBuilt; }
 

@@ -83,6 +83,35 @@ TEST(CudaElementwise, BroadcastAndStridedOperandsMatchCpu) {
 // CUDA kernels launch on the calling thread's current device: an op on another
 // GPU's tensors is refused by name (runtime/tensor.h CheckSameDevice), not run
 // across devices; after cudaSetDevice the same call works.
+// Note [Widening add]: f32 + bf16/f16 into f32 (an f32 .grad accumulating a
+// 16-bit gradient) in one kernel: the same bits as the CPU, which casts the
+// 16-bit operand to f32 (exact) and adds. In place and not, either operand
+// order, 16-byte packs with a tail and the unaligned element-by-element path.
+TEST(CudaElementwise, WideningAddIsBitwiseTheCastThenAdd) {
+  if (!HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  CudaAllocator gpu(0);
+  for (DType narrow : {DType::kBF16, DType::kF16}) {
+    for (int64_t n : {1, 7, 33, 257, (1 << 20) + 3}) {
+      for (int64_t offset : {0, 1}) {  // 1: base pointers off the 16-byte grid
+        SCOPED_TRACE(::testing::Message() << DTypeName(narrow) << " n " << n << " offset " << offset);
+        const Tensor acc = RandomTensor({n + offset}, DType::kF32, -4, 4, n).Narrow(0, offset, n).value();
+        const Tensor g = RandomTensor({n + offset}, narrow, -4, 4, n + 1).Narrow(0, offset, n).value();
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Binary(BinaryOp::kAdd, acc, g));  // CPU: cast g to f32, then add
+        const Tensor gd = g.To(&gpu).value();
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor out_of_place, Binary(BinaryOp::kAdd, acc.To(&gpu).value(), gd));
+        EXPECT_EQ(ToDoubles(out_of_place), ToDoubles(want));
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor swapped, Binary(BinaryOp::kAdd, gd, acc.To(&gpu).value()));
+        EXPECT_EQ(ToDoubles(swapped), ToDoubles(want));
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor buffer, Tensor::Zeros({n + offset}, DType::kF32, &gpu));
+        const Tensor in_place = buffer.Narrow(0, offset, n).value();
+        ZS_ASSERT_OK(in_place.CopyFrom(acc));
+        ZS_ASSERT_OK(Add(in_place, gd, in_place));
+        EXPECT_EQ(ToDoubles(in_place), ToDoubles(want));
+      }
+    }
+  }
+}
+
 TEST(CudaElementwise, AnOpOnAnotherDevicesTensorsIsAnError) {
   if (!HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
   absl::StatusOr<int> n = cuda::CudaDeviceCount();
