@@ -501,7 +501,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   // cudaMalloc and host synchronisations of the steps after the first two.
   const int64_t first_counted = start_step + 2;
   cuda::CudaCallCounts counts_before;
-  int64_t quiet_syncs = 0, quiet_steps = 0;
+  int64_t quiet_syncs = 0, quiet_steps = 0, quiet_limiter_waits = 0;
   // On GPUs the ids of Embedding and CrossEntropy are checked on the device
   // (kernels/deferred_checks.h) and each step's loss stays there: both are
   // read when something needs the loss (a log line, a metrics row, the
@@ -542,6 +542,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   for (int64_t step = start_step; step < o.steps; ++step) {
     if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
     const cuda::CudaCallCounts step_before = cuda::ThreadCudaCallCounts();
+    const int64_t limiter_waits_before = sharded->schedule().frees().waits();
     const bool log_step = (step + 1) % o.log_every == 0 || step == 0 || step + 1 == o.steps;
     const bool save_step = o.save_every > 0 && !o.work_dir.empty() && (step + 1) % o.save_every == 0;
     const bool eval_step = o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 < o.steps;
@@ -620,6 +621,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     }
     if (step >= first_counted && !read_step) {
       quiet_syncs += cuda::ThreadCudaCallCounts().host_syncs - step_before.host_syncs;
+      quiet_limiter_waits += sharded->schedule().frees().waits() - limiter_waits_before;
       ++quiet_steps;
     }
   }
@@ -631,11 +633,13 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     s.cuda_mallocs_per_step = static_cast<double>(after.mallocs - counts_before.mallocs) / n;
     s.quiet_steps_counted = quiet_steps;
     s.host_syncs_per_step = quiet_steps > 0 ? static_cast<double>(quiet_syncs) / quiet_steps : -1.0;
+    s.rate_limiter_waits_per_step =
+        quiet_steps > 0 ? static_cast<double>(quiet_limiter_waits) / quiet_steps : -1.0;
     log.Line(absl::StrFormat("GPU: steps %d-%d made %.1f cudaMalloc per step; %d of them neither logged, "
-                             "evaluated nor saved and made %.1f host synchronisations each "
-                             "(caching allocator: %s)\n",
+                             "evaluated nor saved and made %.1f host synchronisations each, %.1f of them "
+                             "limit_all_gathers' waits for the GPU (caching allocator: %s)\n",
                              first_counted, o.steps - 1, s.cuda_mallocs_per_step, quiet_steps,
-                             s.host_syncs_per_step, cache->stats().ToString()));
+                             s.host_syncs_per_step, s.rate_limiter_waits_per_step, cache->stats().ToString()));
   }
   if (on_gpu) {
     const cuda::BiasGradEpilogueCounts b = cuda::BiasGradEpilogueCountsNow();
@@ -751,6 +755,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                 {"final_val_loss", s.final_val_loss}, {"peak_bytes", static_cast<double>(s.peak_bytes)},
                 {"cuda_mallocs_per_step", s.cuda_mallocs_per_step},
                 {"host_syncs_per_step", s.host_syncs_per_step},
+                {"rate_limiter_waits_per_step", s.rate_limiter_waits_per_step},
                 {"bias_grad_fallbacks", static_cast<double>(s.bias_grad_fallbacks)}},
                "tokens/s and ms/step: the median step after the first two, per rank");
   }

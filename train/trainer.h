@@ -143,6 +143,11 @@ struct TrainSummary {
   // Per quiet step: one that neither logs, evaluates, saves nor writes a
   // metrics row (those read the loss back: a host synchronisation each).
   double host_syncs_per_step = -1;
+  // Of those, limit_all_gathers' waits (sharding/device_schedule.h,
+  // FreeEventQueue): an all-gather issued while the limit's number are in
+  // flight and the GPU has not yet freed the oldest holds the host back, by
+  // design (PyTorch FSDP's rate limiter does the same). 0 while the GPU keeps up.
+  double rate_limiter_waits_per_step = -1;
   int64_t quiet_steps_counted = 0;
   // On GPUs, the linears' bias gradients of the whole run (every rank of this
   // process): in the weight-gradient GEMM's epilogue, and fallen back to our
