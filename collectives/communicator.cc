@@ -103,8 +103,10 @@ void Communicator::MarkRunning(const CollectiveDesc& desc) {
   if (open_spans_count_.load(std::memory_order_acquire) > 0) SpanRunning(desc.seq);
 }
 
-void Communicator::MarkPeersArrived(const CollectiveDesc& desc) {
-  if (open_spans_count_.load(std::memory_order_acquire) > 0) SpanRunning(desc.seq, /*peers_arrived=*/true);
+void Communicator::MarkPeersArrived(const CollectiveDesc& desc, absl::Duration ago) {
+  if (open_spans_count_.load(std::memory_order_acquire) > 0) {
+    SpanRunning(desc.seq, /*peers_arrived=*/true, absl::ToDoubleMicroseconds(ago));
+  }
 }
 
 absl::Status Communicator::MarkDone(const CollectiveDesc& desc, absl::Status status) {
@@ -167,11 +169,17 @@ void Communicator::OpenSpan(const CollectiveDesc& desc, const std::string& label
   open_spans_count_.store(static_cast<int>(open_spans_.size()), std::memory_order_release);
 }
 
-void Communicator::SpanRunning(int64_t seq, bool peers_arrived) {
+void Communicator::SpanRunning(int64_t seq, bool peers_arrived, double ago_us) {
   std::lock_guard<std::mutex> lock(spans_mu_);
   for (OpenedSpan& s : open_spans_) {
     if (s.seq == seq) {
-      (peers_arrived ? s.arrived_us : s.start_us) = s.trace->NowUs();
+      if (!peers_arrived) {
+        s.start_us = s.trace->NowUs();
+      } else {
+        // Never before this rank's own start: the peers can only have all
+        // arrived once this rank had.
+        s.arrived_us = std::max(s.start_us, s.trace->NowUs() - std::max(0.0, ago_us));
+      }
       return;
     }
   }

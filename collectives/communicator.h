@@ -240,7 +240,9 @@ class Communicator {
   //   status. The span lies inside [issue, observed completion]: a backend
   //   marks done before it completes the Work. A backend that knows when
   //   its peers have all arrived (the in-process one: after its arrival
-  //   rendezvous) calls MarkPeersArrived: the time before it becomes its own
+  //   rendezvous) calls MarkPeersArrived, with how long ago the last peer
+  //   arrived when it learns that later (its thread was not running then):
+  //   the time before that moment becomes its own
   //   span, category "peers" ("wait for peers: <label>"), and the "comm" span
   //   starts there, so it shows when the transfer ran and a peer's lateness
   //   (skew, a straggler, ranks sharing cores) shows apart from it
@@ -296,7 +298,8 @@ class Communicator {
   void MarkRunning(const CollectiveDesc& desc);
   // Every peer has posted this collective: the transfer starts now (Note
   // [Communication spans]). Optional; a no-op when untraced.
-  void MarkPeersArrived(const CollectiveDesc& desc);
+  // `ago`: how long before this call the last peer arrived (>= 0).
+  void MarkPeersArrived(const CollectiveDesc& desc, absl::Duration ago = absl::ZeroDuration());
   // Records the outcome in the ring; on a timeout, mismatch or abort prints
   // the ring (if enabled). Returns `status` for chaining.
   absl::Status MarkDone(const CollectiveDesc& desc, absl::Status status);
@@ -355,7 +358,7 @@ class Communicator {
 
   // Note [Communication spans]: called at issue, MarkRunning and MarkDone.
   void OpenSpan(const CollectiveDesc& desc, const std::string& label);
-  void SpanRunning(int64_t seq, bool peers_arrived = false);
+  void SpanRunning(int64_t seq, bool peers_arrived = false, double ago_us = 0);
   void CloseSpan(const CollectiveDesc& desc, const absl::Status& status);
   // A collective the backend never saw (its launch failed): no span.
   void DropSpan(int64_t seq);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -41,16 +42,53 @@ int ThreadsPerRank(const LocalOptions& options, int world_size) {
   return std::max(1, HardwareThreads() / std::max(1, world_size));
 }
 
+// Whether a collective moves bytes after the ranks meet (Note [Transfer tasks]).
+bool HasTransfer(CollectiveOp op) {
+  return op != CollectiveOp::kBarrier && op != CollectiveOp::kSplit;
+}
+
 }  // namespace
 
 // ================================================================ LocalGroup
+
+// Note [Transfer tasks]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Once every rank has arrived at collective `seq`, its bytes move as `size`
+// tasks, task t being destination rank t's share (the list in the header).
+// Before, rank t's communication thread always moved share t itself and the
+// ranks met a second time at the end, so a collective took as long as the
+// slowest thread to be scheduled, twice: with more rank threads than cores
+// (4 ranks on 2 cores, as this project's CI machines run the main job), a
+// thread woken by the last arrival waits for a core behind the compute
+// threads, and each such wait, up to milliseconds, showed as exposed
+// communication of every rank. Now any rank's thread may run any task: each
+// claims its own first (one compare-and-swap of the task's `claimed` seq)
+// and then the others, runs what it claims and publishes it (`finished` =
+// seq); a rank is done with `seq` once every task is finished, whichever
+// threads ran them. The first thread to run after the last arrival usually
+// moves every share; the others, when they get a core, find nothing to claim
+// and return.
+// - The bits do not depend on which thread runs a task: a task reads and
+//   writes the same bytes in the same order as before (reductions still in
+//   rank order).
+// - Safety: a task reads the posts of `seq` and the peers' buffers. A rank
+//   leaves `seq` only when every task has finished (release / acquire on
+//   `finished`), so no buffer is reused while a task reads or writes it; task
+//   slots and posts are double-buffered by seq's parity, and nobody can post or
+//   claim for seq + 2 before every rank has passed seq + 1's arrival, so by
+//   then every task of `seq` has finished and been observed.
+// - A barrier moves nothing and ends at the arrival. Refused descriptors
+//   (CheckSameCollective) run no task: every rank sees the same posts and
+//   returns the same error.
 
 // The state the ranks of one group share. Each rank publishes its progress as
 // one monotonic counter, seq * 4 + phase; a rendezvous for (seq, phase) waits
 // until every counter has reached that value. Posts (the buffer pointers of
 // a collective) are double-buffered by the parity of seq: a rank can only
 // post for seq + 2 after every rank has passed seq + 1's arrival, by which
-// time nobody reads seq's posts any more.
+// time nobody reads seq's posts any more. The transfer itself is one task per
+// destination rank, which any rank's communication thread may run (Note
+// [Transfer tasks]); its task slots are double-buffered the same way.
 class LocalGroup {
  public:
   enum Phase : int64_t { kArrived = 1, kSplitMade = 2, kDone = 3 };
@@ -69,6 +107,7 @@ class LocalGroup {
         spin_iterations_(size <= HardwareThreads() ? 200 : 0) {
     for (auto& p : posts_) p.resize(size);
     for (auto& s : splits_) s.resize(size);
+    for (auto& t : tasks_) t = std::vector<TaskSlot>(size);
   }
 
   int size() const { return size_; }
@@ -80,6 +119,41 @@ class LocalGroup {
   // has. Fails with DeadlineExceeded after the timeout (naming the ranks that
   // have not arrived, and aborting the group) or when another rank aborted it.
   absl::Status Rendezvous(int rank, const CollectiveDesc& desc, Phase phase);
+
+  // Note [Transfer tasks]. Collective `seq`'s transfer is `size()` tasks, task
+  // t being the share destination rank t used to move itself. TryClaim(seq, t)
+  // is true for exactly one caller; Finish(seq, t) publishes that the task's
+  // bytes are all written; WaitTransfer(rank, desc) returns once every task of
+  // desc.seq is finished (or fails as Rendezvous does), and records the rank
+  // as done with that collective.
+  bool TryClaim(int64_t seq, int task) {
+    std::atomic<int64_t>& c = tasks_[seq & 1][task].claimed;
+    int64_t seen = c.load(std::memory_order_relaxed);
+    return seen < seq && c.compare_exchange_strong(seen, seq, std::memory_order_acq_rel);
+  }
+  void Finish(int64_t seq, int task) {
+    tasks_[seq & 1][task].finished.store(seq, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      absl::MutexLock lock(&mu_);
+      cv_.SignalAll();
+    }
+  }
+  absl::Status WaitTransfer(int rank, const CollectiveDesc& desc);
+  // How long ago the last rank arrived at collective `seq` (zero when that
+  // is not published yet): when a rank's thread wakes after the arrival, the
+  // wait from then on is its own thread's, not its peers' (Note [Communication
+  // spans]).
+  absl::Duration SinceLastArrival(int64_t seq) const {
+    const ArrivalStamp& a = arrivals_[seq & 1];
+    if (a.seq.load(std::memory_order_acquire) != seq) return absl::ZeroDuration();
+    const int64_t ns = SteadyNanos() - a.steady_ns.load(std::memory_order_relaxed);
+    return absl::Nanoseconds(std::max<int64_t>(0, ns));
+  }
+  // Records that `rank` is done with desc.seq, which had nothing to move (a
+  // barrier) or was refused (descriptors that differ).
+  void Depart(int rank, const CollectiveDesc& desc) {
+    progress_[rank].value.store(Target(desc.seq, kDone), std::memory_order_seq_cst);
+  }
 
   // A rank's function has returned. With an error, the group is aborted at once
   // (issue 26): its peers, waiting in a collective or at their next one, fail
@@ -169,8 +243,35 @@ class LocalGroup {
   struct alignas(64) Counter {
     std::atomic<int64_t> value{0};
   };
+  // When the last rank arrived at a collective: written by every rank that
+  // sees all arrived right after its own arrival (the last one always does),
+  // time first, then seq.
+  struct alignas(64) ArrivalStamp {
+    std::atomic<int64_t> seq{-1};
+    std::atomic<int64_t> steady_ns{0};
+  };
+  static int64_t SteadyNanos() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  // The last seq that claimed, and that finished, one transfer task.
+  struct alignas(64) TaskSlot {
+    std::atomic<int64_t> claimed{-1};
+    std::atomic<int64_t> finished{-1};
+  };
 
   static int64_t Target(int64_t seq, Phase phase) { return seq * 4 + phase; }
+  bool AllFinished(int64_t seq) const {
+    for (const TaskSlot& t : tasks_[seq & 1]) {
+      if (t.finished.load(std::memory_order_acquire) < seq) return false;
+    }
+    return true;
+  }
+  // Spins, yields, then sleeps until done() holds, the deadline passes or the
+  // group is aborted. True when done() holds.
+  template <typename Done>
+  bool WaitUntil(const Done& done, bool* timed_out);
   bool AllReached(int64_t target) const {
     for (const Counter& c : progress_) {
       if (c.value.load(std::memory_order_acquire) < target) return false;
@@ -195,6 +296,8 @@ class LocalGroup {
   const int spin_iterations_;
   std::vector<Post> posts_[2];
   std::vector<std::shared_ptr<LocalGroup>> splits_[2];
+  std::vector<TaskSlot> tasks_[2];
+  ArrivalStamp arrivals_[2];
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
@@ -224,45 +327,56 @@ std::string LocalGroup::DescribeMissing(int64_t target) const {
   return absl::StrJoin(parts, ", ");
 }
 
-absl::Status LocalGroup::Rendezvous(int rank, const CollectiveDesc& desc, Phase phase) {
-  const int64_t target = Target(desc.seq, phase);
-  progress_[rank].value.store(target, std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-    absl::MutexLock lock(&mu_);
-    cv_.SignalAll();
-  }
+template <typename Done>
+bool LocalGroup::WaitUntil(const Done& done, bool* timed_out) {
+  *timed_out = false;
   // Fast path: peers usually arrive within microseconds. Spin only briefly:
   // when the scheduler has put a peer on this very core (the machine is
   // busy), spinning only delays it; yielding lets it run.
   for (int i = 0; i < spin_iterations_; ++i) {
-    if (AllReached(target)) return absl::OkStatus();
+    if (done()) return true;
     CpuRelax();
   }
   const absl::Time yield_until = absl::Now() + absl::Microseconds(50);
   do {
-    if (AllReached(target)) return absl::OkStatus();
+    if (done()) return true;
     std::this_thread::yield();
   } while (absl::Now() < yield_until);
-  // Slow path: sleep until every rank arrived, the deadline, or an abort.
+  // Slow path: sleep until done, the deadline, or an abort.
   const absl::Duration timeout = options_.comm.timeout;
-  const absl::Time start = absl::Now();
   const absl::Time deadline =
-      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   absl::MutexLock lock(&mu_);
-  bool timed_out = false;
-  while (!AllReached(target) && !aborted_.load(std::memory_order_acquire)) {
+  while (!done() && !aborted_.load(std::memory_order_acquire)) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) {
-      timed_out = !AllReached(target);
+      *timed_out = !done();
       break;
     }
   }
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
-  // Every rank arrived: done, even when the group was aborted just after (a rank
-  // that returned an error once this collective was complete).
-  if (!timed_out && AllReached(target)) return absl::OkStatus();
+  // Done: even when the group was aborted just after (a rank that returned an
+  // error once this collective was complete).
+  return done();
+}
+
+absl::Status LocalGroup::Rendezvous(int rank, const CollectiveDesc& desc, Phase phase) {
+  const int64_t target = Target(desc.seq, phase);
+  progress_[rank].value.store(target, std::memory_order_seq_cst);
+  if (phase == kArrived && AllReached(target)) {
+    ArrivalStamp& a = arrivals_[desc.seq & 1];
+    a.steady_ns.store(SteadyNanos(), std::memory_order_relaxed);
+    a.seq.store(desc.seq, std::memory_order_release);
+  }
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    absl::MutexLock lock(&mu_);
+    cv_.SignalAll();
+  }
+  bool timed_out = false;
+  if (WaitUntil([&] { return AllReached(target); }, &timed_out)) return absl::OkStatus();
   if (!timed_out && !aborted_.load(std::memory_order_acquire)) return absl::OkStatus();
 
+  absl::MutexLock lock(&mu_);
   const std::string prefix = ErrorPrefix(desc, rank, size_);
   const std::string phase_name = phase == kArrived ? "" : " to finish";
   if (timed_out) {
@@ -281,6 +395,36 @@ absl::Status LocalGroup::Rendezvous(int rank, const CollectiveDesc& desc, Phase 
     return absl::DeadlineExceededError(
         absl::StrCat(prefix, "waiting for ", DescribeMissing(target), phase_name,
                      " when a peer timed out: ", abort_reason_.message()));
+  }
+  return absl::AbortedError(
+      absl::StrCat(prefix, "the group was aborted: ", abort_reason_.message()));
+}
+
+absl::Status LocalGroup::WaitTransfer(int rank, const CollectiveDesc& desc) {
+  bool timed_out = false;
+  const bool done = WaitUntil([&] { return AllFinished(desc.seq); }, &timed_out);
+  // Where the rank is, for DescribeProgress and the peers' timeouts; no
+  // rendezvous waits on this phase (Note [Transfer tasks]).
+  Depart(rank, desc);
+  if (done) return absl::OkStatus();
+  // Every rank had arrived, so a task can only be late if the thread running
+  // it stopped: name the destinations whose bytes are not all written.
+  absl::MutexLock lock(&mu_);
+  std::vector<int> unfinished;
+  for (int t = 0; t < size_; ++t) {
+    if (tasks_[desc.seq & 1][t].finished.load(std::memory_order_acquire) < desc.seq) {
+      unfinished.push_back(t);
+    }
+  }
+  const std::string prefix = ErrorPrefix(desc, rank, size_);
+  if (timed_out) {
+    absl::Status status = absl::DeadlineExceededError(absl::StrCat(
+        prefix, "timed out after ", absl::FormatDuration(options_.comm.timeout),
+        " waiting for the transfer to rank(s) ", absl::StrJoin(unfinished, ", "),
+        " to finish; the group is aborted"));
+    if (!aborted_.exchange(true)) abort_reason_ = status;
+    cv_.SignalAll();
+    return status;
   }
   return absl::AbortedError(
       absl::StrCat(prefix, "the group was aborted: ", abort_reason_.message()));
@@ -350,7 +494,9 @@ absl::Status LocalCommunicator::Execute(const CollectiveCall& call) {
     Abort(s);
     return MarkDone(d, s);
   }
-  MarkPeersArrived(d);  // the transfer starts (Note [Communication spans])
+  // The transfer starts when the last rank arrived (Note [Communication
+  // spans]), even if this rank's thread only ran later.
+  MarkPeersArrived(d, g.SinceLastArrival(d.seq));
 
   // Every post of this collective is visible now.
   const int n = size();
@@ -362,74 +508,93 @@ absl::Status LocalCommunicator::Execute(const CollectiveCall& call) {
                          absl::StrCat(ErrorPrefix(d, rank(), n), check.message()));
   } else {
     // ------------------------------------------------------------ data
-    const int64_t esize = static_cast<int64_t>(DTypeSize(d.dtype));
-    auto in_of = [&](int r) { return static_cast<const char*>(g.post(d.seq, r).input); };
-    auto out_of = [&](int r) { return static_cast<char*>(g.post(d.seq, r).output); };
-    const int me = rank();
-    switch (d.op) {
-      case CollectiveOp::kAllGather: {
-        // Pull every peer's input into my output, starting with my right
-        // neighbour so that ranks spread their reads over different sources.
-        const int64_t bytes = d.count * esize;
-        char* out = out_of(me);
-        for (int k = 1; k <= n; ++k) {
-          const int src = (me + k) % n;
-          if (src == me && d.in_place) continue;
-          if (bytes > 0) std::memcpy(out + src * bytes, in_of(src), bytes);
-        }
-        break;
-      }
-      case CollectiveOp::kReduceScatter: {
-        const int64_t m = d.count / n;
-        absl::InlinedVector<const void*, 16> ins(n);
-        for (int r = 0; r < n; ++r) ins[r] = in_of(r) + me * m * esize;
-        void* outs[] = {out_of(me)};
-        ReduceBuffers(d.dtype, d.reduce_op, ins, outs, m);
-        break;
-      }
-      case CollectiveOp::kAllReduce: {
-        // My slice of the elements, in whole cache lines so that no two ranks
-        // write the same line of an output.
-        const int64_t per_line = std::max<int64_t>(1, 64 / esize);
-        const int64_t lines = (d.count + per_line - 1) / per_line;
-        const int64_t lo = std::min(d.count, lines * me / n * per_line);
-        const int64_t hi = std::min(d.count, lines * (me + 1) / n * per_line);
-        absl::InlinedVector<const void*, 16> ins(n);
-        absl::InlinedVector<void*, 16> outs(n);
-        for (int r = 0; r < n; ++r) {
-          ins[r] = in_of(r) + lo * esize;
-          outs[r] = out_of(r) + lo * esize;
-        }
-        ReduceBuffers(d.dtype, d.reduce_op, ins, outs, hi - lo);
-        break;
-      }
-      case CollectiveOp::kBroadcast:
-        if (me != d.root && d.count > 0) {
-          std::memcpy(out_of(me), in_of(d.root), d.count * esize);
-        }
-        break;
-      case CollectiveOp::kAllToAll: {
-        // Pull block `me` of every rank's input into my output's block of
-        // that rank, right neighbour first as in AllGather. Inputs and
-        // outputs never overlap (the base class refuses it).
-        const int64_t block = d.count / n * esize;
-        char* out = out_of(me);
-        for (int k = 1; k <= n && block > 0; ++k) {
-          const int src = (me + k) % n;
-          std::memcpy(out + src * block, in_of(src) + me * block, block);
-        }
-        break;
-      }
-      case CollectiveOp::kBarrier:
-      case CollectiveOp::kSplit:
-        break;
+    // My own share first, then any other that no thread has claimed yet
+    // (Note [Transfer tasks]).
+    const int n_tasks = HasTransfer(d.op) ? n : 0;
+    for (int k = 0; k < n_tasks; ++k) {
+      const int task = (rank() + k) % n;
+      if (!g.TryClaim(d.seq, task)) continue;
+      RunTransferTask(d, descs[task].in_place, task);
+      g.Finish(d.seq, task);
     }
   }
-  if (absl::Status s = g.Rendezvous(rank(), d, LocalGroup::kDone); !s.ok()) {
-    Abort(s);
-    return MarkDone(d, s);
+  if (HasTransfer(d.op) && check.ok()) {
+    if (absl::Status s = g.WaitTransfer(rank(), d); !s.ok()) {
+      Abort(s);
+      return MarkDone(d, s);
+    }
+  } else {
+    g.Depart(rank(), d);
   }
   return MarkDone(d, check);
+}
+
+// One task of a transfer: the share of destination rank `me` (Note [Transfer
+// tasks]); any rank's communication thread may run it.
+void LocalCommunicator::RunTransferTask(const CollectiveDesc& d, bool in_place, int me) {
+  LocalGroup& g = *group_;
+  const int n = size();
+  const int64_t esize = static_cast<int64_t>(DTypeSize(d.dtype));
+  auto in_of = [&](int r) { return static_cast<const char*>(g.post(d.seq, r).input); };
+  auto out_of = [&](int r) { return static_cast<char*>(g.post(d.seq, r).output); };
+  switch (d.op) {
+    case CollectiveOp::kAllGather: {
+      // Pull every peer's input into my output, starting with my right
+      // neighbour so that ranks spread their reads over different sources.
+      const int64_t bytes = d.count * esize;
+      char* out = out_of(me);
+      for (int k = 1; k <= n; ++k) {
+        const int src = (me + k) % n;
+        if (src == me && in_place) continue;
+        if (bytes > 0) std::memcpy(out + src * bytes, in_of(src), bytes);
+      }
+      break;
+    }
+    case CollectiveOp::kReduceScatter: {
+      const int64_t m = d.count / n;
+      absl::InlinedVector<const void*, 16> ins(n);
+      for (int r = 0; r < n; ++r) ins[r] = in_of(r) + me * m * esize;
+      void* outs[] = {out_of(me)};
+      ReduceBuffers(d.dtype, d.reduce_op, ins, outs, m);
+      break;
+    }
+    case CollectiveOp::kAllReduce: {
+      // My slice of the elements, in whole cache lines so that no two ranks
+      // write the same line of an output.
+      const int64_t per_line = std::max<int64_t>(1, 64 / esize);
+      const int64_t lines = (d.count + per_line - 1) / per_line;
+      const int64_t lo = std::min(d.count, lines * me / n * per_line);
+      const int64_t hi = std::min(d.count, lines * (me + 1) / n * per_line);
+      absl::InlinedVector<const void*, 16> ins(n);
+      absl::InlinedVector<void*, 16> outs(n);
+      for (int r = 0; r < n; ++r) {
+        ins[r] = in_of(r) + lo * esize;
+        outs[r] = out_of(r) + lo * esize;
+      }
+      ReduceBuffers(d.dtype, d.reduce_op, ins, outs, hi - lo);
+      break;
+    }
+    case CollectiveOp::kBroadcast:
+      if (me != d.root && d.count > 0) {
+        std::memcpy(out_of(me), in_of(d.root), d.count * esize);
+      }
+      break;
+    case CollectiveOp::kAllToAll: {
+      // Pull block `me` of every rank's input into my output's block of
+      // that rank, right neighbour first as in AllGather. Inputs and
+      // outputs never overlap (the base class refuses it).
+      const int64_t block = d.count / n * esize;
+      char* out = out_of(me);
+      for (int k = 1; k <= n && block > 0; ++k) {
+        const int src = (me + k) % n;
+        std::memcpy(out + src * block, in_of(src) + me * block, block);
+      }
+      break;
+    }
+    case CollectiveOp::kBarrier:
+    case CollectiveOp::kSplit:
+      break;
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> LocalCommunicator::DoSplit(

@@ -9,17 +9,21 @@
 //   // statuses[r] is what rank r's function returned.
 //
 // How it moves data (Note [In-process collectives]): ranks meet at a
-// sequence-numbered rendezvous where each posts its buffer pointers; then
-// every rank moves its own share directly between the peers' buffers, all
-// ranks in parallel, with no lock held:
-//   - AllGather: rank r copies every peer's input into its own output;
-//   - ReduceScatter: rank r reduces block r of all inputs into its output in
+// sequence-numbered rendezvous where each posts its buffer pointers; then the
+// bytes move directly between the peers' buffers, with no lock held, as one
+// share per destination rank r:
+//   - AllGather: every peer's input copied into rank r's output;
+//   - ReduceScatter: block r of all inputs reduced into rank r's output in
 //     one pass (collectives/cpu_reduce.h);
-//   - AllReduce: rank r reduces the r-th 1/size of the elements of all inputs
-//     and writes the result into every rank's output;
-//   - Broadcast: every non-root rank copies the root's tensor;
-//   - AllToAll: rank r copies block r of every rank's input into its output.
-// A second rendezvous marks the end, after which no rank touches another's
+//   - AllReduce: the r-th 1/size of the elements of all inputs reduced, and
+//     the result written into every rank's output;
+//   - Broadcast: the root's tensor copied into rank r's;
+//   - AllToAll: block r of every rank's input copied into rank r's output.
+// Each rank's communication thread moves its own share first and then any
+// share no other thread has claimed (Note [Transfer tasks] in the .cc), so the
+// shares move in parallel when every thread has a core, and the first thread
+// to run moves them all when the others wait for one. The collective ends
+// when every share is written, after which no rank touches another's
 // buffers. The rendezvous spins briefly (when the ranks fit on the cores),
 // yields the core for up to 50 us (a peer may be waiting for this very core
 // on a busy machine), then sleeps on a condition variable with the timeout
@@ -88,6 +92,8 @@ class LocalCommunicator final : public Communicator {
 
  private:
   absl::Status Execute(const CollectiveCall& call);
+  // Moves destination rank `dest`'s share of collective d (Note [Transfer tasks]).
+  void RunTransferTask(const CollectiveDesc& d, bool in_place, int dest);
   absl::StatusOr<std::unique_ptr<Communicator>> ExecuteSplit(const CollectiveDesc& desc);
 
   std::shared_ptr<LocalGroup> group_;

@@ -17,7 +17,6 @@
 // unfinished sanitizer run, cuDNN refusing an attention case or a convolution
 // pass falling back to the legacy API where the graph was expected to run,
 // a bench result check that failed, or (on a GPU) a missing GPT step figure.
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -28,8 +27,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <dirent.h>
 
 #include <nlohmann/json.hpp>
 
@@ -76,19 +73,6 @@ std::string Trim(const std::string& s) {
 }
 
 bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 std::string Tail(const std::string& text, size_t lines) {
   const std::vector<std::string> all = Lines(text);
