@@ -31,7 +31,7 @@
 // Note [Attention efficiency] and Note [Per-op memory efficiency] in
 // cost_model.h. Unknown keys are errors (a typo would otherwise be ignored).
 // "sources" is optional for a user's file; each shipped file has a note for every
-// figure (tests/sim/cost_model_test.cc checks it). Errors name the file, the key
+// figure it holds (tests/sim/cost_model_test.cc checks it). Errors name the file, the key
 // and what was expected and found:
 //   "profile /tmp/x.json: key 'compute.peak_flops_bf16': expected a number > 0, found "fast" (a string)"
 //
