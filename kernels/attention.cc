@@ -246,7 +246,10 @@ namespace {
 
 // On a virtual device: `products` T x T x D matrix products per (batch,
 // head), charged as GEMMs in `dtype` (the fused kernels run them on the
-// tensor cores), the causal mask halving the rows each computes.
+// tensor cores), the causal mask halving the rows each computes. The
+// simulator costs them by the op's name at the profile's attention
+// efficiency for the head dimension, gemm_k here (Note [Attention
+// efficiency] in sim/cost_model.h).
 absl::Status ChargeAttention(const char* op, Device device, const cpu::AttentionDims& dims, DType dtype,
                              int products, double bytes) {
   const int64_t rows = dims.causal ? (dims.seq + 1) / 2 : dims.seq;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "zeroshard/runtime/check.h"
 
@@ -66,10 +69,76 @@ double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n
   return std::max(GemmComputeSeconds(p, flops, dtype, tf32), bytes / StreamBytesPerSecond(p));
 }
 
-double MemoryBoundSeconds(const HardwareProfile& p, double bytes, double flops) {
+OpKind OpKindOf(std::string_view op_name) {
+  // The op entries' own names (kernels/attention.cc, cross_entropy.cc,
+  // layernorm.cc, elementwise.cc's UnaryOpName / BinaryOpName, softmax.cc).
+  static constexpr std::pair<std::string_view, OpKind> kNames[] = {
+      {"AttentionForward", OpKind::kAttentionForward},
+      {"AttentionBackward", OpKind::kAttentionBackward},
+      {"CrossEntropyForward", OpKind::kCrossEntropyForward},
+      {"CrossEntropyBackward", OpKind::kCrossEntropyBackward},
+      {"LayerNormForward", OpKind::kLayerNormForward},
+      {"LayerNormBackward", OpKind::kLayerNormBackward},
+      {"Gelu", OpKind::kGeluForward},
+      {"GeluBackward", OpKind::kGeluBackward},
+      {"Softmax", OpKind::kSoftmaxForward},
+      {"LogSoftmax", OpKind::kSoftmaxForward},
+      {"SoftmaxBackward", OpKind::kSoftmaxBackward},
+      {"LogSoftmaxBackward", OpKind::kSoftmaxBackward},
+  };
+  for (const auto& [name, kind] : kNames) {
+    if (name == op_name) return kind;
+  }
+  return OpKind::kOther;
+}
+
+double MemoryEfficiency(const HardwareProfile& p, OpKind kind) {
+  const std::optional<double>* own = nullptr;
+  switch (kind) {
+    case OpKind::kCrossEntropyForward: own = &p.cross_entropy_forward_efficiency; break;
+    case OpKind::kCrossEntropyBackward: own = &p.cross_entropy_backward_efficiency; break;
+    case OpKind::kLayerNormForward: own = &p.layernorm_forward_efficiency; break;
+    case OpKind::kLayerNormBackward: own = &p.layernorm_backward_efficiency; break;
+    case OpKind::kGeluForward: own = &p.gelu_forward_efficiency; break;
+    case OpKind::kGeluBackward: own = &p.gelu_backward_efficiency; break;
+    case OpKind::kSoftmaxForward: own = &p.softmax_forward_efficiency; break;
+    case OpKind::kSoftmaxBackward: own = &p.softmax_backward_efficiency; break;
+    case OpKind::kOther:
+    case OpKind::kAttentionForward:
+    case OpKind::kAttentionBackward: break;
+  }
+  return own != nullptr && own->has_value() ? **own : p.memory_efficiency;
+}
+
+double MemoryBoundSeconds(const HardwareProfile& p, double bytes, double flops, OpKind kind) {
   ZS_CHECK(bytes >= 0 && flops >= 0, "MemoryBoundSeconds: bytes and flops must be >= 0, found ", bytes, " and ",
            flops);
-  return std::max(bytes / StreamBytesPerSecond(p), flops / p.peak_flops_fp32);
+  return std::max(bytes / (p.hbm_bytes_per_s * MemoryEfficiency(p, kind)), flops / p.peak_flops_fp32);
+}
+
+double AttentionEfficiency(const HardwareProfile& p, int64_t head_dim, bool backward) {
+  ZS_CHECK(head_dim >= 1, "AttentionEfficiency: head_dim must be >= 1, found ", head_dim);
+  const std::vector<AttentionPoint>& points = p.attention_efficiency;
+  if (points.empty()) return p.gemm_efficiency_max;  // the GEMM curve's plateau, as before the key
+  auto of = [backward](const AttentionPoint& a) { return backward ? a.backward : a.forward; };
+  // The first point at or above head_dim (points are in increasing head_dim: ParseProfile checks it).
+  auto hi = std::lower_bound(points.begin(), points.end(), head_dim,
+                             [](const AttentionPoint& a, int64_t d) { return a.head_dim < d; });
+  if (hi == points.end()) return of(points.back());  // above the last point: flat
+  if (hi->head_dim == head_dim || hi == points.begin()) return of(*hi);  // at a point, or below the first
+  const AttentionPoint& lo = *(hi - 1);
+  const double w = static_cast<double>(head_dim - lo.head_dim) / static_cast<double>(hi->head_dim - lo.head_dim);
+  return of(lo) + w * (of(*hi) - of(lo));
+}
+
+double AttentionSeconds(const HardwareProfile& p, double flops, int64_t head_dim, bool backward, DType dtype,
+                        double bytes) {
+  ZS_CHECK(flops >= 0 && bytes >= 0, "AttentionSeconds: flops and bytes must be >= 0, found ", flops, " and ",
+           bytes);
+  if (flops == 0) return 0;
+  const double compute_s =
+      p.gemm_latency_s + flops / (PeakFlops(p, dtype) * AttentionEfficiency(p, head_dim, backward));
+  return std::max(compute_s, bytes / StreamBytesPerSecond(p));
 }
 
 // ---------------------------------------------------------------------------

@@ -6,6 +6,8 @@
 //   ZS_ASSIGN_OR_RETURN(HardwareProfile h100, LoadProfile("h100_dgx"));
 //   GemmSeconds(h100, 1, 8192, 8192, 8192, DType::kBF16);   // ~1.47e-3: 1.1 PFLOP at ~750 TFLOP/s
 //   MemoryBoundSeconds(h100, 2.0 * 512e6, 128e6);           // scale 512 MB of f32 in place: ~3.5e-4
+//   MemoryBoundSeconds(h100, 1.65e9, 0, OpKindOf("CrossEntropyBackward"));  // at 0.454 x HBM: ~1.08e-3
+//   AttentionSeconds(h100, 12.9e9, 64, /*backward=*/false, DType::kBF16, 0);  // ~6.5e-5: 0.21 of peak at D 64
 //   CollectiveSeconds(h100, CollectiveKind::kAllGather, 1 << 30, {.size = 8, .ranks_per_node = 8});
 //   CollectiveSeconds(h100, CollectiveKind::kAllReduce, 1 << 30, {.size = 64, .ranks_per_node = 8});
 //   CollectiveBytesSent(CollectiveKind::kAllReduce, 1 << 30, 8);  // 2 * 7/8 GiB
@@ -33,6 +35,70 @@
 // F / GemmSeconds <= peak * gemm_efficiency_max * F / (F + F_half) <= peak.
 // peak(dtype): bf16 -> peak_flops_bf16, f16 -> peak_flops_fp16, f32 -> peak_flops_fp32
 // (the runtime runs f32 GEMMs without TF32; peak_flops_tf32 is there for when it may).
+//
+// Note [Attention efficiency]
+// Fused attention (cuDNN's flash-attention SDPA on a GPU) is charged as its
+// products (kernels/attention.cc, ChargeAttention): per batch and head 2
+// (forward) or 5 (backward) T x T x D products, the causal mask halving the
+// rows, F FLOPs in all, and the kernel's own traffic `bytes` (q, k, v, out,
+// lse and the gradients; the scores stay on chip). On tensor cores it runs
+// below the GEMM curve: it reaches eff_attn(D, pass) of peak(dtype),
+//     t_compute      = gemm_latency_s + F / (peak(dtype) * eff_attn(D, pass))
+//     AttentionSeconds = max(t_compute, bytes / (hbm_bytes_per_s * memory_efficiency))
+// eff_attn comes from the profile's compute.attention_efficiency points
+// {head_dim, forward, backward}, in increasing head_dim: at a point's head_dim
+// its figure for the pass; between two points linear in D; below the first or
+// above the last point the nearest point's figure (no extrapolation). Without
+// points, eff_attn = gemm_efficiency_max: then AttentionSeconds is exactly
+// GemmSeconds of the products with their traffic, the model before the key
+// existed (attention at the GEMM curve's plateau plus its fixed part).
+// The H100 points (sim/profiles/h100_dgx.json, docs/simulator.md "Fused
+// attention"), each t less the 3 us fixed part, F as ChargeAttention counts it:
+//   D 64:  the GPT-2 step of docs/gpu_records/2026-11-27_h100_b (B 8, H 12,
+//          T 1024): attention forward + backward 2.6815 ms for 12 layers,
+//          223.5 us a layer for 12.88 + 32.21 GFLOP. cuda_bench's forward row
+//          (65.0 us) leaves the backward 158.4 us: 207.7 and 207.2 TFLOP/s,
+//          0.210 of 989 for both passes.
+//   D 128: cuda_bench's T 4096 rows of the same record (B 2, H 32; the longest
+//          measured): forward 489.5 us for 274.9 GFLOP, 565 TFLOP/s, 0.571;
+//          backward 1662.2 us less 103.5 us for 687.2 GFLOP, 442 TFLOP/s, 0.447.
+//          The bench rows up to 94c38bb timed a cudaMalloc and a synchronising
+//          cudaFree of cuDNN's workspace with every call (fixed in b0addda): at D
+//          64 its rows (65.0 + 261.9 us) exceed the step's 223.5 us by 103.5 us,
+//          taken here as that cost for the backward (whose workspace holds the
+//          dQ accumulator) and charged back at D 128, where the workspace is 5x
+//          larger: a floor, so 0.447 is if anything low. Uncorrected: 0.418.
+// Not modelled: the sequence length (the same kernels at D 128, T 2048 ran at
+// 432 and 269 TFLOP/s as measured, against 562 and 413 at T 4096: the causal
+// kernel's shorter rows and the bench's per-call allocation, which these rows
+// cannot tell apart), grouped-query heads (charged as the query heads'
+// products), and f32 attention (the runtime's own kernel, about 3 TFLOP/s on
+// an H100, not cuDNN: the points are for bf16/f16).
+//
+// Note [Per-op memory efficiency]
+// A memory-bound op moving `bytes` (its op entry's count, kernels/virtual_cost.h:
+// each operand read and written once) and doing `flops` takes
+//     MemoryBoundSeconds = max(bytes / (hbm_bytes_per_s * eff(op)), flops / peak_flops_fp32)
+// eff(op) is the profile's memory.<kind>_efficiency for these op kinds (by the
+// op entry's name, OpKindOf) and memory_efficiency - the copy-class figure - for
+// every other op, and for a kind whose key the profile leaves unset:
+//     cross_entropy_forward   CrossEntropyForward
+//     cross_entropy_backward  CrossEntropyBackward
+//     layernorm_forward       LayerNormForward
+//     layernorm_backward      LayerNormBackward
+//     gelu_forward            Gelu
+//     gelu_backward           GeluBackward
+//     softmax_forward         Softmax, LogSoftmax
+//     softmax_backward        SoftmaxBackward, LogSoftmaxBackward
+// The runtime's row kernels run below the copy rate: their exp, tanh and
+// divisions are this project's correctly rounded software functions (the CPU
+// twin's bits), so they are partly compute-bound. eff(op) multiplies the bytes
+// the op entry charges, so it is a measured time's rate over those bytes, not
+// over the kernel's true traffic (LayerNorm's backward also writes and reads
+// back per-block partial sums the entry does not count). The H100 figures
+// (sim/profiles/h100_dgx.json's sources, docs/simulator.md) are the kernels'
+// cuda_bench rows at GPT-2's shapes where the record has one, and the GPT-2
+// step's per-op breakdown where it has not.
 //
 // Note [Collective model]
 // n = group size, r = min(ranks_per_node, n) ranks of the group per node,
@@ -114,10 +180,46 @@ double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n
 double GemmSeconds(const HardwareProfile& p, int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
                    double bytes, bool tf32 = false);  // tf32: an f32 GEMM at the TF32 peak
 
+// The ops a profile may cost apart from the GEMM curve and memory_efficiency,
+// by the op entry's name (OpCost::op: the kernels' own literals).
+enum class OpKind {
+  kOther,
+  kAttentionForward,  // AttentionForward (Note [Attention efficiency])
+  kAttentionBackward,  // AttentionBackward
+  kCrossEntropyForward,  // the rest: Note [Per-op memory efficiency]
+  kCrossEntropyBackward,
+  kLayerNormForward,
+  kLayerNormBackward,
+  kGeluForward,
+  kGeluBackward,
+  kSoftmaxForward,
+  kSoftmaxBackward,
+};
+// "CrossEntropyForward" -> kCrossEntropyForward, "Gelu" -> kGeluForward,
+// "LogSoftmax" -> kSoftmaxForward, ...; kOther for every other name.
+OpKind OpKindOf(std::string_view op_name);
+
+// The fraction of hbm_bytes_per_s a memory-bound op of `kind` streams at: its
+// memory.<kind>_efficiency when the profile sets it, else memory_efficiency
+// (Note [Per-op memory efficiency]). kOther and the attention kinds: memory_efficiency.
+double MemoryEfficiency(const HardwareProfile& p, OpKind kind);
+
 // A memory-bound op that moves `bytes` (reads + writes) and does `flops` (on the
-// CUDA cores, fp32): max(bytes / (hbm_bytes_per_s * memory_efficiency),
-// flops / peak_flops_fp32).
-double MemoryBoundSeconds(const HardwareProfile& p, double bytes, double flops);
+// CUDA cores, fp32): max(bytes / (hbm_bytes_per_s * MemoryEfficiency(kind)),
+// flops / peak_flops_fp32). kOther: the copy-class memory_efficiency.
+double MemoryBoundSeconds(const HardwareProfile& p, double bytes, double flops, OpKind kind = OpKind::kOther);
+
+// eff_attn(D, pass) of Note [Attention efficiency]: the profile's points
+// interpolated linearly in head_dim (flat beyond the ends), or
+// gemm_efficiency_max when the profile has none. head_dim >= 1.
+double AttentionEfficiency(const HardwareProfile& p, int64_t head_dim, bool backward);
+
+// A fused attention pass of `flops` (its products, as ChargeAttention counts
+// them) at `head_dim` in `dtype` with its own traffic `bytes`:
+// max(gemm_latency_s + flops / (peak(dtype) * AttentionEfficiency), bytes /
+// (hbm_bytes_per_s * memory_efficiency)); 0 for flops == 0.
+double AttentionSeconds(const HardwareProfile& p, double flops, int64_t head_dim, bool backward, DType dtype,
+                        double bytes);
 
 // ---------------------------------------------------------------------------
 // Collectives (Note [Collective model])

@@ -11,8 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,16 +37,21 @@ namespace fs = std::filesystem;
 // ---------------------------------------------------------------------------
 
 enum class Range {
-  kPositive,     // number > 0
-  kNonNegative,  // number >= 0
-  kFraction,     // number in (0, 1]
-  kAtLeastOne,   // integer >= 1
-  kAtLeastZero,  // integer >= 0
-  kBool,         // true or false
+  kPositive,         // number > 0
+  kNonNegative,      // number >= 0
+  kFraction,         // number in (0, 1]
+  kAtLeastOne,       // integer >= 1
+  kAtLeastZero,      // integer >= 0
+  kBool,             // true or false
+  kAttentionPoints,  // a non-empty array of {head_dim, forward, backward}, head_dim increasing
 };
 
+// An optional<double> or attention-points member is an optional key: absent
+// from the file, it stays unset (empty), which is the old model's behaviour
+// (Note [Attention efficiency], Note [Per-op memory efficiency] in cost_model.h).
 using Member = std::variant<double HardwareProfile::*, int64_t HardwareProfile::*, int HardwareProfile::*,
-                            bool HardwareProfile::*>;
+                            bool HardwareProfile::*, std::optional<double> HardwareProfile::*,
+                            std::vector<AttentionPoint> HardwareProfile::*>;
 
 struct Field {
   const char* group;
@@ -62,9 +71,21 @@ const Field kFields[] = {
     {"compute", "gemm_latency_s", "s", Range::kNonNegative, &P::gemm_latency_s},
     {"compute", "launch_overhead_s", "s", Range::kNonNegative, &P::launch_overhead_s},
     {"compute", "synchronous", "", Range::kBool, &P::synchronous},
+    {"compute", "attention_efficiency", "of peak by head_dim", Range::kAttentionPoints, &P::attention_efficiency},
     {"memory", "hbm_bytes_per_s", "B/s", Range::kPositive, &P::hbm_bytes_per_s},
     {"memory", "memory_efficiency", "of hbm_bytes_per_s", Range::kFraction, &P::memory_efficiency},
     {"memory", "memory_bytes", "B", Range::kAtLeastOne, &P::memory_bytes},
+    {"memory", "cross_entropy_forward_efficiency", "of hbm_bytes_per_s", Range::kFraction,
+     &P::cross_entropy_forward_efficiency},
+    {"memory", "cross_entropy_backward_efficiency", "of hbm_bytes_per_s", Range::kFraction,
+     &P::cross_entropy_backward_efficiency},
+    {"memory", "layernorm_forward_efficiency", "of hbm_bytes_per_s", Range::kFraction, &P::layernorm_forward_efficiency},
+    {"memory", "layernorm_backward_efficiency", "of hbm_bytes_per_s", Range::kFraction,
+     &P::layernorm_backward_efficiency},
+    {"memory", "gelu_forward_efficiency", "of hbm_bytes_per_s", Range::kFraction, &P::gelu_forward_efficiency},
+    {"memory", "gelu_backward_efficiency", "of hbm_bytes_per_s", Range::kFraction, &P::gelu_backward_efficiency},
+    {"memory", "softmax_forward_efficiency", "of hbm_bytes_per_s", Range::kFraction, &P::softmax_forward_efficiency},
+    {"memory", "softmax_backward_efficiency", "of hbm_bytes_per_s", Range::kFraction, &P::softmax_backward_efficiency},
     {"allocator", "caching", "", Range::kBool, &P::alloc_caching},
     {"allocator", "round_bytes", "B", Range::kAtLeastOne, &P::alloc_round_bytes},
     {"allocator", "small_request_bytes", "B", Range::kAtLeastZero, &P::alloc_small_request_bytes},
@@ -101,8 +122,24 @@ const char* Expected(Range r) {
     case Range::kAtLeastOne: return "an integer >= 1";
     case Range::kAtLeastZero: return "an integer >= 0";
     case Range::kBool: return "true or false";
+    case Range::kAttentionPoints:
+      return "a non-empty array of {\"head_dim\": integer >= 1, \"forward\": number in (0, 1], "
+             "\"backward\": number in (0, 1]} in increasing head_dim";
   }
   return "?";
+}
+
+bool IsOptional(const Field& f) {
+  return std::holds_alternative<std::optional<double> HardwareProfile::*>(f.member) ||
+         std::holds_alternative<std::vector<AttentionPoint> HardwareProfile::*>(f.member);
+}
+
+// Whether `p` holds the figure: always for a required key; for an optional
+// one, when it is set.
+bool Holds(const Field& f, const HardwareProfile& p) {
+  if (auto* m = std::get_if<std::optional<double> HardwareProfile::*>(&f.member)) return (p.**m).has_value();
+  if (auto* m = std::get_if<std::vector<AttentionPoint> HardwareProfile::*>(&f.member)) return !(p.**m).empty();
+  return true;
 }
 
 // `"fast" (a string)`, `-3 (a number)`, `null`: what a key held, for errors.
@@ -124,10 +161,77 @@ absl::Status KeyError(std::string_view source, std::string_view path, std::strin
       absl::StrCat("profile ", Sv(source), ": key '", Sv(path), "': expected ", Sv(expected), ", found ", Sv(found)));
 }
 
+// A JSON number that is a whole int64; 2e6 is accepted (nlohmann reads
+// exponents as floats) when it is whole.
+std::optional<int64_t> AsInteger(const Json& v) {
+  if (!v.is_number()) return std::nullopt;
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(v.get<uint64_t>());
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  const double d = v.get<double>();
+  if (!(std::abs(d) < 9.2e18) || d != std::floor(d)) return std::nullopt;
+  return static_cast<int64_t>(d);
+}
+
+bool IsFraction(const Json& v) {
+  if (!v.is_number()) return false;
+  const double d = v.get<double>();
+  return std::isfinite(d) && d > 0 && d <= 1;
+}
+
+// compute.attention_efficiency: each point an object of exactly head_dim (an
+// integer >= 1, above the previous point's), forward and backward (fractions).
+// Errors name the point: "compute.attention_efficiency[1].head_dim".
+absl::Status SetAttentionPoints(const Field& f, const Json& v, std::string_view source,
+                                std::vector<AttentionPoint>& out) {
+  const std::string path = absl::StrCat(f.group, ".", f.key);
+  if (!v.is_array() || v.empty()) return KeyError(source, path, Expected(f.range), Found(v));
+  std::vector<AttentionPoint> points;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Json& e = v[i];
+    const std::string at = absl::StrCat(path, "[", i, "]");
+    if (!e.is_object()) {
+      return KeyError(source, at, "an object {\"head_dim\", \"forward\", \"backward\"}", Found(e));
+    }
+    for (auto it = e.begin(); it != e.end(); ++it) {
+      if (it.key() != "head_dim" && it.key() != "forward" && it.key() != "backward") {
+        return KeyError(source, absl::StrCat(at, ".", it.key()), "one of head_dim, forward, backward",
+                        "an unknown key");
+      }
+    }
+    AttentionPoint point;
+    const int64_t after = points.empty() ? 0 : points.back().head_dim;
+    const std::string want_dim = points.empty()
+                                     ? std::string("an integer >= 1")
+                                     : absl::StrCat("an integer > ", after, " (points in increasing head_dim)");
+    auto dim = e.find("head_dim");
+    if (dim == e.end()) return KeyError(source, at + ".head_dim", want_dim, "no such key");
+    const std::optional<int64_t> d = AsInteger(*dim);
+    if (!d.has_value() || *d < 1 || *d <= after) return KeyError(source, at + ".head_dim", want_dim, Found(*dim));
+    point.head_dim = *d;
+    for (auto [key, member] : {std::pair{"forward", &AttentionPoint::forward},
+                               std::pair{"backward", &AttentionPoint::backward}}) {
+      auto it = e.find(key);
+      const std::string key_path = absl::StrCat(at, ".", key);
+      if (it == e.end()) return KeyError(source, key_path, Expected(Range::kFraction), "no such key");
+      if (!IsFraction(*it)) return KeyError(source, key_path, Expected(Range::kFraction), Found(*it));
+      point.*member = it->get<double>();
+    }
+    points.push_back(point);
+  }
+  out = std::move(points);
+  return absl::OkStatus();
+}
+
 // Stores `v` into the member of `f`, or says why it cannot.
 absl::Status SetField(const Field& f, const Json& v, std::string_view source, HardwareProfile& p) {
   const std::string path = absl::StrCat(f.group, ".", f.key);
   auto bad = [&] { return KeyError(source, path, Expected(f.range), Found(v)); };
+  if (f.range == Range::kAttentionPoints) {
+    return SetAttentionPoints(f, v, source, p.*std::get<std::vector<AttentionPoint> HardwareProfile::*>(f.member));
+  }
   if (f.range == Range::kBool) {
     if (!v.is_boolean()) return bad();
     p.*std::get<bool HardwareProfile::*>(f.member) = v.get<bool>();
@@ -135,18 +239,9 @@ absl::Status SetField(const Field& f, const Json& v, std::string_view source, Ha
   }
   if (!v.is_number()) return bad();
   if (f.range == Range::kAtLeastOne || f.range == Range::kAtLeastZero) {
-    // An integer; 2e6 is accepted (nlohmann reads exponents as floats) when it is whole.
-    int64_t i = 0;
-    if (v.is_number_unsigned()) {
-      if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return bad();
-      i = static_cast<int64_t>(v.get<uint64_t>());
-    } else if (v.is_number_integer()) {
-      i = v.get<int64_t>();
-    } else {
-      const double d = v.get<double>();
-      if (!(std::abs(d) < 9.2e18) || d != std::floor(d)) return bad();
-      i = static_cast<int64_t>(d);
-    }
+    const std::optional<int64_t> whole = AsInteger(v);
+    if (!whole.has_value()) return bad();
+    const int64_t i = *whole;
     if (i < (f.range == Range::kAtLeastOne ? 1 : 0)) return bad();
     if (auto* m = std::get_if<int64_t HardwareProfile::*>(&f.member)) {
       p.**m = i;
@@ -161,18 +256,31 @@ absl::Status SetField(const Field& f, const Json& v, std::string_view source, Ha
                                        : f.range == Range::kNonNegative ? d >= 0
                                                                         : d > 0 && d <= 1);
   if (!ok) return bad();
-  p.*std::get<double HardwareProfile::*>(f.member) = d;
+  if (auto* m = std::get_if<std::optional<double> HardwareProfile::*>(&f.member)) {
+    p.**m = d;
+  } else {
+    p.*std::get<double HardwareProfile::*>(f.member) = d;
+  }
   return absl::OkStatus();
 }
 
 std::string FieldValue(const Field& f, const HardwareProfile& p) {
   return std::visit(
       [&](auto member) -> std::string {
-        using T = std::remove_reference_t<decltype(p.*member)>;
+        using T = std::remove_cvref_t<decltype(p.*member)>;
         if constexpr (std::is_same_v<T, bool>) {
           return (p.*member) ? "true" : "false";
         } else if constexpr (std::is_same_v<T, double>) {
           return absl::StrFormat("%.4g", p.*member);
+        } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+          return (p.*member).has_value() ? absl::StrFormat("%.4g", *(p.*member)) : std::string("unset");
+        } else if constexpr (std::is_same_v<T, std::vector<AttentionPoint>>) {
+          // "D 64: 0.21 forward, 0.21 backward; D 128: ..."
+          std::vector<std::string> parts;
+          for (const AttentionPoint& a : p.*member) {
+            parts.push_back(absl::StrFormat("D %d: %.4g forward, %.4g backward", a.head_dim, a.forward, a.backward));
+          }
+          return absl::StrJoin(parts, "; ");
         } else {
           return absl::StrCat(p.*member);
         }
@@ -236,6 +344,7 @@ bool LooksLikePath(std::string_view s) {
 std::string HardwareProfile::ToString() const {
   std::string out = absl::StrCat("profile ", name, ": ", description, "\n");
   for (const Field& f : kFields) {
+    if (!Holds(f, *this)) continue;  // an optional key the profile does not set
     absl::StrAppend(&out, "  ", f.group, ".", f.key, " = ", FieldValue(f, *this),
                     f.unit[0] != '\0' ? " " : "", f.unit, "\n");
   }
@@ -301,6 +410,7 @@ absl::StatusOr<HardwareProfile> ParseProfile(std::string_view json_text, std::st
     const Json& g = root[f.group];
     auto it = g.find(f.key);
     if (it == g.end()) {
+      if (IsOptional(f)) continue;  // unset: the old model (Note [Per-op memory efficiency])
       return KeyError(source_name, absl::StrCat(f.group, ".", f.key), Expected(f.range), "no such key");
     }
     ZS_RETURN_IF_ERROR(SetField(f, *it, source_name, p));
@@ -345,6 +455,21 @@ std::vector<std::string> ProfileFigureKeys() {
   std::vector<std::string> keys;
   for (const Field& f : kFields) keys.push_back(absl::StrCat(f.group, ".", f.key));
   return keys;
+}
+
+std::vector<std::string> ProfileFigureKeys(const HardwareProfile& p) {
+  std::vector<std::string> keys;
+  for (const Field& f : kFields) {
+    if (Holds(f, p)) keys.push_back(absl::StrCat(f.group, ".", f.key));
+  }
+  return keys;
+}
+
+void ClearOpEfficiencies(HardwareProfile& p) {
+  for (const Field& f : kFields) {
+    if (auto* m = std::get_if<std::optional<double> HardwareProfile::*>(&f.member)) (p.**m).reset();
+    if (auto* m = std::get_if<std::vector<AttentionPoint> HardwareProfile::*>(&f.member)) (p.**m).clear();
+  }
 }
 
 std::vector<std::string> ProfileNames() { return {"a100_80g", "cpu", "h100_dgx", "h200"}; }
@@ -411,8 +536,27 @@ std::string ProfileToJson(const HardwareProfile& p) {
   for (const char* group : kGroups) {
     nlohmann::ordered_json g = nlohmann::ordered_json::object();
     for (const Field& f : kFields) {
-      if (std::string_view(f.group) != group) continue;
-      std::visit([&](auto member) { g[f.key] = p.*member; }, f.member);
+      if (std::string_view(f.group) != group || !Holds(f, p)) continue;
+      std::visit(
+          [&](auto member) {
+            using T = std::remove_cvref_t<decltype(p.*member)>;
+            if constexpr (std::is_same_v<T, std::optional<double>>) {
+              g[f.key] = *(p.*member);
+            } else if constexpr (std::is_same_v<T, std::vector<AttentionPoint>>) {
+              nlohmann::ordered_json points = nlohmann::ordered_json::array();
+              for (const AttentionPoint& a : p.*member) {
+                nlohmann::ordered_json point;
+                point["head_dim"] = a.head_dim;
+                point["forward"] = a.forward;
+                point["backward"] = a.backward;
+                points.push_back(point);
+              }
+              g[f.key] = points;
+            } else {
+              g[f.key] = p.*member;
+            }
+          },
+          f.member);
     }
     j[group] = g;
   }

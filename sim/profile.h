@@ -14,8 +14,10 @@
 //   {
 //     "name": "h100_dgx",
 //     "description": "what it is and where its figures come from",
-//     "compute":   {"peak_flops_bf16": 9.89e14, ..., "gemm_efficiency_max": 0.76, ...},
-//     "memory":    {"hbm_bytes_per_s": 3.35e12, "memory_efficiency": 0.88, "memory_bytes": ...},
+//     "compute":   {"peak_flops_bf16": 9.89e14, ..., "gemm_efficiency_max": 0.76, ...,
+//                   "attention_efficiency": [{"head_dim": 64, "forward": 0.21, "backward": 0.21}, ...]},
+//     "memory":    {"hbm_bytes_per_s": 3.35e12, "memory_efficiency": 0.88, "memory_bytes": ...,
+//                   "cross_entropy_forward_efficiency": 0.26, ...},
 //     "allocator": {"caching": true, "round_bytes": 512, ...},
 //     "network":   {"gpus_per_node": 8, "intra_node_bytes_per_s": 4.5e11, ...},
 //     "host":      {"host_link_bytes_per_s": 5.0e10, "host_adam_bytes_per_s": 3.0e10, "nvme_read_bytes_per_s": ...},
@@ -23,9 +25,13 @@
 //   }
 //
 // Every key of the five groups is required (no silent defaults: a profile says
-// each figure once); unknown keys are errors (a typo would otherwise be ignored).
+// each figure once) except the per-op efficiencies, whose absence is the old
+// model: compute.attention_efficiency (attention's products at the GEMM curve)
+// and memory.<op>_efficiency (the op streams at memory.memory_efficiency); see
+// Note [Attention efficiency] and Note [Per-op memory efficiency] in
+// cost_model.h. Unknown keys are errors (a typo would otherwise be ignored).
 // "sources" is optional for a user's file; each shipped file has a note for every
-// figure (tests/sim/cost_model_test.cc checks it). Errors name the file, the key
+// figure it holds (tests/sim/cost_model_test.cc checks it). Errors name the file, the key
 // and what was expected and found:
 //   "profile /tmp/x.json: key 'compute.peak_flops_bf16': expected a number > 0, found "fast" (a string)"
 //
@@ -37,6 +43,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +51,16 @@
 #include "absl/status/statusor.h"
 
 namespace zeroshard::sim {
+
+// One point of a fused attention kernel's efficiency curve (Note [Attention
+// efficiency] in cost_model.h): at `head_dim`, its forward and its backward
+// products reach these fractions of the dtype's dense peak.
+struct AttentionPoint {
+  int64_t head_dim = 0;  // >= 1
+  double forward = 0;    // (0, 1]
+  double backward = 0;   // (0, 1]
+  bool operator==(const AttentionPoint&) const = default;
+};
 
 // Units: seconds, bytes, bytes per second, FLOP per second. "Bytes per second"
 // is 10^9 per GB/s (link and memory figures are quoted in decimal units).
@@ -67,6 +84,11 @@ struct HardwareProfile {
   double gemm_efficiency_max = 0;  // (0, 1]: the large-GEMM plateau over peak
   double gemm_latency_s = 0;       // >= 0: fixed device time of one GEMM
   double launch_overhead_s = 0;    // >= 0: host cost of one kernel launch
+  // Optional, compute.attention_efficiency: fused attention's efficiency by head
+  // dimension, points in increasing head_dim (Note [Attention efficiency] in
+  // cost_model.h). Empty (the key absent): attention's products are charged at
+  // the GEMM curve, as GEMMs of their shapes.
+  std::vector<AttentionPoint> attention_efficiency;
   // The device is the host (a CPU): every op runs on the issuing thread, which
   // waits for it, and collectives are waited for on the host (the CPU schedule).
   bool synchronous = false;
@@ -75,6 +97,17 @@ struct HardwareProfile {
   double hbm_bytes_per_s = 0;    // device memory bandwidth (datasheet)
   double memory_efficiency = 0;  // (0, 1]: fraction of it a streaming kernel reaches
   int64_t memory_bytes = 0;      // device memory capacity (what the driver reports)
+  // Optional, memory.<op>_efficiency: the fraction of hbm_bytes_per_s at which
+  // these ops' charged bytes stream (Note [Per-op memory efficiency] in
+  // cost_model.h); unset (the key absent), the op streams at memory_efficiency.
+  std::optional<double> cross_entropy_forward_efficiency;  // (0, 1]
+  std::optional<double> cross_entropy_backward_efficiency;
+  std::optional<double> layernorm_forward_efficiency;
+  std::optional<double> layernorm_backward_efficiency;
+  std::optional<double> gelu_forward_efficiency;
+  std::optional<double> gelu_backward_efficiency;
+  std::optional<double> softmax_forward_efficiency;   // softmax and log-softmax
+  std::optional<double> softmax_backward_efficiency;
 
   // --- allocator ("allocator" group): how a request becomes reserved bytes ---
   // This runtime's CachingAllocator (runtime/cuda/caching_allocator.h, Note
@@ -134,9 +167,17 @@ absl::StatusOr<HardwareProfile> LoadProfile(std::string_view name_or_path);
 // written exactly): e.g. the CPU profiles sim_validate calibrates.
 std::string ProfileToJson(const HardwareProfile& p);
 
-// The "group.key" of every figure a profile file holds, in file order
-// ("compute.peak_flops_bf16", ..., "host.host_adam_bytes_per_s").
+// The "group.key" of every figure a profile file may hold, in file order
+// ("compute.peak_flops_bf16", ..., "host.nvme_latency_s"), the optional ones
+// included.
 std::vector<std::string> ProfileFigureKeys();
+// The figures `p` holds: every required one and the optional ones it sets.
+std::vector<std::string> ProfileFigureKeys(const HardwareProfile& p);
+
+// Unsets every optional figure (the per-op efficiencies): the profile then
+// costs attention at its GEMM curve and every memory-bound op at
+// memory_efficiency, as a file without those keys does.
+void ClearOpEfficiencies(HardwareProfile& p);
 
 // The names of the shipped profiles (sim/profiles/<name>.json), sorted.
 std::vector<std::string> ProfileNames();

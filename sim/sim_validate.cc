@@ -363,6 +363,9 @@ absl::StatusOr<Calibration> Calibrate(const TrainOptions& job, int world, const 
   p.gemm_latency_s = 0;
   p.hbm_bytes_per_s = x[1] > 0 ? 1.0 / x[1] : 1e15;
   p.memory_efficiency = 1.0;
+  // One fitted rate for every op's bytes and one for every product: no per-op
+  // figures beside them (cpu.json has none; a base that had would be refit here).
+  ClearOpEfficiencies(p);
   p.launch_overhead_s = x[2];
   // Collectives (world > 1): base and bus bandwidth from two all-gathers.
   if (world > 1) {

@@ -116,10 +116,17 @@ std::vector<UnitTime> UnitTimes(const TraceRecorder& trace, ShardedModel& model)
 // ================================================================ ProfileCost
 
 double ProfileCost::OpSeconds(const OpCost& c) const {
+  const OpKind kind = OpKindOf(std::string_view(c.op.data(), c.op.size()));
+  if (kind == OpKind::kAttentionForward || kind == OpKind::kAttentionBackward) {
+    // kernels/attention.cc's ChargeAttention: batch x heads x products of [rows, D] x [D, T],
+    // so gemm_k is the head dimension (Note [Attention efficiency]).
+    return AttentionSeconds(profile_, GemmFlops(c.gemm_batch, c.gemm_m, c.gemm_n, c.gemm_k), c.gemm_k,
+                            kind == OpKind::kAttentionBackward, c.dtype, c.bytes);
+  }
   if (c.gemm_batch > 0) {
     return GemmSeconds(profile_, c.gemm_batch, c.gemm_m, c.gemm_n, c.gemm_k, c.dtype, c.bytes, c.tf32);
   }
-  return MemoryBoundSeconds(profile_, c.bytes, c.flops);
+  return MemoryBoundSeconds(profile_, c.bytes, c.flops, kind);
 }
 
 double ProfileCost::HostCopySeconds(int64_t bytes) const { return sim::HostCopySeconds(profile_, bytes); }

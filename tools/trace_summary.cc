@@ -369,7 +369,10 @@ absl::StatusOr<TraceSummary> SummarizeTraceFile(const std::string& path) {
 }
 
 bool IsGemmOp(absl::string_view name) {
-  return name == "Linear" || name == "MatMul" || name == "Attention" || name == "Conv2d";
+  // "AttentionForward" / "AttentionBackward": the op entries' names, as a
+  // simulated trace (zs_simulate --trace) has them.
+  return name == "Linear" || name == "MatMul" || name == "Attention" || name == "AttentionForward" ||
+         name == "AttentionBackward" || name == "Conv2d";
 }
 
 std::string FormatSummary(const TraceSummary& summary, bool ops) {

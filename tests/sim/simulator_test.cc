@@ -11,7 +11,10 @@
 // padded flat parameters (a multiple of the group per unit).
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "zeroshard/collectives/virtual_communicator.h"
@@ -216,6 +219,52 @@ TEST(VirtualCommunicator, AllToAllTakesTheProfilesAllToAllTime) {
   const absl::Status in_place = (*comm)->AllToAll(*in, *in);
   EXPECT_EQ(in_place.code(), absl::StatusCode::kInvalidArgument) << in_place;
   EXPECT_EQ(t.count[k], 1);
+}
+
+// The virtual device's attention and row ops take their own efficiencies
+// (Note [Attention efficiency], Note [Per-op memory efficiency]): each span
+// lasts exactly what the cost model gives its op's name, FLOPs and bytes; the
+// same job on the profile without those keys charges attention at the GEMM
+// curve (faster, at D 64) and the rest at the copy rate.
+// Tolerance: a span is [start, start + seconds) on a clock near `end`, so its
+// length carries the rounding of that sum and of the subtraction, each at most
+// one ulp of `end`: 4 eps end covers both with room.
+TEST(Simulator, AttentionAndRowOpsTakeTheirOwnEfficiencies) {
+  SimulateOptions o = Small(ShardingStrategy::kFullShard, 1);
+  o.job.model.n_head = 1;  // head dimension 64, the profile's first point
+  const HardwareProfile fitted = o.profile;
+  HardwareProfile plain = fitted;
+  ClearOpEfficiencies(plain);
+  for (const HardwareProfile* p : std::vector<const HardwareProfile*>{&fitted, &plain}) {
+    SCOPED_TRACE(p == &fitted ? "fitted" : "without the per-op keys");
+    o.profile = *p;
+    absl::StatusOr<SimResult> r = Simulate(o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::map<std::string, int> seen;
+    for (const VirtualSpan& sp : r->spans) {
+      const std::string name(sp.name.data(), sp.name.size());
+      const OpKind kind = OpKindOf(name);
+      if (kind == OpKind::kOther) continue;
+      ++seen[name];
+      const bool attention = kind == OpKind::kAttentionForward || kind == OpKind::kAttentionBackward;
+      const double want = attention ? AttentionSeconds(*p, sp.flops, 64, kind == OpKind::kAttentionBackward,
+                                                       DType::kBF16, sp.bytes)
+                                    : MemoryBoundSeconds(*p, sp.bytes, sp.flops, kind);
+      EXPECT_NEAR(sp.end - sp.start, want, 4 * std::numeric_limits<double>::epsilon() * sp.end) << name;
+      if (attention && p == &plain) {
+        EXPECT_GT(AttentionSeconds(fitted, sp.flops, 64, kind == OpKind::kAttentionBackward, DType::kBF16, sp.bytes),
+                  want)
+            << name;
+      }
+    }
+    // Per step: each of the 4 blocks' attention and GELU, their 2 LayerNorms and
+    // the final one, one cross-entropy; forward and backward.
+    const std::map<std::string, int> want = {
+        {"AttentionForward", 4}, {"AttentionBackward", 4},   {"Gelu", 4},
+        {"GeluBackward", 4},     {"LayerNormForward", 9},    {"LayerNormBackward", 9},
+        {"CrossEntropyForward", 1}, {"CrossEntropyBackward", 1}};
+    EXPECT_EQ(seen, want);
+  }
 }
 
 TEST(Planner, ItsBestPlanIsTheFastestThatFitsAndItsConfigRunsIt) {
