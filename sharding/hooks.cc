@@ -165,6 +165,15 @@ ShardedUnit* ShardedModel::NextInForwardOrder(const ShardedUnit& unit) {
 }
 
 ShardedUnit* ShardedModel::NextInBackwardOrder(const ShardedUnit& unit) {
+  // The root's backward starts first (the loss's gradient reaches its hook
+  // before any unit's) and ends last, so the unit to fetch while it runs is
+  // the last one in forward order, as FSDP's root pre-backward prefetches it.
+  // Before, nothing was fetched then and the first unit's backward waited for
+  // its whole gather.
+  if (unit.is_root) {
+    return forward_order_.size() > 1 && forward_order_.back() != unit.index ? units_[forward_order_.back()].get()
+                                                                             : nullptr;
+  }
   for (size_t i = forward_order_.size(); i-- > 1;) {
     if (forward_order_[i] == unit.index) return units_[forward_order_[i - 1]].get();
   }
