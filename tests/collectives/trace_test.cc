@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "zeroshard/collectives/local_communicator.h"
+#include "zeroshard/collectives/work.h"
 #include "zeroshard/collectives/trace_merge.h"
 #include "zeroshard/runtime/status.h"
 #include "zeroshard/runtime/trace.h"
@@ -108,6 +109,63 @@ TEST(CommunicationSpansTest, LieBetweenIssueAndObservedCompletionOnARowPerCommun
                                      R"j(, "tid": 3, "args": {"name": "group of 2 ranks (split #1 of row 2, color 0)"}})j")),
               std::string::npos)
         << json;
+  }
+}
+
+// A one-rank backend that reports its marks at scripted times on the trace's
+// clock: MarkRunning at 100 us, MarkPeersArrived at 150 us saying the last peer
+// arrived `ago` before, MarkDone at 170 us.
+class ScriptedCommunicator final : public Communicator {
+ public:
+  ScriptedCommunicator(double* clock_us, absl::Duration ago)
+      : Communicator(0, 1, Device::Cpu(), CommunicatorOptions{}), clock_us_(clock_us), ago_(ago) {}
+  absl::string_view backend() const override { return "scripted"; }
+
+ protected:
+  absl::StatusOr<std::shared_ptr<Work>> Launch(CollectiveCall call) override {
+    *clock_us_ = 100;
+    MarkRunning(call.desc);
+    *clock_us_ = 150;
+    MarkPeersArrived(call.desc, ago_);
+    *clock_us_ = 170;
+    return std::shared_ptr<Work>(HostWork::Done(MarkDone(call.desc, absl::OkStatus())));
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(const CollectiveDesc&) override {
+    return absl::UnimplementedError("scripted: no split");
+  }
+
+ private:
+  double* clock_us_;
+  absl::Duration ago_;
+};
+
+// Note [Communication spans]: a backend that learns of the last arrival late
+// (its thread was not running then) says how long ago it was; the transfer
+// starts there, never before the rank's own start.
+TEST(CommunicationSpansTest, PeersArrivedAgoMovesTheTransfersStartBack) {
+  for (const auto& [ago_us, peers_end_us] : {std::pair{0.0, 150.0}, {20.0, 130.0}, {80.0, 100.0}}) {
+    SCOPED_TRACE(absl::StrCat("ago ", ago_us, " us"));
+    double clock_us = 0;
+    TraceRecorder trace;
+    trace.set_clock([&clock_us] { return clock_us; });
+    ScriptedCommunicator comm(&clock_us, absl::Microseconds(ago_us));
+    comm.set_trace(&trace, 0);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor in, Tensor::Full({4}, 1, DType::kF32));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor out, Tensor::Zeros({4}, DType::kF32));
+    ZS_ASSERT_OK(comm.AllGather(in, out));
+    const std::vector<TraceRecorder::Span> transfer = SpansOn(trace, comm.trace_row());
+    ASSERT_EQ(transfer.size(), 1u);
+    // Times are small integers: exact in double.
+    EXPECT_EQ(transfer[0].start_us, peers_end_us);
+    EXPECT_EQ(transfer[0].start_us + transfer[0].dur_us, 170.0);
+    const std::vector<TraceRecorder::Span> peers = SpansOn(trace, comm.trace_row(), "peers");
+    if (peers_end_us == 100.0) {
+      EXPECT_TRUE(peers.empty());  // clamped to the start: no wait for peers at all
+    } else {
+      ASSERT_EQ(peers.size(), 1u);
+      EXPECT_EQ(peers[0].start_us, 100.0);
+      EXPECT_EQ(peers[0].start_us + peers[0].dur_us, peers_end_us);
+    }
   }
 }
 
