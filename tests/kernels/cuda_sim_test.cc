@@ -193,7 +193,7 @@ TEST(CudaSim, LayerNormForwardBackwardAndParamGradsMatchCpu) {
              rstd = Empty({rows}, DType::kF32);
       RunBothOrders(what, {&y, &mean, &rstd}, [&] {
         return sim::LaunchLayerNormForward(
-            Code(dtype), Code(dtype), x.raw_data(), cols, w.data<float>(), b.data<float>(), 1e-5f,
+            Code(dtype), Code(dtype), x.raw_data(), cols, 0, w.raw_data(), 0, b.raw_data(), 1e-5f,
             y.raw_data(), cols, mean.data<float>(), rstd.data<float>(), rows, cols, nullptr);
       });
       Tensor y_cpu = Empty({rows, cols}, dtype), mean_cpu = Empty({rows}, DType::kF32),
@@ -210,7 +210,7 @@ TEST(CudaSim, LayerNormForwardBackwardAndParamGradsMatchCpu) {
       RunBothOrders(what + " backward", {&dx, &partials}, [&] {
         return sim::LaunchLayerNormBackward(Code(dtype), Code(dtype), dy.raw_data(), cols,
                                             x.raw_data(), cols, mean_cpu.data<float>(),
-                                            rstd_cpu.data<float>(), w.data<float>(), dx.raw_data(),
+                                            rstd_cpu.data<float>(), 0, w.raw_data(), dx.raw_data(),
                                             cols, partials.data<float>(), rows, cols, nullptr);
       });
       RunBothOrders(what + " param grads", {&dw, &db}, [&] {
@@ -289,7 +289,7 @@ TEST(CudaSim, RowKernelsOnNarrowedViewsMatchCpu) {
         Tensor mean = Empty({rows}, DType::kF32), rstd = Empty({rows}, DType::kF32);
         RunBothOrders(what + " LayerNorm", {&yv.buffer, &mean, &rstd}, [&] {
           return sim::LaunchLayerNormForward(Code(dtype), Code(dtype), xv.base(), stride,
-                                             w.data<float>(), b.data<float>(), 1e-5f, yv.base(),
+                                             0, w.raw_data(), 0, b.raw_data(), 1e-5f, yv.base(),
                                              stride, mean.data<float>(), rstd.data<float>(), rows,
                                              cols, nullptr);
         });
@@ -305,7 +305,7 @@ TEST(CudaSim, RowKernelsOnNarrowedViewsMatchCpu) {
         RunBothOrders(what + " LayerNorm backward", {&dxv.buffer, &partials}, [&] {
           return sim::LaunchLayerNormBackward(
               Code(dtype), Code(dtype), dyv.base(), stride, xv.base(), stride,
-              mean_cpu.data<float>(), rstd_cpu.data<float>(), w.data<float>(), dxv.base(), stride,
+              mean_cpu.data<float>(), rstd_cpu.data<float>(), 0, w.raw_data(), dxv.base(), stride,
               partials.data<float>(), rows, cols, nullptr);
         });
         ASSERT_EQ(sim::LaunchLayerNormParamGrads(partials.data<float>(), blocks, cols, 0,
