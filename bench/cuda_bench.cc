@@ -156,7 +156,8 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
     Tensor r = Must(Tensor::Empty({rows}, DType::kF32, &gpu), "alloc");
     benches.push_back({absl::StrCat("layernorm fwd bf16 [", rows, ", ", c, "]"), rows * c * 4, [=] {
                          Launch(cuda::LaunchLayerNormForward(
-                                    1, 1, h.raw_data(), c, nullptr, nullptr, 1e-5f, o.raw_data(), c,
+                                    1, 1, h.raw_data(), c, 0, nullptr, 0, nullptr, 1e-5f,
+                                    o.raw_data(), c,
                                     static_cast<float*>(m.raw_data()),
                                     static_cast<float*>(r.raw_data()), rows, c, s),
                                 "layernorm");
@@ -176,8 +177,8 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
                          Launch(cuda::LaunchLayerNormBackward(
                                     1, 1, dy.raw_data(), c, h.raw_data(), c,
                                     static_cast<const float*>(m.raw_data()),
-                                    static_cast<const float*>(r.raw_data()),
-                                    static_cast<const float*>(w.raw_data()), dx.raw_data(), c,
+                                    static_cast<const float*>(r.raw_data()), 0, w.raw_data(),
+                                    dx.raw_data(), c,
                                     static_cast<float*>(partials.raw_data()), rows, c, s),
                                 "layernorm backward");
                          Launch(cuda::LaunchLayerNormParamGrads(

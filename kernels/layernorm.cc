@@ -56,14 +56,17 @@ absl::Status LayerNormForward(const Tensor& x, const Tensor& weight, const Tenso
       if (x.numel() == 0) return absl::OkStatus();
       ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "x", x));
       ZS_ASSIGN_OR_RETURN(const int64_t os, cuda::UniformRowStride(op, "out", out));
-      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, DType::kF32));
-      ZS_ASSIGN_OR_RETURN(Tensor b, cuda::ContiguousOnDevice(op, bias, DType::kF32));
+      // weight and bias in their own dtype (the kernel widens them: no cast
+      // kernel, no copy); only a strided one is made contiguous first.
+      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, weight.dtype()));
+      ZS_ASSIGN_OR_RETURN(Tensor b, cuda::ContiguousOnDevice(op, bias, bias.dtype()));
       ZS_ASSIGN_OR_RETURN(float* const m, CudaNormStat(op, "mean", mean));
       ZS_ASSIGN_OR_RETURN(float* const r, CudaNormStat(op, "rstd", rstd));
       const RowLayout l = RowLayout::Of(x);
       return cuda::CudaLaunchStatus(
           cuda::LaunchLayerNormForward(static_cast<int>(x.dtype()), static_cast<int>(out.dtype()),
-                                       x.raw_data(), xs, NormF32Data(w), NormF32Data(b),
+                                       x.raw_data(), xs, static_cast<int>(w.dtype()), w.raw_data(),
+                                       static_cast<int>(b.dtype()), b.raw_data(),
                                        static_cast<float>(eps), out.raw_data(), os, m, r, l.rows,
                                        l.cols, cuda::kOpStream),
           cuda::LaunchWhat(op, x));
@@ -149,7 +152,8 @@ absl::Status LayerNormBackward(const Tensor& dy, const Tensor& x, const Tensor& 
       }
       ZS_ASSIGN_OR_RETURN(Tensor m, cuda::ContiguousOnDevice(op, mean, DType::kF32));
       ZS_ASSIGN_OR_RETURN(Tensor r, cuda::ContiguousOnDevice(op, rstd, DType::kF32));
-      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, DType::kF32));
+      // weight in its own dtype, as in the forward.
+      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, weight.dtype()));
       const RowLayout l = RowLayout::Of(x);
       const bool want_params = dweight.defined() || dbias.defined();
       const int64_t blocks = cuda::LayerNormBackwardBlocks(l.rows);
@@ -161,8 +165,9 @@ absl::Status LayerNormBackward(const Tensor& dy, const Tensor& x, const Tensor& 
       ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
           cuda::LaunchLayerNormBackward(
               static_cast<int>(in), dx.defined() ? static_cast<int>(dx.dtype()) : 0,
-              dyr.raw_data(), ds, xr.raw_data(), xs, NormF32Data(m), NormF32Data(r), NormF32Data(w),
-              dx.defined() ? dx.raw_data() : nullptr, os, pp, l.rows, l.cols, cuda::kOpStream),
+              dyr.raw_data(), ds, xr.raw_data(), xs, NormF32Data(m), NormF32Data(r),
+              static_cast<int>(w.dtype()), w.raw_data(), dx.defined() ? dx.raw_data() : nullptr, os,
+              pp, l.rows, l.cols, cuda::kOpStream),
           cuda::LaunchWhat(op, x)));
       if (!want_params) return absl::OkStatus();
       return cuda::CudaLaunchStatus(

@@ -46,13 +46,16 @@ absl::Status RmsNormForward(const Tensor& x, const Tensor& weight, double eps, c
     case DeviceType::kCuda: {
       ZS_ASSIGN_OR_RETURN(const int64_t xs, cuda::UniformRowStride(op, "x", x));
       ZS_ASSIGN_OR_RETURN(const int64_t os, cuda::UniformRowStride(op, "out", out));
-      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, DType::kF32));
+      // weight in its own dtype (the kernel widens it: no cast kernel, no
+      // copy); only a strided one is made contiguous first.
+      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, weight.dtype()));
       ZS_ASSIGN_OR_RETURN(float* const r, CudaNormStat(op, "rstd", rstd));
       const RowLayout l = RowLayout::Of(x);
       return cuda::CudaLaunchStatus(
           cuda::LaunchRmsNormForward(static_cast<int>(x.dtype()), static_cast<int>(out.dtype()),
-                                     x.raw_data(), xs, NormF32Data(w), static_cast<float>(eps),
-                                     out.raw_data(), os, r, l.rows, l.cols, cuda::kOpStream),
+                                     x.raw_data(), xs, static_cast<int>(w.dtype()), w.raw_data(),
+                                     static_cast<float>(eps), out.raw_data(), os, r, l.rows,
+                                     l.cols, cuda::kOpStream),
           cuda::LaunchWhat(op, x));
     }
   }
@@ -121,7 +124,7 @@ absl::Status RmsNormBackward(const Tensor& dy, const Tensor& x, const Tensor& rs
         ZS_ASSIGN_OR_RETURN(os, cuda::UniformRowStride(op, "dx", dx));
       }
       ZS_ASSIGN_OR_RETURN(Tensor r, cuda::ContiguousOnDevice(op, rstd, DType::kF32));
-      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, DType::kF32));
+      ZS_ASSIGN_OR_RETURN(Tensor w, cuda::ContiguousOnDevice(op, weight, weight.dtype()));
       const RowLayout l = RowLayout::Of(x);
       const int64_t blocks = cuda::RmsNormBackwardBlocks(l.rows);
       Tensor partials;
@@ -132,7 +135,8 @@ absl::Status RmsNormBackward(const Tensor& dy, const Tensor& x, const Tensor& rs
       ZS_RETURN_IF_ERROR(cuda::CudaLaunchStatus(
           cuda::LaunchRmsNormBackward(static_cast<int>(in), dx.defined() ? static_cast<int>(dx.dtype()) : 0,
                                       dyr.raw_data(), ds, xr.raw_data(), xs, NormF32Data(r),
-                                      NormF32Data(w), dx.defined() ? dx.raw_data() : nullptr, os, pp,
+                                      static_cast<int>(w.dtype()), w.raw_data(),
+                                      dx.defined() ? dx.raw_data() : nullptr, os, pp,
                                       l.rows, l.cols, cuda::kOpStream),
           cuda::LaunchWhat(op, x)));
       if (!dweight.defined()) return absl::OkStatus();

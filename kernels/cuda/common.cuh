@@ -261,6 +261,69 @@ __device__ __forceinline__ void ForEachPack(int64_t cols, Fn&& fn) {
   }
 }
 
+// ------------------------------------------------------------ [C] parameters
+// A contiguous 1-D float operand of any float dtype (a normalisation's weight
+// or bias, as the model holds it: a bf16 parameter gathered for mixed
+// precision), read in its own dtype and widened to f32 where the kernel uses
+// it, so no cast kernel and no f32 copy precede the launch. The widening is
+// exact: the results are bitwise those of the operand cast to f32 first. A
+// null pointer reads as `absent` (no weight: 1, no bias: 0).
+//
+//   const F32Param w{weight, w_dtype, 1.0f};                 // host; dtype checked by IsFloatCode
+//   const Pack<float, kN> wp = ParamPack<kN>(w, i);          // device: w[i .. i + kN - 1]
+//   const float wi = ParamAt(w, i);
+struct F32Param {
+  const void* p;
+  int dtype;
+  float absent;
+};
+
+inline bool IsFloatCode(int code) { return code == kF32 || code == kBF16 || code == kF16; }
+
+__device__ __forceinline__ float ParamAt(const F32Param& a, int64_t i) {
+  if (a.p == nullptr) return a.absent;
+  switch (a.dtype) {
+    case kBF16: return ToFloat(static_cast<const BFloat16*>(a.p)[i]);
+    case kF16: return ToFloat(static_cast<const Float16*>(a.p)[i]);
+    default: return static_cast<const float*>(a.p)[i];
+  }
+}
+
+// kN consecutive elements at p widened to float: whole 16-byte vectors when p
+// is 16-byte aligned and kN elements fill them, one element at a time otherwise
+// (a parameter view at any element offset is fine).
+template <int kN, typename T>
+__device__ __forceinline__ Pack<float, kN> WidenPack(const T* p) {
+  Pack<float, kN> r;
+  if constexpr (kN > 1 && (kN * sizeof(T)) % 16 == 0) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 == 0) {
+      const Pack<T, kN> q = LoadPack<kN>(p);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) r.v[k] = ToFloat(q.v[k]);
+      return r;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kN; ++k) r.v[k] = ToFloat(p[k]);
+  return r;
+}
+
+// Elements i .. i + kN - 1 of `a` as floats (`absent` each when a.p is null).
+template <int kN>
+__device__ __forceinline__ Pack<float, kN> ParamPack(const F32Param& a, int64_t i) {
+  if (a.p == nullptr) {
+    Pack<float, kN> r;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) r.v[k] = a.absent;
+    return r;
+  }
+  switch (a.dtype) {
+    case kBF16: return WidenPack<kN>(static_cast<const BFloat16*>(a.p) + i);
+    case kF16: return WidenPack<kN>(static_cast<const Float16*>(a.p) + i);
+    default: return WidenPack<kN>(static_cast<const float*>(a.p) + i);
+  }
+}
+
 // Host: whether rows at base + r * stride (elements of `elem_bytes`) can be
 // moved in 16-byte vectors: the base 16-byte aligned, the stride a whole
 // number of vectors. A null base (an absent operand) allows it.

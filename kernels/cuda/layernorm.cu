@@ -6,6 +6,9 @@
 // loaded as 16-byte vectors (kN = 4 f32 or 8 bf16/f16) when every operand's
 // base and row stride allow it and cols is a multiple of kN (VectorRows,
 // common.cuh), one element at a time otherwise (kN = 1, fewer held elements).
+// weight and bias come in their own dtype (f32, or the bf16 / f16 of a
+// mixed-precision model: no cast kernel before the launch) and are widened to
+// f32 as they are read (ParamPack, common.cuh), in vectors where aligned.
 //   forward:  a warp per row (four rows per block) up to 32 * kHeld elements
 //             (768 on the vector path), else a block of up to 1024 threads; the mean, then the
 //             variance around it (as the CPU kernel), both from registers; then out, mean, rstd.
@@ -46,23 +49,17 @@ int HeldThreads(int64_t cols, int held) {
 // Threads per row of the long-row kernels: up to 512 (4 elements each).
 int LayerNormRowThreads(int64_t cols) { return RowThreads(cols, 512, 4); }
 
-__device__ __forceinline__ float W(const float* w, int64_t i) { return w != nullptr ? w[i] : 1.0f; }
-__device__ __forceinline__ float B(const float* b, int64_t i) { return b != nullptr ? b[i] : 0.0f; }
-
-// kN consecutive f32 parameters (w, b), or `absent` each when the pointer is null.
-template <int kN>
-__device__ __forceinline__ Pack<float, kN> Params(const float* p, int i, float absent) {
-  if (p != nullptr) return LoadPack<kN>(p + i);
-  Pack<float, kN> r;
-#pragma unroll
-  for (int k = 0; k < kN; ++k) r.v[k] = absent;
-  return r;
-}
+// Whether the vector path may be taken for this parameter: an f32 one only when
+// it is 16-byte aligned, as when the kernels took f32 parameters only (a 16-bit
+// one reached them as a fresh, aligned f32 copy, so it never restricts it).
+// The path fixes the order of the row sums, so the results stay bitwise those
+// of the cast. The kernels read a parameter whatever its alignment (ParamPack).
+bool ParamAllowsVectors(const void* p, int dtype) { return dtype != kF32 || VectorRows(p, 0, 4); }
 
 // A row held in registers: x rows of `cols` with `threads` threads per row.
 template <typename T, typename TOut, int kN, int kHeld>
 __global__ void __launch_bounds__(1024)
-    ForwardRowsHeld(const T* x, int64_t xs, const float* w, const float* b, float eps, TOut* out,
+    ForwardRowsHeld(const T* x, int64_t xs, F32Param w, F32Param b, float eps, TOut* out,
                     int64_t os, float* mean, float* rstd, int64_t rows, int cols, int threads) {
   constexpr int kPacks = kHeld / kN;
   static_assert(kHeld % kN == 0);
@@ -105,7 +102,7 @@ __global__ void __launch_bounds__(1024)
   for (int p = 0; p < kPacks; ++p) {
     const int i = (p * threads + t) * kN;
     if (i < cols) {
-      const Pack<float, kN> wp = Params<kN>(w, i, 1.0f), bp = Params<kN>(b, i, 0.0f);
+      const Pack<float, kN> wp = ParamPack<kN>(w, i), bp = ParamPack<kN>(b, i);
       Pack<TOut, kN> y;
 #pragma unroll
       for (int k = 0; k < kN; ++k) {
@@ -135,7 +132,7 @@ __device__ __forceinline__ Sum2 BlockSum2(Sum2 v, Sum2* scratch) {
 template <typename T, typename TOut, int kN, int kHeld>
 __global__ void __launch_bounds__(1024)
     BackwardRowsHeld(const T* dy, int64_t ds, const T* x, int64_t xs, const float* mean,
-                     const float* rstd, const float* w, TOut* dx, int64_t os, float* partials,
+                     const float* rstd, F32Param w, TOut* dx, int64_t os, float* partials,
                      int64_t rows, int cols, int64_t per_block) {
   constexpr int kPacks = kHeld / kN;
   static_assert(kHeld % kN == 0);
@@ -171,7 +168,7 @@ __global__ void __launch_bounds__(1024)
       for (int p = 0; p < kPacks; ++p) {
         const int i = (p * threads + t) * kN;
         if (i < cols) {
-          const Pack<float, kN> wp = Params<kN>(w, i, 1.0f);
+          const Pack<float, kN> wp = ParamPack<kN>(w, i);
 #pragma unroll
           for (int k = 0; k < kN; ++k) {
             const float g = ToFloat(hd[p].v[k]) * wp.v[k];
@@ -186,12 +183,13 @@ __global__ void __launch_bounds__(1024)
     }
     // dx may be dy or x: this thread writes only the elements it read.
     TOut* o = dx != nullptr ? dx + r * os : nullptr;
+    const F32Param wo{o != nullptr ? w.p : nullptr, w.dtype, 1.0f};  // no dx: no weight read
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int i = (p * threads + t) * kN;
       if (i < cols) {
         Pack<TOut, kN> y;
-        const Pack<float, kN> wp = Params<kN>(o != nullptr ? w : nullptr, i, 1.0f);
+        const Pack<float, kN> wp = ParamPack<kN>(wo, i);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
           const float d = ToFloat(hd[p].v[k]);
@@ -226,7 +224,7 @@ __global__ void __launch_bounds__(1024)
 // Rows too long for registers: a block per row, two passes over x as the CPU
 // kernel (the mean, then the variance around it), then out.
 template <typename T, typename TOut>
-__global__ void ForwardRows(const T* x, int64_t xs, const float* w, const float* b, float eps,
+__global__ void ForwardRows(const T* x, int64_t xs, F32Param w, F32Param b, float eps,
                             TOut* out, int64_t os, float* mean, float* rstd, int64_t cols) {
   __shared__ float scratch[kWarp];
   const T* xr = x + blockIdx.x * xs;
@@ -243,7 +241,7 @@ __global__ void ForwardRows(const T* x, int64_t xs, const float* w, const float*
   const float var = BlockSum(acc, scratch) * inv_cols;
   const float rs = LayerNormRstd(var, eps);
   for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-    o[i] = FromFloat<TOut>(LayerNormElement(ToFloat(xr[i]), m, rs, W(w, i), B(b, i)));
+    o[i] = FromFloat<TOut>(LayerNormElement(ToFloat(xr[i]), m, rs, ParamAt(w, i), ParamAt(b, i)));
   }
   if (threadIdx.x == 0) {
     if (mean != nullptr) mean[blockIdx.x] = m;
@@ -255,7 +253,7 @@ __global__ void ForwardRows(const T* x, int64_t xs, const float* w, const float*
 // accumulated in `partials` (each column owned by one thread).
 template <typename T, typename TOut>
 __global__ void BackwardRows(const T* dy, int64_t ds, const T* x, int64_t xs, const float* mean,
-                             const float* rstd, const float* w, TOut* dx, int64_t os,
+                             const float* rstd, F32Param w, TOut* dx, int64_t os,
                              float* partials, int64_t rows, int64_t cols, int64_t per_block) {
   __shared__ float scratch[kWarp];
   const float inv_cols = 1.0f / static_cast<float>(cols);
@@ -276,7 +274,7 @@ __global__ void BackwardRows(const T* dy, int64_t ds, const T* x, int64_t xs, co
     if (dx != nullptr) {
       float ag = 0.0f, agx = 0.0f;
       for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-        const float g = ToFloat(dr[i]) * W(w, i);
+        const float g = ToFloat(dr[i]) * ParamAt(w, i);
         ag += g;
         agx += g * ((ToFloat(xr[i]) - m) * rs);
       }
@@ -294,7 +292,7 @@ __global__ void BackwardRows(const T* dy, int64_t ds, const T* x, int64_t xs, co
         pb[i] += d;
       }
       if (o != nullptr) {
-        o[i] = FromFloat<TOut>(LayerNormGradInput(d * W(w, i), xhat, rs, mean_g, mean_gx));
+        o[i] = FromFloat<TOut>(LayerNormGradInput(d * ParamAt(w, i), xhat, rs, mean_g, mean_gx));
       }
     }
     if (dx != nullptr) __syncthreads();  // the next row's sums reuse scratch
@@ -330,22 +328,23 @@ __global__ void ParamGrad(const float* partials, int64_t blocks, int64_t cols, i
 }  // namespace
 
 int LaunchLayerNormForward(int x_dtype, int out_dtype, const void* x, int64_t x_stride,
-                           const float* weight, const float* bias, float eps, void* out,
-                           int64_t out_stride, float* mean, float* rstd, int64_t rows, int64_t cols,
-                           void* stream) {
+                           int w_dtype, const void* weight, int b_dtype, const void* bias,
+                           float eps, void* out, int64_t out_stride, float* mean, float* rstd,
+                           int64_t rows, int64_t cols, void* stream) {
   if (rows == 0 || cols == 0) return 0;
-  if (rows > 0x7fffffff) return InvalidValue();
+  if (rows > 0x7fffffff || !IsFloatCode(w_dtype) || !IsFloatCode(b_dtype)) return InvalidValue();
+  const F32Param w{weight, w_dtype, 1.0f}, b{bias, b_dtype, 0.0f};
   return DispatchFloatPair(x_dtype, out_dtype, [&]<typename T, typename TOut>() {
     const T* xp = static_cast<const T*>(x);
     TOut* op = static_cast<TOut*>(out);
     constexpr int kV = VecElems<T, TOut, float>();
     const bool vec = cols % kV == 0 && VectorRows(x, x_stride, sizeof(T)) &&
-                     VectorRows(out, out_stride, sizeof(TOut)) && VectorRows(weight, 0, 4) &&
-                     VectorRows(bias, 0, 4);
+                     VectorRows(out, out_stride, sizeof(TOut)) &&
+                     ParamAllowsVectors(weight, w_dtype) && ParamAllowsVectors(bias, b_dtype);
     const int threads = HeldThreads(cols, vec ? kForwardHeldVec : kForwardHeldScalar);
     if (threads == 0) {
       Launch(ForwardRows<T, TOut>, static_cast<int>(rows), LayerNormRowThreads(cols), 0,
-             AsStream(stream), xp, x_stride, weight, bias, eps, op, out_stride, mean, rstd, cols);
+             AsStream(stream), xp, x_stride, w, b, eps, op, out_stride, mean, rstd, cols);
       return Launched();
     }
     const bool warp_rows = threads == kWarp;
@@ -354,10 +353,10 @@ int LaunchLayerNormForward(int x_dtype, int out_dtype, const void* x, int64_t x_
         static_cast<int>(warp_rows ? (rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock : rows);
     if (vec) {
       Launch(ForwardRowsHeld<T, TOut, kV, kForwardHeldVec>, grid, block, 0, AsStream(stream), xp,
-             x_stride, weight, bias, eps, op, out_stride, mean, rstd, rows, cols, threads);
+             x_stride, w, b, eps, op, out_stride, mean, rstd, rows, cols, threads);
     } else {
       Launch(ForwardRowsHeld<T, TOut, 1, kForwardHeldScalar>, grid, block, 0, AsStream(stream), xp,
-             x_stride, weight, bias, eps, op, out_stride, mean, rstd, rows, cols, threads);
+             x_stride, w, b, eps, op, out_stride, mean, rstd, rows, cols, threads);
     }
     return Launched();
   });
@@ -365,9 +364,11 @@ int LaunchLayerNormForward(int x_dtype, int out_dtype, const void* x, int64_t x_
 
 int LaunchLayerNormBackward(int in_dtype, int dx_dtype, const void* dy, int64_t dy_stride,
                             const void* x, int64_t x_stride, const float* mean, const float* rstd,
-                            const float* weight, void* dx, int64_t dx_stride, float* partials,
-                            int64_t rows, int64_t cols, void* stream) {
+                            int w_dtype, const void* weight, void* dx, int64_t dx_stride,
+                            float* partials, int64_t rows, int64_t cols, void* stream) {
   if (rows == 0 || cols == 0) return 0;
+  if (!IsFloatCode(w_dtype)) return InvalidValue();
+  const F32Param w{weight, w_dtype, 1.0f};
   const int64_t per = LayerNormRowsPerBlock(rows);
   const int blocks = static_cast<int>(LayerNormBackwardBlocks(rows));
   return DispatchFloatPair(
@@ -378,22 +379,21 @@ int LaunchLayerNormBackward(int in_dtype, int dx_dtype, const void* dy, int64_t 
         constexpr int kV = VecElems<T, TOut, float>();
         const bool vec = cols % kV == 0 && VectorRows(dy, dy_stride, sizeof(T)) &&
                          VectorRows(x, x_stride, sizeof(T)) &&
-                         VectorRows(dx, dx_stride, sizeof(TOut)) && VectorRows(weight, 0, 4) &&
-                         VectorRows(partials, 0, 4);
+                         VectorRows(dx, dx_stride, sizeof(TOut)) &&
+                         ParamAllowsVectors(weight, w_dtype) && VectorRows(partials, 0, 4);
         const int threads = HeldThreads(cols, vec ? kBackwardHeldVec : kBackwardHeldScalar);
         if (threads == 0) {
           Launch(BackwardRows<T, TOut>, blocks, LayerNormRowThreads(cols), 0, AsStream(stream), dp,
-                 dy_stride, xp, x_stride, mean, rstd, weight, op, dx_stride, partials, rows, cols,
-                 per);
+                 dy_stride, xp, x_stride, mean, rstd, w, op, dx_stride, partials, rows, cols, per);
           return Launched();
         }
         if (vec) {
           Launch(BackwardRowsHeld<T, TOut, kV, kBackwardHeldVec>, blocks, threads, 0,
-                 AsStream(stream), dp, dy_stride, xp, x_stride, mean, rstd, weight, op, dx_stride,
+                 AsStream(stream), dp, dy_stride, xp, x_stride, mean, rstd, w, op, dx_stride,
                  partials, rows, cols, per);
         } else {
           Launch(BackwardRowsHeld<T, TOut, 1, kBackwardHeldScalar>, blocks, threads, 0,
-                 AsStream(stream), dp, dy_stride, xp, x_stride, mean, rstd, weight, op, dx_stride,
+                 AsStream(stream), dp, dy_stride, xp, x_stride, mean, rstd, w, op, dx_stride,
                  partials, rows, cols, per);
         }
         return Launched();

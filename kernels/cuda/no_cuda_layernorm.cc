@@ -8,13 +8,13 @@ namespace {
 constexpr int kNotBuilt = 35;  // cudaErrorInsufficientDriver's value: "no CUDA here"
 }  // namespace
 
-int LaunchLayerNormForward(int, int, const void*, int64_t, const float*, const float*, float, void*,
-                           int64_t, float*, float*, int64_t, int64_t, void*) {
+int LaunchLayerNormForward(int, int, const void*, int64_t, int, const void*, int, const void*,
+                           float, void*, int64_t, float*, float*, int64_t, int64_t, void*) {
   return kNotBuilt;
 }
 int LaunchLayerNormBackward(int, int, const void*, int64_t, const void*, int64_t, const float*,
-                            const float*, const float*, void*, int64_t, float*, int64_t, int64_t,
-                            void*) {
+                            const float*, int, const void*, void*, int64_t, float*, int64_t,
+                            int64_t, void*) {
   return kNotBuilt;
 }
 int LaunchLayerNormParamGrads(const float*, int64_t, int64_t, int, void*, int64_t, int, void*, int64_t,

@@ -8,12 +8,12 @@ namespace {
 constexpr int kNotBuilt = 35;  // cudaErrorInsufficientDriver's value: "no CUDA here"
 }  // namespace
 
-int LaunchRmsNormForward(int, int, const void*, int64_t, const float*, float, void*, int64_t, float*,
-                         int64_t, int64_t, void*) {
+int LaunchRmsNormForward(int, int, const void*, int64_t, int, const void*, float, void*, int64_t,
+                         float*, int64_t, int64_t, void*) {
   return kNotBuilt;
 }
-int LaunchRmsNormBackward(int, int, const void*, int64_t, const void*, int64_t, const float*,
-                          const float*, void*, int64_t, float*, int64_t, int64_t, void*) {
+int LaunchRmsNormBackward(int, int, const void*, int64_t, const void*, int64_t, const float*, int,
+                          const void*, void*, int64_t, float*, int64_t, int64_t, void*) {
   return kNotBuilt;
 }
 int LaunchRmsNormParamGrad(const float*, int64_t, int64_t, int, void*, int64_t, bool, void*) {

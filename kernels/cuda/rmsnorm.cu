@@ -12,10 +12,8 @@ namespace {
 // Threads per row: a warp for short rows, up to 512 (4 elements each) for long ones.
 int RmsNormRowThreads(int64_t cols) { return RowThreads(cols, 512, 4); }
 
-__device__ __forceinline__ float W(const float* w, int64_t i) { return w != nullptr ? w[i] : 1.0f; }
-
 template <typename T, typename TOut>
-__global__ void ForwardRows(const T* x, int64_t xs, const float* w, float eps, TOut* out, int64_t os,
+__global__ void ForwardRows(const T* x, int64_t xs, F32Param w, float eps, TOut* out, int64_t os,
                             float* rstd, int64_t cols) {
   __shared__ float scratch[kWarp];
   const T* xr = x + blockIdx.x * xs;
@@ -28,14 +26,14 @@ __global__ void ForwardRows(const T* x, int64_t xs, const float* w, float eps, T
   const float rs = RmsNormRstd(BlockSum(acc, scratch) * (1.0f / static_cast<float>(cols)), eps);
   // Each thread rewrites only the elements it read: out may be x.
   for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-    o[i] = FromFloat<TOut>(RmsNormElement(ToFloat(xr[i]), rs, W(w, i)));
+    o[i] = FromFloat<TOut>(RmsNormElement(ToFloat(xr[i]), rs, ParamAt(w, i)));
   }
   if (threadIdx.x == 0 && rstd != nullptr) rstd[blockIdx.x] = rs;
 }
 
 template <typename T, typename TOut>
 __global__ void BackwardRows(const T* dy, int64_t ds, const T* x, int64_t xs, const float* rstd,
-                             const float* w, TOut* dx, int64_t os, float* partials, int64_t rows,
+                             F32Param w, TOut* dx, int64_t os, float* partials, int64_t rows,
                              int64_t cols, int64_t per_block) {
   __shared__ float scratch[kWarp];
   const float inv_cols = 1.0f / static_cast<float>(cols);
@@ -55,7 +53,7 @@ __global__ void BackwardRows(const T* dy, int64_t ds, const T* x, int64_t xs, co
     if (dx != nullptr) {
       float agx = 0.0f;
       for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-        agx += ToFloat(dr[i]) * W(w, i) * (ToFloat(xr[i]) * rs);
+        agx += ToFloat(dr[i]) * ParamAt(w, i) * (ToFloat(xr[i]) * rs);
       }
       mean_gx = BlockSum(agx, scratch) * inv_cols;
     }
@@ -66,7 +64,9 @@ __global__ void BackwardRows(const T* dy, int64_t ds, const T* x, int64_t xs, co
       const float d = ToFloat(dr[i]);
       const float xhat = ToFloat(xr[i]) * rs;
       if (pw != nullptr) pw[i] += d * xhat;
-      if (o != nullptr) o[i] = FromFloat<TOut>(RmsNormGradInput(d * W(w, i), xhat, rs, mean_gx));
+      if (o != nullptr) {
+        o[i] = FromFloat<TOut>(RmsNormGradInput(d * ParamAt(w, i), xhat, rs, mean_gx));
+      }
     }
   }
 }
@@ -84,29 +84,32 @@ __global__ void ParamGrad(const float* partials, int64_t blocks, int64_t cols, G
 
 }  // namespace
 
-int LaunchRmsNormForward(int x_dtype, int out_dtype, const void* x, int64_t x_stride,
-                         const float* weight, float eps, void* out, int64_t out_stride, float* rstd,
+int LaunchRmsNormForward(int x_dtype, int out_dtype, const void* x, int64_t x_stride, int w_dtype,
+                         const void* weight, float eps, void* out, int64_t out_stride, float* rstd,
                          int64_t rows, int64_t cols, void* stream) {
   if (rows == 0 || cols == 0) return 0;
-  if (rows > 0x7fffffff) return InvalidValue();
+  if (rows > 0x7fffffff || !IsFloatCode(w_dtype)) return InvalidValue();
+  const F32Param w{weight, w_dtype, 1.0f};
   return DispatchFloatPair(x_dtype, out_dtype, [&]<typename T, typename TOut>() {
     Launch(ForwardRows<T, TOut>, static_cast<int>(rows), RmsNormRowThreads(cols), 0, AsStream(stream),
-           static_cast<const T*>(x), x_stride, weight, eps, static_cast<TOut*>(out), out_stride, rstd,
+           static_cast<const T*>(x), x_stride, w, eps, static_cast<TOut*>(out), out_stride, rstd,
            cols);
     return Launched();
   });
 }
 
 int LaunchRmsNormBackward(int in_dtype, int dx_dtype, const void* dy, int64_t dy_stride,
-                          const void* x, int64_t x_stride, const float* rstd, const float* weight,
-                          void* dx, int64_t dx_stride, float* partials, int64_t rows, int64_t cols,
-                          void* stream) {
+                          const void* x, int64_t x_stride, const float* rstd, int w_dtype,
+                          const void* weight, void* dx, int64_t dx_stride, float* partials,
+                          int64_t rows, int64_t cols, void* stream) {
   if (rows == 0 || cols == 0) return 0;
+  if (!IsFloatCode(w_dtype)) return InvalidValue();
+  const F32Param w{weight, w_dtype, 1.0f};
   const int64_t per = RmsNormRowsPerBlock(rows);
   const int64_t blocks = RmsNormBackwardBlocks(rows);
   return DispatchFloatPair(in_dtype, dx != nullptr ? dx_dtype : kF32, [&]<typename T, typename TOut>() {
     Launch(BackwardRows<T, TOut>, static_cast<int>(blocks), RmsNormRowThreads(cols), 0, AsStream(stream),
-           static_cast<const T*>(dy), dy_stride, static_cast<const T*>(x), x_stride, rstd, weight,
+           static_cast<const T*>(dy), dy_stride, static_cast<const T*>(x), x_stride, rstd, w,
            static_cast<TOut*>(dx), dx_stride, partials, rows, cols, per);
     return Launched();
   });

@@ -11,6 +11,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "zeroshard/kernels/rmsnorm.h"
@@ -23,6 +26,7 @@ namespace {
 
 using ::zeroshard::testing::Describe;
 using ::zeroshard::testing::ExpectClose;
+using ::zeroshard::testing::ExpectSameBits;
 using ::zeroshard::testing::GpuRowShapes;
 using ::zeroshard::testing::GpuTol;
 using ::zeroshard::testing::OnGpu;
@@ -94,6 +98,70 @@ TEST(CudaRmsNorm, NoWeightNarrowedRowsInPlaceAndOverwrite) {
   ZS_ASSERT_OK(RmsNormForward(yd, Tensor(), 1e-5, yd, Tensor()));
   ZS_ASSERT_OK(RmsNormForward(out, Tensor(), 1e-5, out, Tensor()));
   ExpectClose(yd, out, GpuTol(DType::kF32), "in place");
+}
+
+// A bf16 / f16 weight goes to the kernels in its own dtype and is widened
+// there, exactly: every output bitwise that of the weight cast to f32 first
+// (what the entry passed before), with no allocation for the weight in the
+// forward (no f32 copy, no cast kernel) and only the partial sums in the
+// backward. A weight one element into its buffer and a strided one (made
+// contiguous in its dtype) give the same bits.
+TEST(CudaRmsNorm, SixteenBitWeightGivesTheBitsOfItsF32CastWithoutACopy) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  uint64_t seed = 300;
+  for (DType dtype : kFloatDTypes) {
+    for (DType pdtype : {DType::kBF16, DType::kF16}) {
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{17, 33}, {64, 768}, {2, 9000}}) {
+        const std::string what = Describe("RmsNorm", dtype, rows, cols) + " weight " +
+                                 std::string(DTypeName(pdtype));
+        const Tensor xd = OnGpu(RandomTensor({rows, cols}, dtype, -3, 5, ++seed), &gpu);
+        const Tensor dyd = OnGpu(RandomTensor({rows, cols}, dtype, -1, 1, ++seed), &gpu);
+        const Tensor big = RandomTensor({2 * cols + 1}, pdtype, 0.5, 1.5, ++seed);
+        const Tensor big_d = OnGpu(big, &gpu);
+        // (start, end, step) views of the [2 C + 1] buffer: aligned, one element in, strided.
+        using View = std::tuple<int64_t, int64_t, int64_t>;
+        for (auto [start, end, step] : {View{0, cols, 1}, View{1, cols + 1, 1},
+                                        View{1, 2 * cols + 1, 2}}) {
+          const std::string at = what + " view " + std::to_string(start) + ":" +
+                                 std::to_string(end) + ":" + std::to_string(step);
+          ZS_ASSERT_OK_AND_ASSIGN(const Tensor w, big_d.Slice(0, start, end, step));
+          ZS_ASSERT_OK_AND_ASSIGN(Tensor w32, big.Slice(0, start, end, step));
+          ZS_ASSERT_OK_AND_ASSIGN(w32, w32.To(DType::kF32));
+          ZS_ASSERT_OK_AND_ASSIGN(w32, w32.Contiguous());
+          w32 = OnGpu(w32, &gpu);
+          auto gpu_empty = [&](std::vector<int64_t> shape, DType d) {
+            return Tensor::Empty(shape, d, &gpu).value();
+          };
+          const Tensor out = gpu_empty({rows, cols}, dtype), out32 = gpu_empty({rows, cols}, dtype);
+          const Tensor rstd = gpu_empty({rows}, DType::kF32);
+          const Tensor rstd32 = gpu_empty({rows}, DType::kF32);
+          const Tensor dx = gpu_empty({rows, cols}, dtype), dx32 = gpu_empty({rows, cols}, dtype);
+          const Tensor dw = gpu_empty({cols}, pdtype), dwf = gpu_empty({cols}, DType::kF32);
+          const int64_t before = gpu.stats().num_allocs;
+          ZS_ASSERT_OK(RmsNormForward(xd, w, 1e-6, out, rstd));
+          if (step == 1) {
+            EXPECT_EQ(gpu.stats().num_allocs - before, 0) << at << " forward: no allocation";
+          }
+          ZS_ASSERT_OK(RmsNormForward(xd, w32, 1e-6, out32, rstd32));
+          ExpectSameBits(out, out32, at);
+          ExpectSameBits(rstd, rstd32, at + " rstd");
+
+          const int64_t before_backward = gpu.stats().num_allocs;
+          ZS_ASSERT_OK(RmsNormBackward(dyd, xd, rstd, w, dx, dw, GradMode::kOverwrite));
+          if (step == 1) {
+            EXPECT_EQ(gpu.stats().num_allocs - before_backward, 1)
+                << at << " backward: the partial sums only";
+          }
+          ZS_ASSERT_OK(RmsNormBackward(dyd, xd, rstd, w32, dx32, dwf, GradMode::kOverwrite));
+          ExpectSameBits(dx, dx32, at + " dx");
+          // dweight in pdtype: the f32 sums rounded once, as a cast of the f32 result.
+          ZS_ASSERT_OK_AND_ASSIGN(Tensor dw_cast, dwf.To(pdtype));
+          ExpectSameBits(dw, dw_cast, at + " dweight");
+        }
+      }
+    }
+  }
 }
 
 TEST(CudaSiluGate, ForwardAndBackwardMatchCpu) {

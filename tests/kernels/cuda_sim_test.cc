@@ -193,7 +193,7 @@ TEST(CudaSim, LayerNormForwardBackwardAndParamGradsMatchCpu) {
              rstd = Empty({rows}, DType::kF32);
       RunBothOrders(what, {&y, &mean, &rstd}, [&] {
         return sim::LaunchLayerNormForward(
-            Code(dtype), Code(dtype), x.raw_data(), cols, w.data<float>(), b.data<float>(), 1e-5f,
+            Code(dtype), Code(dtype), x.raw_data(), cols, 0, w.raw_data(), 0, b.raw_data(), 1e-5f,
             y.raw_data(), cols, mean.data<float>(), rstd.data<float>(), rows, cols, nullptr);
       });
       Tensor y_cpu = Empty({rows, cols}, dtype), mean_cpu = Empty({rows}, DType::kF32),
@@ -210,7 +210,7 @@ TEST(CudaSim, LayerNormForwardBackwardAndParamGradsMatchCpu) {
       RunBothOrders(what + " backward", {&dx, &partials}, [&] {
         return sim::LaunchLayerNormBackward(Code(dtype), Code(dtype), dy.raw_data(), cols,
                                             x.raw_data(), cols, mean_cpu.data<float>(),
-                                            rstd_cpu.data<float>(), w.data<float>(), dx.raw_data(),
+                                            rstd_cpu.data<float>(), 0, w.raw_data(), dx.raw_data(),
                                             cols, partials.data<float>(), rows, cols, nullptr);
       });
       RunBothOrders(what + " param grads", {&dw, &db}, [&] {
@@ -229,6 +229,76 @@ TEST(CudaSim, LayerNormForwardBackwardAndParamGradsMatchCpu) {
       ExpectClose(db, db_cpu, sum_tol, what + " dbias");
     }
   }
+}
+
+// weight and bias in bf16 / f16 (a mixed-precision model's), read by the
+// kernels in their own dtype at any element offset (one element in: not
+// 16-byte aligned, so the vector path reads them element by element): out,
+// mean, rstd, dx and the partial sums bitwise those of the same values in f32.
+TEST(CudaSim, LayerNormSixteenBitParamsGiveTheBitsOfTheirF32Cast) {
+  uint64_t seed = 150;
+  for (DType dtype : kFloatDTypes) {
+    for (auto [pdtype, offset] : {std::pair<DType, int64_t>{DType::kBF16, 0}, {DType::kBF16, 1},
+                                  {DType::kF16, 1}}) {
+      for (auto [rows, cols] : RowShapes()) {
+        const std::string what = Describe("LayerNorm", dtype, rows, cols) + " params " +
+                                 Name(pdtype) + " at element " + std::to_string(offset);
+        const Tensor x = RandomTensor({rows, cols}, dtype, -3, 3, ++seed);
+        const Tensor dy = RandomTensor({rows, cols}, dtype, -1, 1, ++seed);
+        const Tensor wbuf = RandomTensor({cols + offset}, pdtype, 0.5, 1.5, ++seed);
+        const Tensor bbuf = RandomTensor({cols + offset}, pdtype, -0.5, 0.5, ++seed);
+        const Tensor w = wbuf.Narrow(0, offset, cols).value();
+        const Tensor b = bbuf.Narrow(0, offset, cols).value();
+        const Tensor w32 = w.To(DType::kF32).value(), b32 = b.To(DType::kF32).value();
+        auto forward = [&](const Tensor& wt, const Tensor& bt, Tensor& yo, Tensor& mo, Tensor& ro) {
+          return sim::LaunchLayerNormForward(
+              Code(dtype), Code(dtype), x.raw_data(), cols, Code(wt.dtype()), wt.raw_data(),
+              Code(bt.dtype()), bt.raw_data(), 1e-5f, yo.raw_data(), cols, mo.data<float>(),
+              ro.data<float>(), rows, cols, nullptr);
+        };
+        Tensor y = Empty({rows, cols}, dtype), mean = Empty({rows}, DType::kF32),
+               rstd = Empty({rows}, DType::kF32);
+        Tensor y32 = Empty({rows, cols}, dtype), mean32 = Empty({rows}, DType::kF32),
+               rstd32 = Empty({rows}, DType::kF32);
+        RunBothOrders(what, {&y, &mean, &rstd}, [&] { return forward(w, b, y, mean, rstd); });
+        ASSERT_EQ(forward(w32, b32, y32, mean32, rstd32), 0)
+            << what << ": " << zs_cuda_sim::LastError();
+        EXPECT_TRUE(Bytes(y) == Bytes(y32)) << what;
+        EXPECT_TRUE(Bytes(mean) == Bytes(mean32)) << what << " mean";
+        EXPECT_TRUE(Bytes(rstd) == Bytes(rstd32)) << what << " rstd";
+
+        const int64_t blocks = sim::LayerNormBackwardBlocks(rows);
+        auto backward = [&](const Tensor& wt, Tensor& dxo, Tensor& po) {
+          return sim::LaunchLayerNormBackward(
+              Code(dtype), Code(dtype), dy.raw_data(), cols, x.raw_data(), cols,
+              mean.data<float>(), rstd.data<float>(), Code(wt.dtype()), wt.raw_data(),
+              dxo.raw_data(), cols, po.data<float>(), rows, cols, nullptr);
+        };
+        Tensor dx = Empty({rows, cols}, dtype), partials = Empty({blocks * 2 * cols}, DType::kF32);
+        Tensor dx32 = Empty({rows, cols}, dtype);
+        Tensor partials32 = Empty({blocks * 2 * cols}, DType::kF32);
+        RunBothOrders(what + " backward", {&dx, &partials},
+                      [&] { return backward(w, dx, partials); });
+        ASSERT_EQ(backward(w32, dx32, partials32), 0) << what << ": " << zs_cuda_sim::LastError();
+        EXPECT_TRUE(Bytes(dx) == Bytes(dx32)) << what << " dx";
+        EXPECT_TRUE(Bytes(partials) == Bytes(partials32)) << what << " partials";
+      }
+    }
+  }
+}
+
+TEST(CudaSim, LayerNormRefusesAParamDtypeThatIsNotAFloat) {
+  const Tensor x = RandomTensor({2, 8}, DType::kF32, -1, 1, 1);
+  Tensor y = Empty({2, 8}, DType::kF32);
+  const std::vector<int32_t> ints(8, 1);
+  EXPECT_EQ(sim::LaunchLayerNormForward(0, 0, x.raw_data(), 8, Code(DType::kI32), ints.data(), 0,
+                                        nullptr, 1e-5f, y.raw_data(), 8, nullptr, nullptr, 2, 8,
+                                        nullptr),
+            1 /* cudaErrorInvalidValue */);
+  EXPECT_EQ(sim::LaunchLayerNormBackward(0, 0, x.raw_data(), 8, x.raw_data(), 8, nullptr, nullptr,
+                                         Code(DType::kI64), ints.data(), y.raw_data(), 8, nullptr,
+                                         2, 8, nullptr),
+            1 /* cudaErrorInvalidValue */);
 }
 
 TEST(CudaSim, CrossEntropyForwardAndBackwardMatchCpu) {
@@ -289,7 +359,7 @@ TEST(CudaSim, RowKernelsOnNarrowedViewsMatchCpu) {
         Tensor mean = Empty({rows}, DType::kF32), rstd = Empty({rows}, DType::kF32);
         RunBothOrders(what + " LayerNorm", {&yv.buffer, &mean, &rstd}, [&] {
           return sim::LaunchLayerNormForward(Code(dtype), Code(dtype), xv.base(), stride,
-                                             w.data<float>(), b.data<float>(), 1e-5f, yv.base(),
+                                             0, w.raw_data(), 0, b.raw_data(), 1e-5f, yv.base(),
                                              stride, mean.data<float>(), rstd.data<float>(), rows,
                                              cols, nullptr);
         });
@@ -305,7 +375,7 @@ TEST(CudaSim, RowKernelsOnNarrowedViewsMatchCpu) {
         RunBothOrders(what + " LayerNorm backward", {&dxv.buffer, &partials}, [&] {
           return sim::LaunchLayerNormBackward(
               Code(dtype), Code(dtype), dyv.base(), stride, xv.base(), stride,
-              mean_cpu.data<float>(), rstd_cpu.data<float>(), w.data<float>(), dxv.base(), stride,
+              mean_cpu.data<float>(), rstd_cpu.data<float>(), 0, w.raw_data(), dxv.base(), stride,
               partials.data<float>(), rows, cols, nullptr);
         });
         ASSERT_EQ(sim::LaunchLayerNormParamGrads(partials.data<float>(), blocks, cols, 0,

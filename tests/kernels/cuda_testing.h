@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,6 +63,22 @@ inline Tensor OnGpu(const Tensor& t, Allocator* gpu) { return t.To(gpu).value();
 
 inline void ExpectClose(const Tensor& got, const Tensor& want, Tol tol, const std::string& what) {
   ExpectClose(ToDoubles(got), ToDoubles(want), tol.atol, tol.rtol, what);
+}
+
+// The same values bit for bit (through doubles: exact for every float dtype,
+// the sign of zero included), for results that must not change with the path
+// that computed them.
+inline void ExpectSameBits(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  const std::vector<double> g = ToDoubles(got), w = ToDoubles(want);
+  ASSERT_EQ(g.size(), w.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::memcmp(&g[i], &w[i], sizeof(double)) != 0) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want the bits of " << w[i];
+      if (++reported >= 5) return;
+    }
+  }
 }
 
 inline std::string Describe(const std::string& op, DType dtype, int64_t rows, int64_t cols) {
