@@ -186,6 +186,37 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
                                     dw.raw_data(), 1, 0, db.raw_data(), 1, false, s),
                                 "layernorm param grads");
                        }});
+    // The same two with bf16 parameters and parameter gradients, as a
+    // mixed-precision model's gathered LayerNorm runs them: the kernels read
+    // the bf16 weight and bias themselves (no cast kernel before the launch)
+    // and round dweight, dbias once into bf16. The f32-parameter rows above
+    // stay as they were, to compare with earlier records.
+    Tensor w16 = Random({c}, DType::kBF16, 0.5, 1.5, 14, &gpu);
+    Tensor b16 = Random({c}, DType::kBF16, -0.5, 0.5, 15, &gpu);
+    Tensor dw16 = Must(Tensor::Empty({c}, DType::kBF16, &gpu), "alloc");
+    Tensor db16 = Must(Tensor::Empty({c}, DType::kBF16, &gpu), "alloc");
+    benches.push_back({absl::StrCat("layernorm fwd bf16 [", rows, ", ", c, "], bf16 weight, bias"),
+                       rows * c * 4 + c * 4, [=] {
+                         Launch(cuda::LaunchLayerNormForward(
+                                    1, 1, h.raw_data(), c, 1, w16.raw_data(), 1, b16.raw_data(),
+                                    1e-5f, o.raw_data(), c, static_cast<float*>(m.raw_data()),
+                                    static_cast<float*>(r.raw_data()), rows, c, s),
+                                "layernorm");
+                       }});
+    benches.push_back({absl::StrCat("layernorm bwd bf16 [", rows, ", ", c, "] + dw, db, bf16 params"),
+                       rows * c * 6 + rows * 8 + blocks * 2 * c * 4 * 2 + c * 2 + c * 4, [=] {
+                         Launch(cuda::LaunchLayerNormBackward(
+                                    1, 1, dy.raw_data(), c, h.raw_data(), c,
+                                    static_cast<const float*>(m.raw_data()),
+                                    static_cast<const float*>(r.raw_data()), 1, w16.raw_data(),
+                                    dx.raw_data(), c,
+                                    static_cast<float*>(partials.raw_data()), rows, c, s),
+                                "layernorm backward");
+                         Launch(cuda::LaunchLayerNormParamGrads(
+                                    static_cast<const float*>(partials.raw_data()), blocks, c, 1,
+                                    dw16.raw_data(), 1, 1, db16.raw_data(), 1, false, s),
+                                "layernorm param grads");
+                       }});
     // The residual add of a block, x + f(x): two reads, one write.
     {
       const Tensor as = Random({64, 1000}, DType::kBF16, -3, 3, 12);

@@ -34,6 +34,8 @@ expected=(
   "memory cast f32 -> bf16 (64K)"
   "memory softmax bf16 [64, 512]"
   "memory layernorm fwd bf16 [64, 64]"
+  "memory layernorm fwd bf16 [64, 64], bf16 weight, bias"
+  "memory layernorm bwd bf16 [64, 64] + dw, db, bf16 params"
   "memory cross-entropy fwd bf16 [64, 512]"
   "memory dropout bf16 [64, 64] p=0.1"
   "memory embedding fwd bf16 [64] x 64"
