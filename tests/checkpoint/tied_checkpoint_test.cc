@@ -174,7 +174,7 @@ TEST(TiedCheckpoint, FullFileWhoseNamesDisagreeIsRefused) {
   for (const SafetensorsEntry& e : f.entries()) {
     const std::string& name = e.name;
     Tensor t = f.Read(name).value();
-    if (name == kHead) ASSERT_TRUE(t.Narrow(0, 31, 1).value().Fill(1.5).ok());
+    if (name == kHead) { ASSERT_TRUE(t.Narrow(0, 31, 1).value().Fill(1.5).ok()); }
     tensors.emplace_back(name, t);
   }
   const std::map<std::string, std::string> metadata = f.metadata();

@@ -43,7 +43,7 @@ std::shared_ptr<nn::Gpt> LoadLikeInitFrom(const SafetensorsFile& file) {
   }
   absl::StatusOr<nn::LoadStateDictResult> r = gpt->LoadStateDict(state, /*strict=*/false);
   EXPECT_TRUE(r.ok()) << r.status();
-  if (r.ok()) EXPECT_TRUE(r->missing_keys.empty()) << r->missing_keys[0];
+  if (r.ok()) { EXPECT_TRUE(r->missing_keys.empty()) << r->missing_keys[0]; }
   return gpt;
 }
 

@@ -127,7 +127,7 @@ TEST(TokenDataReadErrors, AFileTruncatedWhileBeingReadIsAnError) {
   TokenFileReadOptions read;
   read.chunk_bytes = 1 << 20;
   read.before_read = [&](int, uint64_t offset) {
-    if (offset == (1u << 20)) ASSERT_EQ(::truncate(path.c_str(), 2 << 20), 0);
+    if (offset == (1u << 20)) { ASSERT_EQ(::truncate(path.c_str(), 2 << 20), 0); }
   };
   EXPECT_THAT(TokenData::Load(path, read),
               StatusIs(absl::StatusCode::kDataLoss,
@@ -150,7 +150,7 @@ TEST(TokenDataReadErrors, AReadErrorInTheMiddleNamesFileOffsetAndErrno) {
   TokenFileReadOptions read;
   read.chunk_bytes = 1 << 20;
   read.before_read = [&](int fd, uint64_t offset) {
-    if (offset == (1u << 20)) ASSERT_EQ(::dup2(dir_fd, fd), fd);
+    if (offset == (1u << 20)) { ASSERT_EQ(::dup2(dir_fd, fd), fd); }
   };
   const absl::StatusOr<TokenData> loaded = TokenData::Load(path, read);
   ::close(dir_fd);

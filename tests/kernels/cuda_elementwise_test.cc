@@ -138,7 +138,7 @@ TEST(CudaElementwise, BuildKnowsWhetherCudaIsCompiledIn) {
   // Always runs: the launchers link in every build; without a device nothing launches.
   ZS_ASSERT_OK_AND_ASSIGN(int n, cuda::CudaDeviceCount());
   EXPECT_GE(n, 0);
-  if (!cuda::BuiltWithCuda()) EXPECT_EQ(n, 0);
+  if (!cuda::BuiltWithCuda()) { EXPECT_EQ(n, 0); }
 }
 
 }  // namespace

@@ -352,7 +352,7 @@ TEST(Dropout, Errors) {
   // (tests/kernels/cuda_dropout_test.cc checks the CUDA kernel on a GPU).
   float dummy[12];
   const Tensor gx = Tensor::Wrap(dummy, {4, 3}, DType::kF32, Device::Cuda(0));
-  if (!::zeroshard::testing::HasCudaDevice()) EXPECT_FALSE(Dropout(gx, 0.5, {}, gx).ok());
+  if (!::zeroshard::testing::HasCudaDevice()) { EXPECT_FALSE(Dropout(gx, 0.5, {}, gx).ok()); }
   EXPECT_THAT(Dropout(x, 0.5, {}, gx),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("different devices")));
 }

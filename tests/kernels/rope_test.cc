@@ -181,7 +181,7 @@ TEST(Rope, StridedViewsAndInPlace) {
   ExpectClose(out, want, RotationAtol(xv), 0, "permuted x into a narrowed out");
   const std::vector<double> fv = ToDoubles(fused);
   for (size_t k = 0; k < fv.size(); ++k) {
-    if (k % 24 < 8 || k % 24 >= 16) ASSERT_EQ(fv[k], 5.0) << k;
+    if (k % 24 < 8 || k % 24 >= 16) { ASSERT_EQ(fv[k], 5.0) << k; }
   }
   // A strided last dimension (every other element).
   ZS_ASSERT_OK_AND_ASSIGN(Tensor wide, Tensor::Empty({1, 6, 3, 16}, DType::kF32));

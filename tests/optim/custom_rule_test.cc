@@ -401,7 +401,7 @@ TEST(CustomRule, CheckpointsResumeBitwiseAtAnyWorldSize) {
       ASSERT_TRUE(got.status.ok()) << what << ": " << got.status;
       EXPECT_EQ(got.loaded_step, 3) << what;
       EXPECT_EQ(got.params, straight.params) << what;
-      if (world == 4) EXPECT_EQ(got.state, straight.state) << what;
+      if (world == 4) { EXPECT_EQ(got.state, straight.state) << what; }
     }
     if (type == StateDictType::kSharded) {
       // The offline converter finds the rule's slots in the manifest.

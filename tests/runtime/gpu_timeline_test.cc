@@ -104,9 +104,11 @@ TEST(GpuTimelineTest, SpansLandOnTheHostClockInStreamOrderAfterTheirLaunch) {
     // The device cannot start what the host has not launched.
     EXPECT_GE(s.start_us, launches[i].host_start - err);
     // The simulator runs the copy at its launch: the span ends before the launch returns.
-    if (OnSimulator()) EXPECT_LE(s.start_us + s.dur_us, launches[i].host_end + err);
+    if (OnSimulator()) { EXPECT_LE(s.start_us + s.dur_us, launches[i].host_end + err); }
     // One stream: in launch order, without overlap (within the two spans' bounds).
-    if (i > 0) EXPECT_GE(s.start_us, spans[i - 1].start_us + spans[i - 1].dur_us - err - ClockError(spans[i - 1]));
+    if (i > 0) {
+      EXPECT_GE(s.start_us, spans[i - 1].start_us + spans[i - 1].dur_us - err - ClockError(spans[i - 1]));
+    }
   }
   EXPECT_EQ(gpu.stats().spans, 5);
   EXPECT_EQ(gpu.stats().pending, 0);

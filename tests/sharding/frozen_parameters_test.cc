@@ -297,7 +297,7 @@ absl::Status CheckUnits(ShardedModel& sharded, optim::ShardedOptimizer& opt, int
       EXPECT_EQ(u.flat.padded_numel(), padded);
       EXPECT_EQ(u.grad_shard.numel(), padded / s);
       EXPECT_EQ(state_numel, (std::vector<int64_t>{padded / s, padded / s}));  // exp_avg, exp_avg_sq
-      if (counted) EXPECT_EQ(u.reduce_scatter_numel, steps * padded);
+      if (counted) { EXPECT_EQ(u.reduce_scatter_numel, steps * padded); }
     }
     if (u.owner != nullptr) {
       EXPECT_EQ(u.owner->frozen_part, &u);
@@ -484,7 +484,7 @@ TEST(FrozenParameters, LoraMatchesUnshardedWithTrainableOnlyGradientsAndState) {
     }
     // Frozen bytes go once their unit's backward is over, not at the end of
     // backward (at S = 1 the gathered buffer is the shard itself).
-    if (c.s > 1) EXPECT_EQ(got.gathered_late, 0) << what;
+    if (c.s > 1) { EXPECT_EQ(got.gathered_late, 0) << what; }
     if (c.world == 4 && c.strategy == ShardingStrategy::kFullShard) {
       // Rank 0 at S = 4 holds 16 bytes for each of its 32 + 27 + 2 = 61
       // trainable shard elements and 4 for each of its 102 + 218 + 53 + 4 =
@@ -541,7 +541,9 @@ TEST(FrozenParameters, OffloadAndMixedPrecisionKeepFrozenValues) {
   const Outcome low = TrainLora(bf16, 0, kSteps);
   ASSERT_TRUE(low.status.ok()) << low.status;
   for (const auto& [name, v] : want.initial) {
-    if (name.find("lora") != std::string::npos || name == "out_scale") EXPECT_NE(low.result.params.at(name), v) << name;
+    if (name.find("lora") != std::string::npos || name == "out_scale") {
+      EXPECT_NE(low.result.params.at(name), v) << name;
+    }
   }
   EXPECT_EQ(base.frozen_masters.size(), 4u * plain.world);
   EXPECT_EQ(low.frozen_masters, base.frozen_masters);

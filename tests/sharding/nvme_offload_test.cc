@@ -240,7 +240,7 @@ TEST(NvmeOffload, BitwiseEqualToHostOffloadAndNoOffload) {
           // One optimizer file per rank, one parameter file per rank, while training ...
           EXPECT_EQ(nvme.swap_files_during.size(), static_cast<size_t>(world * (where == Where::kNvmeAll ? 2 : 1)));
           EXPECT_GT(nvme.optimizer_reads, 0);
-          if (where == Where::kNvmeAll) EXPECT_GT(nvme.param_reads, 0);
+          if (where == Where::kNvmeAll) { EXPECT_GT(nvme.param_reads, 0); }
           // ... and none after a clean exit.
           EXPECT_TRUE(SwapFiles(dir).empty());
         }

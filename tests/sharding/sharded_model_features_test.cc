@@ -203,7 +203,7 @@ TEST(ShardedFeatures, ShardedStateIs16BytesPerParameterOverNAndGathersAreLimited
 
       // After a step, only the sharded state remains.
       EXPECT_EQ(device.stats().bytes_in_use, 16 * shard_numel);
-      if (s == ShardingStrategy::kFullShard) EXPECT_LE(max_gathered, o.limit_all_gathers);
+      if (s == ShardingStrategy::kFullShard) { EXPECT_LE(max_gathered, o.limit_all_gathers); }
       std::lock_guard<std::mutex> lock(mu);
       peaks[s] = std::max(peaks[s], device.stats().peak_bytes_in_use);
       return absl::OkStatus();

@@ -73,7 +73,7 @@ TEST(TraceGptOnGpus, GpuRowsFollowTheirLaunchesAndTraceSummaryReadsThem) {
         SCOPED_TRACE(r.pid);
         EXPECT_TRUE(r.gpu_rows);
         EXPECT_GT(r.total.compute_us, 0);
-        if (world > 1) EXPECT_GT(r.total.comm_us, 0);
+        if (world > 1) { EXPECT_GT(r.total.comm_us, 0); }
         EXPECT_GE(r.total.exposed_us, 0);
         EXPECT_LE(r.total.exposed_us, r.total.comm_us + 1e-9);
       }

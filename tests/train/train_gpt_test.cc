@@ -107,7 +107,9 @@ TEST(TrainGpt, Bf16AndFp16TrackFp32) {
     for (size_t i = 0; i < f32.losses.size(); ++i) {
       EXPECT_NEAR(low.losses[i], f32.losses[i], 0.03 * f32.losses[i]) << DTypeName(d) << " step " << i;
     }
-    if (d == DType::kF16) EXPECT_EQ(low.final_loss_scale, 65536.0);  // no overflow: the scale holds
+    if (d == DType::kF16) {
+      EXPECT_EQ(low.final_loss_scale, 65536.0);  // no overflow: the scale holds
+    }
   }
   // --keep_layernorm_fp32: bf16 blocks, LayerNorms f32 units of their own.
   TrainOptions ln = Small();
@@ -133,7 +135,7 @@ TEST(TrainGpt, Bf16AndFp16TrackFp32) {
       ASSERT_EQ(got.losses.size(), f32.losses.size());
       EXPECT_LT(got.losses.back(), got.losses.front() - 0.5);
       EXPECT_EQ(got.skipped_steps, 0);
-      if (d == DType::kF16) EXPECT_EQ(got.final_loss_scale, 65536.0);
+      if (d == DType::kF16) { EXPECT_EQ(got.final_loss_scale, 65536.0); }
       for (size_t i = 0; i < 4; ++i) {  // twice the fp32 run's global batch (accumulation): a loose bound
         EXPECT_NEAR(got.losses[i], f32.losses[i], 0.05 * f32.losses[i])
             << "low-precision grads " << DTypeName(d) << " " << ShardingStrategyName(s) << " step " << i;

@@ -83,7 +83,7 @@ TEST(AioEngine, RoundTripsEveryOptionOnBothBackends) {
     faults->refuse_io_uring = !cases[c].uring;
     ZS_ASSERT_OK_AND_ASSIGN(auto engine, AioEngine::Create(cases[c].aio, faults));
     EXPECT_EQ(engine->backend(), cases[c].uring ? AioEngine::Backend::kIoUring : AioEngine::Backend::kThreads);
-    if (!cases[c].uring) EXPECT_THAT(engine->fallback_note(), HasSubstr("pread/pwrite"));
+    if (!cases[c].uring) { EXPECT_THAT(engine->fallback_note(), HasSubstr("pread/pwrite")); }
     const std::string path = absl::StrCat(dir, "/f", c);
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_DIRECT, 0600);
     ASSERT_GE(fd, 0);
@@ -365,7 +365,7 @@ TEST(SwapSpace, CyclesRegionsThroughFewBuffersWithPrefetch) {
       } else {
         EXPECT_GT(st.reads, 0);
       }
-      if (buffers >= 3 && buffers < kRegions) EXPECT_GT(st.prefetches, 0);
+      if (buffers >= 3 && buffers < kRegions) { EXPECT_GT(st.prefetches, 0); }
       // Clean reads (no write back) keep the file's bytes.
       for (int r = 0; r < kRegions; ++r) {
         ZS_ASSERT_OK_AND_ASSIGN(char* p, space->Acquire(r));
@@ -384,7 +384,7 @@ TEST(SwapSpace, WithoutOverlapNothingIsReadAheadOrLeftWriting) {
     for (int r = 0; r < 4; ++r) {
       EXPECT_FALSE(space->Prefetch((r + 1) % 4));
       ZS_ASSERT_OK_AND_ASSIGN(char* p, space->Acquire(r, /*overwrite=*/pass == 0));
-      if (pass > 0) ASSERT_TRUE(RegionIs(p, r, 2048, pass - 1));
+      if (pass > 0) { ASSERT_TRUE(RegionIs(p, r, 2048, pass - 1)); }
       FillRegion(p, r, 2048, pass);
       ZS_ASSERT_OK(space->Release(r, true));
     }
