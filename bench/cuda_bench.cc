@@ -172,20 +172,27 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
     Tensor db = Must(Tensor::Empty({c}, DType::kF32, &gpu), "alloc");
     const int64_t blocks = cuda::LayerNormBackwardBlocks(rows);
     Tensor partials = Must(Tensor::Empty({blocks * 2 * c}, DType::kF32, &gpu), "alloc");
+    // The backward's two launches with the weight and the parameter gradients
+    // in `pw`'s dtype (dweight, dbias written, rounded once from the f32 sums).
+    auto layernorm_backward = [=](Tensor pw, Tensor pdw, Tensor pdb) {
+      return [=] {
+        Launch(cuda::LaunchLayerNormBackward(1, 1, dy.raw_data(), c, h.raw_data(), c,
+                                             static_cast<const float*>(m.raw_data()),
+                                             static_cast<const float*>(r.raw_data()),
+                                             static_cast<int>(pw.dtype()), pw.raw_data(),
+                                             dx.raw_data(), c,
+                                             static_cast<float*>(partials.raw_data()), rows, c, s),
+               "layernorm backward");
+        Launch(cuda::LaunchLayerNormParamGrads(static_cast<const float*>(partials.raw_data()),
+                                               blocks, c, static_cast<int>(pdw.dtype()),
+                                               pdw.raw_data(), 1, static_cast<int>(pdb.dtype()),
+                                               pdb.raw_data(), 1, false, s),
+               "layernorm param grads");
+      };
+    };
+    const int64_t bwd_bytes = rows * c * 6 + rows * 8 + blocks * 2 * c * 4 * 2;
     benches.push_back({absl::StrCat("layernorm bwd bf16 [", rows, ", ", c, "] + dw, db"),
-                       rows * c * 6 + rows * 8 + blocks * 2 * c * 4 * 2 + c * 8, [=] {
-                         Launch(cuda::LaunchLayerNormBackward(
-                                    1, 1, dy.raw_data(), c, h.raw_data(), c,
-                                    static_cast<const float*>(m.raw_data()),
-                                    static_cast<const float*>(r.raw_data()), 0, w.raw_data(),
-                                    dx.raw_data(), c,
-                                    static_cast<float*>(partials.raw_data()), rows, c, s),
-                                "layernorm backward");
-                         Launch(cuda::LaunchLayerNormParamGrads(
-                                    static_cast<const float*>(partials.raw_data()), blocks, c, 0,
-                                    dw.raw_data(), 1, 0, db.raw_data(), 1, false, s),
-                                "layernorm param grads");
-                       }});
+                       bwd_bytes + c * 8, layernorm_backward(w, dw, db)});
     // The same two with bf16 parameters and parameter gradients, as a
     // mixed-precision model's gathered LayerNorm runs them: the kernels read
     // the bf16 weight and bias themselves (no cast kernel before the launch)
@@ -204,19 +211,7 @@ std::vector<MemoryBench> MemoryBenches(const Stream& stream, CudaAllocator& gpu)
                                 "layernorm");
                        }});
     benches.push_back({absl::StrCat("layernorm bwd bf16 [", rows, ", ", c, "] + dw, db, bf16 params"),
-                       rows * c * 6 + rows * 8 + blocks * 2 * c * 4 * 2 + c * 2 + c * 4, [=] {
-                         Launch(cuda::LaunchLayerNormBackward(
-                                    1, 1, dy.raw_data(), c, h.raw_data(), c,
-                                    static_cast<const float*>(m.raw_data()),
-                                    static_cast<const float*>(r.raw_data()), 1, w16.raw_data(),
-                                    dx.raw_data(), c,
-                                    static_cast<float*>(partials.raw_data()), rows, c, s),
-                                "layernorm backward");
-                         Launch(cuda::LaunchLayerNormParamGrads(
-                                    static_cast<const float*>(partials.raw_data()), blocks, c, 1,
-                                    dw16.raw_data(), 1, 1, db16.raw_data(), 1, false, s),
-                                "layernorm param grads");
-                       }});
+                       bwd_bytes + c * 2 + c * 4, layernorm_backward(w16, dw16, db16)});
     // The residual add of a block, x + f(x): two reads, one write.
     {
       const Tensor as = Random({64, 1000}, DType::kBF16, -3, 3, 12);
