@@ -133,7 +133,13 @@ class LocalGroup {
   }
   void Finish(int64_t seq, int task) {
     tasks_[seq & 1][task].finished.store(seq, std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    // Only the last task can end a WaitTransfer; whoever sees every task
+    // finished wakes the sleepers. The loads are seq_cst, as the store: of two
+    // tasks finishing together, at least one sees the other's store, so the
+    // last finisher always does.
+    bool all = true;
+    for (const TaskSlot& t : tasks_[seq & 1]) all = all && t.finished.load(std::memory_order_seq_cst) >= seq;
+    if (all && sleepers_.load(std::memory_order_seq_cst) > 0) {
       absl::MutexLock lock(&mu_);
       cv_.SignalAll();
     }
