@@ -309,56 +309,142 @@ absl::StatusOr<Variable> MatMul(const Variable& a, const Variable& b, const MatM
   });
 }
 
+namespace {
+
+// What a linear layer's backward reads: x when w needs a gradient, w when x
+// does; the bias gradient's need; the dtypes each gradient returns in.
+struct LinearSaved {
+  Tensor x, w;
+  bool need_b = false;
+  DType dx_t = DType::kF32, dw_t = DType::kF32, db_t = DType::kF32;
+};
+
+absl::Status CheckLinearShapes(absl::string_view op, const Variable& w, const Variable& b) {
+  if (w.dim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": weight must be [out, in], got ",
+                                                   ShapeToString(w.shape())));
+  }
+  if (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0))) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": bias of shape ", ShapeToString(b.shape()),
+                                                   " for a weight of shape ", ShapeToString(w.shape()),
+                                                   ", expected [", w.size(0), "]"));
+  }
+  return absl::OkStatus();
+}
+
+LinearSaved SaveLinear(const Variable& x, const Variable& w, const Variable& b, const Tensor& x_value) {
+  return {.x = w.requires_grad() ? x_value : Tensor(),
+          .w = x.requires_grad() ? w.value() : Tensor(),
+          .need_b = b.defined() && b.requires_grad(),
+          .dx_t = x_value.dtype(),
+          .dw_t = w.dtype(),
+          .db_t = b.defined() ? b.dtype() : DType::kF32};
+}
+
+// dx, dw, db of y = x w^T + b for the gradient g of y. With `dgelu_pre`, x was
+// gelu(dgelu_pre) and the first gradient returned is dgelu_pre's, GELU's
+// backward fused into the dx GEMM (Note [GELU in the GEMM]): in dgelu_pre's
+// dtype, which is x's.
+GradsOr LinearBackward(const Tensor& g, const LinearSaved& s, const Tensor& dgelu_pre = Tensor()) {
+  Grads out(3);
+  ZS_ASSIGN_OR_RETURN(Tensor g2, g.Reshape({-1, g.size(-1)}));  // [rows, out]
+  if (s.w.defined() && dgelu_pre.defined()) {  // d(pre) = (g w) gelu'(pre)
+    ZS_ASSIGN_OR_RETURN(out[0], Tensor::Empty(dgelu_pre.shape(), dgelu_pre.dtype(), g.allocator()));
+    ZS_RETURN_IF_ERROR(zeroshard::MatMul(g, s.w, out[0], {.dgelu_pre = dgelu_pre}));
+  } else if (s.w.defined()) {  // dx = g w
+    ZS_ASSIGN_OR_RETURN(out[0], zeroshard::MatMul(g, s.w));
+    if (out[0].dtype() != s.dx_t) {
+      ZS_ASSIGN_OR_RETURN(out[0], out[0].To(s.dx_t));
+    }
+  }
+  if (s.x.defined()) {  // dw = g^T x over all rows (and db = g's column sums with it)
+    ZS_ASSIGN_OR_RETURN(Tensor x2, s.x.Reshape({-1, s.x.size(-1)}));
+    if (s.need_b) {
+      ZS_ASSIGN_OR_RETURN(out[2], Tensor::Empty({g2.size(1)}, g2.dtype(), g2.allocator()));
+    }
+    ZS_ASSIGN_OR_RETURN(out[1], zeroshard::MatMul(g2, x2, {.transpose_a = true, .bias_grad = out[2]}));
+    if (out[1].dtype() != s.dw_t) {
+      ZS_ASSIGN_OR_RETURN(out[1], out[1].To(s.dw_t));
+    }
+  }
+  if (s.need_b) {  // db = sum of g over rows
+    if (!out[2].defined()) {
+      ZS_ASSIGN_OR_RETURN(out[2], zeroshard::Sum(g2, 0));
+    }
+    if (out[2].dtype() != s.db_t) {
+      ZS_ASSIGN_OR_RETURN(out[2], out[2].To(s.db_t));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Variable& b) {
   ForwardOpSpan span("Linear");
   ZS_RETURN_IF_ERROR(CheckDefined({&x, &w}, "Linear"));
   ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(b, "Linear"));
-  if (w.dim() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat("Linear: weight must be [out, in], got ",
-                                                   ShapeToString(w.shape())));
-  }
-  if (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0))) {
-    return absl::InvalidArgumentError(absl::StrCat("Linear: bias of shape ", ShapeToString(b.shape()),
-                                                   " for a weight of shape ", ShapeToString(w.shape()),
-                                                   ", expected [", w.size(0), "]"));
-  }
+  ZS_RETURN_IF_ERROR(CheckLinearShapes("Linear", w, b));
   // The bias rides in the GEMM (cuBLASLt's bias epilogue on CUDA).
   ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::MatMul(x.value(), w.value(),
                                                   {.transpose_b = true,
                                                    .bias = b.defined() ? b.value() : Tensor()}));
   if (!autograd::ShouldRecord({&x, &w, &b})) return Variable(y);
-  const Tensor xv = w.requires_grad() ? x.value() : Tensor();
-  const Tensor wv = x.requires_grad() ? w.value() : Tensor();
-  const bool need_b = b.defined() && b.requires_grad();
-  const DType dx_t = x.dtype(), dw_t = w.dtype(), db_t = b.defined() ? b.dtype() : DType::kF32;
+  const LinearSaved saved = SaveLinear(x, w, b, x.value());
   return Record("Linear", y, {&x, &w, &b},
-                [xv, wv, need_b, dx_t, dw_t, db_t](std::vector<Tensor>& g) -> GradsOr {
-                  Grads out(3);
-                  ZS_ASSIGN_OR_RETURN(Tensor g2, g[0].Reshape({-1, g[0].size(-1)}));  // [rows, out]
-                  if (wv.defined()) {  // dx = g w
-                    ZS_ASSIGN_OR_RETURN(out[0], zeroshard::MatMul(g[0], wv));
-                    if (out[0].dtype() != dx_t) {
-                      ZS_ASSIGN_OR_RETURN(out[0], out[0].To(dx_t));
-                    }
-                  }
-                  if (xv.defined()) {  // dw = g^T x over all rows (and db = g's column sums with it)
-                    ZS_ASSIGN_OR_RETURN(Tensor x2, xv.Reshape({-1, xv.size(-1)}));
-                    if (need_b) {
-                      ZS_ASSIGN_OR_RETURN(out[2], Tensor::Empty({g2.size(1)}, g2.dtype(), g2.allocator()));
-                    }
-                    ZS_ASSIGN_OR_RETURN(out[1], zeroshard::MatMul(g2, x2, {.transpose_a = true,
-                                                                          .bias_grad = out[2]}));
-                    if (out[1].dtype() != dw_t) {
-                      ZS_ASSIGN_OR_RETURN(out[1], out[1].To(dw_t));
-                    }
-                  }
-                  if (need_b) {  // db = sum of g over rows
-                    if (!out[2].defined()) {
-                      ZS_ASSIGN_OR_RETURN(out[2], zeroshard::Sum(g2, 0));
-                    }
-                    if (out[2].dtype() != db_t) {
-                      ZS_ASSIGN_OR_RETURN(out[2], out[2].To(db_t));
-                    }
+                [saved](std::vector<Tensor>& g) -> GradsOr { return LinearBackward(g[0], saved); });
+}
+
+absl::StatusOr<Variable> GeluMlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2,
+                                 const Variable& b2) {
+  ForwardOpSpan span("GeluMlp");
+  ZS_RETURN_IF_ERROR(CheckDefined({&x, &w1, &w2}, "GeluMlp"));
+  ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(b1, "GeluMlp"));
+  ZS_RETURN_IF_ERROR(autograd::CheckAbsentOrHasValue(b2, "GeluMlp"));
+  ZS_RETURN_IF_ERROR(CheckLinearShapes("GeluMlp (first layer)", w1, b1));
+  ZS_RETURN_IF_ERROR(CheckLinearShapes("GeluMlp (second layer)", w2, b2));
+  if (x.dim() < 1 || x.size(-1) != w1.size(1) || w2.size(1) != w1.size(0)) {
+    return absl::InvalidArgumentError(absl::StrCat("GeluMlp: x ", ShapeToString(x.shape()), ", w1 ",
+                                                   ShapeToString(w1.shape()), ", w2 ", ShapeToString(w2.shape()),
+                                                   "; expected x [..., in], w1 [hidden, in], w2 [out, hidden]"));
+  }
+  const bool record = autograd::ShouldRecord({&x, &w1, &b1, &w2, &b2});
+  // h and a as Linear and Gelu would allocate them: the inputs' dtype when
+  // they agree, else f32; x's allocator.
+  Shape hidden_shape = x.shape();
+  hidden_shape.back() = w1.size(0);
+  const DType hidden_t = x.dtype() == w1.dtype() ? x.dtype() : DType::kF32;
+  Allocator* allocator = x.value().allocator();
+  ZS_ASSIGN_OR_RETURN(Tensor a, Tensor::Empty(hidden_shape, hidden_t, allocator));
+  Tensor h;  // GELU's input, kept for the backward only
+  if (record) {
+    ZS_ASSIGN_OR_RETURN(h, Tensor::Empty(hidden_shape, hidden_t, allocator));
+  }
+  ZS_RETURN_IF_ERROR(zeroshard::MatMul(
+      x.value(), w1.value(), a,
+      {.transpose_b = true, .bias = b1.defined() ? b1.value() : Tensor(), .gelu = true, .pre_gelu = h}));
+  ZS_ASSIGN_OR_RETURN(Tensor y, zeroshard::MatMul(a, w2.value(),
+                                                  {.transpose_b = true,
+                                                   .bias = b2.defined() ? b2.value() : Tensor()}));
+  if (!record) return Variable(y);
+  const bool need_hidden = x.requires_grad() || w1.requires_grad() || (b1.defined() && b1.requires_grad());
+  const LinearSaved first = SaveLinear(x, w1, b1, x.value());
+  LinearSaved second = {.x = w2.requires_grad() ? a : Tensor(),
+                        .w = need_hidden ? w2.value() : Tensor(),
+                        .need_b = b2.defined() && b2.requires_grad(),
+                        .dx_t = hidden_t,
+                        .dw_t = w2.dtype(),
+                        .db_t = b2.defined() ? b2.dtype() : DType::kF32};
+  if (!need_hidden) h = Tensor();
+  return Record("GeluMlp", y, {&x, &w1, &b1, &w2, &b2},
+                [first, second, h](std::vector<Tensor>& g) -> GradsOr {
+                  Grads out(5);
+                  ZS_ASSIGN_OR_RETURN(Grads g2, LinearBackward(g[0], second, h));
+                  out[3] = std::move(g2[1]);
+                  out[4] = std::move(g2[2]);
+                  if (g2[0].defined()) {  // dh, GELU's backward already applied
+                    ZS_ASSIGN_OR_RETURN(Grads g1, LinearBackward(g2[0], first));
+                    for (int i = 0; i < 3; ++i) out[i] = std::move(g1[i]);
                   }
                   return out;
                 });

@@ -52,6 +52,14 @@ absl::StatusOr<Variable> MatMul(const Variable& a, const Variable& b,
                                 const MatMulOptions& options = {});
 // y = x @ w^T + b, x [..., in], w [out, in], b [out] (b may be undefined).
 absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Variable& b);
+// GPT-2's MLP as one op: gelu(x w1^T + b1) w2^T + b2 (GELU's tanh form; b1,
+// b2 may be undefined). On the CPU the bits of Linear, Gelu, Linear; on CUDA
+// GELU rides in the first GEMM's epilogue (keeping its input for the
+// backward) and GELU's backward in the second layer's input-gradient GEMM
+// (Note [GELU in the GEMM], kernels/cuda/gemm_cublaslt.h). Saves what the
+// three ops would: x, GELU's input and output.
+absl::StatusOr<Variable> GeluMlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2,
+                                 const Variable& b2);
 
 // ---------------------------------------------------------------- reductions
 absl::StatusOr<Variable> Sum(const Variable& x, int64_t dim, bool keepdim = false);

@@ -369,6 +369,135 @@ void RunBiasGradBench(const Stream& stream, CudaAllocator& gpu, cuda::CublasLtGe
              reduce_bytes / (reduce_ms * 1e6), "GB/s", {{"us", reduce_ms * 1e3}});
 }
 
+// Note [GELU in the GEMM]: the MLP's fc GEMM with its bias and GELU, keeping
+// GELU's input (GELU_AUX_BIAS), beside the GEMM with its bias and then our GELU
+// kernel; and the proj layer's input-gradient GEMM times gelu'(h) (DGELU)
+// beside the GEMM and then our GELU backward: what each fallback runs, in the
+// same run. Each fused result is checked against its baseline on a sample of
+// elements; a refused epilogue is a figure the GPU record fails on.
+void RunGeluEpilogueBench(const Stream& stream, CudaAllocator& gpu, cuda::CublasLtGemm& lt, int64_t rows,
+                          int64_t width) {
+  const int64_t hidden = 4 * width, n = rows * hidden;
+  void* const s = stream.native_handle();
+  const int bf16 = static_cast<int>(DType::kBF16);
+  Tensor x = Random({rows, width}, DType::kBF16, -1, 1, 21, &gpu);
+  Tensor w1 = Random({hidden, width}, DType::kBF16, -0.1f, 0.1f, 22, &gpu);
+  Tensor b1 = Random({hidden}, DType::kBF16, -1, 1, 23, &gpu);
+  Tensor dy = Random({rows, width}, DType::kBF16, -1, 1, 24, &gpu);
+  Tensor w2 = Random({width, hidden}, DType::kBF16, -0.1f, 0.1f, 25, &gpu);
+  auto empty = [&] { return Must(Tensor::Empty({rows, hidden}, DType::kBF16, &gpu), "alloc"); };
+  Tensor h = empty(), a_ref = empty(), a = empty(), h_fused = empty(), da = empty(), dh_ref = empty(),
+         dh = empty();
+  cuda::GemmCall fc;  // h = x w1^T + b1
+  fc.shape = {.m = rows, .n = hidden, .k = width, .transpose_b = true, .lda = width, .ldb = width, .ldc = hidden};
+  fc.ab_dtype = fc.c_dtype = DType::kBF16;
+  fc.a = x.raw_data();
+  fc.b = w1.raw_data();
+  fc.c = h.raw_data();
+  fc.bias = b1.raw_data();
+  cuda::GemmCall fc_fused = fc;  // a = gelu(x w1^T + b1), h_fused = its input
+  fc_fused.c = a.raw_data();
+  fc_fused.gelu = true;
+  fc_fused.gelu_aux = h_fused.raw_data();
+  fc_fused.aux_ld = hidden;
+  cuda::GemmCall dx;  // da = dy w2
+  dx.shape = {.m = rows, .n = hidden, .k = width, .lda = width, .ldb = hidden, .ldc = hidden};
+  dx.ab_dtype = dx.c_dtype = DType::kBF16;
+  dx.a = dy.raw_data();
+  dx.b = w2.raw_data();
+  dx.c = da.raw_data();
+  cuda::GemmCall dx_fused = dx;  // dh = (dy w2) gelu'(h)
+  dx_fused.c = dh.raw_data();
+  dx_fused.dgelu_aux = h.raw_data();
+  dx_fused.aux_ld = hidden;
+  auto fc_then_gelu = [&] {
+    Must(lt.Run(fc, s), "gemm");
+    Launch(cuda::LaunchUnary(static_cast<int>(UnaryOp::kGelu), bf16, bf16, h.raw_data(), a_ref.raw_data(), n, s),
+           "gelu");
+  };
+  auto dx_then_gelu_backward = [&] {
+    Must(lt.Run(dx, s), "gemm");
+    Launch(cuda::LaunchBinary(static_cast<int>(BinaryOp::kGeluBackward), bf16, bf16, h.raw_data(), da.raw_data(),
+                              dh_ref.raw_data(), n, s),
+           "gelu backward");
+  };
+  fc_then_gelu();
+  dx_then_gelu_backward();
+  struct Pass {
+    std::string name;
+    const cuda::GemmCall* fused;
+    std::function<void()> baseline;
+    const char* baseline_what;
+  };
+  const std::string shape = absl::StrCat(rows, "x", hidden, "x", width);
+  const Pass passes[] = {
+      {"mlp fc bf16 " + shape + " +bias+gelu, input kept", &fc_fused, fc_then_gelu,
+       "the GEMM with its bias, then our GELU kernel"},
+      {"mlp proj dx bf16 " + shape + " +gelu grad", &dx_fused, dx_then_gelu_backward,
+       "the GEMM, then our GELU backward kernel"},
+  };
+  auto host = [](const Tensor& t) {
+    return Must(Must(t.To(DefaultCpuAllocator()), "to host").ToVector<double>(), "values");
+  };
+  for (const Pass& pass : passes) {
+    const absl::Status took = lt.Run(*pass.fused, s);
+    const bool refused = absl::IsUnimplemented(took);
+    if (!refused) Must(took, "gemm with a GELU epilogue");
+    EmitFigure("cuda_bench", "gemm gelu epilogue refused " + pass.name, refused ? 1 : 0, "count", {},
+               refused ? std::string(took.message()) : std::string());
+    if (refused) {
+      std::printf("%-44s cuBLASLt refused the epilogue: %s\n", pass.name.c_str(), std::string(took.message()).c_str());
+      continue;
+    }
+    // Check against the baseline, every 97th element. The fused epilogue
+    // applies GELU (or multiplies by gelu') to the fp32 product, the baseline
+    // to it rounded to bf16 (2^-9 relative; the backward's gelu'(h) reads the
+    // same stored h in both); |gelu'| <= 1.13; each result is rounded to bf16
+    // once (2^-9 relative each way; 2^-7 allows for the product's own
+    // rounding in the forward too); cuBLASLt's GELU may be the erf form, within
+    // 4.8e-4 of the tanh form in value and 8.7e-4 in slope; and the two GEMMs
+    // may sum in another order: at most K 2^-24 times the sum of |terms|, at
+    // most K |x| |w| <= K 0.1 (inputs in [-1, 1], weights in [-0.1, 0.1]).
+    Must(stream.Synchronize(), "sync");
+    const bool forward = pass.fused == &fc_fused;
+    const std::vector<double> hv = host(h), got = host(forward ? a : dh), want = host(forward ? a_ref : dh_ref);
+    const std::vector<double> dav = forward ? std::vector<double>() : host(da);
+    const double order = 1.13 * std::ldexp(static_cast<double>(width) * static_cast<double>(width) * 0.1, -24);
+    for (int64_t i = 0; i < n; i += 97) {
+      const double tol = forward ? 1.13 * std::ldexp(std::fabs(hv[i]), -9) + std::ldexp(std::fabs(want[i]), -7) +
+                                       4.8e-4 + order
+                                 : std::fabs(dav[i]) * (1.13 * std::ldexp(1.0, -8) + 8.7e-4) +
+                                       std::ldexp(std::fabs(want[i]), -7) + order;
+      if (std::fabs(got[i] - want[i]) > tol) {
+        Fail(pass.name + ": element " + std::to_string(i) + " = " + std::to_string(got[i]) + ", the baseline's " +
+             std::to_string(want[i]));
+        break;
+      }
+    }
+    if (forward) {  // the kept input is the GEMM with its bias, as the baseline's h
+      const std::vector<double> hf = host(h_fused);
+      for (int64_t i = 0; i < n; i += 97) {
+        if (std::fabs(hf[i] - hv[i]) > std::ldexp(std::fabs(hv[i]), -7) + order) {
+          Fail(pass.name + ": GELU's kept input " + std::to_string(hf[i]) + ", the GEMM's " + std::to_string(hv[i]));
+          break;
+        }
+      }
+    }
+    const double flops = 2.0 * rows * hidden * width;
+    const double ms = TimeMs(stream, [&] { Must(lt.Run(*pass.fused, s), "gemm"); }, Iters(20));
+    const double base_ms = TimeMs(stream, pass.baseline, Iters(20));
+    const double tflops = flops / (ms * 1e9), base = flops / (base_ms * 1e9);
+    std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%  (baseline: %s)\n", pass.name.c_str(), ms * 1e3, tflops, base,
+                100.0 * tflops / base, pass.baseline_what);
+    const std::string json = "cuda/gemm/" + Slug(pass.name) + "/";
+    Report().Add(json + "unfused", "TFLOP/s", true, {base});
+    Report().Add(json + "ours", "TFLOP/s", true, {tflops}, json + "unfused");
+    EmitFigure("cuda_bench", "gemm " + pass.name, tflops, "TFLOP/s",
+               {{"us", ms * 1e3}, {"baseline", base}, {"baseline_us", base_ms * 1e3}, {"of_baseline", tflops / base}},
+               std::string("baseline: ") + pass.baseline_what);
+  }
+}
+
 // Returns the best bf16 TFLOP/s measured (the step bench's practical peak).
 double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
   std::unique_ptr<cuda::CublasLtGemm> lt = Must(cuda::CublasLtGemm::Create(kDevice, &gpu), "cublasLt");
@@ -489,6 +618,7 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
     if (k.dtype == DType::kBF16) best_bf16 = std::max(best_bf16, tflops);
   }
   RunBiasGradBench(stream, gpu, *lt, rows, width);
+  RunGeluEpilogueBench(stream, gpu, *lt, rows, width);
   cublasDestroy(handle);
   return best_bf16;
 }

@@ -100,6 +100,7 @@ void RunStepBench(double gemm_tflops) {
     losses.push_back(Must(out.loss.value().Item(), "loss"));
   };
   const cuda::BiasGradEpilogueCounts bgrad_before = cuda::BiasGradEpilogueCountsNow();
+  const cuda::EpilogueCounts gelu_before = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
   for (int i = 0; i < warmup; ++i) step();
   Must(compute.Synchronize(), "sync");
   const auto t0 = std::chrono::steady_clock::now();
@@ -185,6 +186,15 @@ void RunStepBench(double gemm_tflops) {
   EmitFigure("cuda_bench", "step bias-grad epilogue fallbacks " + shape, static_cast<double>(fallbacks),
              "count", {{"fused", static_cast<double>(fused)}});
   if (fused + fallbacks == 0) Fail("GPT step: no bias gradient went through MatMul's bias_grad");
+  // The MLPs' GELU and its gradient in the GEMMs (Note [GELU in the GEMM]).
+  const cuda::EpilogueCounts gelu = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
+  const int64_t gelu_fused = gelu.fused - gelu_before.fused;
+  const int64_t gelu_fallbacks = gelu.fallback - gelu_before.fallback;
+  std::printf("  GELU: %lld GEMMs with GELU or its gradient in the epilogue, %lld fallbacks to our kernels\n",
+              static_cast<long long>(gelu_fused), static_cast<long long>(gelu_fallbacks));
+  EmitFigure("cuda_bench", "step gelu epilogue fallbacks " + shape, static_cast<double>(gelu_fallbacks), "count",
+             {{"fused", static_cast<double>(gelu_fused)}});
+  if (gelu_fused + gelu_fallbacks == 0) Fail("GPT step: no MLP went through MatMul's GELU epilogues");
   const double ln_v = std::log(static_cast<double>(config.vocab_size));
   if (!std::isfinite(losses.back()) || std::fabs(losses.front() - ln_v) > 0.5 ||
       !(losses.back() < losses.front())) {

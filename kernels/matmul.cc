@@ -234,7 +234,31 @@ absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, c
     call.bias_grad = bias_grad.raw_data();
     call.bias_dtype = bias_grad.dtype();
   }
+  // Note [GELU in the GEMM]: GELU without its input kept is cuBLASLt's plain
+  // GELU epilogue; with it, or GELU's backward, the aux matrix must be laid
+  // out as out (written directly, row-major, ld a multiple of 8), one GEMM.
+  call.gelu = o.gelu;
+  const Tensor& aux = o.gelu ? o.pre_gelu : o.dgelu_pre;
+  if (aux.defined()) {
+    const std::optional<CudaOperand> oaux = DescribeOperand(aux);
+    if (!IsSameView(work, out) || aux.dtype() != work.dtype() || !oaux || oaux->transposed ||
+        oaux->ld != oc->ld || oaux->batch_stride != oc->batch_stride || oaux->ld % 8 != 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          "MatMul: the GELU aux epilogue needs the GELU input laid out as out (", DTypeName(work.dtype()),
+          ", row-major, ld a multiple of 8), found ", aux.DebugString(), " for ", out.DebugString()));
+    }
+    if (o.gelu) {
+      call.gelu_aux = aux.raw_data();
+    } else {
+      call.dgelu_aux = aux.raw_data();
+    }
+    call.aux_ld = oaux->ld;
+  }
   cuda::FoldSharedBatch(call.shape);
+  if (aux.defined() && call.shape.batch != 1) {
+    return absl::UnimplementedError(
+        absl::StrCat("MatMul: the GELU aux epilogue takes one GEMM, found a batch of ", call.shape.batch));
+  }
   if (call.shape.batch > 1 && call.shape.stride_b == 0) {
     // A shared B that could not be folded: one GEMM per batch.
     const cuda::RowMajorGemm whole = call.shape;
@@ -264,6 +288,59 @@ absl::Status MatMulCuda(const MatMulPlan& p, const Tensor& a, const Tensor& b, c
   }
   if (IsSameView(work, out)) return absl::OkStatus();
   return cuda::CastInto("MatMul", work, out);
+}
+
+// MatMulOptions' GELU fields against the call (Note [GELU in the GEMM]).
+absl::Status CheckGeluOptions(const Tensor& a, const Tensor& b, const Tensor& out, const MatMulOptions& o) {
+  if (o.pre_gelu.defined() && !o.gelu) {
+    return absl::InvalidArgumentError("MatMul: pre_gelu is written only with gelu = true");
+  }
+  if (o.gelu && o.beta != 0.0f) {
+    return absl::InvalidArgumentError(absl::StrCat("MatMul: gelu takes beta 0, got ", o.beta));
+  }
+  if (o.dgelu_pre.defined() && (o.gelu || o.bias.defined() || o.bias_grad.defined() || o.beta != 0.0f)) {
+    return absl::InvalidArgumentError("MatMul: dgelu_pre takes no gelu, bias, bias_grad or beta");
+  }
+  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&o.pre_gelu, "pre_gelu"},
+                                std::pair<const Tensor*, const char*>{&o.dgelu_pre, "dgelu_pre"}}) {
+    if (!t->defined()) continue;
+    if (t->shape() != out.shape() || !IsFloatingPoint(t->dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat("MatMul: ", name, " is ", DTypeName(t->dtype()), " ",
+                                                     ShapeToString(t->shape()), ", expected a float ",
+                                                     ShapeToString(out.shape()), " (out's shape)"));
+    }
+    ZS_RETURN_IF_ERROR(CheckSameDevice({t, &out}, "MatMul"));
+    if (MemoryOverlaps(*t, out) || MemoryOverlaps(*t, a) || MemoryOverlaps(*t, b) ||
+        (o.bias.defined() && MemoryOverlaps(*t, o.bias))) {
+      return absl::InvalidArgumentError(absl::StrCat("MatMul: ", name, " overlaps an operand or the output"));
+    }
+    if (t == &o.pre_gelu && t->has_internal_overlap()) {
+      return absl::InvalidArgumentError("MatMul: pre_gelu has a broadcast (stride 0) dimension");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// GELU or its backward after a plain GEMM: the CPU's path, and CUDA's where
+// cuBLASLt cannot (Note [GELU in the GEMM]). The bits of MatMul followed by
+// Gelu / GeluBackward.
+absl::Status GeluAfterGemm(const Tensor& a, const Tensor& b, const Tensor& out, const MatMulOptions& o) {
+  const MatMulOptions plain{.transpose_a = o.transpose_a,
+                            .transpose_b = o.transpose_b,
+                            .alpha = o.alpha,
+                            .beta = o.beta,
+                            .bias = o.bias,
+                            .bias_grad = o.bias_grad};
+  if (o.dgelu_pre.defined()) {
+    ZS_RETURN_IF_ERROR(MatMul(a, b, out, plain));
+    return Binary(BinaryOp::kGeluBackward, o.dgelu_pre, out, out);
+  }
+  Tensor pre = o.pre_gelu;
+  if (!pre.defined()) {
+    ZS_ASSIGN_OR_RETURN(pre, Tensor::Empty(out.shape(), out.dtype(), out.allocator()));
+  }
+  ZS_RETURN_IF_ERROR(MatMul(a, b, pre, plain));
+  return Unary(UnaryOp::kGelu, pre, out);
 }
 
 }  // namespace
@@ -320,15 +397,28 @@ absl::Status MatMul(const Tensor& a, const Tensor& b, const Tensor& out, const M
       return absl::InvalidArgumentError("MatMul: bias_grad overlaps an operand or the output");
     }
   }
+  ZS_RETURN_IF_ERROR(CheckGeluOptions(a, b, out, o));
   if (out.numel() == 0) {
     return o.bias_grad.defined() ? Sum(a, o.transpose_a ? -2 : -1, o.bias_grad) : absl::OkStatus();
   }
-  if (out.device().is_virtual()) {  // one (batched) GEMM with the bias (gradient) in its epilogue
+  if (out.device().is_virtual()) {  // one (batched) GEMM with the bias (gradient) or GELU in its epilogue
     const DType in = a.dtype() == b.dtype() ? a.dtype() : DType::kF32;
     return ChargeGemm("MatMul", out.device(), p.batch, p.m, p.n, p.k, a.dtype(),
                       TrafficBytes(a) + TrafficBytes(b) + TrafficBytes(out) * (o.beta != 0.0f ? 2 : 1) +
-                          TrafficBytes(o.bias) + TrafficBytes(o.bias_grad),
+                          TrafficBytes(o.bias) + TrafficBytes(o.bias_grad) + TrafficBytes(o.pre_gelu) +
+                          TrafficBytes(o.dgelu_pre),
                       /*tf32=*/in == DType::kF32 && MatMulAllowTf32());
+  }
+  if (o.gelu || o.dgelu_pre.defined()) {
+    if (out.device().is_cuda() && p.k > 0) {
+      const absl::Status fused = MatMulCuda(p, a, b, out, o);
+      if (!absl::IsUnimplemented(fused)) {
+        if (fused.ok()) cuda::CountEpilogue(cuda::FusedEpilogue::kGelu, true);
+        return fused;
+      }
+      cuda::CountEpilogue(cuda::FusedEpilogue::kGelu, false);
+    }
+    return GeluAfterGemm(a, b, out, o);
   }
   if (!out.device().is_cpu() && !out.device().is_cuda()) return NoDeviceKernel("MatMul", out.device());
   if (p.k == 0) {  // empty sum

@@ -7,6 +7,9 @@
 //   ZS_RETURN_IF_ERROR(MatMul(dy, x, dw, {.transpose_a = true, .beta = 1.0f}));
 //   // dW = dy^T @ x and db = dy's column sums, in one pass over dy
 //   ZS_RETURN_IF_ERROR(MatMul(dy, x, dw, {.transpose_a = true, .bias_grad = db}));
+//   // a = gelu(x W1^T + b1), keeping h = x W1^T + b1; then dh = (dy W2) gelu'(h)
+//   ZS_RETURN_IF_ERROR(MatMul(x, w1, a, {.transpose_b = true, .bias = b1, .gelu = true, .pre_gelu = h}));
+//   ZS_RETURN_IF_ERROR(MatMul(dy, w2, dh, {.dgelu_pre = h}));
 //   // Batched: a [..., M, K] @ b [..., K, N] -> [..., M, N]; a 2-D b is shared.
 //
 // Shapes: op(a) is [..., M, K] and op(b) [..., K, N]; the batch dimensions of a
@@ -39,6 +42,22 @@ struct MatMulOptions {
   // where cuBLASLt has no algorithm for it, our column reduction after the
   // GEMM, counted. On the CPU, Sum(a) over K (the bits of zeroshard::Sum).
   Tensor bias_grad;
+  // GELU (tanh form) after the bias: out = gelu(alpha op(a) op(b) + bias), and
+  // `pre_gelu`, when defined, is written with GELU's input (what GELU's
+  // backward reads), shaped and typed like out (Note [GELU in the GEMM],
+  // kernels/cuda/gemm_cublaslt.h). On CUDA cuBLASLt's GELU_AUX_BIAS epilogue:
+  // GELU on the fp32 value, rounded once into out. On the CPU (and on CUDA when
+  // cuBLASLt cannot, counted) the GEMM with its bias into pre_gelu, then Gelu:
+  // the bits of MatMul followed by zeroshard::Gelu. Not with beta != 0.
+  bool gelu = false;
+  Tensor pre_gelu;
+  // GELU's backward fused: out = (alpha op(a) op(b)) * gelu'(dgelu_pre), where
+  // dgelu_pre is the forward's pre_gelu, shaped like out. On CUDA cuBLASLt's
+  // DGELU epilogue (the product not rounded before the multiplication); on the
+  // CPU the GEMM into out, then GeluBackward(dgelu_pre, out) in place: the bits
+  // of MatMul followed by zeroshard::GeluBackward. Not with beta, bias, gelu
+  // or bias_grad.
+  Tensor dgelu_pre;
 };
 
 // TF32 for f32 GEMMs on CUDA tensors (cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32:

@@ -371,8 +371,9 @@ absl::StatusOr<TraceSummary> SummarizeTraceFile(const std::string& path) {
 bool IsGemmOp(absl::string_view name) {
   // "AttentionForward" / "AttentionBackward": the op entries' names, as a
   // simulated trace (zs_simulate --trace) has them.
-  return name == "Linear" || name == "MatMul" || name == "Attention" || name == "AttentionForward" ||
-         name == "AttentionBackward" || name == "Conv2d";
+  // "GeluMlp": two linears with GELU in their epilogues (Note [GELU in the GEMM]).
+  return name == "Linear" || name == "GeluMlp" || name == "MatMul" || name == "Attention" ||
+         name == "AttentionForward" || name == "AttentionBackward" || name == "Conv2d";
 }
 
 std::string FormatSummary(const TraceSummary& summary, bool ops) {

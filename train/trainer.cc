@@ -539,6 +539,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   int64_t step_bytes = 0;
   DeviceBatches staged_batches(&device);
   const cuda::BiasGradEpilogueCounts bias_grads_before = cuda::BiasGradEpilogueCountsNow();
+  const cuda::EpilogueCounts gelus_before = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
   for (int64_t step = start_step; step < o.steps; ++step) {
     if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
     const cuda::CudaCallCounts step_before = cuda::ThreadCudaCallCounts();
@@ -648,6 +649,12 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     log.Line(absl::StrFormat("GPU: %d bias gradients in the weight-gradient GEMM's epilogue, %d fell back to our "
                              "reduction (Note [Bias gradient in the GEMM]; every rank of this process)\n",
                              s.bias_grads_fused, s.bias_grad_fallbacks));
+    const cuda::EpilogueCounts g = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
+    s.gelu_epilogues_fused = g.fused - gelus_before.fused;
+    s.gelu_epilogue_fallbacks = g.fallback - gelus_before.fallback;
+    log.Line(absl::StrFormat("GPU: %d GEMMs with GELU or its gradient in the epilogue, %d fell back to our GELU "
+                             "kernels (Note [GELU in the GEMM])\n",
+                             s.gelu_epilogues_fused, s.gelu_epilogue_fallbacks));
   }
   sharded->set_trace(nullptr);
   if (gpu_trace != nullptr && trace != nullptr) {
@@ -756,7 +763,8 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                 {"cuda_mallocs_per_step", s.cuda_mallocs_per_step},
                 {"host_syncs_per_step", s.host_syncs_per_step},
                 {"rate_limiter_waits_per_step", s.rate_limiter_waits_per_step},
-                {"bias_grad_fallbacks", static_cast<double>(s.bias_grad_fallbacks)}},
+                {"bias_grad_fallbacks", static_cast<double>(s.bias_grad_fallbacks)},
+                {"gelu_epilogue_fallbacks", static_cast<double>(s.gelu_epilogue_fallbacks)}},
                "tokens/s and ms/step: the median step after the first two, per rank");
   }
   if (summary != nullptr && lead) *summary = s;

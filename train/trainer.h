@@ -154,6 +154,10 @@ struct TrainSummary {
   // reduction where cuBLASLt refused it (Note [Bias gradient in the GEMM]).
   int64_t bias_grads_fused = 0;
   int64_t bias_grad_fallbacks = 0;
+  // Likewise the MLPs' GELU (forward, with its input kept) and GELU gradient
+  // in the GEMMs' epilogues, and their fallbacks (Note [GELU in the GEMM]).
+  int64_t gelu_epilogues_fused = 0;
+  int64_t gelu_epilogue_fallbacks = 0;
 };
 
 // Runs on every rank; rank 0 prints. `summary` (optional) receives rank 0's figures.

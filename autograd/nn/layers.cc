@@ -52,6 +52,15 @@ Mlp::Mlp(const GptConfig& c, DropoutContext dropout) : UnaryModule("Mlp"), dropo
 }
 
 absl::StatusOr<Variable> Mlp::Forward(const Variable& x) {
+  // One op, GELU inside the GEMMs on CUDA (Note [GELU in the GEMM]), unless a
+  // child carries a hook (an FSDP unit or a user's hook on a Linear): then
+  // each child is called through its hooks. The same values either way on the
+  // CPU; on CUDA the fused op rounds GELU's input once less.
+  if (!c_fc_->has_forward_hooks() && !c_proj_->has_forward_hooks()) {
+    ZS_ASSIGN_OR_RETURN(Variable y, ops::GeluMlp(x, c_fc_->weight(), c_fc_->bias(), c_proj_->weight(),
+                                                 c_proj_->bias()));
+    return MaybeDropout(y, dropout_, is_training());
+  }
   ZS_ASSIGN_OR_RETURN(Variable h, (*c_fc_)(x));
   ZS_ASSIGN_OR_RETURN(Variable a, ops::Gelu(h));
   ZS_ASSIGN_OR_RETURN(Variable y, (*c_proj_)(a));

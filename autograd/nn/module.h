@@ -220,6 +220,9 @@ class Module {
   int AddPreForwardHook(PreForwardHook hook);
   int AddPostForwardHook(PostForwardHook hook);
   void RemoveHook(int handle);
+  // Whether any forward hook is registered here (a module that fuses its
+  // children's work must call them through operator() when they have one).
+  bool has_forward_hooks() const { return !pre_hooks_.empty() || !post_hooks_.empty(); }
   // The Variables among the arguments of the forward running now, for hooks to
   // read: set by RunForward (ForwardModule::operator()) from before its
   // pre-forward hooks to after its post-forward hooks, then cleared (no graph

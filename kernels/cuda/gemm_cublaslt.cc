@@ -60,9 +60,10 @@ std::string CacheKey(const GemmCall& c) {
                       g.ldb, ",", g.ldc, ",", g.batch, ",", g.stride_a, ",", g.stride_b, ",",
                       g.stride_c, ";", static_cast<int>(c.ab_dtype), static_cast<int>(c.c_dtype),
                       ";", c.bias != nullptr, c.gelu, c.allow_tf32, c.beta != 0.0f,
-                      c.bias_grad != nullptr, ";",
+                      c.bias_grad != nullptr, c.gelu_aux != nullptr, c.dgelu_aux != nullptr, ";",
                       static_cast<int>(c.bias_dtype.value_or(c.c_dtype)), ";", align(c.a), ",",
-                      align(c.b), ",", align(c.c), ",", align(c.bias), ",", align(c.bias_grad));
+                      align(c.b), ",", align(c.c), ",", align(c.bias), ",", align(c.bias_grad), ",",
+                      align(c.gelu_aux), ",", align(c.dgelu_aux), ",", c.aux_ld);
 }
 
 }  // namespace
@@ -104,6 +105,24 @@ absl::Status CheckGemmCall(const GemmCall& c) {
           "cuBLASLt GEMM: the bias-gradient epilogue needs batch 1, got ", c.shape.batch));
     }
   }
+  // Note [GELU in the GEMM]: the aux epilogues.
+  if (c.gelu_aux != nullptr && !c.gelu) {
+    return absl::InvalidArgumentError("cuBLASLt GEMM: gelu_aux is written by the GELU epilogue only (gelu = true)");
+  }
+  if (c.dgelu_aux != nullptr && (c.gelu || c.bias != nullptr || c.bias_grad != nullptr)) {
+    return absl::InvalidArgumentError("cuBLASLt GEMM: the GELU-gradient epilogue takes no bias, GELU or bias gradient");
+  }
+  if (c.gelu_aux != nullptr || c.dgelu_aux != nullptr) {
+    if (c.shape.batch != 1 || c.beta != 0.0f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cuBLASLt GEMM: the GELU aux epilogues need batch 1 and beta 0, got batch ", c.shape.batch, ", beta ",
+          c.beta));
+    }
+    if (c.aux_ld < c.shape.n || c.aux_ld % 8 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cuBLASLt GEMM: aux_ld must be a multiple of 8 and at least N = ",
+                                                     c.shape.n, ", got ", c.aux_ld));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -127,11 +146,16 @@ absl::Status MakeCublasLtDescriptors(const GemmCall& call, CublasLtDescriptors& 
   ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB,
                                                            &op_second, sizeof(op_second)));
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  if (call.bias != nullptr) epilogue = call.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  else if (call.gelu) epilogue = CUBLASLT_EPILOGUE_GELU;
+  const bool aux = call.gelu_aux != nullptr;
+  if (call.bias != nullptr) {
+    epilogue = !call.gelu ? CUBLASLT_EPILOGUE_BIAS : aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
+  } else if (call.gelu) {
+    epilogue = aux ? CUBLASLT_EPILOGUE_GELU_AUX : CUBLASLT_EPILOGUE_GELU;
+  }
   // Our A is cuBLASLt's B: the sums over K of op(A) are BGRADB's (Note [Bias
   // gradient in the GEMM]).
   if (call.bias_grad != nullptr) epilogue = CUBLASLT_EPILOGUE_BGRADB;
+  if (call.dgelu_aux != nullptr) epilogue = CUBLASLT_EPILOGUE_DGELU;
   ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                            &epilogue, sizeof(epilogue)));
   if (call.bias != nullptr || call.bias_grad != nullptr) {
@@ -141,6 +165,16 @@ absl::Status MakeCublasLtDescriptors(const GemmCall& call, CublasLtDescriptors& 
     const cudaDataType_t bias_type = CublasLtDataType(call.bias_dtype.value_or(call.c_dtype));
     ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  if (aux || call.dgelu_aux != nullptr) {
+    // The aux matrix is laid out as D: column-major [N, M] with ld aux_ld
+    // (Note [Row-major GEMM on cuBLAS]); its type is D's (the attribute's default).
+    const void* pointer = aux ? call.gelu_aux : call.dgelu_aux;
+    ZS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pointer, sizeof(pointer)));
+    const int64_t ld = call.aux_ld;
+    ZS_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
   ZS_RETURN_IF_ERROR(MakeLayout(&desc.first, call.ab_dtype, cm.first_rows, cm.first_cols,
                                 cm.ld_first, cm.batch, cm.stride_first));
@@ -159,7 +193,7 @@ struct CublasLtGemm::Impl {
   size_t workspace_bytes = 0;
   absl::Mutex mu;
   absl::flat_hash_map<std::string, cublasLtMatmulAlgo_t> algos ABSL_GUARDED_BY(mu);
-  // Keys whose bias-gradient epilogue cuBLASLt took no algorithm for.
+  // Keys whose bias-gradient or GELU aux epilogue cuBLASLt took no algorithm for.
   absl::flat_hash_map<std::string, std::string> refused ABSL_GUARDED_BY(mu);
   int64_t queries ABSL_GUARDED_BY(mu) = 0;
 
@@ -204,6 +238,11 @@ absl::Status CublasLtGemm::Run(const GemmCall& call, void* stream) {
     return absl::UnimplementedError(
         "cuBLASLt GEMM: the bias-gradient epilogue is switched off (SetBiasGradEpilogue(false))");
   }
+  const bool gelu_aux = call.gelu_aux != nullptr || call.dgelu_aux != nullptr;
+  if (gelu_aux && !EpilogueEnabled(FusedEpilogue::kGelu)) {
+    return absl::UnimplementedError(
+        "cuBLASLt GEMM: the GELU aux epilogues are switched off (SetEpilogueEnabled(kGelu, false))");
+  }
   CublasLtDescriptors desc;
   ZS_RETURN_IF_ERROR(MakeCublasLtDescriptors(call, desc));
   Preference pref;
@@ -245,12 +284,15 @@ absl::Status CublasLtGemm::Run(const GemmCall& call, void* stream) {
     const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
         impl_->handle, desc.op, desc.first, desc.second, desc.d, desc.d, pref.pref, 1, &result,
         &found);
-    if (call.bias_grad != nullptr && (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
-                                      (heuristic == CUBLAS_STATUS_SUCCESS && found == 0))) {
-      // Note [Bias gradient in the GEMM]: the caller reduces on its own.
+    if ((call.bias_grad != nullptr || gelu_aux) && (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
+                                                    (heuristic == CUBLAS_STATUS_SUCCESS && found == 0))) {
+      // Note [Bias gradient in the GEMM], Note [GELU in the GEMM]: the caller
+      // runs our kernel after the plain GEMM.
       const std::string why = absl::StrCat(
-          "cuBLASLt GEMM: no algorithm takes the bias-gradient epilogue (BGRADB) for ", key,
-          heuristic == CUBLAS_STATUS_NOT_SUPPORTED ? " (CUBLAS_STATUS_NOT_SUPPORTED)" : "");
+          "cuBLASLt GEMM: no algorithm takes the ",
+          call.bias_grad != nullptr ? "bias-gradient epilogue (BGRADB)"
+          : call.gelu_aux != nullptr ? "GELU aux epilogue (GELU_AUX)" : "GELU-gradient epilogue (DGELU)",
+          " for ", key, heuristic == CUBLAS_STATUS_NOT_SUPPORTED ? " (CUBLAS_STATUS_NOT_SUPPORTED)" : "");
       absl::MutexLock lock(&impl_->mu);
       impl_->refused[key] = why;
       ++impl_->queries;

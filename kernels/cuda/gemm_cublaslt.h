@@ -1,5 +1,6 @@
 // GEMM through cuBLASLt: bf16/f16 inputs with fp32 accumulation, f32 (TF32
-// optional), the bias and GELU epilogues fused into the GEMM, the workspace
+// optional), the bias, GELU (with its input kept, and its gradient) and
+// bias-gradient epilogues fused into the GEMM, the workspace
 // taken from an Allocator. Row-major operands, as our tensors (see
 // Note [Row-major GEMM on cuBLAS] in kernels/cuda/gemm_plan.h).
 //
@@ -60,7 +61,38 @@ struct GemmCall {
   // gradient of a weight-gradient GEMM dW = dY^T X is the column sums of dY.
   // Type `bias_dtype` (default c_dtype); batch 1, with no bias or GELU.
   void* bias_grad = nullptr;
+  // With gelu: GELU's input (the product plus the bias) also written here,
+  // [M, N] row-major with `aux_ld` elements between rows, in c_dtype
+  // (cuBLASLt's GELU_AUX / GELU_AUX_BIAS epilogues; Note [GELU in the GEMM]).
+  void* gelu_aux = nullptr;
+  // GELU's backward (cuBLASLt's DGELU epilogue): C = alpha op(A) op(B) times
+  // gelu'(dgelu_aux) elementwise, where dgelu_aux is what a gelu_aux call
+  // wrote (same layout, c_dtype). No bias, GELU or bias gradient with it.
+  const void* dgelu_aux = nullptr;
+  // Elements between rows of gelu_aux / dgelu_aux: at least N and a multiple
+  // of 8 (cuBLASLt's EPILOGUE_AUX_LD rule). Aux calls take batch 1, beta 0.
+  int64_t aux_ld = 0;
 };
+
+// Note [GELU in the GEMM]
+// GPT-2's MLP is h = x W1^T + b1, a = gelu(h), y = a W2^T + b2. Run as ops,
+// GELU costs a pass of its own each way: forward the GEMM writes h and GELU
+// reads h and writes a; backward the GEMM writes da and GELU's backward reads
+// h and da and writes dh (7 passes over a [rows, 4C] tensor). cuBLASLt's
+// epilogues take both into the GEMMs, as llm.c does: the fc GEMM applies the
+// bias and GELU and also writes h (GELU_AUX_BIAS), and the proj layer's
+// input-gradient GEMM multiplies dY W2 by gelu'(h) before writing dh (DGELU):
+// 4 passes, no GELU kernel. ops::GeluMlp (autograd/ops.h) asks for both
+// through MatMulOptions::gelu / pre_gelu / dgelu_pre (kernels/matmul.h).
+// cuBLASLt's GELU is computed in fp32 before the one rounding into C (our
+// unfused path rounds h first), so results differ from the op-by-op path by
+// the rounding of h: a 16-bit ulp of h times gelu' (|gelu'| <= 1.13), within
+// the GEMM's own tolerance; the CPU computes the unfused bits exactly. Where
+// cuBLASLt has no algorithm for the epilogue, or the layout does not meet its
+// rules (aux_ld a multiple of 8, batch 1, out written directly), MatMul runs
+// the GEMM and then our GELU kernels, and counts the fallback
+// (EpilogueCountsNow(FusedEpilogue::kGelu)); the GPU record fails on any in
+// the job, as for the bias gradient.
 
 // Note [Bias gradient in the GEMM]
 // A linear layer's backward computes dW [out, in] = dY^T [out, rows] X [rows,
@@ -73,31 +105,40 @@ struct GemmCall {
 // MatMul (kernels/matmul.cc) then runs the plain GEMM and our column reduction,
 // and counts the fallback (BiasGradEpilogueCounts): the GPU record fails on
 // any (tools/gpu_bundle/gpu_record.cc), so a fallback is never silent.
-struct BiasGradEpilogueCounts {
-  int64_t fused = 0;     // GEMMs that computed the bias gradient in the epilogue
-  int64_t fallback = 0;  // refused by cuBLASLt: plain GEMM + our reduction
+// Which fused epilogue MatMul counts: the bias gradient (BGRADB) or GELU
+// (GELU_AUX / DGELU, Note [GELU in the GEMM]).
+enum class FusedEpilogue { kBiasGrad = 0, kGelu = 1 };
+struct EpilogueCounts {
+  int64_t fused = 0;     // GEMMs that ran the epilogue
+  int64_t fallback = 0;  // refused by cuBLASLt (or a layout it cannot take): plain GEMM + our kernel
 };
+using BiasGradEpilogueCounts = EpilogueCounts;
 namespace gemm_internal {
-inline std::atomic<int64_t> bias_grad_fused{0};
-inline std::atomic<int64_t> bias_grad_fallback{0};
+inline std::atomic<int64_t> epilogue_fused[2] = {0, 0};
+inline std::atomic<int64_t> epilogue_fallback[2] = {0, 0};
+inline std::atomic<bool> epilogue_enabled[2] = {true, true};
 }  // namespace gemm_internal
 
 // Process-wide counts since start (every device, every thread).
-inline BiasGradEpilogueCounts BiasGradEpilogueCountsNow() {
-  return {gemm_internal::bias_grad_fused.load(), gemm_internal::bias_grad_fallback.load()};
+inline EpilogueCounts EpilogueCountsNow(FusedEpilogue e) {
+  const int i = static_cast<int>(e);
+  return {gemm_internal::epilogue_fused[i].load(), gemm_internal::epilogue_fallback[i].load()};
 }
-inline void CountBiasGradEpilogue(bool fused) {
-  (fused ? gemm_internal::bias_grad_fused : gemm_internal::bias_grad_fallback).fetch_add(1);
+inline void CountEpilogue(FusedEpilogue e, bool fused) {
+  const int i = static_cast<int>(e);
+  (fused ? gemm_internal::epilogue_fused[i] : gemm_internal::epilogue_fallback[i]).fetch_add(1);
 }
+inline BiasGradEpilogueCounts BiasGradEpilogueCountsNow() { return EpilogueCountsNow(FusedEpilogue::kBiasGrad); }
+inline void CountBiasGradEpilogue(bool fused) { CountEpilogue(FusedEpilogue::kBiasGrad, fused); }
 
-namespace gemm_internal {
-inline std::atomic<bool> bias_grad_epilogue{true};
-}  // namespace gemm_internal
-
-// false: Run answers every bias-gradient call with Unimplemented, as when
-// cuBLASLt has no algorithm (tests of the fallback; A/B measurements).
-inline void SetBiasGradEpilogue(bool enabled) { gemm_internal::bias_grad_epilogue = enabled; }
-inline bool BiasGradEpilogueEnabled() { return gemm_internal::bias_grad_epilogue.load(); }
+// false: Run answers every call asking for that epilogue with Unimplemented,
+// as when cuBLASLt has no algorithm (tests of the fallback; A/B measurements).
+inline void SetEpilogueEnabled(FusedEpilogue e, bool enabled) {
+  gemm_internal::epilogue_enabled[static_cast<int>(e)] = enabled;
+}
+inline bool EpilogueEnabled(FusedEpilogue e) { return gemm_internal::epilogue_enabled[static_cast<int>(e)].load(); }
+inline void SetBiasGradEpilogue(bool enabled) { SetEpilogueEnabled(FusedEpilogue::kBiasGrad, enabled); }
+inline bool BiasGradEpilogueEnabled() { return EpilogueEnabled(FusedEpilogue::kBiasGrad); }
 
 class CublasLtGemm {
  public:
@@ -113,8 +154,9 @@ class CublasLtGemm {
   // Enqueues the GEMM on `stream`. InvalidArgument for an inconsistent call
   // (shapes, dtypes the types table above does not have); Internal with
   // cuBLAS's status text when cuBLASLt refuses or finds no algorithm;
-  // Unimplemented, launching nothing, when no algorithm takes the bias-gradient
-  // epilogue (remembered per shape: asked once).
+  // Unimplemented, launching nothing, when no algorithm takes the
+  // bias-gradient or GELU-aux epilogue (remembered per shape: asked once), or
+  // that epilogue is switched off (SetEpilogueEnabled).
   absl::Status Run(const GemmCall& call, void* stream);
 
   // Number of algorithm searches (cache misses) so far.

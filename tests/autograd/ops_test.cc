@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "zeroshard/autograd/engine.h"
+#include "zeroshard/autograd/grad_mode.h"
 #include "zeroshard/runtime/status.h"
 #include "zeroshard/tests/autograd/op_check.h"
 #include "zeroshard/tests/kernels/kernel_testing.h"
@@ -137,6 +139,86 @@ TEST(Ops, Linear) {
             return y;
           },
           {R({2, 3, 5}, -1, 1, 9), R({4, 5}, -1, 1, 10), R({4}, -1, 1, 11)});
+}
+
+// GPT-2's MLP as one op (Note [GELU in the GEMM]): against a double reference
+// with finite differences, then bit for bit against Linear, Gelu, Linear (the
+// CPU computes the same steps) in f32 and bf16, with frozen weights, without
+// biases, and without grad mode.
+TEST(Ops, GeluMlpIsLinearGeluLinear) {
+  auto gelu = [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); };
+  // x [2, 3, 5] -> w1 [6, 5] + b1 -> GELU -> w2 [4, 6] + b2
+  CheckOp("GeluMlp", [](auto& v) { return ops::GeluMlp(v[0], v[1], v[2], v[3], v[4]); },
+          [&](const std::vector<Vec>& x) {
+            Vec h = RefMatMul(x[0], x[1], 1, 6, 5, 6, false, true, true);
+            for (int r = 0; r < 6; ++r)
+              for (int j = 0; j < 6; ++j) h[r * 6 + j] = gelu(h[r * 6 + j] + x[2][j]);
+            Vec y = RefMatMul(h, x[3], 1, 6, 6, 4, false, true, true);
+            for (int r = 0; r < 6; ++r)
+              for (int j = 0; j < 4; ++j) y[r * 4 + j] += x[4][j];
+            return y;
+          },
+          {R({2, 3, 5}, -1, 1, 12), R({6, 5}, -1, 1, 13), R({6}, -1, 1, 14), R({4, 6}, -1, 1, 15),
+           R({4}, -1, 1, 16)});
+
+  struct Case {
+    DType dtype;
+    bool biases;
+    bool train_w1, train_w2;
+    bool grad_mode;
+  };
+  for (const Case& c : {Case{DType::kF32, true, true, true, true}, Case{DType::kBF16, true, true, true, true},
+                        Case{DType::kF32, false, true, true, true}, Case{DType::kBF16, true, false, true, true},
+                        Case{DType::kF32, true, true, false, true}, Case{DType::kF32, true, true, true, false}}) {
+    SCOPED_TRACE(std::string(DTypeName(c.dtype)) + (c.biases ? "" : " no biases") + (c.train_w1 ? "" : " w1 frozen") +
+                 (c.train_w2 ? "" : " w2 frozen") + (c.grad_mode ? "" : " no grad mode"));
+    const std::vector<Tensor> t = {RandomTensor({2, 7, 8}, c.dtype, -1, 1, 20),
+                                   RandomTensor({24, 8}, c.dtype, -0.5, 0.5, 21),
+                                   RandomTensor({24}, c.dtype, -1, 1, 22),
+                                   RandomTensor({8, 24}, c.dtype, -0.5, 0.5, 23),
+                                   RandomTensor({8}, c.dtype, -1, 1, 24)};
+    const Tensor w = RandomTensor({2, 7, 8}, c.dtype, -1, 1, 25);
+    auto run = [&](bool fused) -> std::vector<Vec> {
+      std::vector<Variable> v;
+      for (size_t i = 0; i < t.size(); ++i) {
+        const bool trains = (i == 1 ? c.train_w1 : i == 3 ? c.train_w2 : true);
+        v.emplace_back(t[i].Clone().value(), trains);
+      }
+      const Variable b1 = c.biases ? v[2] : Variable(), b2 = c.biases ? v[4] : Variable();
+      std::optional<autograd::NoGradGuard> no_grad;
+      if (!c.grad_mode) no_grad.emplace();
+      absl::StatusOr<Variable> y;
+      if (fused) {
+        y = ops::GeluMlp(v[0], v[1], b1, v[3], b2);
+      } else {
+        y = ops::Linear(ops::Gelu(ops::Linear(v[0], v[1], b1).value()).value(), v[3], b2);
+      }
+      no_grad.reset();
+      EXPECT_TRUE(y.ok()) << y.status();
+      std::vector<Vec> out = {ToDoubles(y->value())};
+      if (!c.grad_mode) {
+        EXPECT_FALSE(y->requires_grad());
+        return out;
+      }
+      Variable loss = ops::SumAll(ops::Mul(*y, Variable(w)).value()).value();
+      EXPECT_TRUE(autograd::Backward(loss).ok());
+      for (const Variable& x : v) out.push_back(x.grad().defined() ? ToDoubles(x.grad()) : Vec{});
+      return out;
+    };
+    const std::vector<Vec> fused = run(true), composed = run(false);
+    ASSERT_EQ(fused.size(), composed.size());
+    for (size_t i = 0; i < fused.size(); ++i) EXPECT_EQ(fused[i], composed[i]) << "output " << i;
+  }
+
+  // What is refused, with what was found.
+  Variable x(R({2, 3, 5}), true), w1(R({6, 5}), true), w2(R({4, 7}), true), b1(R({5}), true);
+  EXPECT_THAT(ops::GeluMlp(x, w1, Variable(), w2, Variable()).status(),
+              ::zeroshard::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                             ::zeroshard::testing::HasSubstr("expected x [..., in], w1 [hidden, in], "
+                                                                             "w2 [out, hidden]")));
+  EXPECT_THAT(ops::GeluMlp(x, w1, b1, w2, Variable()).status(),
+              ::zeroshard::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                             ::zeroshard::testing::HasSubstr("GeluMlp (first layer): bias of shape [5]")));
 }
 
 TEST(Ops, Reductions) {

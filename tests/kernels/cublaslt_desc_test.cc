@@ -30,6 +30,7 @@ const void* const kA = reinterpret_cast<const void*>(uintptr_t{0x1000});
 const void* const kB = reinterpret_cast<const void*>(uintptr_t{0x2000});
 void* const kC = reinterpret_cast<void*>(uintptr_t{0x3000});
 const void* const kBias = reinterpret_cast<const void*>(uintptr_t{0x4000});
+void* const kAux = reinterpret_cast<void*>(uintptr_t{0x5000});
 
 template <typename T>
 T DescAttr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr) {
@@ -183,6 +184,48 @@ TEST(CublasLtDesc, BatchedStridedViews) {
   ExpectLayout(d.d, {CUDA_R_32F, T, T, T, batch, T * T}, "d (S)");
 }
 
+// Note [GELU in the GEMM]: the fc forward keeping GELU's input. The aux matrix
+// is laid out as D (column-major [N, M], ld = aux_ld) in D's type: the
+// pointer and ld are set, the aux type left at its default (-1: D's).
+TEST(CublasLtDesc, GeluAuxKeepsGelusInputLaidOutAsD) {
+  const int64_t M = 96, N = 256, K = 64;
+  GemmCall call = Call({.m = M, .n = N, .k = K, .transpose_b = true, .lda = K, .ldb = K, .ldc = N},
+                       DType::kBF16, DType::kBF16);
+  call.bias = kBias;
+  call.gelu = true;
+  call.gelu_aux = kAux;
+  call.aux_ld = N;
+  CublasLtDescriptors d;
+  ZS_ASSERT_OK(MakeCublasLtDescriptors(call, d));
+  ExpectOp(d.op, {.trans_first = CUBLAS_OP_T, .epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+                  .bias = kBias, .bias_type = CUDA_R_16BF});
+  EXPECT_EQ(DescAttr<const void*>(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER), kAux);
+  EXPECT_EQ(DescAttr<int64_t>(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), N);
+  EXPECT_EQ(DescAttr<int32_t>(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE), -1);
+  ExpectLayout(d.d, {CUDA_R_16BF, N, M, N, 1, 0}, "d (a)");
+  call.bias = nullptr;  // without a bias: GELU_AUX
+  CublasLtDescriptors e;
+  ZS_ASSERT_OK(MakeCublasLtDescriptors(call, e));
+  ExpectOp(e.op, {.trans_first = CUBLAS_OP_T, .epilogue = CUBLASLT_EPILOGUE_GELU_AUX});
+}
+
+// GELU's backward in the proj layer's input gradient: dh [M, H] = dy [M, C] @
+// W2 [C, H] times gelu'(h), h the aux input laid out as D.
+TEST(CublasLtDesc, GeluGradientReadsTheAuxInput) {
+  const int64_t M = 96, C = 64, H = 256;
+  GemmCall call = Call({.m = M, .n = H, .k = C, .lda = C, .ldb = H, .ldc = H}, DType::kF16, DType::kF16);
+  call.dgelu_aux = kAux;
+  call.aux_ld = H;
+  CublasLtDescriptors d;
+  ZS_ASSERT_OK(MakeCublasLtDescriptors(call, d));
+  ExpectOp(d.op, {.epilogue = CUBLASLT_EPILOGUE_DGELU});
+  EXPECT_EQ(DescAttr<const void*>(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER), kAux);
+  EXPECT_EQ(DescAttr<int64_t>(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), H);
+  ExpectLayout(d.first, {CUDA_R_16F, H, C, H, 1, 0}, "first (W2)");
+  ExpectLayout(d.second, {CUDA_R_16F, C, M, C, 1, 0}, "second (dy)");
+  ExpectLayout(d.d, {CUDA_R_16F, H, M, H, 1, 0}, "d (dh)");
+}
+
 TEST(CublasLtDesc, Tf32ComputeAndBiasOnly) {
   GemmCall call = Call({.m = 8, .n = 16, .k = 32, .lda = 32, .ldb = 16, .ldc = 16}, DType::kF32,
                        DType::kF32);
@@ -301,6 +344,25 @@ TEST(CublasLtDesc, InconsistentCallsAreRefusedBeforeCuBlasLt) {
                                DType::kF32, DType::kF32);
   batched_grad.bias_grad = const_cast<void*>(kBias);
   bad.push_back({batched_grad, "the bias-gradient epilogue needs batch 1, got 2"});
+  const RowMajorGemm wide{.m = 4, .n = 16, .k = 16, .lda = 16, .ldb = 16, .ldc = 16};
+  GemmCall aux_without_gelu = Call(wide, DType::kBF16, DType::kBF16);
+  aux_without_gelu.gelu_aux = kAux;
+  aux_without_gelu.aux_ld = 16;
+  bad.push_back({aux_without_gelu, "gelu_aux is written by the GELU epilogue only"});
+  GemmCall dgelu_and_bias = Call(wide, DType::kBF16, DType::kBF16);
+  dgelu_and_bias.dgelu_aux = kAux;
+  dgelu_and_bias.aux_ld = 16;
+  dgelu_and_bias.bias = kBias;
+  bad.push_back({dgelu_and_bias, "the GELU-gradient epilogue takes no bias, GELU or bias gradient"});
+  GemmCall odd_ld = Call(wide, DType::kBF16, DType::kBF16);
+  odd_ld.gelu = true;
+  odd_ld.gelu_aux = kAux;
+  odd_ld.aux_ld = 20;
+  bad.push_back({odd_ld, "aux_ld must be a multiple of 8 and at least N = 16, got 20"});
+  GemmCall aux_beta = odd_ld;
+  aux_beta.aux_ld = 16;
+  aux_beta.beta = 1.0f;
+  bad.push_back({aux_beta, "the GELU aux epilogues need batch 1 and beta 0, got batch 1, beta 1"});
   for (const Bad& b : bad) {
     CublasLtDescriptors d;
     const absl::Status s = MakeCublasLtDescriptors(b.call, d);

@@ -4,6 +4,8 @@
 // accumulation, odd and large shapes. Skips without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -20,6 +22,7 @@ using ::zeroshard::testing::ExpectClose;
 using ::zeroshard::testing::OnGpu;
 using ::zeroshard::testing::RandomTensor;
 using ::zeroshard::testing::Tol;
+using ::zeroshard::testing::ToDoubles;
 
 // fp32 accumulation over k terms of magnitude <= 1 in another order than the
 // CPU's; 16-bit outputs add one rounding.
@@ -236,6 +239,85 @@ TEST(CudaGemm, MatMulBiasGradMatchesCpuFusedAndFallback) {
   ZS_ASSERT_OK_AND_ASSIGN(Tensor want, Sum(dy, 0));
   ZS_ASSERT_OK_AND_ASSIGN(Tensor want_f32, want.To(DType::kF32));
   ExpectClose(db_f32, want_f32, GemmTol(DType::kBF16, DType::kBF16, rows), "db f32 of bf16");
+}
+
+// MatMulOptions::gelu / pre_gelu / dgelu_pre (Note [GELU in the GEMM]): the
+// fc GEMM with bias, GELU and GELU's input kept (GELU_AUX_BIAS), and the proj
+// layer's input-gradient GEMM times gelu'(h) (DGELU), fused and through the
+// fallback (switched off, and a hidden width whose ld is not a multiple of 8,
+// which cuBLASLt's aux rule refuses), counted. Against the CPU in f32, rounded
+// once. Bounds: pre_gelu is a GEMM result plus the bias (GemmTol); GELU's
+// output adds at most 4.8e-4 (the tanh and erf forms of GELU differ by less,
+// should cuBLASLt use the other) and is 1e-3 looser; dh is the GEMM result P
+// times gelu'(h), |gelu'| <= 1.129, so P's error grows by that factor, plus
+// |P| times the two forms' largest derivative difference, 8.7e-4 (the three
+// maxima taken in double over [-8, 8] in steps of 1e-3, derivatives by central
+// differences; beyond 8 both forms equal x or 0 to within 1e-14).
+TEST(CudaGemm, MatMulGeluAuxAndGradientFusedAndFallback) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const int64_t rows = 193, in_f = 96, out_f = 64;
+  for (DType dtype : kFloatDTypes) {
+    for (int64_t hidden : {384, 100}) {  // 100: aux ld not a multiple of 8
+      const Tensor x = RandomTensor({rows, in_f}, dtype, -1, 1, 70);
+      const Tensor w1 = RandomTensor({hidden, in_f}, dtype, -0.2, 0.2, 71);
+      const Tensor b1 = RandomTensor({hidden}, dtype, -1, 1, 72);
+      const Tensor dy = RandomTensor({rows, out_f}, dtype, -1, 1, 73);
+      const Tensor w2 = RandomTensor({out_f, hidden}, dtype, -0.2, 0.2, 74);
+      // CPU references in f32, each rounded once into dtype.
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor pre32, Tensor::Empty({rows, hidden}, DType::kF32));
+      ZS_ASSERT_OK(MatMul(x, w1, pre32, {.transpose_b = true}));
+      ZS_ASSERT_OK(Add(pre32, b1, pre32));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor a32, Unary(UnaryOp::kGelu, pre32));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor want_pre, pre32.To(dtype));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor want_a, a32.To(dtype));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor p32, Tensor::Empty({rows, hidden}, DType::kF32));
+      ZS_ASSERT_OK(MatMul(dy, w2, p32));
+      double p_max = 0;
+      for (double v : ToDoubles(p32)) p_max = std::max(p_max, std::fabs(v));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor dh32, Binary(BinaryOp::kGeluBackward, want_pre, p32));
+      ZS_ASSERT_OK_AND_ASSIGN(Tensor want_dh, dh32.To(dtype));
+      const Tol fwd = GemmTol(dtype, dtype, in_f), bwd = GemmTol(dtype, dtype, out_f);
+
+      const Tensor xd = OnGpu(x, &gpu), w1d = OnGpu(w1, &gpu), b1d = OnGpu(b1, &gpu);
+      const Tensor dyd = OnGpu(dy, &gpu), w2d = OnGpu(w2, &gpu), hd = OnGpu(want_pre, &gpu);
+      for (bool enabled : {true, false}) {
+        const std::string what = std::string(DTypeName(dtype)) + " hidden " + std::to_string(hidden) +
+                                 (enabled ? "" : ", epilogue switched off");
+        const bool expect_fused = enabled && hidden % 8 == 0;
+        cuda::SetEpilogueEnabled(cuda::FusedEpilogue::kGelu, enabled);
+        const cuda::EpilogueCounts before = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor ad, Tensor::Empty({rows, hidden}, dtype, &gpu));
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor pred, Tensor::Empty({rows, hidden}, dtype, &gpu));
+        ZS_ASSERT_OK(MatMul(xd, w1d, ad, {.transpose_b = true, .bias = b1d, .gelu = true, .pre_gelu = pred}));
+        ZS_ASSERT_OK_AND_ASSIGN(Tensor dhd, Tensor::Empty({rows, hidden}, dtype, &gpu));
+        ZS_ASSERT_OK(MatMul(dyd, w2d, dhd, {.dgelu_pre = hd}));
+        cuda::SetEpilogueEnabled(cuda::FusedEpilogue::kGelu, true);
+        const cuda::EpilogueCounts after = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
+        EXPECT_EQ(after.fused + after.fallback, before.fused + before.fallback + 2) << what;
+        // The simulator's stand-in takes every call cuBLASLt's rules allow; a
+        // real cuBLASLt may refuse more, which must then show as a fallback.
+        if (!expect_fused || testing::OnCudaSimulator()) {
+          EXPECT_EQ(after.fallback - before.fallback, expect_fused ? 0 : 2) << what;
+        }
+        ExpectClose(pred, want_pre, fwd, "pre_gelu " + what);
+        ExpectClose(ad, want_a, {fwd.atol + 1e-3, fwd.rtol}, "gelu " + what);
+        ExpectClose(dhd, want_dh, {1.13 * bwd.atol + 8.7e-4 * p_max, bwd.rtol}, "dgelu " + what);
+      }
+    }
+  }
+  // Without pre_gelu the plain GELU epilogue runs (no aux matrix to lay out).
+  const Tensor x = RandomTensor({33, 40}, DType::kF32, -1, 1, 75);
+  const Tensor w = RandomTensor({20, 40}, DType::kF32, -1, 1, 76);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor want, MatMul(x, w, {.transpose_b = true}));
+  ZS_ASSERT_OK(Unary(UnaryOp::kGelu, want, want));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor got, Tensor::Empty({33, 20}, DType::kF32, &gpu));
+  const cuda::EpilogueCounts before = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
+  ZS_ASSERT_OK(MatMul(OnGpu(x, &gpu), OnGpu(w, &gpu), got, {.transpose_b = true, .gelu = true}));
+  const cuda::EpilogueCounts after = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
+  EXPECT_EQ(after.fused, before.fused + 1);
+  const Tol tol = GemmTol(DType::kF32, DType::kF32, 40);
+  ExpectClose(got, want, {tol.atol + 1e-3, tol.rtol}, "gelu without pre_gelu");
 }
 
 // SetMatMulAllowTf32: f32 GEMMs reach cuBLASLt with TF32 compute (a call of its

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "zeroshard/kernels/cpu/gemm.h"
+#include "zeroshard/kernels/elementwise.h"
 #include "zeroshard/kernels/cpu/isa.h"
 #include "zeroshard/tests/kernels/kernel_testing.h"
 #include "zeroshard/tests/testing.h"
@@ -182,6 +183,51 @@ TEST(MatMul, BiasGradIsTheSumOverK) {
   ZS_ASSERT_OK_AND_ASSIGN(Tensor dy_row, dy.Select(0, 0));  // [4], inside dy
   EXPECT_THAT(MatMul(dy, x, {.transpose_a = true, .bias_grad = dy_row}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bias_grad overlaps")));
+}
+
+// gelu / pre_gelu / dgelu_pre (Note [GELU in the GEMM]): on the CPU the bits
+// of MatMul followed by Gelu (forward) or GeluBackward (backward), in f32 and
+// bf16, batched; then what is refused.
+TEST(MatMul, GeluAndItsGradientAreTheUnfusedBits) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const Tensor x = RandomTensor({3, 5, 8}, dtype, -1, 1, 50), w = RandomTensor({16, 8}, dtype, -1, 1, 51);
+    const Tensor b = RandomTensor({16}, dtype, -1, 1, 52);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor h_want, MatMul(x, w, {.transpose_b = true, .bias = b}));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor a_want, Unary(UnaryOp::kGelu, h_want));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor h, Tensor::Empty({3, 5, 16}, dtype));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor a, Tensor::Empty({3, 5, 16}, dtype));
+    ZS_ASSERT_OK(MatMul(x, w, a, {.transpose_b = true, .bias = b, .gelu = true, .pre_gelu = h}));
+    EXPECT_EQ(ToDoubles(h), ToDoubles(h_want));
+    EXPECT_EQ(ToDoubles(a), ToDoubles(a_want));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor a_only, Tensor::Empty({3, 5, 16}, dtype));
+    ZS_ASSERT_OK(MatMul(x, w, a_only, {.transpose_b = true, .bias = b, .gelu = true}));
+    EXPECT_EQ(ToDoubles(a_only), ToDoubles(a_want));
+
+    const Tensor dy = RandomTensor({3, 5, 4}, dtype, -1, 1, 53), w2 = RandomTensor({4, 16}, dtype, -1, 1, 54);
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor da, MatMul(dy, w2));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dh_want, Binary(BinaryOp::kGeluBackward, h, da));
+    ZS_ASSERT_OK_AND_ASSIGN(Tensor dh, Tensor::Empty({3, 5, 16}, dtype));
+    ZS_ASSERT_OK(MatMul(dy, w2, dh, {.dgelu_pre = h}));
+    EXPECT_EQ(ToDoubles(dh), ToDoubles(dh_want));
+  }
+  const Tensor x = RandomTensor({4, 8}, DType::kF32, -1, 1, 55), w = RandomTensor({6, 8}, DType::kF32, -1, 1, 56);
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor out, Tensor::Empty({4, 6}, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor pre, Tensor::Empty({4, 6}, DType::kF32));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor wrong, Tensor::Empty({4, 5}, DType::kF32));
+  const Tensor b = RandomTensor({6}, DType::kF32, -1, 1, 57);
+  EXPECT_THAT(MatMul(x, w, out, {.transpose_b = true, .pre_gelu = pre}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pre_gelu is written only with gelu = true")));
+  EXPECT_THAT(MatMul(x, w, out, {.transpose_b = true, .beta = 1.0f, .gelu = true}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gelu takes beta 0, got 1")));
+  EXPECT_THAT(MatMul(x, w, out, {.transpose_b = true, .bias = b, .dgelu_pre = pre}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("dgelu_pre takes no gelu, bias, bias_grad or beta")));
+  EXPECT_THAT(MatMul(x, w, out, {.transpose_b = true, .gelu = true, .pre_gelu = wrong}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("pre_gelu is f32 [4, 5], expected a float [4, 6] (out's shape)")));
+  EXPECT_THAT(MatMul(x, w, out, {.transpose_b = true, .dgelu_pre = out}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dgelu_pre overlaps an operand or the output")));
 }
 
 TEST(MatMul, EveryInstructionSetAgreesWithReference) {

@@ -129,6 +129,10 @@ TEST(TrainGptOnGpus, QuietStepsDoNotSynchroniseTheHost) {
   // cuBLASLt takes the epilogue; a real one that refused would show here).
   EXPECT_GT(got.bias_grads_fused, 0);
   EXPECT_EQ(got.bias_grad_fallbacks, 0);
+  // The MLPs' GELU in the fc GEMM and its gradient in the proj's dx GEMM
+  // (Note [GELU in the GEMM]): hidden width 128, an aux ld cuBLASLt takes.
+  EXPECT_GT(got.gelu_epilogues_fused, 0);
+  EXPECT_EQ(got.gelu_epilogue_fallbacks, 0);
   ASSERT_EQ(got.losses.size(), 7u);
   for (double l : got.losses) EXPECT_TRUE(std::isfinite(l)) << "every loss is read by the end";
 }

@@ -367,6 +367,12 @@ json Problems(const json& record) {
         f.value("bias_grad_fallbacks", 0.0) > 0) {
       add(f.value("bench", "") + ": cuBLASLt refused the bias-gradient epilogue (" + name + ")");
     }
+    // Note [GELU in the GEMM]: likewise.
+    if (((StartsWith(name, "step gelu epilogue fallbacks") || StartsWith(name, "gemm gelu epilogue refused")) &&
+         v > 0) ||
+        f.value("gelu_epilogue_fallbacks", 0.0) > 0) {
+      add(f.value("bench", "") + ": cuBLASLt refused a GELU epilogue (" + name + ")");
+    }
     if (f.value("bench", "") == "cuda_bench" && StartsWith(name, "step tokens/s")) step_figure = true;
   }
   if (record.value("mode", "") == "gpu" && !step_figure) add("cuda_bench: no GPT step figure in the record");

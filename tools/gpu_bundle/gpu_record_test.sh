@@ -3,7 +3,7 @@
 # 2026-11-26 passes gpu-check; a run folder built here with one of each problem
 # (a failed test, a crash, a timed-out step, sanitizer errors in our kernel and in
 # racecheck's summary, cuDNN refusing attention, a legacy convolution fallback, a
-# failed bench check, a bias-gradient epilogue fallback, a missing GPT step figure) fails
+# failed bench check, a bias-gradient and a GELU epilogue fallback, a missing GPT step figure) fails
 # it, naming each (a refusal count of 0 is no problem).
 set -uo pipefail
 rec=${1:?gpu_record}
@@ -52,6 +52,7 @@ cat > "$d/figures.jsonl" <<'FIG'
 {"bench":"cuda_bench","name":"result checks failed","value":2,"unit":"count"}
 {"bench":"cuda_bench","name":"gemm bias-grad epilogue refused mlp fc dW bf16 3072x768x8192 +bias grad","value":0,"unit":"count"}
 {"bench":"cuda_bench","name":"step bias-grad epilogue fallbacks GPT-2 124M B8 T1024 bf16 FULL_SHARD world 1","value":48,"unit":"count","fused":0}
+{"bench":"cuda_bench","name":"step gelu epilogue fallbacks GPT-2 124M B8 T1024 bf16 FULL_SHARD world 1","value":24,"unit":"count","fused":0}
 {"bench":"cuda_bench","name":"gemm qkv","value":640.5,"unit":"TFLOP/s","baseline":641,"of_baseline":0.99}
 not json: ignored
 FIG
@@ -73,11 +74,12 @@ for want in \
     "3 convolution passes fell back to cuDNN's legacy API" \
     "cuda_bench: result checks failed" \
     "cuda_bench: cuBLASLt refused the bias-gradient epilogue (step bias-grad epilogue fallbacks" \
+    "cuda_bench: cuBLASLt refused a GELU epilogue (step gelu epilogue fallbacks" \
     "cuda_bench: no GPT step figure in the record"; do
   grep -qF "$want" "$d/check.txt" || fail "gpu-check does not say: $want
 $(cat "$d/check.txt")"
 done
-grep -q "11 problems" "$d/check.txt" || fail "expected exactly 11 problems: $(cat "$d/check.txt")"
+grep -q "12 problems" "$d/check.txt" || fail "expected exactly 12 problems: $(cat "$d/check.txt")"
 grep -q "3 tests (1 passed, 1 failed, 1 skipped)" "$d/check.txt" || fail "counts: $(head -1 "$d/check.txt")"
 # The record itself: the kernel named by memcheck is ours; the test's job figure is left out;
 # the card's datasheet peak; the backtrace of the crash is in the summary.

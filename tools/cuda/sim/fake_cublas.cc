@@ -88,7 +88,7 @@ cublasStatus_t CUBLASWINAPI cublasGemmEx(cublasHandle_t handle, cublasOperation_
   ::zs_cuda_sim::ReferenceGemm(
       m, n, k, alpha_f, ::zs_cuda_sim::GemmOperand{a, a_type, lda, ta},
       ::zs_cuda_sim::GemmOperand{b, b_type, ldb, tb}, beta_f, c, c_type, ldc, c, c_type, ldc,
-      [](int64_t, float v) { return v; });
+      [](int64_t, int64_t, float v) { return v; });
   return CUBLAS_STATUS_SUCCESS;
 }
 

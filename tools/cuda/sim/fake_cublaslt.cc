@@ -7,9 +7,13 @@
 // tanh form (kernels/math/fast_math.h), results rounded to D's type once. What
 // it takes is what this project asks of cuBLASLt: f32 / bf16 / f16 operands,
 // 32F or 32F_FAST_TF32 compute (TF32 is computed as fp32), the DEFAULT, BIAS,
-// GELU and GELU_BIAS epilogues, BGRADB (batch 1: the sums over k of op(B),
-// Note [Bias gradient in the GEMM]), strided batches (a zero stride shares an
-// operand), column-major layouts; anything else is CUBLAS_STATUS_NOT_SUPPORTED.
+// GELU and GELU_BIAS epilogues, GELU_AUX and GELU_AUX_BIAS (GELU's input, in
+// fp32, also stored to the aux matrix in D's type) and DGELU (the product times
+// GeluTanhGrad of the aux matrix; Note [GELU in the GEMM]), with cuBLASLt's
+// rules for them (aux ld a multiple of 8 and at least D's rows; batch 1),
+// BGRADB (batch 1: the sums over k of op(B), Note [Bias gradient in the GEMM]),
+// strided batches (a zero stride shares an operand), column-major layouts;
+// anything else is CUBLAS_STATUS_NOT_SUPPORTED.
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -33,6 +37,8 @@ struct Desc {
   const void* bias = nullptr;
   cudaDataType_t bias_type = CUDA_R_32F;
   bool bias_type_set = false;
+  const void* aux = nullptr;  // GELU's input: written by GELU_AUX*, read by DGELU
+  int64_t aux_ld = 0;
 };
 static_assert(sizeof(Desc) <= sizeof(cublasLtMatmulDescOpaque_t));
 
@@ -64,6 +70,31 @@ cublasStatus_t SetEnum(const void* buf, size_t bytes, Enum* field) {
   if (cublasStatus_t s = SetField(buf, bytes, &v); s != CUBLAS_STATUS_SUCCESS) return s;
   *field = static_cast<Enum>(v);
   return CUBLAS_STATUS_SUCCESS;
+}
+
+// What an epilogue asks for; `known` false for one this stand-in does not take.
+struct Epilogue {
+  bool known = true, bias = false, gelu = false, gelu_aux = false, dgelu = false, bgradb = false;
+};
+
+Epilogue Classify(cublasLtEpilogue_t epilogue) {
+  switch (epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return {};
+    case CUBLASLT_EPILOGUE_BIAS: return {.bias = true};
+    case CUBLASLT_EPILOGUE_GELU: return {.gelu = true};
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return {.bias = true, .gelu = true};
+    case CUBLASLT_EPILOGUE_GELU_AUX: return {.gelu = true, .gelu_aux = true};
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return {.bias = true, .gelu = true, .gelu_aux = true};
+    case CUBLASLT_EPILOGUE_DGELU: return {.dgelu = true};
+    case CUBLASLT_EPILOGUE_BGRADB: return {.bgradb = true};
+    default: return {.known = false};
+  }
+}
+
+// The aux matrix as cuBLASLt requires it: set, ld a multiple of 8 and at least
+// D's rows, batch 1 (this project never asks for the aux batch stride).
+bool AuxUsable(const Desc& op, const Layout& d) {
+  return op.aux != nullptr && op.aux_ld % 8 == 0 && op.aux_ld >= static_cast<int64_t>(d.rows) && d.batch == 1;
 }
 
 }  // namespace
@@ -134,6 +165,10 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t 
       return SetEnum<uint32_t>(buf, bytes, &d->epilogue);
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
       return SetField(buf, bytes, &d->bias);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      return SetField(buf, bytes, &d->aux);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+      return SetField(buf, bytes, &d->aux_ld);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: {
       const cublasStatus_t s = SetEnum<int32_t>(buf, bytes, &d->bias_type);
       if (s == CUBLAS_STATUS_SUCCESS) d->bias_type_set = true;
@@ -209,6 +244,10 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
   }
   *returned = 0;
   if (requested < 1) return CUBLAS_STATUS_SUCCESS;
+  // cuBLASLt's rules for the epilogues (cublasLt.h): what it would find no algorithm for.
+  const Epilogue e = Classify(D(desc)->epilogue);
+  if (!e.known) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if ((e.gelu_aux || e.dgelu) && !AuxUsable(*D(desc), *L(d))) return CUBLAS_STATUS_NOT_SUPPORTED;
   std::memset(&results[0], 0, sizeof(results[0]));
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
@@ -239,23 +278,22 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
       lc.cols != ld.cols) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
-  const bool bias =
-      op.epilogue == CUBLASLT_EPILOGUE_BIAS || op.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
-  const bool gelu =
-      op.epilogue == CUBLASLT_EPILOGUE_GELU || op.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
-  const bool bgradb = op.epilogue == CUBLASLT_EPILOGUE_BGRADB;
-  if (!bias && !gelu && !bgradb && op.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  if ((bias || bgradb) && op.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  if (bgradb && ld.batch != 1) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const Epilogue e = Classify(op.epilogue);
+  if (!e.known) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if ((e.bias || e.bgradb) && op.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if ((e.gelu_aux || e.dgelu) && !AuxUsable(op, ld)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (e.bgradb && ld.batch != 1) return CUBLAS_STATUS_NOT_SUPPORTED;
   const cudaDataType_t bias_type = op.bias_type_set ? op.bias_type : ld.type;
   const float alpha = *static_cast<const float*>(alpha_ptr);
   const float beta = *static_cast<const float*>(beta_ptr);
-  const auto epilogue = [&](int64_t i, float v) {
-    if (bias) v += ::zs_cuda_sim::GemmLoad(op.bias, bias_type, i);
-    return gelu ? ::zeroshard::GeluTanh(v) : v;
+  // The aux matrix is laid out as D, in D's type (batch 1).
+  const auto epilogue = [&](int64_t i, int64_t j, float v) {
+    if (e.bias) v += ::zs_cuda_sim::GemmLoad(op.bias, bias_type, i);
+    if (e.gelu_aux) ::zs_cuda_sim::GemmStore(const_cast<void*>(op.aux), ld.type, i + j * op.aux_ld, v);
+    if (e.dgelu) return v * ::zeroshard::GeluTanhGrad(::zs_cuda_sim::GemmLoad(op.aux, ld.type, i + j * op.aux_ld));
+    return e.gelu ? ::zeroshard::GeluTanh(v) : v;
   };
-  if (bgradb) {
+  if (e.bgradb) {
     // The bias gradient of B: column j of op(B) summed over k, in fp32 in k
     // order, rounded to the bias type once (written, not accumulated).
     for (int64_t j = 0; j < n; ++j) {

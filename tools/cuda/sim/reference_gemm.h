@@ -3,7 +3,7 @@
 // the simulated device (--define=cuda_sim=1): one reference loop, so the two
 // APIs cannot drift apart in what they compute.
 //
-//   D[i, j] = epilogue(i, alpha sum_q op(A)[i, q] op(B)[q, j] + beta C[i, j])
+//   D[i, j] = epilogue(i, j, alpha sum_q op(A)[i, q] op(B)[q, j] + beta C[i, j])
 //
 // in cuBLAS's column-major terms (element (r, c) of a matrix with leading
 // dimension ld is at r + c ld; op(X) is X or its transpose), accumulating in
@@ -63,9 +63,9 @@ struct GemmOperand {
 };
 
 // The m x n result D (leading dimension ldd) of op(A) (m x k) times op(B)
-// (k x n), as the header comment says. `epilogue(i, v)` returns the value to
-// store for row i given v = alpha op(A) op(B) + beta C (the cuBLASLt bias and
-// GELU epilogues; the identity for cublasGemmEx). C and D may be one array
+// (k x n), as the header comment says. `epilogue(i, j, v)` returns the value
+// to store at (i, j) given v = alpha op(A) op(B) + beta C (the cuBLASLt bias,
+// GELU and GELU-gradient epilogues; the identity for cublasGemmEx). C and D may be one array
 // (cublasGemmEx's in-place C): each element of C is read once, just before
 // its own element of D is written.
 template <typename Epilogue>
@@ -83,7 +83,7 @@ void ReferenceGemm(int64_t m, int64_t n, int64_t k, float alpha, const GemmOpera
       }
       float v = alpha * acc;
       if (beta != 0.0f) v += beta * GemmLoad(c, c_type, i + j * ldc);
-      GemmStore(d, d_type, i + j * ldd, epilogue(i, v));
+      GemmStore(d, d_type, i + j * ldd, epilogue(i, j, v));
     }
   }
 }
