@@ -248,8 +248,9 @@ namespace {
 // head), charged as GEMMs in `dtype` (the fused kernels run them on the
 // tensor cores), the causal mask halving the rows each computes. The
 // simulator costs them by the op's name at the profile's attention
-// efficiency for the head dimension, gemm_k here (Note [Attention
-// efficiency] in sim/cost_model.h).
+// efficiency for the head dimension, gemm_k here, and the sequence length,
+// gemm_n: the key length T, whole under the causal mask, where gemm_m holds
+// the halved rows (Note [Attention efficiency] in sim/cost_model.h).
 absl::Status ChargeAttention(const char* op, Device device, const cpu::AttentionDims& dims, DType dtype,
                              int products, double bytes) {
   const int64_t rows = dims.causal ? (dims.seq + 1) / 2 : dims.seq;

@@ -116,28 +116,79 @@ double MemoryBoundSeconds(const HardwareProfile& p, double bytes, double flops, 
   return std::max(bytes / (p.hbm_bytes_per_s * MemoryEfficiency(p, kind)), flops / p.peak_flops_fp32);
 }
 
-double AttentionEfficiency(const HardwareProfile& p, int64_t head_dim, bool backward) {
-  ZS_CHECK(head_dim >= 1, "AttentionEfficiency: head_dim must be >= 1, found ", head_dim);
-  const std::vector<AttentionPoint>& points = p.attention_efficiency;
-  if (points.empty()) return p.gemm_efficiency_max;  // the GEMM curve's plateau, as before the key
-  auto of = [backward](const AttentionPoint& a) { return backward ? a.backward : a.forward; };
-  // The first point at or above head_dim (points are in increasing head_dim: ParseProfile checks it).
-  auto hi = std::lower_bound(points.begin(), points.end(), head_dim,
-                             [](const AttentionPoint& a, int64_t d) { return a.head_dim < d; });
-  if (hi == points.end()) return of(points.back());  // above the last point: flat
-  if (hi->head_dim == head_dim || hi == points.begin()) return of(*hi);  // at a point, or below the first
-  const AttentionPoint& lo = *(hi - 1);
-  const double w = static_cast<double>(head_dim - lo.head_dim) / static_cast<double>(hi->head_dim - lo.head_dim);
-  return of(lo) + w * (of(*hi) - of(lo));
+namespace {
+
+using PointIt = std::vector<AttentionPoint>::const_iterator;
+
+double PassEfficiency(const AttentionPoint& a, bool backward) { return backward ? a.backward : a.forward; }
+
+// The points of `first`'s head_dim: [first, the next head_dim's first point).
+// `first` is the group's first point.
+PointIt GroupEnd(PointIt first, PointIt end) {
+  return std::find_if(first, end, [d = first->head_dim](const AttentionPoint& a) { return a.head_dim != d; });
 }
 
-double AttentionSeconds(const HardwareProfile& p, double flops, int64_t head_dim, bool backward, DType dtype,
-                        double bytes) {
+// eff_attn of one head_dim's points [first, last) at sequence length `seq_len`
+// (Note [Attention efficiency]): a point without seq_len (its head_dim's only
+// one) at every T; else at a point its figure, between two linear in log2 T,
+// below the first or above the last the nearest one's figure.
+double GroupEfficiency(PointIt first, PointIt last, int64_t seq_len, bool backward) {
+  if (!first->seq_len.has_value()) {
+    ZS_CHECK(last - first == 1, "AttentionEfficiency: a point without seq_len must be its head_dim's only point, "
+                                "found ", last - first, " points at head_dim ", first->head_dim);
+    return PassEfficiency(*first, backward);
+  }
+  for (PointIt it = first; it != last; ++it) {
+    ZS_CHECK(it->seq_len.has_value() && (it == first || *(it - 1)->seq_len < *it->seq_len),
+             "AttentionEfficiency: the points of head_dim ", first->head_dim,
+             " must all carry a seq_len, in increasing order (ParseProfile's rule)");
+  }
+  // The first point at or above seq_len.
+  const PointIt hi = std::lower_bound(first, last, seq_len,
+                                      [](const AttentionPoint& a, int64_t t) { return *a.seq_len < t; });
+  if (hi == last) return PassEfficiency(*(last - 1), backward);  // above the longest: flat
+  if (*hi->seq_len == seq_len || hi == first) return PassEfficiency(*hi, backward);  // at a point, or below the first
+  const AttentionPoint& lo = *(hi - 1);
+  const double log_lo = std::log2(static_cast<double>(*lo.seq_len));
+  const double w = (std::log2(static_cast<double>(seq_len)) - log_lo) /
+                   (std::log2(static_cast<double>(*hi->seq_len)) - log_lo);
+  return PassEfficiency(lo, backward) + w * (PassEfficiency(*hi, backward) - PassEfficiency(lo, backward));
+}
+
+}  // namespace
+
+double AttentionEfficiency(const HardwareProfile& p, int64_t head_dim, int64_t seq_len, bool backward) {
+  ZS_CHECK(head_dim >= 1 && seq_len >= 1, "AttentionEfficiency: head_dim and seq_len must be >= 1, found ", head_dim,
+           " and ", seq_len);
+  const std::vector<AttentionPoint>& points = p.attention_efficiency;
+  if (points.empty()) return p.gemm_efficiency_max;  // the GEMM curve's plateau, as before the key
+  // The first point at or above head_dim: the first of its head_dim's points (points are in
+  // increasing head_dim, grouped: ParseProfile checks it).
+  const PointIt hi = std::lower_bound(points.begin(), points.end(), head_dim,
+                                      [](const AttentionPoint& a, int64_t d) { return a.head_dim < d; });
+  auto group = [&](PointIt first) { return GroupEfficiency(first, GroupEnd(first, points.end()), seq_len, backward); };
+  if (hi == points.end()) {  // above the last head_dim: that group's figure at T
+    const PointIt last_first = std::lower_bound(points.begin(), points.end(), points.back().head_dim,
+                                                [](const AttentionPoint& a, int64_t d) { return a.head_dim < d; });
+    return group(last_first);
+  }
+  if (hi->head_dim == head_dim || hi == points.begin()) return group(hi);  // at a head_dim, or below the first
+  const PointIt lo = std::lower_bound(points.begin(), hi, (hi - 1)->head_dim,
+                                      [](const AttentionPoint& a, int64_t d) { return a.head_dim < d; });
+  const double e_lo = group(lo);
+  const double e_hi = group(hi);
+  // The same operations as before seq_len existed, so a profile without it costs the same bits.
+  const double w = static_cast<double>(head_dim - lo->head_dim) / static_cast<double>(hi->head_dim - lo->head_dim);
+  return e_lo + w * (e_hi - e_lo);
+}
+
+double AttentionSeconds(const HardwareProfile& p, double flops, int64_t head_dim, int64_t seq_len, bool backward,
+                        DType dtype, double bytes) {
   ZS_CHECK(flops >= 0 && bytes >= 0, "AttentionSeconds: flops and bytes must be >= 0, found ", flops, " and ",
            bytes);
   if (flops == 0) return 0;
   const double compute_s =
-      p.gemm_latency_s + flops / (PeakFlops(p, dtype) * AttentionEfficiency(p, head_dim, backward));
+      p.gemm_latency_s + flops / (PeakFlops(p, dtype) * AttentionEfficiency(p, head_dim, seq_len, backward));
   return std::max(compute_s, bytes / StreamBytesPerSecond(p));
 }
 

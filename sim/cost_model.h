@@ -7,7 +7,7 @@
 //   GemmSeconds(h100, 1, 8192, 8192, 8192, DType::kBF16);   // ~1.47e-3: 1.1 PFLOP at ~750 TFLOP/s
 //   MemoryBoundSeconds(h100, 2.0 * 512e6, 128e6);           // scale 512 MB of f32 in place: ~3.5e-4
 //   MemoryBoundSeconds(h100, 1.65e9, 0, OpKindOf("CrossEntropyBackward"));  // at 0.454 x HBM: ~1.08e-3
-//   AttentionSeconds(h100, 12.9e9, 64, /*backward=*/false, DType::kBF16, 0);  // ~6.5e-5: 0.21 of peak at D 64
+//   AttentionSeconds(h100, 12.9e9, 64, 1024, /*backward=*/false, DType::kBF16, 0);  // ~6.5e-5: 0.21 of peak at D 64
 //   CollectiveSeconds(h100, CollectiveKind::kAllGather, 1 << 30, {.size = 8, .ranks_per_node = 8});
 //   CollectiveSeconds(h100, CollectiveKind::kAllReduce, 1 << 30, {.size = 64, .ranks_per_node = 8});
 //   CollectiveBytesSent(CollectiveKind::kAllReduce, 1 << 30, 8);  // 2 * 7/8 GiB
@@ -42,38 +42,67 @@
 // (forward) or 5 (backward) T x T x D products, the causal mask halving the
 // rows, F FLOPs in all, and the kernel's own traffic `bytes` (q, k, v, out,
 // lse and the gradients; the scores stay on chip). On tensor cores it runs
-// below the GEMM curve: it reaches eff_attn(D, pass) of peak(dtype),
-//     t_compute      = gemm_latency_s + F / (peak(dtype) * eff_attn(D, pass))
+// below the GEMM curve: it reaches eff_attn(D, T, pass) of peak(dtype),
+//     t_compute      = gemm_latency_s + F / (peak(dtype) * eff_attn(D, T, pass))
 //     AttentionSeconds = max(t_compute, bytes / (hbm_bytes_per_s * memory_efficiency))
 // eff_attn comes from the profile's compute.attention_efficiency points
-// {head_dim, forward, backward}, in increasing head_dim: at a point's head_dim
-// its figure for the pass; between two points linear in D; below the first or
-// above the last point the nearest point's figure (no extrapolation). Without
-// points, eff_attn = gemm_efficiency_max: then AttentionSeconds is exactly
-// GemmSeconds of the products with their traffic, the model before the key
-// existed (attention at the GEMM curve's plateau plus its fixed part).
+// {head_dim, seq_len (optional), forward, backward}. The points are grouped by
+// head_dim, in increasing head_dim, and within one head_dim in increasing
+// seq_len; a point without seq_len holds at every T and is its head_dim's only
+// point; no two points are alike (ParseProfile rejects anything else). For a
+// query (D, T):
+//   - in one head_dim's group, e_D(T): at a point's seq_len its figure for the
+//     pass; between two points linear in log2 T,
+//         e_D(T) = e_lo + w (e_hi - e_lo),  w = (log2 T - log2 T_lo) / (log2 T_hi - log2 T_lo)
+//     (a doubling of T moves it by the same amount anywhere between them);
+//     below the shortest or above the longest the nearest point's figure (no
+//     extrapolation); a point without seq_len: its figure at every T;
+//   - across head_dims: at a group's head_dim e_D(T); between two groups
+//     D_lo < D < D_hi linear in D, e_lo(T) + (D - D_lo) / (D_hi - D_lo) (e_hi(T) - e_lo(T));
+//     below the first or above the last group that group's e(T).
+// With no seq_len anywhere every group is one point and this is the curve in D
+// alone that came before seq_len, the same operations, so such a profile costs
+// the same bits. Without points, eff_attn = gemm_efficiency_max: then
+// AttentionSeconds is exactly GemmSeconds of the products with their traffic,
+// the model before the key existed (attention at the GEMM curve's plateau plus
+// its fixed part).
+// T is the key length: ChargeAttention's gemm_n (the products are [rows, D] x
+// [D, T]; gemm_m is the query rows, (T + 1) / 2 under the causal mask, a FLOP
+// count, not a length). In this runtime q and k have one length, so it is also
+// the query length; for causal attention the key length is the one that says
+// how long the kernel's inner loop over key blocks runs, and the length the
+// bench rows the points are fit to are named by (B 2, H 32, T 4096).
 // The H100 points (sim/profiles/h100_dgx.json, docs/simulator.md "Fused
 // attention"), each t less the 3 us fixed part, F as ChargeAttention counts it:
-//   D 64:  the GPT-2 step of docs/gpu_records/2026-11-27_h100_b (B 8, H 12,
-//          T 1024): attention forward + backward 2.6815 ms for 12 layers,
-//          223.5 us a layer for 12.88 + 32.21 GFLOP. cuda_bench's forward row
-//          (65.0 us) leaves the backward 158.4 us: 207.7 and 207.2 TFLOP/s,
-//          0.210 of 989 for both passes.
-//   D 128: cuda_bench's T 4096 rows of the same record (B 2, H 32; the longest
-//          measured): forward 489.5 us for 274.9 GFLOP, 565 TFLOP/s, 0.571;
-//          backward 1662.2 us less 103.5 us for 687.2 GFLOP, 442 TFLOP/s, 0.447.
+//   D 64 (no seq_len: one measured length, flat in T): the GPT-2 step of
+//          docs/gpu_records/2026-11-27_h100_b (B 8, H 12, T 1024): attention
+//          forward + backward 2.6815 ms for 12 layers, 223.5 us a layer for
+//          12.88 + 32.21 GFLOP. cuda_bench's forward row (65.0 us) leaves the
+//          backward 158.4 us: 207.7 and 207.2 TFLOP/s, 0.210 of 989 for both passes.
+//   D 128, T 2048: cuda_bench's B 4, H 16 rows of the same record: forward
+//          159.0 us for 68.72 GFLOP, 440.4 TFLOP/s, 0.445; backward 639.4 us less
+//          103.5 us for 171.80 GFLOP, 322.4 TFLOP/s, 0.326.
+//   D 128, T 4096: the B 2, H 32 rows (the longest measured): forward 489.5 us
+//          for 274.9 GFLOP, 565.1 TFLOP/s, 0.571; backward 1662.2 us less 103.5 us
+//          for 687.2 GFLOP, 441.7 TFLOP/s, 0.447.
 //          The bench rows up to 94c38bb timed a cudaMalloc and a synchronising
 //          cudaFree of cuDNN's workspace with every call (fixed in b0addda): at D
 //          64 its rows (65.0 + 261.9 us) exceed the step's 223.5 us by 103.5 us,
 //          taken here as that cost for the backward (whose workspace holds the
-//          dQ accumulator) and charged back at D 128, where the workspace is 5x
-//          larger: a floor, so 0.447 is if anything low. Uncorrected: 0.418.
-// Not modelled: the sequence length (the same kernels at D 128, T 2048 ran at
-// 432 and 269 TFLOP/s as measured, against 562 and 413 at T 4096: the causal
-// kernel's shorter rows and the bench's per-call allocation, which these rows
-// cannot tell apart), grouped-query heads (charged as the query heads'
-// products), and f32 attention (the runtime's own kernel, about 3 TFLOP/s on
-// an H100, not cuDNN: the points are for bf16/f16).
+//          dQ accumulator) and charged back at D 128, where the workspace is
+//          2.7x (T 2048) and 5.3x (T 4096) larger: a floor, so 0.326 and 0.447
+//          are if anything low. Uncorrected: 0.273 and 0.418.
+// So at D 128 the forward rose 1.28x and the backward 1.37x per FLOP from T
+// 2048 to 4096: the causal kernel's short rows (the diagonal blocks, half
+// masked, are a larger share of a shorter sequence) and, in the backward, the
+// allocation, which the correction takes only in part. Above T 4096 the model
+// stays at the T 4096 figures (FlashAttention-3's paper shows causal D 128
+// rates still rising up to 16k tokens, so it is a little pessimistic there);
+// below T 2048 at the T 2048 figures (optimistic there).
+// Not modelled: grouped-query heads (charged as the query heads' products),
+// different query and key lengths (the runtime has none), and f32 attention
+// (the runtime's own kernel, about 3 TFLOP/s on an H100, not cuDNN: the points
+// are for bf16/f16).
 //
 // Note [Per-op memory efficiency]
 // A memory-bound op moving `bytes` (its op entry's count, kernels/virtual_cost.h:
@@ -209,17 +238,19 @@ double MemoryEfficiency(const HardwareProfile& p, OpKind kind);
 // flops / peak_flops_fp32). kOther: the copy-class memory_efficiency.
 double MemoryBoundSeconds(const HardwareProfile& p, double bytes, double flops, OpKind kind = OpKind::kOther);
 
-// eff_attn(D, pass) of Note [Attention efficiency]: the profile's points
-// interpolated linearly in head_dim (flat beyond the ends), or
-// gemm_efficiency_max when the profile has none. head_dim >= 1.
-double AttentionEfficiency(const HardwareProfile& p, int64_t head_dim, bool backward);
+// eff_attn(D, T, pass) of Note [Attention efficiency]: the profile's points
+// interpolated linearly in log2(seq_len) within a head_dim and linearly in
+// head_dim across them (flat beyond the ends), or gemm_efficiency_max when the
+// profile has none. head_dim >= 1, seq_len >= 1 (T, the key length).
+double AttentionEfficiency(const HardwareProfile& p, int64_t head_dim, int64_t seq_len, bool backward);
 
 // A fused attention pass of `flops` (its products, as ChargeAttention counts
-// them) at `head_dim` in `dtype` with its own traffic `bytes`:
-// max(gemm_latency_s + flops / (peak(dtype) * AttentionEfficiency), bytes /
-// (hbm_bytes_per_s * memory_efficiency)); 0 for flops == 0.
-double AttentionSeconds(const HardwareProfile& p, double flops, int64_t head_dim, bool backward, DType dtype,
-                        double bytes);
+// them) at `head_dim` and sequence length `seq_len` in `dtype` with its own
+// traffic `bytes`: max(gemm_latency_s + flops / (peak(dtype) *
+// AttentionEfficiency), bytes / (hbm_bytes_per_s * memory_efficiency)); 0 for
+// flops == 0.
+double AttentionSeconds(const HardwareProfile& p, double flops, int64_t head_dim, int64_t seq_len, bool backward,
+                        DType dtype, double bytes);
 
 // ---------------------------------------------------------------------------
 // Collectives (Note [Collective model])

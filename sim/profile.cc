@@ -43,7 +43,7 @@ enum class Range {
   kAtLeastOne,       // integer >= 1
   kAtLeastZero,      // integer >= 0
   kBool,             // true or false
-  kAttentionPoints,  // a non-empty array of {head_dim, forward, backward}, head_dim increasing
+  kAttentionPoints,  // a non-empty array of {head_dim, seq_len?, forward, backward}: head_dim, then seq_len increasing
 };
 
 // An optional<double> or attention-points member is an optional key: absent
@@ -71,7 +71,8 @@ const Field kFields[] = {
     {"compute", "gemm_latency_s", "s", Range::kNonNegative, &P::gemm_latency_s},
     {"compute", "launch_overhead_s", "s", Range::kNonNegative, &P::launch_overhead_s},
     {"compute", "synchronous", "", Range::kBool, &P::synchronous},
-    {"compute", "attention_efficiency", "of peak by head_dim", Range::kAttentionPoints, &P::attention_efficiency},
+    {"compute", "attention_efficiency", "of peak by head_dim and seq_len", Range::kAttentionPoints,
+     &P::attention_efficiency},
     {"memory", "hbm_bytes_per_s", "B/s", Range::kPositive, &P::hbm_bytes_per_s},
     {"memory", "memory_efficiency", "of hbm_bytes_per_s", Range::kFraction, &P::memory_efficiency},
     {"memory", "memory_bytes", "B", Range::kAtLeastOne, &P::memory_bytes},
@@ -123,8 +124,9 @@ const char* Expected(Range r) {
     case Range::kAtLeastZero: return "an integer >= 0";
     case Range::kBool: return "true or false";
     case Range::kAttentionPoints:
-      return "a non-empty array of {\"head_dim\": integer >= 1, \"forward\": number in (0, 1], "
-             "\"backward\": number in (0, 1]} in increasing head_dim";
+      return "a non-empty array of {\"head_dim\": integer >= 1, optional \"seq_len\": integer >= 1, "
+             "\"forward\": number in (0, 1], \"backward\": number in (0, 1]} in increasing head_dim, "
+             "then seq_len";
   }
   return "?";
 }
@@ -181,9 +183,14 @@ bool IsFraction(const Json& v) {
   return std::isfinite(d) && d > 0 && d <= 1;
 }
 
-// compute.attention_efficiency: each point an object of exactly head_dim (an
-// integer >= 1, above the previous point's), forward and backward (fractions).
-// Errors name the point: "compute.attention_efficiency[1].head_dim".
+// compute.attention_efficiency: each point an object of head_dim (an integer
+// >= 1), optionally seq_len (an integer >= 1), forward and backward
+// (fractions), and nothing else. The points are grouped by head_dim, in
+// increasing head_dim, and within one head_dim in increasing seq_len; a point
+// without seq_len holds at every sequence length, so it is its head_dim's only
+// point. So no two points are alike (Note [Attention efficiency] in
+// cost_model.h). Errors name the point's key: "compute.attention_efficiency[1].head_dim",
+// "compute.attention_efficiency[2].seq_len".
 absl::Status SetAttentionPoints(const Field& f, const Json& v, std::string_view source,
                                 std::vector<AttentionPoint>& out) {
   const std::string path = absl::StrCat(f.group, ".", f.key);
@@ -193,24 +200,57 @@ absl::Status SetAttentionPoints(const Field& f, const Json& v, std::string_view 
     const Json& e = v[i];
     const std::string at = absl::StrCat(path, "[", i, "]");
     if (!e.is_object()) {
-      return KeyError(source, at, "an object {\"head_dim\", \"forward\", \"backward\"}", Found(e));
+      return KeyError(source, at, "an object {\"head_dim\", \"seq_len\" (optional), \"forward\", \"backward\"}",
+                      Found(e));
     }
     for (auto it = e.begin(); it != e.end(); ++it) {
-      if (it.key() != "head_dim" && it.key() != "forward" && it.key() != "backward") {
-        return KeyError(source, absl::StrCat(at, ".", it.key()), "one of head_dim, forward, backward",
+      if (it.key() != "head_dim" && it.key() != "seq_len" && it.key() != "forward" && it.key() != "backward") {
+        return KeyError(source, absl::StrCat(at, ".", it.key()), "one of head_dim, seq_len, forward, backward",
                         "an unknown key");
       }
     }
     AttentionPoint point;
-    const int64_t after = points.empty() ? 0 : points.back().head_dim;
-    const std::string want_dim = points.empty()
-                                     ? std::string("an integer >= 1")
-                                     : absl::StrCat("an integer > ", after, " (points in increasing head_dim)");
+    const AttentionPoint* prev = points.empty() ? nullptr : &points.back();
+    // head_dim: above the previous point's, or equal to it when both carry a seq_len.
+    std::string want_dim = "an integer >= 1";
+    if (prev != nullptr) {
+      want_dim = absl::StrCat("an integer ", prev->seq_len.has_value() ? ">= " : "> ", prev->head_dim,
+                              " (points in increasing head_dim)");
+    }
     auto dim = e.find("head_dim");
     if (dim == e.end()) return KeyError(source, at + ".head_dim", want_dim, "no such key");
     const std::optional<int64_t> d = AsInteger(*dim);
-    if (!d.has_value() || *d < 1 || *d <= after) return KeyError(source, at + ".head_dim", want_dim, Found(*dim));
+    if (!d.has_value() || *d < 1) return KeyError(source, at + ".head_dim", want_dim, Found(*dim));
+    if (prev != nullptr && *d < prev->head_dim) return KeyError(source, at + ".head_dim", want_dim, Found(*dim));
+    if (prev != nullptr && *d == prev->head_dim && !prev->seq_len.has_value()) {
+      return KeyError(source, at + ".head_dim",
+                      absl::StrCat("an integer > ", prev->head_dim, " (points in increasing head_dim; point [", i - 1,
+                                   "] has no seq_len, so it is head_dim ", prev->head_dim, "'s only point)"),
+                      Found(*dim));
+    }
     point.head_dim = *d;
+    // seq_len: optional for a head_dim's first point; then required, above the previous one's.
+    const bool same_head_dim = prev != nullptr && *d == prev->head_dim;  // prev has a seq_len (checked above)
+    const std::string seq_path = at + ".seq_len";
+    auto seq = e.find("seq_len");
+    if (same_head_dim) {
+      const int64_t after = *prev->seq_len;
+      const std::string want_seq =
+          absl::StrCat("an integer > ", after, " (points of head_dim ", *d, " in increasing seq_len)");
+      if (seq == e.end()) return KeyError(source, seq_path, want_seq, "no such key");
+      const std::optional<int64_t> t = AsInteger(*seq);
+      if (t.has_value() && *t == after) {
+        return KeyError(source, seq_path, want_seq,
+                        absl::StrCat(Found(*seq), ", a second point at head_dim ", *d, ", seq_len ", after,
+                                     " (point [", i - 1, "] is the first)"));
+      }
+      if (!t.has_value() || *t < after) return KeyError(source, seq_path, want_seq, Found(*seq));
+      point.seq_len = *t;
+    } else if (seq != e.end()) {
+      const std::optional<int64_t> t = AsInteger(*seq);
+      if (!t.has_value() || *t < 1) return KeyError(source, seq_path, "an integer >= 1", Found(*seq));
+      point.seq_len = *t;
+    }
     for (auto [key, member] : {std::pair{"forward", &AttentionPoint::forward},
                                std::pair{"backward", &AttentionPoint::backward}}) {
       auto it = e.find(key);
@@ -275,10 +315,12 @@ std::string FieldValue(const Field& f, const HardwareProfile& p) {
         } else if constexpr (std::is_same_v<T, std::optional<double>>) {
           return (p.*member).has_value() ? absl::StrFormat("%.4g", *(p.*member)) : std::string("unset");
         } else if constexpr (std::is_same_v<T, std::vector<AttentionPoint>>) {
-          // "D 64: 0.21 forward, 0.21 backward; D 128: ..."
+          // "D 64: 0.21 forward, 0.21 backward; D 128 T 2048: ..."
           std::vector<std::string> parts;
           for (const AttentionPoint& a : p.*member) {
-            parts.push_back(absl::StrFormat("D %d: %.4g forward, %.4g backward", a.head_dim, a.forward, a.backward));
+            const std::string at = a.seq_len.has_value() ? absl::StrFormat("D %d T %d", a.head_dim, *a.seq_len)
+                                                         : absl::StrFormat("D %d", a.head_dim);
+            parts.push_back(absl::StrFormat("%s: %.4g forward, %.4g backward", at, a.forward, a.backward));
           }
           return absl::StrJoin(parts, "; ");
         } else {
@@ -547,6 +589,7 @@ std::string ProfileToJson(const HardwareProfile& p) {
               for (const AttentionPoint& a : p.*member) {
                 nlohmann::ordered_json point;
                 point["head_dim"] = a.head_dim;
+                if (a.seq_len.has_value()) point["seq_len"] = *a.seq_len;
                 point["forward"] = a.forward;
                 point["backward"] = a.backward;
                 points.push_back(point);

@@ -15,7 +15,8 @@
 //     "name": "h100_dgx",
 //     "description": "what it is and where its figures come from",
 //     "compute":   {"peak_flops_bf16": 9.89e14, ..., "gemm_efficiency_max": 0.76, ...,
-//                   "attention_efficiency": [{"head_dim": 64, "forward": 0.21, "backward": 0.21}, ...]},
+//                   "attention_efficiency": [{"head_dim": 64, "forward": 0.21, "backward": 0.21},
+//                                            {"head_dim": 128, "seq_len": 2048, "forward": 0.445, ...}, ...]},
 //     "memory":    {"hbm_bytes_per_s": 3.35e12, "memory_efficiency": 0.88, "memory_bytes": ...,
 //                   "cross_entropy_forward_efficiency": 0.26, ...},
 //     "allocator": {"caching": true, "round_bytes": 512, ...},
@@ -53,12 +54,15 @@
 namespace zeroshard::sim {
 
 // One point of a fused attention kernel's efficiency curve (Note [Attention
-// efficiency] in cost_model.h): at `head_dim`, its forward and its backward
-// products reach these fractions of the dtype's dense peak.
+// efficiency] in cost_model.h): at `head_dim` (and, when it has one, at the
+// sequence length `seq_len`), its forward and its backward products reach
+// these fractions of the dtype's dense peak. A point without seq_len holds at
+// every sequence length and is its head_dim's only point.
 struct AttentionPoint {
-  int64_t head_dim = 0;  // >= 1
-  double forward = 0;    // (0, 1]
-  double backward = 0;   // (0, 1]
+  int64_t head_dim = 0;            // >= 1
+  std::optional<int64_t> seq_len;  // >= 1 when set: T, the query and key length
+  double forward = 0;              // (0, 1]
+  double backward = 0;             // (0, 1]
   bool operator==(const AttentionPoint&) const = default;
 };
 
@@ -85,7 +89,8 @@ struct HardwareProfile {
   double gemm_latency_s = 0;       // >= 0: fixed device time of one GEMM
   double launch_overhead_s = 0;    // >= 0: host cost of one kernel launch
   // Optional, compute.attention_efficiency: fused attention's efficiency by head
-  // dimension, points in increasing head_dim (Note [Attention efficiency] in
+  // dimension and sequence length, points in increasing head_dim and, within
+  // one head_dim, increasing seq_len (Note [Attention efficiency] in
   // cost_model.h). Empty (the key absent): attention's products are charged at
   // the GEMM curve, as GEMMs of their shapes.
   std::vector<AttentionPoint> attention_efficiency;

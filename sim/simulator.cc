@@ -119,8 +119,9 @@ double ProfileCost::OpSeconds(const OpCost& c) const {
   const OpKind kind = OpKindOf(std::string_view(c.op.data(), c.op.size()));
   if (kind == OpKind::kAttentionForward || kind == OpKind::kAttentionBackward) {
     // kernels/attention.cc's ChargeAttention: batch x heads x products of [rows, D] x [D, T],
-    // so gemm_k is the head dimension (Note [Attention efficiency]).
-    return AttentionSeconds(profile_, GemmFlops(c.gemm_batch, c.gemm_m, c.gemm_n, c.gemm_k), c.gemm_k,
+    // so gemm_k is the head dimension and gemm_n the key length T (gemm_m, the
+    // rows, is halved by the causal mask): Note [Attention efficiency].
+    return AttentionSeconds(profile_, GemmFlops(c.gemm_batch, c.gemm_m, c.gemm_n, c.gemm_k), c.gemm_k, c.gemm_n,
                             kind == OpKind::kAttentionBackward, c.dtype, c.bytes);
   }
   if (c.gemm_batch > 0) {

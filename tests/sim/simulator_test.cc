@@ -11,6 +11,7 @@
 // padded flat parameters (a multiple of the group per unit).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <map>
 #include <string>
@@ -223,20 +224,28 @@ TEST(VirtualCommunicator, AllToAllTakesTheProfilesAllToAllTime) {
 
 // The virtual device's attention and row ops take their own efficiencies
 // (Note [Attention efficiency], Note [Per-op memory efficiency]): each span
-// lasts exactly what the cost model gives its op's name, FLOPs and bytes; the
-// same job on the profile without those keys charges attention at the GEMM
-// curve (faster, at D 64) and the rest at the copy rate.
+// lasts exactly what the cost model gives its op's name, FLOPs and bytes at
+// head dim 64 and the job's sequence length T 64; the same job on the profile
+// without those keys charges attention at the GEMM curve (faster, at D 64) and
+// the rest at the copy rate. A third profile gives D 64 two points, T 32 and T
+// 128, so that the span says which length the simulator passed: the key length
+// T 64 (half-way in log2 T: 0.25 of peak), not the causal rows (T + 1) / 2 = 32
+// that ChargeAttention charges as the products' m (0.125).
 // Tolerance: a span is [start, start + seconds) on a clock near `end`, so its
 // length carries the rounding of that sum and of the subtraction, each at most
 // one ulp of `end`: 4 eps end covers both with room.
 TEST(Simulator, AttentionAndRowOpsTakeTheirOwnEfficiencies) {
   SimulateOptions o = Small(ShardingStrategy::kFullShard, 1);
   o.job.model.n_head = 1;  // head dimension 64, the profile's first point
+  constexpr int64_t kT = 64;  // the small GPT's block_size: the simulated sequence length
   const HardwareProfile fitted = o.profile;
   HardwareProfile plain = fitted;
   ClearOpEfficiencies(plain);
-  for (const HardwareProfile* p : std::vector<const HardwareProfile*>{&fitted, &plain}) {
-    SCOPED_TRACE(p == &fitted ? "fitted" : "without the per-op keys");
+  HardwareProfile by_length = fitted;
+  by_length.attention_efficiency = {{.head_dim = 64, .seq_len = 32, .forward = 0.125, .backward = 0.125},
+                                    {.head_dim = 64, .seq_len = 128, .forward = 0.375, .backward = 0.375}};
+  for (const HardwareProfile* p : std::vector<const HardwareProfile*>{&fitted, &plain, &by_length}) {
+    SCOPED_TRACE(p == &fitted ? "fitted" : p == &plain ? "without the per-op keys" : "D 64 by sequence length");
     o.profile = *p;
     absl::StatusOr<SimResult> r = Simulate(o);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -247,14 +256,21 @@ TEST(Simulator, AttentionAndRowOpsTakeTheirOwnEfficiencies) {
       if (kind == OpKind::kOther) continue;
       ++seen[name];
       const bool attention = kind == OpKind::kAttentionForward || kind == OpKind::kAttentionBackward;
-      const double want = attention ? AttentionSeconds(*p, sp.flops, 64, kind == OpKind::kAttentionBackward,
-                                                       DType::kBF16, sp.bytes)
+      const bool backward = kind == OpKind::kAttentionBackward;
+      const double want = attention ? AttentionSeconds(*p, sp.flops, 64, kT, backward, DType::kBF16, sp.bytes)
                                     : MemoryBoundSeconds(*p, sp.bytes, sp.flops, kind);
-      EXPECT_NEAR(sp.end - sp.start, want, 4 * std::numeric_limits<double>::epsilon() * sp.end) << name;
+      const double tol = 4 * std::numeric_limits<double>::epsilon() * sp.end;
+      EXPECT_NEAR(sp.end - sp.start, want, tol) << name;
       if (attention && p == &plain) {
-        EXPECT_GT(AttentionSeconds(fitted, sp.flops, 64, kind == OpKind::kAttentionBackward, DType::kBF16, sp.bytes),
-                  want)
-            << name;
+        EXPECT_GT(AttentionSeconds(fitted, sp.flops, 64, kT, backward, DType::kBF16, sp.bytes), want) << name;
+      }
+      if (attention && p == &by_length) {
+        // w = (log2 64 - log2 32) / (log2 128 - log2 32) = 1/2: 0.125 + (0.375 - 0.125) / 2 = 0.25.
+        EXPECT_EQ(AttentionEfficiency(*p, 64, kT, backward), 0.25);
+        // At the rows' length the figure would be 0.125: a span that long is off by
+        // gemm F / (989e12 * 0.25), far above the tolerance.
+        const double at_rows = AttentionSeconds(*p, sp.flops, 64, (kT + 1) / 2, backward, DType::kBF16, sp.bytes);
+        EXPECT_GT(std::abs((sp.end - sp.start) - at_rows), 1000 * tol) << name;
       }
     }
     // Per step: each of the 4 blocks' attention and GELU, their 2 LayerNorms and
