@@ -408,18 +408,20 @@ absl::StatusOr<Variable> GeluMlp(const Variable& x, const Variable& w1, const Va
                                                    ShapeToString(w1.shape()), ", w2 ", ShapeToString(w2.shape()),
                                                    "; expected x [..., in], w1 [hidden, in], w2 [out, hidden]"));
   }
-  const bool record = autograd::ShouldRecord({&x, &w1, &b1, &w2, &b2});
+  // h is kept only when the first layer's inputs need gradients (GELU's backward reads it).
+  const bool record_first = autograd::ShouldRecord({&x, &w1, &b1});
+  const bool record = record_first || autograd::ShouldRecord({&w2, &b2});
   // h and a as Linear and Gelu would allocate them: the inputs' dtype when
   // they agree, else f32; x's allocator.
   Shape hidden_shape = x.shape();
   hidden_shape.back() = w1.size(0);
   const DType hidden_t = x.dtype() == w1.dtype() ? x.dtype() : DType::kF32;
   Allocator* allocator = x.value().allocator();
-  ZS_ASSIGN_OR_RETURN(Tensor a, Tensor::Empty(hidden_shape, hidden_t, allocator));
-  Tensor h;  // GELU's input, kept for the backward only
-  if (record) {
+  Tensor h;  // GELU's input, kept for the backward only (allocated first, as Linear then Gelu would)
+  if (record_first) {
     ZS_ASSIGN_OR_RETURN(h, Tensor::Empty(hidden_shape, hidden_t, allocator));
   }
+  ZS_ASSIGN_OR_RETURN(Tensor a, Tensor::Empty(hidden_shape, hidden_t, allocator));
   ZS_RETURN_IF_ERROR(zeroshard::MatMul(
       x.value(), w1.value(), a,
       {.transpose_b = true, .bias = b1.defined() ? b1.value() : Tensor(), .gelu = true, .pre_gelu = h}));
@@ -427,27 +429,23 @@ absl::StatusOr<Variable> GeluMlp(const Variable& x, const Variable& w1, const Va
                                                   {.transpose_b = true,
                                                    .bias = b2.defined() ? b2.value() : Tensor()}));
   if (!record) return Variable(y);
-  const bool need_hidden = x.requires_grad() || w1.requires_grad() || (b1.defined() && b1.requires_grad());
-  const LinearSaved first = SaveLinear(x, w1, b1, x.value());
-  LinearSaved second = {.x = w2.requires_grad() ? a : Tensor(),
-                        .w = need_hidden ? w2.value() : Tensor(),
-                        .need_b = b2.defined() && b2.requires_grad(),
-                        .dx_t = hidden_t,
-                        .dw_t = w2.dtype(),
-                        .db_t = b2.defined() ? b2.dtype() : DType::kF32};
-  if (!need_hidden) h = Tensor();
-  return Record("GeluMlp", y, {&x, &w1, &b1, &w2, &b2},
-                [first, second, h](std::vector<Tensor>& g) -> GradsOr {
-                  Grads out(5);
-                  ZS_ASSIGN_OR_RETURN(Grads g2, LinearBackward(g[0], second, h));
-                  out[3] = std::move(g2[1]);
-                  out[4] = std::move(g2[2]);
-                  if (g2[0].defined()) {  // dh, GELU's backward already applied
-                    ZS_ASSIGN_OR_RETURN(Grads g1, LinearBackward(g2[0], first));
-                    for (int i = 0; i < 3; ++i) out[i] = std::move(g1[i]);
-                  }
-                  return out;
-                });
+  // Two nodes, so that the second layer's saved tensors (a, h) are freed once
+  // its backward ran, before the first layer's, as with Linear, Gelu, Linear.
+  // The gradient passed between them is h's, not a's: GELU's backward is done
+  // in the second node's dx GEMM. `hidden` is internal, so no one else sees it.
+  const Variable hidden = Record("GeluMlp", a, {&x, &w1, &b1},
+                                 [first = SaveLinear(x, w1, b1, x.value())](std::vector<Tensor>& g) -> GradsOr {
+                                   return LinearBackward(g[0], first);  // g[0]: the gradient of GELU's input
+                                 });
+  const LinearSaved second = {.x = w2.requires_grad() ? a : Tensor(),
+                              .w = hidden.requires_grad() ? w2.value() : Tensor(),
+                              .need_b = b2.defined() && b2.requires_grad(),
+                              .dx_t = hidden_t,
+                              .dw_t = w2.dtype(),
+                              .db_t = b2.defined() ? b2.dtype() : DType::kF32};
+  return Record("GeluMlp", y, {&hidden, &w2, &b2}, [second, h](std::vector<Tensor>& g) -> GradsOr {
+    return LinearBackward(g[0], second, h);  // its first gradient is h's (GELU's backward fused)
+  });
 }
 
 // ================================================================ reductions
