@@ -298,6 +298,9 @@ absl::Status CheckGeluOptions(const Tensor& a, const Tensor& b, const Tensor& ou
   if (o.gelu && o.beta != 0.0f) {
     return absl::InvalidArgumentError(absl::StrCat("MatMul: gelu takes beta 0, got ", o.beta));
   }
+  if (o.gelu && o.bias_grad.defined()) {
+    return absl::InvalidArgumentError("MatMul: gelu takes no bias_grad (a forward's epilogue, not a weight gradient's)");
+  }
   if (o.dgelu_pre.defined() && (o.gelu || o.bias.defined() || o.bias_grad.defined() || o.beta != 0.0f)) {
     return absl::InvalidArgumentError("MatMul: dgelu_pre takes no gelu, bias, bias_grad or beta");
   }

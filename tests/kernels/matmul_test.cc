@@ -220,6 +220,9 @@ TEST(MatMul, GeluAndItsGradientAreTheUnfusedBits) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pre_gelu is written only with gelu = true")));
   EXPECT_THAT(MatMul(x, w, out, {.transpose_b = true, .beta = 1.0f, .gelu = true}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gelu takes beta 0, got 1")));
+  ZS_ASSERT_OK_AND_ASSIGN(Tensor db, Tensor::Empty({4}, DType::kF32));
+  EXPECT_THAT(MatMul(x, w, out, {.transpose_b = true, .bias_grad = db, .gelu = true}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gelu takes no bias_grad")));
   EXPECT_THAT(MatMul(x, w, out, {.transpose_b = true, .bias = b, .dgelu_pre = pre}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("dgelu_pre takes no gelu, bias, bias_grad or beta")));
