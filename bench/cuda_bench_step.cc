@@ -195,6 +195,29 @@ void RunStepBench(double gemm_tflops) {
   EmitFigure("cuda_bench", "step gelu epilogue fallbacks " + shape, static_cast<double>(gelu_fallbacks), "count",
              {{"fused", static_cast<double>(gelu_fused)}});
   if (gelu_fused + gelu_fallbacks == 0) Fail("GPT step: no MLP went through MatMul's GELU epilogues");
+  // The same steps with the GELU epilogues switched off (what a refusal falls
+  // back to: the GEMMs, then our GELU kernels), timed the same way in the same
+  // run: what the fusion is worth on this card. After the counts above, so its
+  // fallbacks are not the record's.
+  {
+    cuda::SetEpilogueEnabled(cuda::FusedEpilogue::kGelu, false);
+    step();
+    Must(compute.Synchronize(), "sync");
+    const auto u0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    Must(compute.Synchronize(), "sync");
+    const double unfused_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
+    cuda::SetEpilogueEnabled(cuda::FusedEpilogue::kGelu, true);
+    const double unfused_tokens_per_s = static_cast<double>(B * T * steps) / unfused_s;
+    std::printf("  with GELU unfused (the GEMMs, then our GELU kernels): %.1f ms/step, %.0f tokens/s; the fusion "
+                "%.3fx\n",
+                1e3 * unfused_s / steps, unfused_tokens_per_s, tokens_per_s / unfused_tokens_per_s);
+    Report().Add(json + "tokens_per_s_gelu_unfused", "tokens/s", true, {unfused_tokens_per_s});
+    EmitFigure("cuda_bench", "step gelu fusion " + shape, tokens_per_s / unfused_tokens_per_s, "x",
+               {{"tokens_per_s", tokens_per_s}, {"baseline", unfused_tokens_per_s},
+                {"baseline_ms_per_step", 1e3 * unfused_s / steps}},
+               "baseline: the same steps with the GELU epilogues off (GEMMs, then our GELU kernels)");
+  }
   const double ln_v = std::log(static_cast<double>(config.vocab_size));
   if (!std::isfinite(losses.back()) || std::fabs(losses.front() - ln_v) > 0.5 ||
       !(losses.back() < losses.front())) {

@@ -55,6 +55,7 @@ expected=(
   "gemm gelu epilogue refused mlp fc bf16 64x256x64 +bias+gelu, input kept"
   "gemm gelu epilogue refused mlp proj dx bf16 64x256x64 +gelu grad"
   "step gelu epilogue fallbacks GPT L2 C64 V256 B2 T32 bf16 FULL_SHARD world 1"
+  "step gelu fusion GPT L2 C64 V256 B2 T32 bf16 FULL_SHARD world 1"
   "attention fwd ours B1 H2 T64 D64"
   "attention bwd ours B1 H2 T64 D64"
   "attention fwd ours B1 H2 T128 D128"
