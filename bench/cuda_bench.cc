@@ -60,6 +60,29 @@ namespace {
 
 void Launch(int rc, const char* what) { Must(cuda::CudaLaunchStatus(rc, what), what); }
 
+// Figures' fields for Note [Roofline]: the kernel's FLOPs and bytes, and its
+// rate's fraction of the roofline where the card is known.
+std::vector<std::pair<std::string, double>> RooflineFields(double flops, double bytes, double flops_per_s,
+                                                           double peak_flops) {
+  std::vector<std::pair<std::string, double>> f = {{"flops", flops}, {"bytes", bytes}};
+  const double roof = RooflineFlops(peak_flops, Card().hbm_bytes_per_s, flops, bytes);
+  if (roof > 0) f.push_back({"of_roofline", flops_per_s / roof});
+  return f;
+}
+
+// " (x% of its roofline)" where the card is known.
+std::string RooflineText(double flops, double bytes, double flops_per_s, double peak_flops) {
+  const double roof = RooflineFlops(peak_flops, Card().hbm_bytes_per_s, flops, bytes);
+  return roof > 0 ? absl::StrCat("  roofline ", static_cast<int>(std::lround(100.0 * flops_per_s / roof)), "%")
+                  : std::string();
+}
+
+// The dense tensor-core (or f32) peak for products of `dtype`.
+double PeakFor(DType dtype, bool tf32) {
+  if (dtype == DType::kBF16 || dtype == DType::kF16) return Card().half_flops;
+  return tf32 ? Card().tf32_flops : Card().fp32_flops;
+}
+
 // An element count as the figures name it: 124000000 -> "124M", 64000 -> "64K".
 std::string Count(int64_t n) {
   if (n % 1'000'000 == 0) return absl::StrCat(n / 1'000'000, "M");
@@ -96,14 +119,18 @@ void RunMemoryBenches(const Stream& stream, CudaAllocator& gpu, std::vector<Memo
     gpu.Deallocate(src, half);
     gpu.Deallocate(dst, half);
     const double gbs = b.bytes / (ms * 1e6), copy_gbs = 2.0 * half / (copy_ms * 1e6);
-    std::printf("%-44s %12lld %10.1f %10.1f %10.1f %7.0f%%\n", b.name.c_str(),
-                static_cast<long long>(b.bytes), ms * 1e3, gbs, copy_gbs, 100.0 * gbs / copy_gbs);
+    const double hbm = Card().hbm_bytes_per_s;
+    std::printf("%-44s %12lld %10.1f %10.1f %10.1f %7.0f%%%s\n", b.name.c_str(), static_cast<long long>(b.bytes),
+                ms * 1e3, gbs, copy_gbs, 100.0 * gbs / copy_gbs,
+                hbm > 0 ? absl::StrCat("  roofline ", static_cast<int>(std::lround(100.0 * gbs * 1e9 / hbm)), "%").c_str()
+                        : "");
     const std::string json = "cuda/memory/" + Slug(b.name) + "/";
     Report().Add(json + "memcpy", "GB/s", /*higher_is_better=*/true, {copy_gbs});
     Report().Add(json + "ours", "GB/s", true, {gbs}, json + "memcpy");
-    EmitFigure("cuda_bench", "memory " + b.name, gbs, "GB/s",
-               {{"us", ms * 1e3}, {"bytes", static_cast<double>(b.bytes)}, {"baseline", copy_gbs},
-                {"of_baseline", gbs / copy_gbs}},
+    std::vector<std::pair<std::string, double>> fields = {
+        {"us", ms * 1e3}, {"bytes", static_cast<double>(b.bytes)}, {"baseline", copy_gbs}, {"of_baseline", gbs / copy_gbs}};
+    if (hbm > 0) fields.push_back({"of_roofline", gbs * 1e9 / hbm});  // Note [Roofline]: HBM bandwidth
+    EmitFigure("cuda_bench", "memory " + b.name, gbs, "GB/s", fields,
                "baseline: a device-to-device cudaMemcpyAsync of the same bytes");
   }
 }
@@ -354,16 +381,21 @@ void RunBiasGradBench(const Stream& stream, CudaAllocator& gpu, cuda::CublasLtGe
   const double reduce_ms = TimeMs(stream, reduce, Iters(20));
   const double reduce_bytes = 2.0 * (rows * n_out + n_out);
   const double tflops = refused ? 0.0 : flops / (ms * 1e9), base = flops / (base_ms * 1e9);
-  std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%  (baseline: GEMM, then our reduction)\n",
-              name.c_str(), ms * 1e3, tflops, base, base > 0 ? 100.0 * tflops / base : 0.0);
+  // dy, x and dW once each, db written (bf16).
+  const double bytes = 2.0 * (rows * n_out + rows * n_in + n_out * n_in + n_out);
+  std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%  (baseline: GEMM, then our reduction)%s\n", name.c_str(),
+              ms * 1e3, tflops, base, base > 0 ? 100.0 * tflops / base : 0.0,
+              RooflineText(flops, bytes, tflops * 1e12, Card().half_flops).c_str());
   std::printf("%-44s %10.1f us, %7.1f GB/s\n",
               absl::StrCat("  our column reduction bf16 [", rows, ", ", n_out, "]").c_str(),
               reduce_ms * 1e3, reduce_bytes / (reduce_ms * 1e6));
   const std::string json = "cuda/gemm/" + Slug(name) + "/";
   Report().Add(json + "gemm_then_reduce", "TFLOP/s", true, {base});
   if (!refused) Report().Add(json + "ours", "TFLOP/s", true, {tflops}, json + "gemm_then_reduce");
-  EmitFigure("cuda_bench", "gemm " + name, tflops, "TFLOP/s",
-             {{"us", ms * 1e3}, {"baseline", base}, {"of_baseline", base > 0 ? tflops / base : 0.0}},
+  std::vector<std::pair<std::string, double>> fields = {
+      {"us", ms * 1e3}, {"baseline", base}, {"of_baseline", base > 0 ? tflops / base : 0.0}};
+  for (auto& f : RooflineFields(flops, bytes, tflops * 1e12, Card().half_flops)) fields.push_back(f);
+  EmitFigure("cuda_bench", "gemm " + name, tflops, "TFLOP/s", fields,
              "baseline: the same GEMM, then our column reduction");
   EmitFigure("cuda_bench", absl::StrCat("memory bias grad reduce bf16 [", rows, ", ", n_out, "]"),
              reduce_bytes / (reduce_ms * 1e6), "GB/s", {{"us", reduce_ms * 1e3}});
@@ -487,13 +519,18 @@ void RunGeluEpilogueBench(const Stream& stream, CudaAllocator& gpu, cuda::Cublas
     const double ms = TimeMs(stream, [&] { Must(lt.Run(*pass.fused, s), "gemm"); }, Iters(20));
     const double base_ms = TimeMs(stream, pass.baseline, Iters(20));
     const double tflops = flops / (ms * 1e9), base = flops / (base_ms * 1e9);
-    std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%  (baseline: %s)\n", pass.name.c_str(), ms * 1e3, tflops, base,
-                100.0 * tflops / base, pass.baseline_what);
+    // x (or dy), the weight, the output and GELU's input once each (bf16), the bias.
+    const double bytes = 2.0 * (rows * width + hidden * width + 2.0 * n + (forward ? hidden : 0));
+    std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%  (baseline: %s)%s\n", pass.name.c_str(), ms * 1e3, tflops, base,
+                100.0 * tflops / base, pass.baseline_what,
+                RooflineText(flops, bytes, tflops * 1e12, Card().half_flops).c_str());
     const std::string json = "cuda/gemm/" + Slug(pass.name) + "/";
     Report().Add(json + "unfused", "TFLOP/s", true, {base});
     Report().Add(json + "ours", "TFLOP/s", true, {tflops}, json + "unfused");
-    EmitFigure("cuda_bench", "gemm " + pass.name, tflops, "TFLOP/s",
-               {{"us", ms * 1e3}, {"baseline", base}, {"baseline_us", base_ms * 1e3}, {"of_baseline", tflops / base}},
+    std::vector<std::pair<std::string, double>> fields = {
+        {"us", ms * 1e3}, {"baseline", base}, {"baseline_us", base_ms * 1e3}, {"of_baseline", tflops / base}};
+    for (auto& f : RooflineFields(flops, bytes, tflops * 1e12, Card().half_flops)) fields.push_back(f);
+    EmitFigure("cuda_bench", "gemm " + pass.name, tflops, "TFLOP/s", fields,
                std::string("baseline: ") + pass.baseline_what);
   }
 }
@@ -517,6 +554,8 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
     DType dtype;
     bool tf32;
     bool bias_gelu;
+    // A [m, k], B [n, k] and C [m, n], each once.
+    int64_t traffic_bytes() const { return (m * k + n * k + m * n) * DTypeSize(dtype); }
     // "qkv bf16 8192x2304x768", "square f16 8192^3", "... +bias+gelu".
     std::string name() const {
       return absl::StrCat(what, " ", types, " ",
@@ -606,13 +645,18 @@ double RunGemmBenches(const Stream& stream, CudaAllocator& gpu) {
       Fail(name + ": the cublasGemmEx baseline returned " + cublasGetStatusName(base_status));
     }
     const double tflops = flops / (ms * 1e9), base = flops / (base_ms * 1e9);
-    std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%%s\n", name.c_str(), ms * 1e3, tflops, base,
-                100.0 * tflops / base, k.bias_gelu ? "  (baseline without epilogue)" : "");
+    // A, B and C once each, and the bias.
+    const double bytes = static_cast<double>(k.traffic_bytes()) + (k.bias_gelu ? k.n * DTypeSize(k.dtype) : 0);
+    std::printf("%-44s %10.1f %10.1f %10.1f %7.0f%%%s%s\n", name.c_str(), ms * 1e3, tflops, base,
+                100.0 * tflops / base, k.bias_gelu ? "  (baseline without epilogue)" : "",
+                RooflineText(flops, bytes, tflops * 1e12, PeakFor(k.dtype, k.tf32)).c_str());
     const std::string json = "cuda/gemm/" + Slug(name) + "/";
     Report().Add(json + "cublas", "TFLOP/s", /*higher_is_better=*/true, {base});
     Report().Add(json + "ours", "TFLOP/s", true, {tflops}, json + "cublas");
-    EmitFigure("cuda_bench", "gemm " + name, tflops, "TFLOP/s",
-               {{"us", ms * 1e3}, {"baseline", base}, {"of_baseline", tflops / base}},
+    std::vector<std::pair<std::string, double>> fields = {
+        {"us", ms * 1e3}, {"baseline", base}, {"of_baseline", tflops / base}};
+    for (auto& f : RooflineFields(flops, bytes, tflops * 1e12, PeakFor(k.dtype, k.tf32))) fields.push_back(f);
+    EmitFigure("cuda_bench", "gemm " + name, tflops, "TFLOP/s", fields,
                k.bias_gelu ? "baseline: cublasGemmEx, default algorithm, without the epilogue"
                            : "baseline: cublasGemmEx, default algorithm");
     if (k.dtype == DType::kBF16) best_bf16 = std::max(best_bf16, tflops);

@@ -79,6 +79,17 @@ void RunAttentionBenches() {
     const Tensor dout = Random({c.B, c.H, c.T, c.D}, DType::kBF16, -1, 1, 14, &gpu);
     const double fwd_flops = 2.0 * c.B * c.H * c.T * c.T * c.D;
     const double bwd_flops = 2.5 * fwd_flops;
+    // Note [Roofline]: each pass's bf16 tensors once (scores stay on chip) and
+    // the f32 log-sum-exp: forward reads q, k, v and writes out and lse;
+    // backward reads q, k, v, out, dout and lse and writes dq, dk, dv.
+    const double qkvo = 2.0 * c.B * c.H * c.T * c.D, lse = 4.0 * c.B * c.H * c.T;
+    const double fwd_bytes = 4 * qkvo + lse, bwd_bytes = 8 * qkvo + lse;
+    auto roofline = [&](double flops, double bytes, double ms) {
+      std::vector<std::pair<std::string, double>> f = {{"us", ms * 1e3}, {"flops", flops}, {"bytes", bytes}};
+      const double roof = RooflineFlops(Card().half_flops, Card().hbm_bytes_per_s, flops, bytes);
+      if (roof > 0) f.push_back({"of_roofline", flops / (ms * 1e-3) / roof});
+      return f;
+    };
     struct Timing {
       bool ran = false;
       double fwd_ms = 0, bwd_ms = 0;
@@ -145,15 +156,15 @@ void RunAttentionBenches() {
     }
     if (own.ran) {
       EmitFigure("cuda_bench", "attention fwd ours " + name, tf(fwd_flops, own.fwd_ms), "TFLOP/s",
-                 {{"us", own.fwd_ms * 1e3}, {"flops", fwd_flops}});
+                 roofline(fwd_flops, fwd_bytes, own.fwd_ms));
       EmitFigure("cuda_bench", "attention bwd ours " + name, tf(bwd_flops, own.bwd_ms), "TFLOP/s",
-                 {{"us", own.bwd_ms * 1e3}, {"flops", bwd_flops}});
+                 roofline(bwd_flops, bwd_bytes, own.bwd_ms));
     }
     if (cudnn.ran) {
       EmitFigure("cuda_bench", "attention fwd cudnn " + name, tf(fwd_flops, cudnn.fwd_ms), "TFLOP/s",
-                 {{"us", cudnn.fwd_ms * 1e3}, {"flops", fwd_flops}});
+                 roofline(fwd_flops, fwd_bytes, cudnn.fwd_ms));
       EmitFigure("cuda_bench", "attention bwd cudnn " + name, tf(bwd_flops, cudnn.bwd_ms), "TFLOP/s",
-                 {{"us", cudnn.bwd_ms * 1e3}, {"flops", bwd_flops}});
+                 roofline(bwd_flops, bwd_bytes, cudnn.bwd_ms));
     }
     // The record's checker fails a run where cuDNN refused a case it is expected to take.
     if (try_cudnn) {

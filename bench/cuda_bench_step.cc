@@ -37,14 +37,6 @@ namespace zeroshard::bench {
 
 namespace {
 
-double DatasheetBf16Peak(const std::string& device_name) {
-  if (device_name.find("H100") != std::string::npos || device_name.find("H200") != std::string::npos) {
-    return 989e12;
-  }
-  if (device_name.find("A100") != std::string::npos) return 312e12;
-  return 0;  // unknown: only "of GEMM" is printed
-}
-
 Tensor RandomTokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed, Allocator* gpu) {
   std::vector<int64_t> v(B * T);
   uint64_t s = seed;
@@ -112,7 +104,7 @@ void RunStepBench(double gemm_tflops) {
   const double flops_per_token = 6.0 * n_params + 12.0 * config.n_layer * config.n_embd * T;
   const double achieved = flops_per_token * tokens_per_s;
   const std::string device = Must(cuda::CudaDeviceName(kDevice), "device name");
-  const double peak = DatasheetBf16Peak(device);
+  const double peak = Card().half_flops;  // Note [Roofline]; 0 on an unknown card: only "of GEMM" is printed
   std::printf("\n%s training step (%lld params, B %lld x T %lld, bf16 gathers, FULL_SHARD world 1)\n",
               quick ? model.c_str() : "GPT-2 small", static_cast<long long>(n_params),
               static_cast<long long>(B), static_cast<long long>(T));

@@ -72,6 +72,15 @@ for op in "all-gather bf16" "reduce-scatter f32"; do
   done
 done
 grep -qF '"name":"result checks failed","value":0,' "$figures" || fail "result checks failed is not 0"
+# Note [Roofline]: every GEMM and attention line carries its FLOPs and bytes (on a
+# known card also of_roofline; the simulator's "cuda_sim" is none).
+for name in "gemm qkv bf16 64x192x64" "gemm mlp fc bf16 64x256x64 +bias+gelu, input kept" \
+    "gemm mlp fc dW bf16 256x64x64 +bias grad" "attention fwd ours B1 H2 T64 D64"; do
+  line=$(grep -F "\"name\":\"$name\"," "$figures")
+  for field in flops bytes; do
+    echo "$line" | grep -qE "\"$field\":[0-9]" || fail "figure '$name' has no $field: $line"
+  done
+done
 # Every figure has a finite value (figures.h writes null for NaN and Inf).
 if grep -q '"value":null' "$figures"; then fail "figures without a finite value: $(grep '"value":null' "$figures")"; fi
 

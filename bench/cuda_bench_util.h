@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "zeroshard/bench/bench_json.h"
+#include "zeroshard/runtime/cuda/device_api.h"
 #include "zeroshard/runtime/figures.h"
 #include "zeroshard/runtime/stream.h"
 #include "zeroshard/runtime/tensor.h"
@@ -40,6 +41,50 @@ inline BenchMode& Mode() {
 }
 
 // `normal` timed iterations, or 2 in quick mode.
+// Note [Roofline]
+// A kernel's distance to its roofline: the datasheet's dense peaks of the card
+// (tensor cores by input type, HBM bandwidth) and the kernel's own FLOPs and
+// bytes (read plus written once each) give the most it could reach,
+//     roofline = min(peak(type), FLOPs / bytes * HBM bandwidth)   (FLOP/s)
+// and each record line carries `flops`, `bytes` and `of_roofline` = its rate /
+// roofline (memory-bound rows: GB/s / HBM bandwidth). Cards by the CUDA device
+// name; an unknown card (the simulator's "cuda_sim" included) has zeros, and
+// its lines no `of_roofline`. Figures from NVIDIA's datasheets, dense (no
+// sparsity): H100 SXM 989 TFLOP/s bf16/f16, 495 TF32, 3.35 TB/s HBM3; H100
+// PCIe 756 / 378, 2.0 TB/s; H200 SXM the H100 SXM's compute, 4.8 TB/s HBM3e;
+// A100 80 GB SXM 312 / 156, 2.039 TB/s (40 GB: 1.555 TB/s).
+struct Datasheet {
+  double half_flops = 0;  // bf16 / f16 tensor cores, dense
+  double tf32_flops = 0;
+  double fp32_flops = 0;  // CUDA cores (non-tensor)
+  double hbm_bytes_per_s = 0;
+};
+
+inline Datasheet DatasheetOf(const std::string& device_name) {
+  auto has = [&](const char* s) { return device_name.find(s) != std::string::npos; };
+  if (has("H200")) return {989e12, 494.7e12, 66.9e12, 4.8e12};
+  if (has("H100") && has("PCIe")) return {756e12, 378e12, 51.2e12, 2.0e12};
+  if (has("H100")) return {989e12, 494.7e12, 66.9e12, 3.35e12};
+  if (has("A100")) return {312e12, 156e12, 19.5e12, has("40GB") ? 1.555e12 : 2.039e12};
+  return {};
+}
+
+// The datasheet of device 0, read once (zeros on an unknown card).
+inline const Datasheet& Card() {
+  static const Datasheet card = [] {
+    const absl::StatusOr<std::string> name = cuda::CudaDeviceName(kDevice);
+    return name.ok() ? DatasheetOf(*name) : Datasheet{};
+  }();
+  return card;
+}
+
+// The roofline in FLOP/s of a kernel of `flops` and `bytes` whose products run
+// at `peak_flops` (0: unknown card).
+inline double RooflineFlops(double peak_flops, double hbm_bytes_per_s, double flops, double bytes) {
+  if (peak_flops <= 0 || hbm_bytes_per_s <= 0) return 0;
+  return bytes > 0 ? std::min(peak_flops, flops / bytes * hbm_bytes_per_s) : peak_flops;
+}
+
 inline int Iters(int normal) { return Mode().quick ? std::min(normal, 2) : normal; }
 
 inline int& Failures() {

@@ -23,6 +23,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <utility>
 
 namespace zeroshard {
@@ -64,10 +65,10 @@ inline bool FiguresWanted() {
   return path != nullptr && path[0] != '\0';
 }
 
-inline void EmitFigure(std::string_view bench, std::string_view name, double value,
-                       std::string_view unit,
-                       std::initializer_list<std::pair<std::string_view, double>> extra = {},
-                       std::string_view note = {}) {
+// Fields built at run time (a vector of (key, value)): the same line.
+template <typename Fields>
+void EmitFigureFields(std::string_view bench, std::string_view name, double value, std::string_view unit,
+                      const Fields& extra, std::string_view note = {}) {
   const char* path = std::getenv("ZEROSHARD_FIGURES");
   if (path == nullptr || path[0] == '\0') return;
   using figures_internal::AppendJsonString;
@@ -95,6 +96,18 @@ inline void EmitFigure(std::string_view bench, std::string_view name, double val
     std::fwrite(line.data(), 1, line.size(), f);
     std::fclose(f);
   }
+}
+
+inline void EmitFigure(std::string_view bench, std::string_view name, double value,
+                       std::string_view unit,
+                       std::initializer_list<std::pair<std::string_view, double>> extra = {},
+                       std::string_view note = {}) {
+  EmitFigureFields(bench, name, value, unit, extra, note);
+}
+
+inline void EmitFigure(std::string_view bench, std::string_view name, double value, std::string_view unit,
+                       const std::vector<std::pair<std::string, double>>& extra, std::string_view note = {}) {
+  EmitFigureFields(bench, name, value, unit, extra, note);
 }
 
 }  // namespace zeroshard

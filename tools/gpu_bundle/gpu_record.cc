@@ -427,7 +427,7 @@ std::string Summary(const json& record, const json& problems) {
   md << "\n## Figures\n\n| bench | figure | value | unit | beside |\n| --- | --- | --- | --- | --- |\n";
   for (const json& f : record["figures"]) {
     std::string beside;
-    for (const char* k : {"baseline", "of_baseline", "us", "ms_per_step", "mfu", "of_best_gemm"}) {
+    for (const char* k : {"baseline", "of_baseline", "of_roofline", "us", "ms_per_step", "mfu", "of_best_gemm"}) {
       if (f.contains(k) && f[k].is_number()) beside += std::string(k) + " " + Fmt(f[k].get<double>()) + " ";
     }
     md << "| " << f.value("bench", "") << " | " << f.value("name", "") << " | "
