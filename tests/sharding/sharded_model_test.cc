@@ -108,6 +108,15 @@ TEST(ShardedModel, ActivationCheckpointingComposesWithSharding) {
                 Reference(), "checkpointed blocks");
 }
 
+// Units at every Linear: the MLP's two linears carry the units' hooks, so
+// nn::Mlp calls them one by one rather than fusing them into ops::GeluMlp
+// (which would read their weights without gathering them).
+TEST(ShardedModel, UnitsAtEveryLinearMatchUnsharded) {
+  ShardingOptions o = BlockOptions(ShardingStrategy::kFullShard);
+  o.wrap = WrapPolicy::ByType({"Linear"});
+  ExpectMatches(TrainSharded({.world = 2, .options = o}, kSteps, kGlobalBatch), Reference(), "units at every Linear");
+}
+
 TEST(ShardedModel, TheComparisonIsNotVacuous) {
   // The reference learns, and the sharded model really is split into units
   // whose shards are a fraction of the parameters.
