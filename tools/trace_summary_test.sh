@@ -134,20 +134,23 @@ exposed_comm_ms 0.450 of 1.500 ms of steps over 2 ranks
 exposed_comm_fraction 0.300000"
 
 # ops.json with --ops (Note [Per-op breakdown]): one step [0,1000]; op spans Linear
-# [0,100] and [500,600], LayerNorm [100,150], Gelu [150,170], CrossEntropy [700,780],
-# and a Gelu [1100,1200] after the step (left out); AdamW is compute, not an op.
-#   busy = [0,170] [500,600] [700,780] [900,950] = 400; idle 600
-#   ops: Linear 2 x 100 = 200 (20%, GEMM), CrossEntropy 80 (8%), LayerNorm 50 (5%), Gelu 20 (2%)
+# [0,100] and [500,600], LayerNorm [100,150], Gelu [150,170], GeluMlp [300,360] (GEMMs
+# with GELU in their epilogues), CrossEntropy [700,780], and a Gelu [1100,1200] after
+# the step (left out); AdamW is compute, not an op.
+#   busy = [0,170] [300,360] [500,600] [700,780] [900,950] = 460; idle 540
+#   ops: Linear 2 x 100 = 200 (20%, GEMM), CrossEntropy 80 (8%), GeluMlp 60 (6%, GEMM),
+#   LayerNorm 50 (5%), Gelu 20 (2%)
 #   largest non-GEMM op: CrossEntropy, 0.08 of the step
 out=$("$tool" --ops "$d/ops.json" 2>&1); got=$?
-want="8 complete events, 1 ranks; times in ms (Note [Exposed communication] in tools/trace_summary.h)
+want="9 complete events, 1 ranks; times in ms (Note [Exposed communication] in tools/trace_summary.h)
 
 rank pid 0
   step                            start     length    compute       comm    exposed       idle exposed%
-  step 1                          0.000      1.000      0.400      0.000      0.000      0.600     0.0%
+  step 1                          0.000      1.000      0.460      0.000      0.000      0.540     0.0%
   op (forward + backward)                    count      total of steps
   Linear                                         2      0.200    20.0%  GEMM
   CrossEntropy                                   1      0.080     8.0%
+  GeluMlp                                        1      0.060     6.0%  GEMM
   LayerNorm                                      1      0.050     5.0%
   Gelu                                           1      0.020     2.0%
   largest_non_gemm_op CrossEntropy 0.080000
