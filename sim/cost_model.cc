@@ -122,6 +122,12 @@ using PointIt = std::vector<AttentionPoint>::const_iterator;
 
 double PassEfficiency(const AttentionPoint& a, bool backward) { return backward ? a.backward : a.forward; }
 
+// The first point in [begin, end) whose head_dim is at least `head_dim` (points
+// are in increasing head_dim: ParseProfile checks it).
+PointIt FirstAtOrAbove(PointIt begin, PointIt end, int64_t head_dim) {
+  return std::lower_bound(begin, end, head_dim, [](const AttentionPoint& a, int64_t d) { return a.head_dim < d; });
+}
+
 // The points of `first`'s head_dim: [first, the next head_dim's first point).
 // `first` is the group's first point.
 PointIt GroupEnd(PointIt first, PointIt end) {
@@ -162,19 +168,14 @@ double AttentionEfficiency(const HardwareProfile& p, int64_t head_dim, int64_t s
            " and ", seq_len);
   const std::vector<AttentionPoint>& points = p.attention_efficiency;
   if (points.empty()) return p.gemm_efficiency_max;  // the GEMM curve's plateau, as before the key
-  // The first point at or above head_dim: the first of its head_dim's points (points are in
-  // increasing head_dim, grouped: ParseProfile checks it).
-  const PointIt hi = std::lower_bound(points.begin(), points.end(), head_dim,
-                                      [](const AttentionPoint& a, int64_t d) { return a.head_dim < d; });
+  // The first point at or above head_dim: the first of its head_dim's points (grouped).
+  const PointIt hi = FirstAtOrAbove(points.begin(), points.end(), head_dim);
   auto group = [&](PointIt first) { return GroupEfficiency(first, GroupEnd(first, points.end()), seq_len, backward); };
   if (hi == points.end()) {  // above the last head_dim: that group's figure at T
-    const PointIt last_first = std::lower_bound(points.begin(), points.end(), points.back().head_dim,
-                                                [](const AttentionPoint& a, int64_t d) { return a.head_dim < d; });
-    return group(last_first);
+    return group(FirstAtOrAbove(points.begin(), points.end(), points.back().head_dim));
   }
   if (hi->head_dim == head_dim || hi == points.begin()) return group(hi);  // at a head_dim, or below the first
-  const PointIt lo = std::lower_bound(points.begin(), hi, (hi - 1)->head_dim,
-                                      [](const AttentionPoint& a, int64_t d) { return a.head_dim < d; });
+  const PointIt lo = FirstAtOrAbove(points.begin(), hi, (hi - 1)->head_dim);
   const double e_lo = group(lo);
   const double e_hi = group(hi);
   // The same operations as before seq_len existed, so a profile without it costs the same bits.
