@@ -437,12 +437,7 @@ absl::StatusOr<Variable> GeluMlp(const Variable& x, const Variable& w1, const Va
                                  [first = SaveLinear(x, w1, b1, x.value())](std::vector<Tensor>& g) -> GradsOr {
                                    return LinearBackward(g[0], first);  // g[0]: the gradient of GELU's input
                                  });
-  const LinearSaved second = {.x = w2.requires_grad() ? a : Tensor(),
-                              .w = hidden.requires_grad() ? w2.value() : Tensor(),
-                              .need_b = b2.defined() && b2.requires_grad(),
-                              .dx_t = hidden_t,
-                              .dw_t = w2.dtype(),
-                              .db_t = b2.defined() ? b2.dtype() : DType::kF32};
+  const LinearSaved second = SaveLinear(hidden, w2, b2, a);
   return Record("GeluMlp", y, {&hidden, &w2, &b2}, [second, h](std::vector<Tensor>& g) -> GradsOr {
     return LinearBackward(g[0], second, h);  // its first gradient is h's (GELU's backward fused)
   });

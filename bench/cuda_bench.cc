@@ -60,16 +60,6 @@ namespace {
 
 void Launch(int rc, const char* what) { Must(cuda::CudaLaunchStatus(rc, what), what); }
 
-// Figures' fields for Note [Roofline]: the kernel's FLOPs and bytes, and its
-// rate's fraction of the roofline where the card is known.
-std::vector<std::pair<std::string, double>> RooflineFields(double flops, double bytes, double flops_per_s,
-                                                           double peak_flops) {
-  std::vector<std::pair<std::string, double>> f = {{"flops", flops}, {"bytes", bytes}};
-  const double roof = RooflineFlops(peak_flops, Card().hbm_bytes_per_s, flops, bytes);
-  if (roof > 0) f.push_back({"of_roofline", flops_per_s / roof});
-  return f;
-}
-
 // " (x% of its roofline)" where the card is known.
 std::string RooflineText(double flops, double bytes, double flops_per_s, double peak_flops) {
   const double roof = RooflineFlops(peak_flops, Card().hbm_bytes_per_s, flops, bytes);

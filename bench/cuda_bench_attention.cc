@@ -85,9 +85,8 @@ void RunAttentionBenches() {
     const double qkvo = 2.0 * c.B * c.H * c.T * c.D, lse = 4.0 * c.B * c.H * c.T;
     const double fwd_bytes = 4 * qkvo + lse, bwd_bytes = 8 * qkvo + lse;
     auto roofline = [&](double flops, double bytes, double ms) {
-      std::vector<std::pair<std::string, double>> f = {{"us", ms * 1e3}, {"flops", flops}, {"bytes", bytes}};
-      const double roof = RooflineFlops(Card().half_flops, Card().hbm_bytes_per_s, flops, bytes);
-      if (roof > 0) f.push_back({"of_roofline", flops / (ms * 1e-3) / roof});
+      std::vector<std::pair<std::string, double>> f = {{"us", ms * 1e3}};
+      for (auto& r : RooflineFields(flops, bytes, flops / (ms * 1e-3), Card().half_flops)) f.push_back(r);
       return f;
     };
     struct Timing {

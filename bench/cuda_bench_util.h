@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -83,6 +84,16 @@ inline const Datasheet& Card() {
 inline double RooflineFlops(double peak_flops, double hbm_bytes_per_s, double flops, double bytes) {
   if (peak_flops <= 0 || hbm_bytes_per_s <= 0) return 0;
   return bytes > 0 ? std::min(peak_flops, flops / bytes * hbm_bytes_per_s) : peak_flops;
+}
+
+// Figures' fields for Note [Roofline]: the kernel's FLOPs and bytes, and its
+// rate's fraction of the roofline where the card is known.
+inline std::vector<std::pair<std::string, double>> RooflineFields(double flops, double bytes, double flops_per_s,
+                                                                  double peak_flops) {
+  std::vector<std::pair<std::string, double>> f = {{"flops", flops}, {"bytes", bytes}};
+  const double roof = RooflineFlops(peak_flops, Card().hbm_bytes_per_s, flops, bytes);
+  if (roof > 0) f.push_back({"of_roofline", flops_per_s / roof});
+  return f;
 }
 
 inline int Iters(int normal) { return Mode().quick ? std::min(normal, 2) : normal; }
