@@ -1,6 +1,7 @@
 // The fiber scheduler behind cuda_sim.h. One launch at a time (a process-wide
 // mutex): blocks run one after another, the threads of a block as fibers on
-// the launching thread, switched at barriers and shuffles. On x86-64 a fiber
+// the launching thread, switched at barriers and warp-collective calls
+// (shuffles, __syncwarp, wmma). On x86-64 a fiber
 // switch is a few instructions (ZsSimSwitch below: callee-saved registers,
 // MXCSR and the x87 control word); elsewhere ucontext, whose swapcontext makes
 // a system call per switch.
@@ -14,6 +15,7 @@
 #endif
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -28,7 +30,7 @@ constexpr int kMaxThreads = 1024;
 constexpr size_t kStackBytes = 256 * 1024;
 constexpr size_t kStaticSharedLimit = 48 * 1024;
 
-enum class State { kRunnable, kAtBlockBarrier, kAtShuffle, kDone };
+enum class State { kRunnable, kAtBlockBarrier, kAtWarp, kDone };
 
 #if defined(__x86_64__)
 // Saves the callee-saved registers, MXCSR and the x87 control word on the
@@ -104,14 +106,16 @@ struct Fiber {
   Context context;
   ThreadVars vars;
   State state = State::kRunnable;
-  int shuffle_count = 0;  // shuffles this thread has completed
-  unsigned shuffle_mask = 0;
-};
-
-struct WarpSlots {
-  // Double buffered by the parity of the shuffle count: a lane cannot store
-  // into a buffer another lane has yet to read (see Shuffle).
-  uint64_t value[2][kWarpSize];
+  // At a warp-collective call (kAtWarp): its mask and which call it is.
+  unsigned warp_mask = 0;
+  WarpCall call{"", nullptr, 0, false};
+  // A shuffle's exchange: the value this lane offers, the lane it takes from
+  // (-1: no exchange) and what it got. The result is copied when the warp
+  // opens (OpenWarpGroup), while every lane of the mask still waits with the
+  // value it offered, so no lane's next offer can overwrite one not yet read.
+  uint64_t offered = 0;
+  int take_from = -1;
+  uint64_t taken = 0;
 };
 
 // Fiber stacks, kept across launches; the lowest page of each is a guard.
@@ -155,13 +159,13 @@ Sim& Global() {
 // The block being run (touched only by the launching thread and its fibers).
 struct BlockRun {
   std::vector<Fiber> fibers;
-  std::vector<WarpSlots> warps;
   Context scheduler;
   Fiber* current = nullptr;
   const std::function<void()>* body = nullptr;
   std::vector<char> dynamic_shared;
   std::string error;
-  std::string fault;  // a misaligned access (CheckAligned): the first one
+  std::string fault;  // a device fault (Fault, CheckAligned): the first one
+  int fault_code = 0;
 };
 
 thread_local BlockRun* tl_run = nullptr;
@@ -192,81 +196,163 @@ std::string BlockName(const uint3& b) {
   return s.str();
 }
 
+std::string Hex(unsigned mask) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%08x", mask);
+  return buf;
+}
+
+bool SameCall(const WarpCall& a, const WarpCall& b) {
+  if (std::strcmp(a.name, b.name) != 0) return false;
+  if (a.file == nullptr || b.file == nullptr) return a.file == b.file;
+  return a.line == b.line && std::strcmp(a.file, b.file) == 0;
+}
+
+// "wmma::mma_sync (file.cc:12, mask 0xffffffff)"
+std::string CallName(const Fiber& f) {
+  std::string s = std::string(f.call.name) + " (";
+  if (f.call.file != nullptr)
+    s += std::string(f.call.file) + ":" + std::to_string(f.call.line) + ", ";
+  return s + "mask " + Hex(f.warp_mask) + ")";
+}
+
+// The warp-collective call of `first` (at kAtWarp) opens when every lane of its
+// mask is at the same call with the same mask (exited lanes count as arrived
+// where the call allows it: __syncwarp). Returns whether it opened; sets
+// run.error for what can never open (a lane that is not there or has exited,
+// a mask without the caller's own lane).
+bool OpenWarpGroup(BlockRun& run, int w0, Fiber& first, Stats& stats) {
+  const int n = static_cast<int>(run.fibers.size());
+  const unsigned mask = first.warp_mask;
+  const int own_lane = static_cast<int>(&first - run.fibers.data()) - w0;
+  if (!(mask & (1u << own_lane))) {
+    run.error = CallName(first) + " by " + ThreadName(first) +
+                ": the mask must name the calling lane (" + std::to_string(own_lane) + ")";
+    return false;
+  }
+  bool ready = true;
+  for (int lane = 0; lane < kWarpSize; ++lane) {
+    if (!(mask & (1u << lane))) continue;
+    const int i = w0 + lane;
+    if (i >= n) {
+      run.error = CallName(first) + " by " + ThreadName(first) + " names lane " +
+                  std::to_string(lane) + " of warp " + std::to_string(w0 / kWarpSize) +
+                  ", which this block (" + std::to_string(n) + " threads) does not have" +
+                  (first.call.file != nullptr ? " (wmma needs the whole warp)" : "");
+      return false;
+    }
+    const Fiber& f = run.fibers[i];
+    if (f.state == State::kDone) {
+      if (first.call.exited_lanes_arrive) continue;
+      run.error = CallName(first) + " by " + ThreadName(first) + " waits for " + ThreadName(f) +
+                  ", which has exited";
+      return false;
+    }
+    if (f.state != State::kAtWarp || f.warp_mask != mask || !SameCall(f.call, first.call)) {
+      ready = false;
+    }
+  }
+  if (!ready) return false;
+  for (int lane = 0; lane < kWarpSize; ++lane) {
+    if (!(mask & (1u << lane)) || run.fibers[w0 + lane].state != State::kAtWarp) continue;
+    Fiber& f = run.fibers[w0 + lane];
+    // Lanes outside the mask give undefined values on the device, here the
+    // taker's own.
+    const int from = f.take_from;
+    if (from >= 0) {
+      f.taken = (from < kWarpSize && (mask & (1u << from)) && w0 + from < n)
+                    ? run.fibers[w0 + from].offered
+                    : f.offered;
+    }
+    f.state = State::kRunnable;
+  }
+  if (first.take_from >= 0) {
+    ++stats.shuffles;
+  } else {
+    ++stats.warp_syncs;
+  }
+  return true;
+}
+
+// Why the lanes waiting at warp-collective calls can never go on (called when
+// nothing else can run): the first mismatch in the first waiting lane's mask.
+std::string WarpDeadlock(BlockRun& run) {
+  const int n = static_cast<int>(run.fibers.size());
+  for (int i = 0; i < n; ++i) {
+    const Fiber& first = run.fibers[i];
+    if (first.state != State::kAtWarp) continue;
+    const int w0 = i / kWarpSize * kWarpSize;
+    for (int lane = 0; lane < kWarpSize; ++lane) {
+      if (!(first.warp_mask & (1u << lane)) || w0 + lane >= n) continue;
+      const Fiber& f = run.fibers[w0 + lane];
+      if (f.state == State::kAtBlockBarrier) {
+        return CallName(first) + " by " + ThreadName(first) + " waits for " + ThreadName(f) +
+               ", which waits at __syncthreads()";
+      }
+      if (f.state == State::kAtWarp &&
+          (f.warp_mask != first.warp_mask || !SameCall(f.call, first.call))) {
+        return "lanes of one warp at different warp-collective calls: " + ThreadName(first) +
+               " at " + CallName(first) + " and " + ThreadName(f) + " at " + CallName(f);
+      }
+    }
+  }
+  return "";
+}
+
 // Opens the barriers whose threads have all arrived; an error when threads
 // wait on something that can never open.
 bool OpenBarriers(BlockRun& run, Stats& stats) {
   const int n = static_cast<int>(run.fibers.size());
   bool opened = false;
-  // Warp shuffles: every lane of the mask at its shuffle with the same count.
+  // Warp-collective calls. Lanes of one warp may wait in disjoint groups (a
+  // __syncwarp of half the warp while the other half is at another); each
+  // group opens on its own. `seen` skips the lanes of a group already tried.
   for (int w0 = 0; w0 < n; w0 += kWarpSize) {
     const int w1 = std::min(n, w0 + kWarpSize);
-    Fiber* first = nullptr;
+    unsigned seen = 0;
     for (int i = w0; i < w1; ++i) {
-      if (run.fibers[i].state == State::kAtShuffle) {
-        first = &run.fibers[i];
-        break;
-      }
-    }
-    if (first == nullptr) continue;
-    const unsigned mask = first->shuffle_mask;
-    bool ready = true;
-    for (int lane = 0; lane < kWarpSize; ++lane) {
-      if (!(mask & (1u << lane))) continue;
-      const int i = w0 + lane;
-      if (i >= n) {
-        run.error = "warp shuffle with mask " + std::to_string(mask) + " names lane " +
-                    std::to_string(lane) + ", which this block (" + std::to_string(n) +
-                    " threads) does not have";
-        return false;
-      }
-      const Fiber& f = run.fibers[i];
-      if (f.state == State::kDone) {
-        run.error = "warp shuffle waits for " + ThreadName(f) + ", which has exited";
-        return false;
-      }
-      if (f.state != State::kAtShuffle) {
-        ready = false;
+      Fiber& first = run.fibers[i];
+      if (first.state != State::kAtWarp || (seen & (1u << (i - w0)))) continue;
+      if (OpenWarpGroup(run, w0, first, stats)) {
+        opened = true;
         continue;
       }
-      if (f.shuffle_mask != mask || f.shuffle_count != first->shuffle_count) {
-        run.error = "lanes of one warp at different shuffles: " + ThreadName(*first) +
-                    " (shuffle " + std::to_string(first->shuffle_count) + ", mask " +
-                    std::to_string(mask) + ") and " + ThreadName(f) + " (shuffle " +
-                    std::to_string(f.shuffle_count) + ", mask " + std::to_string(f.shuffle_mask) +
-                    ")";
-        return false;
+      if (!run.error.empty()) return false;
+      for (int j = i; j < w1; ++j) {
+        const Fiber& f = run.fibers[j];
+        if (f.state == State::kAtWarp && f.warp_mask == first.warp_mask &&
+            SameCall(f.call, first.call)) {
+          seen |= 1u << (j - w0);
+        }
       }
     }
-    if (!ready) continue;
-    for (int lane = 0; lane < kWarpSize; ++lane) {
-      if (mask & (1u << lane)) run.fibers[w0 + lane].state = State::kRunnable;
-    }
-    ++stats.shuffles;
-    opened = true;
   }
   if (opened) return true;
   // The block barrier: every thread there, none exited.
-  int at_barrier = 0, done = 0;
-  const Fiber* other = nullptr;
+  int at_barrier = 0, at_warp = 0;
+  const Fiber* exited = nullptr;
   for (const Fiber& f : run.fibers) {
     if (f.state == State::kAtBlockBarrier) {
       ++at_barrier;
-    } else if (f.state == State::kDone) {
-      ++done;
-      if (other == nullptr) other = &f;
-    } else if (other == nullptr || other->state == State::kDone) {
-      other = &f;
+    } else if (f.state == State::kAtWarp) {
+      ++at_warp;
+    } else if (f.state == State::kDone && exited == nullptr) {
+      exited = &f;
     }
   }
-  if (at_barrier == 0) return false;
   if (at_barrier == n) {
     for (Fiber& f : run.fibers) f.state = State::kRunnable;
     ++stats.barriers;
     return true;
   }
-  run.error = std::to_string(at_barrier) + " of " + std::to_string(n) +
-              " threads wait at __syncthreads() while " + ThreadName(*other) +
-              (other->state == State::kDone ? " has exited" : " waits at a warp shuffle");
+  if (at_warp > 0) {
+    run.error = WarpDeadlock(run);
+    return false;
+  }
+  if (at_barrier > 0 && exited != nullptr) {
+    run.error = std::to_string(at_barrier) + " of " + std::to_string(n) +
+                " threads wait at __syncthreads() while " + ThreadName(*exited) + " has exited";
+  }
   return false;
 }
 
@@ -276,7 +362,6 @@ bool RunBlock(BlockRun& run, Sim& sim, Order order, Stats& stats) {
   for (int i = 0; i < n; ++i) {
     Fiber& f = run.fibers[i];
     f.state = State::kRunnable;
-    f.shuffle_count = 0;
     char* stack = sim.stacks.Get(static_cast<size_t>(i));
     if (stack == nullptr) {
       run.error = "cannot map a fiber stack";
@@ -323,37 +408,57 @@ void SyncThreads() {
   Yield();
 }
 
-void Shuffle(unsigned mask, const void* value, int src, void* out, int bytes) {
-  BlockRun* run = tl_run;
-  Fiber* f = run->current;
-  const int index = static_cast<int>(f - run->fibers.data());
-  const int warp = index / kWarpSize, lane = index % kWarpSize;
-  const int parity = f->shuffle_count & 1;
-  uint64_t stored = 0;
-  std::memcpy(&stored, value, static_cast<size_t>(bytes));
-  WarpSlots& slots = run->warps[static_cast<size_t>(warp)];
-  slots.value[parity][lane] = stored;
-  f->shuffle_mask = mask;
-  f->state = State::kAtShuffle;
+void WarpSync(unsigned mask, const WarpCall& call) {
+  Fiber* f = tl_run->current;
+  f->warp_mask = mask;
+  f->call = call;
+  f->take_from = -1;
+  f->state = State::kAtWarp;
   Yield();
-  // Every lane of the mask has stored; lanes outside it give undefined values
-  // on the device, here their own.
-  const int from = (src >= 0 && src < kWarpSize && (mask & (1u << src))) ? src : lane;
-  std::memcpy(out, &slots.value[parity][from], static_cast<size_t>(bytes));
-  ++f->shuffle_count;
+}
+
+void Shuffle(unsigned mask, const void* value, int src, void* out, int bytes) {
+  Fiber* f = tl_run->current;
+  f->offered = 0;
+  std::memcpy(&f->offered, value, static_cast<size_t>(bytes));
+  f->warp_mask = mask;
+  f->call = WarpCall{"warp shuffle", nullptr, 0, false};
+  // Out of range: the lane's own value (as for a lane outside the mask).
+  f->take_from =
+      src >= 0 && src < kWarpSize ? src : static_cast<int>(f - tl_run->fibers.data()) % kWarpSize;
+  f->state = State::kAtWarp;
+  Yield();
+  std::memcpy(out, &f->taken, static_cast<size_t>(bytes));
 }
 
 void* DynamicShared() { return tl_run->dynamic_shared.data(); }
 
-void CheckAligned(const void* p, int bytes) {
+void Fault(int code, const std::string& what) {
   BlockRun* run = tl_run;
-  if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0 || run == nullptr ||
-      !run->fault.empty()) {
-    return;
-  }
+  if (run == nullptr || run->current == nullptr || !run->fault.empty()) return;
+  run->fault = ThreadName(*run->current) + ": " + what;
+  run->fault_code = code;
+}
+
+void CheckAligned(const void* p, int bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0) return;
   std::ostringstream s;
-  s << ThreadName(*run->current) << ": misaligned " << bytes << "-byte access at " << p;
-  run->fault = s.str();
+  s << "misaligned " << bytes << "-byte access at " << p;
+  Fault(cudaErrorMisalignedAddress, s.str());
+}
+
+void CheckWmmaAccess(const char* op, const void* p, unsigned ldm, int element_bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0) {
+    std::ostringstream s;
+    s << op << " at " << p << ": the pointer must be 256-bit (32-byte) aligned";
+    Fault(cudaErrorMisalignedAddress, s.str());
+  }
+  if (static_cast<uint64_t>(ldm) * static_cast<uint64_t>(element_bytes) % 16 != 0) {
+    Fault(cudaErrorLaunchFailure,
+          std::string(op) + " with ldm " + std::to_string(ldm) + ": ldm must be a multiple of " +
+              std::to_string(16 / element_bytes) + " elements (16 bytes) for " +
+              std::to_string(element_bytes) + "-byte elements");
+  }
 }
 
 void SetOrder(Order order) {
@@ -444,7 +549,6 @@ int Run(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
   BlockRun run;
   run.body = &body;
   run.fibers.resize(threads);
-  run.warps.resize((threads + kWarpSize - 1) / kWarpSize);
   // Dynamic shared memory starts as all-ones bytes (a NaN in every float, -1 in
   // every integer), not zeros: a kernel reading what no thread wrote shows it.
   run.dynamic_shared.assign(std::max<size_t>(shared_bytes, 16), static_cast<char>(0xFF));
@@ -485,11 +589,12 @@ int Run(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
     sim.stats.threads += stats.threads;
     sim.stats.barriers += stats.barriers;
     sim.stats.shuffles += stats.shuffles;
+    sim.stats.warp_syncs += stats.warp_syncs;
   }
   if (!ok)
-    return fail(run.fault.empty() ? cudaErrorLaunchFailure : cudaErrorMisalignedAddress,
-                "launch of grid " + ShapeName(grid) + " x block " +
-                                            ShapeName(block) + ": " + run.error);
+    return fail(
+        run.fault.empty() ? cudaErrorLaunchFailure : run.fault_code,
+        "launch of grid " + ShapeName(grid) + " x block " + ShapeName(block) + ": " + run.error);
   std::lock_guard<std::mutex> lock(sim.mu);
   sim.last_error_message.clear();
   return cudaSuccess;

@@ -7,18 +7,27 @@
 //
 // How a launch runs: the blocks of the grid one after another; the threads of a
 // block as fibers (one stack each) on the calling thread. A fiber runs until it
-// reaches `__syncthreads()` or a warp shuffle, then the next runs; a barrier
+// reaches `__syncthreads()` or a warp-collective call (a shuffle, `__syncwarp`,
+// a wmma load, store or mma: include/mma.h), then the next runs; a barrier
 // opens when every thread it concerns has reached it. So block- and warp-level
 // communication behaves as on the device, and what the device leaves undefined
 // becomes an error of the launch, naming the block and threads:
 //   - a `__syncthreads()` that some threads of the block never reach (they
-//     exited, or wait at a warp shuffle);
-//   - a shuffle whose mask names a lane that does not exist or has exited, or
-//     whose lanes of one warp are not all at the same shuffle;
+//     exited, or wait at a warp-collective call);
+//   - a warp-collective call whose mask names a lane that does not exist, or
+//     that has exited (except for `__syncwarp`, which the device lets exited
+//     lanes skip), or does not name the calling lane;
+//   - lanes named by a mask that wait at different warp-collective calls and
+//     so can never meet. Shuffles meet any shuffle and `__syncwarp` any
+//     `__syncwarp` of the same mask, wherever they are in the code (PTX's
+//     shfl.sync and bar.warp.sync on sm_70+); a wmma call is an `.aligned`
+//     instruction, which all 32 lanes must execute at the same call: the
+//     simulator compares source lines;
 //   - a 16-byte vector access (common.cuh's LoadVec16/StoreVec16) at an address
 //     that is not 16-byte aligned, which faults on the device
 //     (cudaErrorMisalignedAddress); the kernel reports it through
-//     CheckAligned, as plain host code would not fault;
+//     CheckAligned, as plain host code would not fault (and a wmma load or
+//     store breaking the alignment and stride rules, through CheckWmmaAccess);
 //   - launch shapes the device refuses: more than 1024 threads per block, grid
 //     y/z above 65535, dynamic shared memory above 48 KiB without
 //     cudaFuncAttributeMaxDynamicSharedMemorySize, or above the device's
@@ -119,14 +128,42 @@ struct ThreadVars {
 const ThreadVars* Current();
 void SyncThreads();
 // Exchanges `bytes` of `value` across the calling thread's warp: every lane of
-// `mask` stores its value, waits for the others, and copies lane `src`'s value
+// `mask` offers its value, waits for the others, and copies lane `src`'s value
 // into `out`. `src` is computed per lane by the caller.
 void Shuffle(unsigned mask, const void* value, int src, void* out, int bytes);
+
+// A warp-collective call as the convergence check sees it.
+struct WarpCall {
+  const char* name;  // in messages, and lanes meet only at calls of one name
+  // Where set, lanes meet only at this same source line (wmma's `.aligned`
+  // instructions, which all lanes must execute at the same call); null: at any
+  // call of `name` (shfl.sync, bar.warp.sync on sm_70+).
+  const char* file;
+  int line;
+  // Exited lanes of the mask count as arrived (__syncwarp: the device waits
+  // only for the non-exited lanes it names); otherwise waiting for one is an
+  // error.
+  bool exited_lanes_arrive;
+};
+// Waits until every lane of `mask` in the calling thread's warp is at the same
+// call with the same mask.
+void WarpSync(unsigned mask, const WarpCall& call);
+
 void* DynamicShared();
+// A device fault of the running thread: the launch fails with `code` (a
+// cudaError_t value) and "thread (x,y,z): what", the launch's first fault
+// winning. The kernel goes on (host code would not fault); its results are
+// then void. Outside a launch, nothing.
+void Fault(int code, const std::string& what);
 // The device's alignment rule for a vector access of `bytes` (4, 8, 16) at p:
-// a misaligned one fails the launch with cudaErrorMisalignedAddress, naming
-// the thread (the kernel goes on; its results are then void).
+// a misaligned one faults with cudaErrorMisalignedAddress.
 void CheckAligned(const void* p, int bytes);
+// wmma::load_matrix_sync's and store_matrix_sync's rules (include/mma.h): the
+// pointer 256-bit aligned (cudaErrorMisalignedAddress, as the device's
+// misaligned access would), the stride `ldm` (in elements of `element_bytes`)
+// a multiple of 16 bytes. The device leaves a bad stride undefined (its wmma
+// PTX requires the multiple); here it faults with cudaErrorLaunchFailure.
+void CheckWmmaAccess(const char* op, const void* p, unsigned ldm, int element_bytes);
 
 enum class Order { kForward, kReverse };
 // The order of blocks and of threads within a block (process-wide).
@@ -141,8 +178,9 @@ struct Stats {
   int64_t launches = 0;
   int64_t blocks = 0;
   int64_t threads = 0;
-  int64_t barriers = 0;  // block barriers opened
-  int64_t shuffles = 0;  // warp shuffles completed (per warp)
+  int64_t barriers = 0;    // block barriers opened
+  int64_t shuffles = 0;    // warp shuffles completed (per warp)
+  int64_t warp_syncs = 0;  // other warp-collective calls completed (per group of lanes)
 };
 Stats GetStats();
 
@@ -167,6 +205,12 @@ int Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes
 #define gridDim (::zs_cuda_sim::Current()->grid_dim)
 
 inline void __syncthreads() { ::zs_cuda_sim::SyncThreads(); }
+
+// A convergence point of the lanes of `mask`, ordering their shared and global
+// memory accesses as on the device. Lanes that have exited are not waited for.
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::zs_cuda_sim::WarpSync(mask, {"__syncwarp", nullptr, 0, true});
+}
 
 template <typename T>
 T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32) {
