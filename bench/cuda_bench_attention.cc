@@ -1,11 +1,14 @@
-// Attention TFLOP/s: our kernel (kernels/cuda/attention.cu) beside cuDNN's
-// fused flash attention, forward and backward, causal, bf16, GPT shapes.
+// Attention TFLOP/s: our scalar kernel (kernels/cuda/attention.cu) and our
+// tensor-core kernel (kernels/cuda/attention_tc.cu, Note [Tensor-core
+// attention]) beside cuDNN's fused flash attention, forward and backward,
+// causal, bf16, GPT shapes.
 // FLOPs of causal attention (half the T x T scores):
 //   forward  = 2 matmuls of 2 T^2 D each, halved = 2 B H T^2 D
 //   backward = 5 matmuls (S, dV, dP, dQ, dK) halved = 5 B H T^2 D
-// Checks before timing: ours against the CPU kernel on a small case, and
-// cuDNN's outputs against ours on the timed shapes (bf16 tolerances).
-// Quick mode: two small shapes; on the simulator, which has no cuDNN, ours only.
+// Checks before timing: ours (both) against the CPU kernel on a small case, and
+// the tensor-core kernel's and cuDNN's outputs against the scalar kernel's on
+// the timed shapes (bf16 tolerances). Quick mode: two small shapes; on the
+// simulator, which has no cuDNN, ours only.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +40,14 @@ bool CloseScaled(const Tensor& a, const Tensor& b, double tol, const std::string
   return true;
 }
 
+const char* ImplName(AttentionImpl impl) {
+  switch (impl) {
+    case AttentionImpl::kCudnn: return "cuDNN";
+    case AttentionImpl::kTensorCore: return "ours (tensor cores)";
+    default: return "ours";
+  }
+}
+
 }  // namespace
 
 void RunAttentionBenches() {
@@ -55,14 +66,17 @@ void RunAttentionBenches() {
     const Tensor k = Random({1, 2, 77, 64}, DType::kBF16, -2, 2, 2);
     const Tensor v = Random({1, 2, 77, 64}, DType::kBF16, -1, 1, 3);
     const AttentionOutputs want = Must(AttentionForward(q, k, v), "cpu attention");
-    const AttentionOutputs got =
-        Must(AttentionForward(Must(q.To(&gpu), "q"), Must(k.To(&gpu), "k"), Must(v.To(&gpu), "v"),
-                              {.impl = AttentionImpl::kOwn}),
-             "our attention");
-    CloseScaled(got.out, want.out, 1.0 / 64, "our attention vs cpu");
+    for (AttentionImpl impl : {AttentionImpl::kOwn, AttentionImpl::kTensorCore}) {
+      const AttentionOutputs got =
+          Must(AttentionForward(Must(q.To(&gpu), "q"), Must(k.To(&gpu), "k"), Must(v.To(&gpu), "v"),
+                                {.impl = impl}),
+               "our attention");
+      CloseScaled(got.out, want.out, 1.0 / 64,
+                  impl == AttentionImpl::kOwn ? "our scalar attention vs cpu" : "our tensor-core attention vs cpu");
+    }
   }
-  std::printf("\n%-36s %9s %9s %9s %9s %9s %9s\n", "attention (causal, bf16)", "fwd us",
-              "fwd TF/s", "bwd us", "bwd TF/s", "cuDNN f", "cuDNN b");
+  std::printf("\n%-40s %9s %9s %9s %9s\n", "attention (causal, bf16)", "fwd us", "fwd TF/s", "bwd us",
+              "bwd TF/s");
   struct Case {
     int64_t B, H, T, D;
   };
@@ -100,8 +114,7 @@ void RunAttentionBenches() {
       const AttentionOptions o{.causal = true, .impl = impl};
       absl::StatusOr<AttentionOutputs> f = AttentionForward(q, k, v, o);
       if (!f.ok()) {
-        std::printf("  %s: %s\n", impl == AttentionImpl::kCudnn ? "cuDNN" : "ours",
-                    f.status().ToString().c_str());
+        std::printf("  %s: %s\n", ImplName(impl), f.status().ToString().c_str());
         return t;
       }
       t.out = *std::move(f);
@@ -122,49 +135,50 @@ void RunAttentionBenches() {
       return t;
     };
     const Timing own = measure(AttentionImpl::kOwn);
+    const Timing tc = measure(AttentionImpl::kTensorCore);
     const Timing cudnn = try_cudnn ? measure(AttentionImpl::kCudnn) : Timing{};
     const std::string name = absl::StrCat("B", c.B, " H", c.H, " T", c.T, " D", c.D);
+    if (own.ran && tc.ran) {
+      // The bound of tests/kernels/attention_bound.h is about 2 u16 max|v|
+      // for out: 1/64 is twice that; the gradients sum over T terms, 1/16.
+      CloseScaled(tc.out.out, own.out.out, 1.0 / 64, name + " out, tensor-core vs scalar");
+      CloseScaled(tc.grads.dq, own.grads.dq, 1.0 / 16, name + " dq, tensor-core vs scalar");
+      CloseScaled(tc.grads.dv, own.grads.dv, 1.0 / 16, name + " dv, tensor-core vs scalar");
+    }
     if (own.ran && cudnn.ran) {
       CloseScaled(cudnn.out.out, own.out.out, 1.0 / 32, name + " out, cuDNN vs ours");
       CloseScaled(cudnn.grads.dq, own.grads.dq, 1.0 / 16, name + " dq, cuDNN vs ours");
       CloseScaled(cudnn.grads.dv, own.grads.dv, 1.0 / 16, name + " dv, cuDNN vs ours");
     }
     auto tf = [](double flops, double ms) { return flops / (ms * 1e9); };
-    std::printf("%-36s", (name + " ours").c_str());
-    if (own.ran) {
-      std::printf(" %9.1f %9.1f %9.1f %9.1f", own.fwd_ms * 1e3, tf(fwd_flops, own.fwd_ms),
-                  own.bwd_ms * 1e3, tf(bwd_flops, own.bwd_ms));
-    }
-    if (cudnn.ran) {
-      std::printf(" %9.1f %9.1f\n%-36s %9.1f %9.1f %9.1f %9.1f\n", tf(fwd_flops, cudnn.fwd_ms),
-                  tf(bwd_flops, cudnn.bwd_ms), (name + " cuDNN").c_str(), cudnn.fwd_ms * 1e3,
-                  tf(fwd_flops, cudnn.fwd_ms), cudnn.bwd_ms * 1e3, tf(bwd_flops, cudnn.bwd_ms));
-    } else {
-      std::printf(try_cudnn ? "   (cuDNN did not run)\n" : "   (no cuDNN on the simulator)\n");
-    }
     const std::string json = "cuda/attention/" + Slug(name) + "/";
-    if (cudnn.ran) {
-      Report().Add(json + "fwd_cudnn", "TFLOP/s", /*higher_is_better=*/true, {tf(fwd_flops, cudnn.fwd_ms)});
-      Report().Add(json + "bwd_cudnn", "TFLOP/s", true, {tf(bwd_flops, cudnn.bwd_ms)});
+    // One line, JSON entries and figures per implementation that ran; the
+    // scalar kernel's rows are the baseline of the tensor-core ones, cuDNN's
+    // of both where it ran.
+    struct Row {
+      const Timing* t;
+      const char* label;  // figure and JSON name part
+    };
+    for (const Row& row : {Row{&own, "ours"}, Row{&tc, "tensor-core"}, Row{&cudnn, "cudnn"}}) {
+      const std::string line = name + " " + row.label;
+      if (!row.t->ran) {
+        if (row.t != &cudnn || try_cudnn) std::printf("%-40s   (did not run)\n", line.c_str());
+        continue;
+      }
+      std::printf("%-40s %9.1f %9.1f %9.1f %9.1f\n", line.c_str(), row.t->fwd_ms * 1e3,
+                  tf(fwd_flops, row.t->fwd_ms), row.t->bwd_ms * 1e3, tf(bwd_flops, row.t->bwd_ms));
+      const std::string slug = row.t == &own ? "ours" : row.t == &tc ? "tensor_core" : "cudnn";
+      const std::string base = row.t == &cudnn ? "" : cudnn.ran ? "cudnn" : row.t == &tc && own.ran ? "ours" : "";
+      Report().Add(json + "fwd_" + slug, "TFLOP/s", /*higher_is_better=*/true, {tf(fwd_flops, row.t->fwd_ms)},
+                   base.empty() ? "" : json + "fwd_" + base);
+      Report().Add(json + "bwd_" + slug, "TFLOP/s", true, {tf(bwd_flops, row.t->bwd_ms)},
+                   base.empty() ? "" : json + "bwd_" + base);
+      EmitFigure("cuda_bench", std::string("attention fwd ") + row.label + " " + name, tf(fwd_flops, row.t->fwd_ms),
+                 "TFLOP/s", roofline(fwd_flops, fwd_bytes, row.t->fwd_ms));
+      EmitFigure("cuda_bench", std::string("attention bwd ") + row.label + " " + name, tf(bwd_flops, row.t->bwd_ms),
+                 "TFLOP/s", roofline(bwd_flops, bwd_bytes, row.t->bwd_ms));
     }
-    if (own.ran) {
-      Report().Add(json + "fwd_ours", "TFLOP/s", true, {tf(fwd_flops, own.fwd_ms)},
-                   cudnn.ran ? json + "fwd_cudnn" : "");
-      Report().Add(json + "bwd_ours", "TFLOP/s", true, {tf(bwd_flops, own.bwd_ms)},
-                   cudnn.ran ? json + "bwd_cudnn" : "");
-    }
-    if (own.ran) {
-      EmitFigure("cuda_bench", "attention fwd ours " + name, tf(fwd_flops, own.fwd_ms), "TFLOP/s",
-                 roofline(fwd_flops, fwd_bytes, own.fwd_ms));
-      EmitFigure("cuda_bench", "attention bwd ours " + name, tf(bwd_flops, own.bwd_ms), "TFLOP/s",
-                 roofline(bwd_flops, bwd_bytes, own.bwd_ms));
-    }
-    if (cudnn.ran) {
-      EmitFigure("cuda_bench", "attention fwd cudnn " + name, tf(fwd_flops, cudnn.fwd_ms), "TFLOP/s",
-                 roofline(fwd_flops, fwd_bytes, cudnn.fwd_ms));
-      EmitFigure("cuda_bench", "attention bwd cudnn " + name, tf(bwd_flops, cudnn.bwd_ms), "TFLOP/s",
-                 roofline(bwd_flops, bwd_bytes, cudnn.bwd_ms));
-    }
+    if (!tc.ran) Fail(name + ": our tensor-core attention did not run");
     // The record's checker fails a run where cuDNN refused a case it is expected to take.
     if (try_cudnn) {
       EmitFigure("cuda_bench", "attention cudnn refused " + name, cudnn.ran ? 0 : 1, "count");

@@ -24,6 +24,7 @@
 #include "zeroshard/bench/cuda_bench_util.h"
 #include "zeroshard/collectives/local_communicator.h"
 #include "zeroshard/collectives/nccl_communicator.h"
+#include "zeroshard/kernels/attention.h"
 #include "zeroshard/kernels/cuda/gemm_cublaslt.h"
 #include "zeroshard/runtime/gpu_timeline.h"
 #include "zeroshard/runtime/trace.h"
@@ -93,6 +94,7 @@ void RunStepBench(double gemm_tflops) {
   };
   const cuda::BiasGradEpilogueCounts bgrad_before = cuda::BiasGradEpilogueCountsNow();
   const cuda::EpilogueCounts gelu_before = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
+  const AttentionKernelCounts attention_before = AttentionKernelCountsNow();
   for (int i = 0; i < warmup; ++i) step();
   Must(compute.Synchronize(), "sync");
   const auto t0 = std::chrono::steady_clock::now();
@@ -187,6 +189,18 @@ void RunStepBench(double gemm_tflops) {
   EmitFigure("cuda_bench", "step gelu epilogue fallbacks " + shape, static_cast<double>(gelu_fallbacks), "count",
              {{"fused", static_cast<double>(gelu_fused)}});
   if (gelu_fused + gelu_fallbacks == 0) Fail("GPT step: no MLP went through MatMul's GELU epilogues");
+  // Which attention ran (no silent fallback): cuDNN's, our tensor-core
+  // kernel, or our scalar one, which the GPU record's checker fails at GPT-2's
+  // shapes (head dim 64, where one of the other two takes every call).
+  const AttentionKernelCounts attention = AttentionKernelCountsNow();
+  const int64_t att_cudnn = attention.cudnn - attention_before.cudnn;
+  const int64_t att_tc = attention.tensor_core - attention_before.tensor_core;
+  const int64_t att_scalar = attention.scalar - attention_before.scalar;
+  std::printf("  attention: %lld cuDNN, %lld tensor-core, %lld scalar-kernel calls\n", static_cast<long long>(att_cudnn),
+              static_cast<long long>(att_tc), static_cast<long long>(att_scalar));
+  EmitFigure("cuda_bench", "step attention scalar runs " + shape, static_cast<double>(att_scalar), "count",
+             {{"cudnn", static_cast<double>(att_cudnn)}, {"tensor_core", static_cast<double>(att_tc)},
+              {"head_dim", static_cast<double>(config.n_embd / config.n_head)}});
   // The same steps with the GELU epilogues switched off (what a refusal falls
   // back to: the GEMMs, then our GELU kernels), timed the same way in the same
   // run: what the fusion is worth on this card. After the counts above, so its

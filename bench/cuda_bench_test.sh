@@ -60,6 +60,10 @@ expected=(
   "attention bwd ours B1 H2 T64 D64"
   "attention fwd ours B1 H2 T128 D128"
   "attention bwd ours B1 H2 T128 D128"
+  "attention fwd tensor-core B1 H2 T64 D64"
+  "attention bwd tensor-core B1 H2 T64 D64"
+  "attention fwd tensor-core B1 H2 T128 D128"
+  "attention bwd tensor-core B1 H2 T128 D128"
   "step tokens/s GPT L2 C64 V256 B2 T32 bf16 FULL_SHARD world 1"
   "result checks failed"
 )
@@ -75,7 +79,8 @@ grep -qF '"name":"result checks failed","value":0,' "$figures" || fail "result c
 # Note [Roofline]: every GEMM and attention line carries its FLOPs and bytes (on a
 # known card also of_roofline; the simulator's "cuda_sim" is none).
 for name in "gemm qkv bf16 64x192x64" "gemm mlp fc bf16 64x256x64 +bias+gelu, input kept" \
-    "gemm mlp fc dW bf16 256x64x64 +bias grad" "attention fwd ours B1 H2 T64 D64"; do
+    "gemm mlp fc dW bf16 256x64x64 +bias grad" "attention fwd ours B1 H2 T64 D64" \
+    "attention bwd tensor-core B1 H2 T128 D128"; do
   line=$(grep -F "\"name\":\"$name\"," "$figures")
   for field in flops bytes; do
     echo "$line" | grep -qE "\"$field\":[0-9]" || fail "figure '$name' has no $field: $line"
@@ -88,6 +93,7 @@ if grep -q '"value":null' "$figures"; then fail "figures without a finite value:
 grep -qF '"schema": "zeroshard-bench/1"' "$json" || fail "no zeroshard-bench/1 file at $json"
 for name in cuda/memory/softmax_bf16_64_512/ours cuda/memory/softmax_bf16_64_512/memcpy \
   cuda/gemm/qkv_bf16_64x192x64/ours cuda/gemm/qkv_bf16_64x192x64/cublas cuda/attention/b1_h2_t64_d64/fwd_ours \
+  cuda/attention/b1_h2_t64_d64/fwd_tensor_core \
   cuda/step/gpt_l2_c64_v256_b2_t32_bf16_full_shard_world_1/tokens_per_s cuda/checks/failed; do
   grep -qF "\"name\": \"$name\"" "$json" || fail "no figure $name in $json"
 done

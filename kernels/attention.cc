@@ -1,5 +1,6 @@
 #include "zeroshard/kernels/attention.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -173,7 +174,7 @@ template <typename CudnnFn>
 std::optional<absl::Status> MaybeCudnn(absl::string_view op, const AttentionOptions& options,
                                        const cuda::AttentionCall& call, Device device,
                                        const CudnnFn& run_cudnn) {
-  if (options.impl == AttentionImpl::kOwn) return std::nullopt;
+  if (options.impl == AttentionImpl::kOwn || options.impl == AttentionImpl::kTensorCore) return std::nullopt;
   const std::string refusal =
       cuda::CudnnAttentionRefusal(call, cuda::CudnnAttentionInfoFor(device.index));
   if (refusal.empty()) {
@@ -196,6 +197,30 @@ absl::Status OwnKernelTakes(absl::string_view op, const cuda::AttentionCall& cal
   return absl::UnimplementedError(absl::StrCat(op, " on ", device.ToString(), ": ", refusal));
 }
 
+std::atomic<int64_t> g_cudnn_runs{0}, g_tensor_core_runs{0}, g_scalar_runs{0};
+
+// Whether our tensor-core kernel runs the call: kTensorCore asks for it (an
+// error when it does not take the call), kAuto takes it where it can, kOwn
+// never (the scalar reference).
+absl::StatusOr<bool> UseTensorCore(absl::string_view op, const AttentionOptions& options,
+                                   const cuda::AttentionCall& call, Device device) {
+  if (options.impl == AttentionImpl::kOwn) return false;
+  const std::string refusal = cuda::TensorCoreAttentionRefusal(call);
+  if (refusal.empty()) return true;
+  if (options.impl == AttentionImpl::kTensorCore) {
+    return absl::UnimplementedError(absl::StrCat(op, " on ", device.ToString(),
+                                                 ": our tensor-core attention was asked for but does not take "
+                                                 "this call: ", refusal));
+  }
+  return false;
+}
+
+// Counts the kernel that ran when the launch succeeded.
+absl::Status Counted(absl::Status s, std::atomic<int64_t>& counter) {
+  if (s.ok()) counter.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
 absl::Status ForwardCuda(const cpu::AttentionDims& dims, const Tensor& q, const Tensor& k,
                          const Tensor& v, const Tensor& out, const Tensor& lse,
                          const AttentionOptions& options) {
@@ -205,13 +230,22 @@ absl::Status ForwardCuda(const cpu::AttentionDims& dims, const Tensor& q, const 
   if (std::optional<absl::Status> s = MaybeCudnn(kOp, options, call, out.device(), [&] {
         return cuda::CudnnAttentionForward(ld, q, k, v, out, lse, cuda::kOpStream);
       })) {
-    return *s;
+    return Counted(*s, g_cudnn_runs);
+  }
+  ZS_ASSIGN_OR_RETURN(const bool tensor_core, UseTensorCore(kOp, options, call, out.device()));
+  if (tensor_core) {
+    return Counted(cuda::CudaLaunchStatus(cuda::LaunchAttentionForwardTc(
+                                              static_cast<int>(q.dtype()), ld, Operand(q), Operand(k), Operand(v),
+                                              Operand(out), Operand(lse), cuda::kOpStream),
+                                          cuda::LaunchWhat(kOp, out)),
+                   g_tensor_core_runs);
   }
   ZS_RETURN_IF_ERROR(OwnKernelTakes(kOp, call, out.device()));
-  return cuda::CudaLaunchStatus(
-      cuda::LaunchAttentionForward(static_cast<int>(q.dtype()), ld, Operand(q), Operand(k),
-                                   Operand(v), Operand(out), Operand(lse), cuda::kOpStream),
-      cuda::LaunchWhat(kOp, out));
+  return Counted(cuda::CudaLaunchStatus(
+                     cuda::LaunchAttentionForward(static_cast<int>(q.dtype()), ld, Operand(q), Operand(k),
+                                                  Operand(v), Operand(out), Operand(lse), cuda::kOpStream),
+                     cuda::LaunchWhat(kOp, out)),
+                 g_scalar_runs);
 }
 
 absl::Status BackwardCuda(const cpu::AttentionDims& dims, const Tensor& dout, const Tensor& q,
@@ -226,18 +260,29 @@ absl::Status BackwardCuda(const cpu::AttentionDims& dims, const Tensor& dout, co
         return cuda::CudnnAttentionBackward(ld, dout, q, k, v, out, lse, dq, dk, dv,
                                             cuda::kOpStream);
       })) {
-    return *s;
+    return Counted(*s, g_cudnn_runs);
   }
-  ZS_RETURN_IF_ERROR(OwnKernelTakes(kOp, call, dq.device()));
+  ZS_ASSIGN_OR_RETURN(const bool tensor_core, UseTensorCore(kOp, options, call, dq.device()));
+  if (!tensor_core) ZS_RETURN_IF_ERROR(OwnKernelTakes(kOp, call, dq.device()));
   // delta_i = dO_i . O_i, f32 scratch freed on return (see kernels/cuda/op_util.h).
   ZS_ASSIGN_OR_RETURN(Tensor delta, cuda::DeviceEmpty(kOp, q, {dims.batch * dims.heads * dims.seq},
                                                       DType::kF32));
-  return cuda::CudaLaunchStatus(
-      cuda::LaunchAttentionBackward(static_cast<int>(q.dtype()), ld, Operand(dout), Operand(q),
-                                    Operand(k), Operand(v), Operand(out), Operand(lse),
-                                    Operand(dq), Operand(dk), Operand(dv),
-                                    static_cast<float*>(delta.raw_data()), cuda::kOpStream),
-      cuda::LaunchWhat(kOp, dq));
+  const int code = static_cast<int>(q.dtype());
+  float* delta_data = static_cast<float*>(delta.raw_data());
+  if (tensor_core) {
+    return Counted(cuda::CudaLaunchStatus(
+                       cuda::LaunchAttentionBackwardTc(code, ld, Operand(dout), Operand(q), Operand(k),
+                                                       Operand(v), Operand(out), Operand(lse), Operand(dq),
+                                                       Operand(dk), Operand(dv), delta_data, cuda::kOpStream),
+                       cuda::LaunchWhat(kOp, dq)),
+                   g_tensor_core_runs);
+  }
+  return Counted(cuda::CudaLaunchStatus(
+                     cuda::LaunchAttentionBackward(code, ld, Operand(dout), Operand(q), Operand(k), Operand(v),
+                                                   Operand(out), Operand(lse), Operand(dq), Operand(dk),
+                                                   Operand(dv), delta_data, cuda::kOpStream),
+                     cuda::LaunchWhat(kOp, dq)),
+                 g_scalar_runs);
 }
 
 }  // namespace
@@ -258,6 +303,12 @@ absl::Status ChargeAttention(const char* op, Device device, const cpu::Attention
 }
 
 }  // namespace
+
+AttentionKernelCounts AttentionKernelCountsNow() {
+  return {.cudnn = g_cudnn_runs.load(std::memory_order_relaxed),
+          .tensor_core = g_tensor_core_runs.load(std::memory_order_relaxed),
+          .scalar = g_scalar_runs.load(std::memory_order_relaxed)};
+}
 
 absl::Status AttentionForward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, const AttentionOptions& options) {

@@ -84,10 +84,24 @@ namespace zeroshard {
 
 // Which implementation runs on CUDA tensors (CPU tensors have one).
 enum class AttentionImpl {
-  kAuto,   // cuDNN's fused attention when it takes the call, else ours
-  kOwn,    // our kernel (kernels/cuda/attention_launch.h), the reference
-  kCudnn,  // cuDNN's fused attention, or an error saying why not
+  kAuto,        // cuDNN's fused attention when it takes the call, else our
+                // tensor-core kernel when it takes it, else our scalar kernel
+  kOwn,         // our scalar kernel (kernels/cuda/attention_launch.h), the reference
+  kCudnn,       // cuDNN's fused attention, or an error saying why not
+  kTensorCore,  // our tensor-core flash kernel (Note [Tensor-core attention] in
+                // kernels/cuda/attention_tc.cu), or an error saying why not
 };
+
+// Which kernel ran, one count per forward or backward call on CUDA tensors,
+// every thread of the process (monotonic; subtract a reading taken before).
+// No fallback is silent: the job and cuda_bench print these, and the GPU
+// record's checker fails a GPT step that ran the scalar kernel.
+struct AttentionKernelCounts {
+  int64_t cudnn = 0;
+  int64_t tensor_core = 0;
+  int64_t scalar = 0;
+};
+AttentionKernelCounts AttentionKernelCountsNow();
 
 struct AttentionOptions {
   bool causal = true;

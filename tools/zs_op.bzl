@@ -61,7 +61,8 @@ def zs_cuda_kernels(
         extra_textual_deps = [],
         nvcc_flags = ["--fmad=false"],
         no_cuda_srcs = None,
-        visibility = None):
+        visibility = None,
+        max_registers = {}):
     """`:cuda_<name>_kernels` (nvcc) and `:cuda_<name>` (them, or the CPU-only stand-in).
 
     Args:
@@ -73,6 +74,7 @@ def zs_cuda_kernels(
       nvcc_flags: --fmad=false by default (bitwise the CPU kernels' rounding).
       no_cuda_srcs: the stand-in launchers of a CPU-only build; cuda/no_cuda_<name>.cc by default.
       visibility: of both targets; the package default when None.
+      max_registers: {src: N}, registers per thread allowed to a .cu's kernels (cuda_library).
     """
     hdrs = hdrs if hdrs != None else ["cuda/%s_launch.h" % name]
     textual_deps = textual_deps if textual_deps != None else CUDA_TEXTUAL_DEPS
@@ -84,6 +86,7 @@ def zs_cuda_kernels(
         nvcc_flags = nvcc_flags,
         textual_deps = textual_deps + extra_textual_deps,
         visibility = visibility,
+        max_registers = max_registers,
     )
     cc_library(
         name = "cuda_" + name,
@@ -105,6 +108,7 @@ def zs_op(
         cuda_extra_textual_deps = [],
         nvcc_flags = ["--fmad=false"],
         no_cuda_srcs = None,
+        cuda_max_registers = {},
         deps = [],
         registration = None,
         registration_deps = []):
@@ -123,6 +127,7 @@ def zs_op(
       cuda_extra_textual_deps: headers added to those (the family's math/ headers).
       nvcc_flags: --fmad=false by default.
       no_cuda_srcs: the CPU-only build's launchers; cuda/no_cuda_<name>.cc by default.
+      cuda_max_registers: {src: N} for kernels launched with small blocks (cuda_library's max_registers).
       deps: of the op entry (`:cuda_<name>` is added when there are cuda_srcs).
       registration: the registration source; <name>_op.cc by default.
       registration_deps: what the registration needs beyond the op and the registry.
@@ -139,6 +144,7 @@ def zs_op(
             extra_textual_deps = cuda_extra_textual_deps,
             nvcc_flags = nvcc_flags,
             no_cuda_srcs = no_cuda_srcs,
+            max_registers = cuda_max_registers,
         )
         if ":cuda_" + name not in op_deps:
             op_deps.append(":cuda_" + name)

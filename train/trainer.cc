@@ -29,6 +29,7 @@
 #include "zeroshard/train/tensorboard.h"
 #include "zeroshard/train/progress.h"
 #include "zeroshard/train/train_step.h"
+#include "zeroshard/kernels/attention.h"
 #include "zeroshard/kernels/cuda/gemm_cublaslt.h"
 #include "zeroshard/kernels/deferred_checks.h"
 #include "zeroshard/collectives/trace_merge.h"
@@ -540,6 +541,7 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
   DeviceBatches staged_batches(&device);
   const cuda::BiasGradEpilogueCounts bias_grads_before = cuda::BiasGradEpilogueCountsNow();
   const cuda::EpilogueCounts gelus_before = cuda::EpilogueCountsNow(cuda::FusedEpilogue::kGelu);
+  const AttentionKernelCounts attention_before = AttentionKernelCountsNow();
   for (int64_t step = start_step; step < o.steps; ++step) {
     if (step == first_counted) counts_before = cuda::ThreadCudaCallCounts();
     const cuda::CudaCallCounts step_before = cuda::ThreadCudaCallCounts();
@@ -655,6 +657,13 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
     log.Line(absl::StrFormat("GPU: %d GEMMs with GELU or its gradient in the epilogue, %d fell back to our GELU "
                              "kernels (Note [GELU in the GEMM])\n",
                              s.gelu_epilogues_fused, s.gelu_epilogue_fallbacks));
+    const AttentionKernelCounts a = AttentionKernelCountsNow();
+    s.attention_cudnn = a.cudnn - attention_before.cudnn;
+    s.attention_tensor_core = a.tensor_core - attention_before.tensor_core;
+    s.attention_scalar = a.scalar - attention_before.scalar;
+    log.Line(absl::StrFormat("GPU: attention ran %d times in cuDNN's fused kernel, %d in our tensor-core kernel, %d "
+                             "in our scalar kernel (Note [Tensor-core attention])\n",
+                             s.attention_cudnn, s.attention_tensor_core, s.attention_scalar));
   }
   sharded->set_trace(nullptr);
   if (gpu_trace != nullptr && trace != nullptr) {
@@ -764,7 +773,11 @@ absl::Status RunTraining(const TrainOptions& o, Communicator& comm, TrainSummary
                 {"host_syncs_per_step", s.host_syncs_per_step},
                 {"rate_limiter_waits_per_step", s.rate_limiter_waits_per_step},
                 {"bias_grad_fallbacks", static_cast<double>(s.bias_grad_fallbacks)},
-                {"gelu_epilogue_fallbacks", static_cast<double>(s.gelu_epilogue_fallbacks)}},
+                {"gelu_epilogue_fallbacks", static_cast<double>(s.gelu_epilogue_fallbacks)},
+                {"attention_cudnn", static_cast<double>(s.attention_cudnn)},
+                {"attention_tensor_core", static_cast<double>(s.attention_tensor_core)},
+                {"attention_scalar", static_cast<double>(s.attention_scalar)},
+                {"head_dim", static_cast<double>(o.model.n_embd / o.model.n_head)}},
                "tokens/s and ms/step: the median step after the first two, per rank");
   }
   if (summary != nullptr && lead) *summary = s;

@@ -158,6 +158,12 @@ struct TrainSummary {
   // in the GEMMs' epilogues, and their fallbacks (Note [GELU in the GEMM]).
   int64_t gelu_epilogues_fused = 0;
   int64_t gelu_epilogue_fallbacks = 0;
+  // Attention calls (forward and backward each one) by the kernel that ran:
+  // cuDNN's fused attention, our tensor-core kernel, our scalar kernel
+  // (AttentionKernelCounts, kernels/attention.h).
+  int64_t attention_cudnn = 0;
+  int64_t attention_tensor_core = 0;
+  int64_t attention_scalar = 0;
 };
 
 // Runs on every rank; rank 0 prints. `summary` (optional) receives rank 0's figures.

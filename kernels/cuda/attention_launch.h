@@ -95,6 +95,65 @@ int LaunchAttentionBackward(int dtype, const AttentionLaunchDims& dims, Attentio
                             AttentionOperand out, AttentionOperand lse, AttentionOperand dq,
                             AttentionOperand dk, AttentionOperand dv, float* delta, void* stream);
 
+// ---------------------------------------------------------------- tensor cores
+// Our flash-style kernels on the tensor cores (kernels/cuda/attention_tc.cu,
+// Note [Tensor-core attention] there): bf16 or f16, head dim 64 or 128, unit
+// stride along D, every pointer and row stride 16-byte aligned (the caller
+// checks: kernels/cuda/attention_select.h's TensorCoreAttentionRefusal). The
+// same shapes, layouts and math as the kernels above, except that the score
+// and gradient products run on the tensor cores (bf16/f16 inputs, fp32
+// accumulation) and the probabilities and score gradients are rounded to the
+// input dtype before they meet V, dO, K or Q, as FlashAttention-2 and cuDNN do.
+// A block is 4 warps over 64 query (or key) rows, 16 per warp; the other side
+// streams through shared memory in tiles of 64 rows.
+inline constexpr int kAttentionTcWarps = 4;
+inline constexpr int kAttentionTcRows = 16 * kAttentionTcWarps;  // rows per block
+inline constexpr int kAttentionTcTile = 64;                      // rows per streamed tile
+
+inline constexpr bool AttentionTcHeadDim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+
+// Dynamic shared memory (bytes) of each kernel, 128 bytes of alignment slack
+// included: 64-row tiles of 16-bit elements padded to D + 8, per-warp score
+// tiles of 16 x 68 floats and probability tiles of 16 x 72 16-bit elements.
+inline constexpr int64_t AttentionTcTileBytes(int64_t head_dim) {
+  return 2 * kAttentionTcTile * (head_dim + 8);
+}
+inline constexpr int64_t kAttentionTcScoreBytes = 4 * 16 * (kAttentionTcTile + 4);
+inline constexpr int64_t kAttentionTcProbBytes = 2 * 16 * (kAttentionTcTile + 8);
+// Forward: q, k and v tiles; per warp a score tile, a probability tile and
+// 16 row factors; the 16 x 16 row-index matrix.
+inline constexpr int64_t AttentionTcForwardSharedBytes(int64_t head_dim) {
+  return 128 + 3 * AttentionTcTileBytes(head_dim) +
+         kAttentionTcWarps * (kAttentionTcScoreBytes + kAttentionTcProbBytes + 4 * 32) + 4 * 256;
+}
+// dQ: the block's q and dO rows, a k and a v tile; per warp two score tiles
+// (S and dP) and one probability tile (dS).
+inline constexpr int64_t AttentionTcDqSharedBytes(int64_t head_dim) {
+  return 128 + 4 * AttentionTcTileBytes(head_dim) +
+         kAttentionTcWarps * (2 * kAttentionTcScoreBytes + kAttentionTcProbBytes);
+}
+// dK/dV: the block's k and v rows, a q and a dO tile; per warp two score
+// tiles and two probability tiles (P and dS, transposed); the tile's lse and
+// delta.
+inline constexpr int64_t AttentionTcDkvSharedBytes(int64_t head_dim) {
+  return 128 + 4 * AttentionTcTileBytes(head_dim) +
+         kAttentionTcWarps * (2 * kAttentionTcScoreBytes + 2 * kAttentionTcProbBytes) +
+         2 * 4 * kAttentionTcTile;
+}
+
+// As LaunchAttentionForward / LaunchAttentionBackward, on the tensor cores.
+// cudaErrorInvalidValue for a call outside the shapes above. The backward
+// writes delta (B * H * T floats) in its dQ launch and reads it in its dK/dV
+// launch.
+int LaunchAttentionForwardTc(int dtype, const AttentionLaunchDims& dims, AttentionOperand q,
+                             AttentionOperand k, AttentionOperand v, AttentionOperand out,
+                             AttentionOperand lse, void* stream);
+int LaunchAttentionBackwardTc(int dtype, const AttentionLaunchDims& dims, AttentionOperand dout,
+                              AttentionOperand q, AttentionOperand k, AttentionOperand v,
+                              AttentionOperand out, AttentionOperand lse, AttentionOperand dq,
+                              AttentionOperand dk, AttentionOperand dv, float* delta,
+                              void* stream);
+
 }  // namespace zeroshard::cuda
 
 #endif  // ZEROSHARD_KERNELS_CUDA_ATTENTION_LAUNCH_H_

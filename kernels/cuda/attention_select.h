@@ -1,6 +1,7 @@
 // Which attention implementation runs for CUDA tensors: cuDNN's fused
 // scaled-dot-product attention (kernels/cuda/attention_cudnn.h) when it takes
-// the call, else our own kernel (kernels/cuda/attention_launch.h). Plain C++,
+// the call, else our tensor-core kernel (kernels/cuda/attention_tc.cu) when it
+// takes the call, else our scalar kernel (kernels/cuda/attention_launch.h). Plain C++,
 // tested on the CPU (tests/kernels/attention_online_test.cc).
 //
 //   AttentionCall call = DescribeAttentionCall(...);
@@ -12,8 +13,9 @@
 // 16-byte aligned pointers and strides; k and v may have fewer heads than q
 // (Hkv dividing H, grouped-query attention), as in our kernel. Everything
 // else, and any call whose plan cuDNN refuses when it is built, runs our
-// kernel, which takes every float dtype, any strides and
-// D <= kAttentionMaxHeadDim.
+// tensor-core kernel where it takes the call (bf16/f16, D 64 or 128, the same
+// layout rules), else our scalar kernel, which takes every float dtype, any
+// strides and D <= kAttentionMaxHeadDim.
 #ifndef ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_
 #define ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_
 
@@ -71,7 +73,26 @@ inline std::string CudnnAttentionRefusal(const AttentionCall& c, const CudnnAtte
   return "";
 }
 
-// Empty when our kernel takes the call.
+// Empty when our tensor-core kernel (kernels/cuda/attention_tc.cu) takes the
+// call: bf16 or f16, head dim 64 or 128, unit stride along D and 16-byte
+// aligned pointers and strides (its 16-byte tile loads), Hkv dividing H.
+inline std::string TensorCoreAttentionRefusal(const AttentionCall& c) {
+  if (c.dtype != DType::kBF16 && c.dtype != DType::kF16) {
+    return std::string("dtype ") + std::string(DTypeName(c.dtype)) + ", our tensor-core kernel takes bf16 or f16";
+  }
+  if (!AttentionTcHeadDim(c.head_dim)) {
+    return "head dim " + std::to_string(c.head_dim) + ", our tensor-core kernel takes 64 or 128";
+  }
+  if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
+    return "k and v have " + std::to_string(c.kv_heads) + " heads, which does not divide q's " +
+           std::to_string(c.heads);
+  }
+  if (!c.unit_stride_d) return "an operand is strided along the head dim";
+  if (!c.aligned) return "an operand's pointer or strides are not 16-byte aligned";
+  return "";
+}
+
+// Empty when our scalar kernel takes the call.
 inline std::string OwnAttentionRefusal(const AttentionCall& c) {
   if (c.head_dim > kAttentionMaxHeadDim) {
     return "head dim " + std::to_string(c.head_dim) + ", our CUDA kernel takes at most " +

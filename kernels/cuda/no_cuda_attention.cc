@@ -19,4 +19,15 @@ int LaunchAttentionBackward(int, const AttentionLaunchDims&, AttentionOperand, A
   return kNotBuilt;
 }
 
+int LaunchAttentionForwardTc(int, const AttentionLaunchDims&, AttentionOperand, AttentionOperand,
+                             AttentionOperand, AttentionOperand, AttentionOperand, void*) {
+  return kNotBuilt;
+}
+
+int LaunchAttentionBackwardTc(int, const AttentionLaunchDims&, AttentionOperand, AttentionOperand,
+                              AttentionOperand, AttentionOperand, AttentionOperand, AttentionOperand,
+                              AttentionOperand, AttentionOperand, AttentionOperand, float*, void*) {
+  return kNotBuilt;
+}
+
 }  // namespace zeroshard::cuda

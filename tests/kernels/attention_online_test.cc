@@ -197,6 +197,46 @@ TEST(AttentionSelect, EverythingElseRunsOurs) {
   EXPECT_THAT(cuda::OwnAttentionRefusal(c), ::testing::HasSubstr("at most 256"));
 }
 
+// Our tensor-core kernel (kernels/cuda/attention_tc.cu): bf16/f16, D 64 or
+// 128, the 16-byte layout; and its shared memory within an A100's opt-in
+// 163 KiB (166912 B) at both head dims, so the same binary runs on sm_80.
+TEST(AttentionSelect, TensorCoreKernelTakesHalfTypesAtHeadDims64And128) {
+  const cuda::AttentionCall good{.dtype = DType::kBF16, .head_dim = 64, .seq = 1024, .heads = 12, .kv_heads = 12};
+  EXPECT_EQ(cuda::TensorCoreAttentionRefusal(good), "");
+  cuda::AttentionCall c = good;
+  c.dtype = DType::kF16;
+  c.head_dim = 128;
+  c.kv_heads = 4;
+  EXPECT_EQ(cuda::TensorCoreAttentionRefusal(c), "");
+  c = good;
+  c.dtype = DType::kF32;
+  EXPECT_THAT(cuda::TensorCoreAttentionRefusal(c), ::testing::HasSubstr("dtype f32, our tensor-core kernel takes bf16 or f16"));
+  for (int64_t d : {8, 32, 48, 96, 256}) {
+    c = good;
+    c.head_dim = d;
+    EXPECT_THAT(cuda::TensorCoreAttentionRefusal(c), ::testing::HasSubstr("takes 64 or 128")) << d;
+  }
+  c = good;
+  c.unit_stride_d = false;
+  EXPECT_THAT(cuda::TensorCoreAttentionRefusal(c), ::testing::HasSubstr("strided"));
+  c = good;
+  c.aligned = false;
+  EXPECT_THAT(cuda::TensorCoreAttentionRefusal(c), ::testing::HasSubstr("aligned"));
+  c = good;
+  c.kv_heads = 5;
+  EXPECT_THAT(cuda::TensorCoreAttentionRefusal(c), ::testing::HasSubstr("does not divide"));
+  for (int64_t d : {64, 128}) {
+    for (int64_t bytes : {cuda::AttentionTcForwardSharedBytes(d), cuda::AttentionTcDqSharedBytes(d),
+                          cuda::AttentionTcDkvSharedBytes(d)}) {
+      EXPECT_LE(bytes, 166912) << d;
+    }
+  }
+  // The largest, dK/dV at D 128: four 64 x 136 tiles of 2 bytes, per warp two
+  // 16 x 68 float tiles and two 16 x 72 16-bit ones, lse and delta, 128 slack.
+  EXPECT_EQ(cuda::AttentionTcDkvSharedBytes(128),
+            128 + 4 * 64 * 136 * 2 + 4 * (2 * 16 * 68 * 4 + 2 * 16 * 72 * 2) + 2 * 64 * 4);
+}
+
 TEST(AttentionSelect, GroupedQueryCallsGoWhereMultiHeadOnesGo) {
   // k and v with fewer heads (GQA, MQA) change neither choice: cuDNN's SDPA
   // takes h_k = h_v dividing h_q, and so does our kernel.

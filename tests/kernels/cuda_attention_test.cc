@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "zeroshard/kernels/attention.h"
 #include "zeroshard/runtime/figures.h"
+#include "zeroshard/tests/kernels/attention_bound.h"
 #include "zeroshard/tests/kernels/cuda_testing.h"
 
 namespace zeroshard {
@@ -95,21 +96,25 @@ std::vector<Shape4> Shapes() {
 }
 
 // Runs forward and backward on the GPU with `impl`; false when the
-// implementation refused the case (kCudnn only), with the reason in *why.
+// implementation refused the case (kCudnn and kTensorCore only), with the reason in *why.
 bool RunOnGpu(const Problem& p, Allocator* gpu, const AttentionOptions& options,
               AttentionOutputs* fwd, AttentionGrads* grads, std::string* why) {
   const Tensor q = OnGpu(p.q, gpu), k = OnGpu(p.k, gpu), v = OnGpu(p.v, gpu);
   absl::StatusOr<AttentionOutputs> f = AttentionForward(q, k, v, options);
   if (!f.ok()) {
     *why = f.status().ToString();
-    EXPECT_TRUE(options.impl == AttentionImpl::kCudnn && absl::IsUnimplemented(f.status())) << *why;
+    EXPECT_TRUE(options.impl != AttentionImpl::kAuto && options.impl != AttentionImpl::kOwn &&
+                absl::IsUnimplemented(f.status()))
+        << *why;
     return false;
   }
   absl::StatusOr<AttentionGrads> g =
       AttentionBackward(OnGpu(p.dout, gpu), q, k, v, f->out, f->lse, options);
   if (!g.ok()) {
     *why = g.status().ToString();
-    EXPECT_TRUE(options.impl == AttentionImpl::kCudnn && absl::IsUnimplemented(g.status())) << *why;
+    EXPECT_TRUE(options.impl != AttentionImpl::kAuto && options.impl != AttentionImpl::kOwn &&
+                absl::IsUnimplemented(g.status()))
+        << *why;
     return false;
   }
   *fwd = *std::move(f);
@@ -310,6 +315,105 @@ TEST(CudaAttention, CudnnTakesTheGptPackedLayout) {
     ExpectClose(heads(dqkv, 0), want_g.dq, CudnnTol(dtype, want_g.dq), what + " dq");
     ExpectClose(heads(dqkv, 1), want_g.dk, CudnnTol(dtype, want_g.dk), what + " dk");
     ExpectClose(heads(dqkv, 2), want_g.dv, CudnnTol(dtype, want_g.dv), what + " dv");
+  }
+}
+
+// ---------------------------------------------------------------- tensor cores
+
+// Our tensor-core kernels (Note [Tensor-core attention]) through the op entry
+// (kTensorCore) against attention in double, within the bound derived in
+// tests/kernels/attention_bound.h; every call counted as a tensor-core run;
+// two runs give the same bits (no atomics).
+TEST(CudaAttention, TensorCoreWithinTheDerivedBound) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const std::vector<Shape4> shapes =
+      testing::ShrinkGpuTests()
+          ? std::vector<Shape4>{{1, 2, 70, 64}, {1, 2, 17, 128, 1}}
+          : std::vector<Shape4>{{1, 2, 130, 64}, {2, 4, 129, 64, 2}, {1, 2, 257, 128}, {1, 4, 64, 128, 1},
+                                {1, 1, 1, 64}};
+  uint64_t seed = 2100;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const Shape4& s : shapes) {
+      for (bool causal : {true, false}) {
+        const std::string what = absl::StrCat("tensor-core ", DTypeName(dtype), " ", s.Name(),
+                                              causal ? " causal" : "");
+        SCOPED_TRACE(what);
+        const Problem p = MakeProblem(s, dtype, causal, seed += 10);
+        const AttentionOptions tc{.causal = causal, .impl = AttentionImpl::kTensorCore};
+        const AttentionKernelCounts before = AttentionKernelCountsNow();
+        AttentionOutputs fwd, fwd2;
+        AttentionGrads grads, grads2;
+        std::string why;
+        ASSERT_TRUE(RunOnGpu(p, &gpu, tc, &fwd, &grads, &why)) << why;
+        ASSERT_TRUE(RunOnGpu(p, &gpu, tc, &fwd2, &grads2, &why)) << why;
+        const AttentionKernelCounts after = AttentionKernelCountsNow();
+        EXPECT_EQ(after.tensor_core - before.tensor_core, 4);  // two forwards, two backwards
+        EXPECT_EQ(after.scalar - before.scalar, 0);
+        EXPECT_EQ(ToDoubles(fwd.out), ToDoubles(fwd2.out));
+        EXPECT_EQ(ToDoubles(grads.dk), ToDoubles(grads2.dk));
+        EXPECT_EQ(ToDoubles(grads.dq), ToDoubles(grads2.dq));
+        const Tensor out = fwd.out.To(DefaultCpuAllocator()).value(), lse = fwd.lse.To(DefaultCpuAllocator()).value();
+        const testing::AttentionBound ref = testing::ReferenceAttention(
+            p.q, p.k, p.v, p.dout, out, lse, 1.0 / std::sqrt(static_cast<double>(s.D)), causal, dtype);
+        testing::ExpectWithinBound(out, ref.out, ref.out_bound, what + " out");
+        testing::ExpectWithinBound(lse, ref.lse, ref.lse_bound, what + " lse");
+        testing::ExpectWithinBound(grads.dq.To(DefaultCpuAllocator()).value(), ref.dq, ref.dq_bound, what + " dq");
+        testing::ExpectWithinBound(grads.dk.To(DefaultCpuAllocator()).value(), ref.dk, ref.dk_bound, what + " dk");
+        testing::ExpectWithinBound(grads.dv.To(DefaultCpuAllocator()).value(), ref.dv, ref.dv_bound, what + " dv");
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, TensorCoreRefusesWhatItDoesNotTake) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const AttentionOptions tc{.causal = true, .impl = AttentionImpl::kTensorCore};
+  struct Refused {
+    Shape4 shape;
+    DType dtype;
+    const char* why;
+  };
+  for (const Refused& r : {Refused{{1, 1, 16, 64}, DType::kF32, "takes bf16 or f16"},
+                           Refused{{1, 1, 16, 80}, DType::kBF16, "takes 64 or 128"},
+                           Refused{{1, 1, 16, 256}, DType::kF16, "takes 64 or 128"}}) {
+    const Problem p = MakeProblem(r.shape, r.dtype, true, 2500);
+    absl::StatusOr<AttentionOutputs> f =
+        AttentionForward(OnGpu(p.q, &gpu), OnGpu(p.k, &gpu), OnGpu(p.v, &gpu), tc);
+    ASSERT_FALSE(f.ok()) << r.shape.Name();
+    EXPECT_TRUE(absl::IsUnimplemented(f.status())) << f.status();
+    EXPECT_THAT(std::string(f.status().message()), ::testing::HasSubstr(r.why));
+  }
+  // A strided head dim: our scalar kernel takes it under kAuto, the tensor-core one refuses.
+  const Tensor qt = OnGpu(RandomTensor({1, 2, 64, 32}, DType::kBF16, -1, 1, 2600), &gpu);
+  const Tensor q = qt.Transpose(2, 3).value();
+  absl::StatusOr<AttentionOutputs> f = AttentionForward(q, q, q, tc);
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(std::string(f.status().message()), ::testing::HasSubstr("strided along the head dim"));
+  const AttentionKernelCounts before = AttentionKernelCountsNow();
+  ZS_EXPECT_OK(AttentionForward(q, q, q, {.causal = true}).status());
+  EXPECT_EQ(AttentionKernelCountsNow().scalar - before.scalar, 1);
+}
+
+// kAuto never runs the scalar kernel where cuDNN or the tensor-core kernel
+// takes the call (on the simulator, without cuDNN, the tensor-core kernel).
+TEST(CudaAttention, AutoRunsTheScalarKernelOnlyWhereNothingFasterTakesTheCall) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    const Problem p = MakeProblem({1, 2, 64, 64}, dtype, true, 2700);
+    const AttentionKernelCounts before = AttentionKernelCountsNow();
+    AttentionOutputs fwd;
+    AttentionGrads grads;
+    std::string why;
+    ASSERT_TRUE(RunOnGpu(p, &gpu, {.causal = true}, &fwd, &grads, &why)) << why;
+    const AttentionKernelCounts after = AttentionKernelCountsNow();
+    EXPECT_EQ(after.scalar - before.scalar, 0) << DTypeName(dtype);
+    EXPECT_EQ((after.cudnn - before.cudnn) + (after.tensor_core - before.tensor_core), 2) << DTypeName(dtype);
+    std::printf("auto %s [1, 2, 64, 64]: %lld cuDNN, %lld tensor-core runs\n", std::string(DTypeName(dtype)).c_str(),
+                static_cast<long long>(after.cudnn - before.cudnn),
+                static_cast<long long>(after.tensor_core - before.tensor_core));
   }
 }
 

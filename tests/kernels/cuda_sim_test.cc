@@ -32,6 +32,7 @@
 #include "zeroshard/optim/adamw_math.h"
 #include "zeroshard/optim/sgd.h"
 #include "zeroshard/optim/sgd_math.h"
+#include "zeroshard/tests/kernels/attention_bound.h"
 #include "zeroshard/tests/kernels/cuda_testing.h"
 #include "zeroshard/tests/kernels/sim_launch.h"  // first: see its comment
 
@@ -575,6 +576,87 @@ TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
       ExpectClose(dv.Contiguous().value(), grads.dv, group_tol, what + " dv");
     }
   }
+}
+
+// Our tensor-core kernels (kernels/cuda/attention_tc.cu) against attention in
+// double, within the bound derived in tests/kernels/attention_bound.h (their
+// products on the emulated warp matrix API, tools/cuda/sim/include/mma.h):
+// bf16 and f16, head dims 64 and 128, T across tile edges (1, 17, 64, 70,
+// 130), causal and not, grouped- and multi-query, q/k/v as views of a fused
+// qkv buffer and the gradients written into a fused dqkv buffer.
+TEST(CudaSim, TensorCoreAttentionWithinTheDerivedBound) {
+  const std::vector<AttentionCase> cases{{1, 2, 130, 64, true},     {1, 1, 64, 128, false},
+                                         {1, 1, 1, 64, true},       {2, 4, 70, 64, true, 2},
+                                         {1, 2, 17, 128, true, 1},  {1, 2, 70, 64, false}};
+  uint64_t seed = 900;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const AttentionCase& c : cases) {
+      const std::string what = std::string("tensor-core attention ") + Name(dtype) + " B" +
+                               std::to_string(c.batch) + " H" + std::to_string(c.heads) + " T" +
+                               std::to_string(c.seq) + " D" + std::to_string(c.dim) + " Hkv" +
+                               std::to_string(c.KvHeads()) + (c.causal ? " causal" : "");
+      SCOPED_TRACE(what);
+      const int64_t H = c.heads, Hkv = c.KvHeads(), W = H + 2 * Hkv;
+      const Tensor qkv = RandomTensor({c.batch, c.seq, W, c.dim}, dtype, -1, 1, ++seed);
+      auto part = [&](const Tensor& fused, int64_t first, int64_t n) {
+        return fused.Narrow(2, first, n).value().Permute({0, 2, 1, 3}).value();
+      };
+      const Tensor q = part(qkv, 0, H), k = part(qkv, H, Hkv), v = part(qkv, H + Hkv, Hkv);
+      const Tensor dout = RandomTensor({c.batch, c.heads, c.seq, c.dim}, dtype, -1, 1, ++seed);
+      sim::AttentionLaunchDims dims;
+      dims.batch = c.batch;
+      dims.heads = c.heads;
+      dims.kv_heads = Hkv;
+      dims.seq = c.seq;
+      dims.head_dim = c.dim;
+      dims.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+      dims.causal = c.causal;
+      Tensor out = Empty({c.batch, c.heads, c.seq, c.dim}, dtype);
+      Tensor lse = Empty({c.batch, c.heads, c.seq}, DType::kF32);
+      RunBothOrders(what, {&out, &lse}, [&] {
+        return sim::LaunchAttentionForwardTc(Code(dtype), dims, Operand(q), Operand(k), Operand(v),
+                                             Operand(out), Operand(lse), nullptr);
+      });
+      Tensor dqkv = Empty({c.batch, c.seq, W, c.dim}, dtype);
+      const Tensor dq = part(dqkv, 0, H), dk = part(dqkv, H, Hkv), dv = part(dqkv, H + Hkv, Hkv);
+      Tensor delta = Empty({c.batch * c.heads * c.seq}, DType::kF32);
+      RunBothOrders(what + " backward", {&dqkv, &delta}, [&] {
+        return sim::LaunchAttentionBackwardTc(Code(dtype), dims, Operand(dout), Operand(q), Operand(k),
+                                              Operand(v), Operand(out), Operand(lse), Operand(dq),
+                                              Operand(dk), Operand(dv), delta.data<float>(), nullptr);
+      });
+      const testing::AttentionBound ref =
+          testing::ReferenceAttention(q, k, v, dout, out, lse, dims.scale, c.causal, dtype);
+      testing::ExpectWithinBound(out, ref.out, ref.out_bound, what + " out");
+      testing::ExpectWithinBound(lse, ref.lse, ref.lse_bound, what + " lse");
+      testing::ExpectWithinBound(dq, ref.dq, ref.dq_bound, what + " dq");
+      testing::ExpectWithinBound(dk, ref.dk, ref.dk_bound, what + " dk");
+      testing::ExpectWithinBound(dv, ref.dv, ref.dv_bound, what + " dv");
+    }
+  }
+  // What the kernels do not take is refused, not run: f32, head dim 80, a
+  // row stride that is not a whole number of 16-byte vectors.
+  sim::AttentionLaunchDims dims;
+  dims.batch = 1;
+  dims.heads = 1;
+  dims.seq = 8;
+  dims.head_dim = 64;
+  dims.scale = 0.125f;
+  const Tensor x = RandomTensor({1, 1, 8, 64}, DType::kBF16, -1, 1, 7);
+  Tensor o = Empty({1, 1, 8, 64}, DType::kBF16), l = Empty({1, 1, 8}, DType::kF32);
+  EXPECT_EQ(sim::LaunchAttentionForwardTc(Code(DType::kF32), dims, Operand(x), Operand(x), Operand(x),
+                                          Operand(o), Operand(l), nullptr),
+            1);
+  sim::AttentionLaunchDims d80 = dims;
+  d80.head_dim = 80;
+  EXPECT_EQ(sim::LaunchAttentionForwardTc(Code(DType::kBF16), d80, Operand(x), Operand(x), Operand(x),
+                                          Operand(o), Operand(l), nullptr),
+            1);
+  sim::AttentionOperand odd = Operand(x);
+  odd.stride[2] = 68;  // 136 bytes: not a whole number of 16-byte vectors
+  EXPECT_EQ(sim::LaunchAttentionForwardTc(Code(DType::kBF16), dims, odd, Operand(x), Operand(x),
+                                          Operand(o), Operand(l), nullptr),
+            1);
 }
 
 // ------------------------------------------------------------ elementwise

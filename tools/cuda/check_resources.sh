@@ -7,10 +7,17 @@
 #     with "too many resources requested", which only a GPU would show);
 #   - no spill stores or loads and no stack frame (local memory on the device).
 # Prints one line per report and exits 1 naming each kernel over a limit.
+#
+# `--max_registers=N` before reports sets their limit (cuda_library's
+# max_registers: kernels launched with small blocks, where 64 would be wrong).
 set -uo pipefail
 max_regs=64
 status=0
 for report in "$@"; do
+  if [[ "$report" == --max_registers=* ]]; then
+    max_regs=${report#--max_registers=}
+    continue
+  fi
   out=$(awk -v max="$max_regs" '
     /Compiling entry function/ {
       name = $0; sub(/.*function \047/, "", name); sub(/\047 for \047/, " on ", name); sub(/\047.*/, "", name)

@@ -73,7 +73,11 @@ def _cuda_sim_libraries(name, srcs, hdrs, textual_deps):
             visibility = ["//visibility:public"],
         )
 
-def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_flags = [], visibility = None):
+def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_flags = [], visibility = None,
+                 max_registers = {}):
+    """max_registers: {src: N} for a .cu whose kernels all launch with at most
+    65536 / N threads per block (their __launch_bounds__), checked against N
+    registers per thread instead of check_resources.sh's default 64."""
     textual_deps = textual_deps + [_LAUNCH_HEADER]
     _cuda_sim_libraries(name, srcs, hdrs, textual_deps)
     if not CUDA_ENABLED:
@@ -81,6 +85,7 @@ def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_
         return
     objs = []
     reports = []
+    report_args = []
     for src in srcs:
         stem = src[:-len(".cu")] if src.endswith(".cu") else src
         out = "%s_cu/%s.pic.o" % (name, stem)
@@ -126,11 +131,16 @@ def cuda_library(name, srcs = [], hdrs = [], textual_deps = [], deps = [], nvcc_
         )
         objs.append(out)
         reports.append(report)
+        if src in max_registers:
+            report_args.append("--max_registers=%d" % max_registers[src])
+        report_args.append("$(location %s)" % report)
+        if src in max_registers:
+            report_args.append("--max_registers=64")
     native.sh_test(
         name = name + "_resources_test",
         size = "small",
         srcs = ["//tools/cuda:check_resources.sh"],
-        args = ["$(location %s)" % r for r in reports],
+        args = report_args,
         data = reports,
     )
     cc_library(

@@ -373,6 +373,18 @@ json Problems(const json& record) {
         f.value("gelu_epilogue_fallbacks", 0.0) > 0) {
       add(f.value("bench", "") + ": cuBLASLt refused a GELU epilogue (" + name + ")");
     }
+    // Note [Tensor-core attention]: on a GPU, at head dim 64 or 128 (GPT-2's
+    // and Llama's) cuDNN or our tensor-core kernel takes every attention call;
+    // the scalar kernel running there is a silent slowdown of 10x or more.
+    // The simulator's record runs small head dims, where the scalar kernel is
+    // the one that takes them.
+    const double head_dim = f.value("head_dim", 0.0);
+    const bool tc_head_dim = head_dim == 64 || head_dim == 128;
+    if (record.value("mode", "") == "gpu" && tc_head_dim &&
+        ((StartsWith(name, "step attention scalar runs") && v > 0) || f.value("attention_scalar", 0.0) > 0)) {
+      add(f.value("bench", "") + ": attention ran our scalar kernel at head dim " +
+          std::to_string(static_cast<int>(head_dim)) + " (" + name + ")");
+    }
     if (f.value("bench", "") == "cuda_bench" && StartsWith(name, "step tokens/s")) step_figure = true;
   }
   if (record.value("mode", "") == "gpu" && !step_figure) add("cuda_bench: no GPT step figure in the record");
