@@ -224,6 +224,31 @@ void RunStepBench(double gemm_tflops) {
                 {"baseline_ms_per_step", 1e3 * unfused_s / steps}},
                "baseline: the same steps with the GELU epilogues off (GEMMs, then our GELU kernels)");
   }
+  // Where cuDNN ran the step's attention, the same steps again with our
+  // tensor-core kernel in its place (SetDefaultAttentionImpl: the model's
+  // kAuto calls follow it), timed the same way in the same run: how far our
+  // kernel is from cuDNN's inside the step (Note [Tensor-core attention]).
+  if (att_cudnn > 0) {
+    SetDefaultAttentionImpl(AttentionImpl::kTensorCore);
+    step();
+    Must(compute.Synchronize(), "sync");
+    const auto a0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    Must(compute.Synchronize(), "sync");
+    const double tc_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
+    SetDefaultAttentionImpl(AttentionImpl::kAuto);
+    const double tc_tokens_per_s = static_cast<double>(B * T * steps) / tc_s;
+    std::printf("  with our tensor-core attention in place of cuDNN's: %.1f ms/step, %.0f tokens/s (%.3fx)\n",
+                1e3 * tc_s / steps, tc_tokens_per_s, tc_tokens_per_s / tokens_per_s);
+    Report().Add(json + "tokens_per_s_tensor_core_attention", "tokens/s", true, {tc_tokens_per_s},
+                 json + "tokens_per_s");
+    EmitFigure("cuda_bench", "step tensor-core attention " + shape, tc_tokens_per_s / tokens_per_s, "x",
+               {{"tokens_per_s", tc_tokens_per_s}, {"baseline", tokens_per_s},
+                {"ms_per_step", 1e3 * tc_s / steps}},
+               "baseline: the same steps with cuDNN's fused attention");
+  } else {
+    std::printf("  (cuDNN did not run the step's attention: no tensor-core-attention rerun)\n");
+  }
   const double ln_v = std::log(static_cast<double>(config.vocab_size));
   if (!std::isfinite(losses.back()) || std::fabs(losses.front() - ln_v) > 0.5 ||
       !(losses.back() < losses.front())) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -221,10 +222,20 @@ absl::Status Counted(absl::Status s, std::atomic<int64_t>& counter) {
   return s;
 }
 
+// The options with kAuto replaced by the process-wide default.
+absl::StatusOr<AttentionOptions> Resolved(const AttentionOptions& options) {
+  AttentionOptions o = options;
+  if (o.impl == AttentionImpl::kAuto) {
+    ZS_ASSIGN_OR_RETURN(o.impl, DefaultAttentionImpl());
+  }
+  return o;
+}
+
 absl::Status ForwardCuda(const cpu::AttentionDims& dims, const Tensor& q, const Tensor& k,
                          const Tensor& v, const Tensor& out, const Tensor& lse,
-                         const AttentionOptions& options) {
+                         const AttentionOptions& asked) {
   constexpr const char* kOp = "AttentionForward";
+  ZS_ASSIGN_OR_RETURN(const AttentionOptions options, Resolved(asked));
   const cuda::AttentionLaunchDims ld = LaunchDims(dims);
   const cuda::AttentionCall call = DescribeCall(dims, {&q, &k, &v, &out});
   if (std::optional<absl::Status> s = MaybeCudnn(kOp, options, call, out.device(), [&] {
@@ -251,8 +262,9 @@ absl::Status ForwardCuda(const cpu::AttentionDims& dims, const Tensor& q, const 
 absl::Status BackwardCuda(const cpu::AttentionDims& dims, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                          const AttentionOptions& options) {
+                          const AttentionOptions& asked) {
   constexpr const char* kOp = "AttentionBackward";
+  ZS_ASSIGN_OR_RETURN(const AttentionOptions options, Resolved(asked));
   const cuda::AttentionLaunchDims ld = LaunchDims(dims);
   const cuda::AttentionCall call =
       DescribeCall(dims, {&q, &k, &v, &out, &dout, &dq, &dk, &dv});
@@ -303,6 +315,56 @@ absl::Status ChargeAttention(const char* op, Device device, const cpu::Attention
 }
 
 }  // namespace
+
+absl::string_view AttentionImplName(AttentionImpl impl) {
+  switch (impl) {
+    case AttentionImpl::kAuto: return "auto";
+    case AttentionImpl::kOwn: return "own";
+    case AttentionImpl::kCudnn: return "cudnn";
+    case AttentionImpl::kTensorCore: return "tensor_core";
+  }
+  return "?";
+}
+
+std::optional<AttentionImpl> ParseAttentionImpl(absl::string_view name) {
+  for (AttentionImpl i : {AttentionImpl::kAuto, AttentionImpl::kOwn, AttentionImpl::kCudnn, AttentionImpl::kTensorCore}) {
+    if (name == AttentionImplName(i)) return i;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// The default's slot: -1 not read yet, -2 an unknown environment value, else an AttentionImpl.
+std::atomic<int>& DefaultImplSlot() {
+  static std::atomic<int> slot(-1);
+  return slot;
+}
+
+}  // namespace
+
+absl::StatusOr<AttentionImpl> DefaultAttentionImpl() {
+  int v = DefaultImplSlot().load(std::memory_order_relaxed);
+  const char* env = std::getenv("ZEROSHARD_ATTENTION");
+  if (v == -1) {
+    int read = static_cast<int>(AttentionImpl::kAuto);
+    if (env != nullptr) {
+      const std::optional<AttentionImpl> parsed = ParseAttentionImpl(env);
+      read = parsed.has_value() ? static_cast<int>(*parsed) : -2;
+    }
+    DefaultImplSlot().compare_exchange_strong(v, read);
+    v = DefaultImplSlot().load(std::memory_order_relaxed);
+  }
+  if (v == -2) {
+    return absl::InvalidArgumentError(absl::StrCat("ZEROSHARD_ATTENTION is \"", env == nullptr ? "" : env,
+                                                   "\", expected auto, own, cudnn or tensor_core"));
+  }
+  return static_cast<AttentionImpl>(v);
+}
+
+void SetDefaultAttentionImpl(AttentionImpl impl) {
+  DefaultImplSlot().store(static_cast<int>(impl), std::memory_order_relaxed);
+}
 
 AttentionKernelCounts AttentionKernelCountsNow() {
   return {.cudnn = g_cudnn_runs.load(std::memory_order_relaxed),

@@ -77,6 +77,7 @@
 #include <optional>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
 #include "zeroshard/runtime/tensor.h"
 
@@ -106,8 +107,21 @@ AttentionKernelCounts AttentionKernelCountsNow();
 struct AttentionOptions {
   bool causal = true;
   std::optional<float> scale;  // default 1/sqrt(D)
-  AttentionImpl impl = AttentionImpl::kAuto;
+  AttentionImpl impl = AttentionImpl::kAuto;  // kAuto: DefaultAttentionImpl() decides
 };
+
+// "auto", "own", "cudnn", "tensor_core"; ParseAttentionImpl: nullopt otherwise.
+absl::string_view AttentionImplName(AttentionImpl impl);
+std::optional<AttentionImpl> ParseAttentionImpl(absl::string_view name);
+
+// What a call that leaves impl at kAuto runs, process-wide, so that one kernel
+// can be measured inside a whole model without touching the model's code
+// (the GPT and Llama call with kAuto): SetDefaultAttentionImpl, else the
+// environment's ZEROSHARD_ATTENTION (read once; an unknown value makes every
+// CUDA attention call fail with InvalidArgument naming the accepted ones),
+// else kAuto.
+absl::StatusOr<AttentionImpl> DefaultAttentionImpl();
+void SetDefaultAttentionImpl(AttentionImpl impl);
 
 // out = softmax(scale Q K^T + mask) V; lse = the rows' log-sum-exp.
 absl::Status AttentionForward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "zeroshard/kernels/attention.h"
@@ -235,6 +236,29 @@ TEST(AttentionSelect, TensorCoreKernelTakesHalfTypesAtHeadDims64And128) {
   // 16 x 68 float tiles and two 16 x 72 16-bit ones, lse and delta, 128 slack.
   EXPECT_EQ(cuda::AttentionTcDkvSharedBytes(128),
             128 + 4 * 64 * 136 * 2 + 4 * (2 * 16 * 68 * 4 + 2 * 16 * 72 * 2) + 2 * 64 * 4);
+}
+
+// The process-wide default behind kAuto: names round-trip, an unknown
+// ZEROSHARD_ATTENTION is an error naming the accepted values (this binary
+// makes no CUDA attention call before, so the environment is read here),
+// and SetDefaultAttentionImpl overrides it.
+TEST(AttentionSelect, DefaultImplFromTheEnvironmentOrSet) {
+  for (AttentionImpl i : {AttentionImpl::kAuto, AttentionImpl::kOwn, AttentionImpl::kCudnn, AttentionImpl::kTensorCore}) {
+    EXPECT_EQ(ParseAttentionImpl(AttentionImplName(i)), i);
+  }
+  EXPECT_FALSE(ParseAttentionImpl("flash").has_value());
+  EXPECT_FALSE(ParseAttentionImpl("").has_value());
+  ASSERT_EQ(setenv("ZEROSHARD_ATTENTION", "flash", 1), 0);
+  const absl::StatusOr<AttentionImpl> bad = DefaultAttentionImpl();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::HasSubstr("ZEROSHARD_ATTENTION is \"flash\", expected auto, own, cudnn or tensor_core"));
+  SetDefaultAttentionImpl(AttentionImpl::kTensorCore);
+  EXPECT_EQ(DefaultAttentionImpl().value(), AttentionImpl::kTensorCore);
+  SetDefaultAttentionImpl(AttentionImpl::kAuto);
+  EXPECT_EQ(DefaultAttentionImpl().value(), AttentionImpl::kAuto);
+  unsetenv("ZEROSHARD_ATTENTION");
 }
 
 TEST(AttentionSelect, GroupedQueryCallsGoWhereMultiHeadOnesGo) {

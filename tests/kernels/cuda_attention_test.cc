@@ -417,6 +417,24 @@ TEST(CudaAttention, AutoRunsTheScalarKernelOnlyWhereNothingFasterTakesTheCall) {
   }
 }
 
+// SetDefaultAttentionImpl steers the calls that leave impl at kAuto (what the
+// GPT and Llama make): the scalar kernel when set to kOwn, and back.
+TEST(CudaAttention, DefaultImplSteersAutoCalls) {
+  ZS_SKIP_WITHOUT_CUDA();
+  CudaAllocator gpu(0);
+  const Problem p = MakeProblem({1, 2, 64, 64}, DType::kBF16, true, 2800);
+  SetDefaultAttentionImpl(AttentionImpl::kOwn);
+  const AttentionKernelCounts before = AttentionKernelCountsNow();
+  AttentionOutputs fwd;
+  AttentionGrads grads;
+  std::string why;
+  const bool ran = RunOnGpu(p, &gpu, {.causal = true}, &fwd, &grads, &why);
+  SetDefaultAttentionImpl(AttentionImpl::kAuto);
+  ASSERT_TRUE(ran) << why;
+  EXPECT_EQ(AttentionKernelCountsNow().scalar - before.scalar, 2);
+  ExpectMatches(fwd, grads, p, /*cudnn=*/false, DType::kBF16, "default kOwn");
+}
+
 // ---------------------------------------------------------------- grouped-query
 
 TEST(CudaAttention, GroupedQueryOwnKernelMatchesCpu) {
