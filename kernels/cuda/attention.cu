@@ -322,23 +322,11 @@ int DispatchLanes(int64_t head_dim, Fn&& fn) {
 // The grid of the row kernels over `heads` heads per batch element (H for the
 // query-row kernels, Hkv for dK/dV), or false for a shape it cannot hold.
 bool RowGrid(const AttentionLaunchDims& dims, int64_t heads, dim3* grid) {
-  if (dims.batch < 0 || dims.heads < 0 || dims.kv_heads < 0 || dims.seq < 0) return false;
   if (dims.head_dim < 1 || dims.head_dim > kAttentionMaxHeadDim) return false;
-  const int64_t kv_heads = AttentionKvHeads(dims);
-  if (kv_heads == 0 ? dims.heads != 0 : dims.heads % kv_heads != 0) return false;
-  const int64_t blocks = dims.batch * heads;
-  const int64_t row_blocks = (dims.seq + kRows - 1) / kRows;
-  if (blocks > INT_MAX || row_blocks > 65535) return false;
+  int64_t blocks = 0, row_blocks = 0;
+  if (!AttentionGridSize(dims, heads, kRows, &blocks, &row_blocks)) return false;
   *grid = dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(row_blocks));
   return true;
-}
-
-// Opts a kernel into more than 48 KiB of dynamic shared memory when it needs it.
-template <typename Kernel>
-int AllowSharedBytes(Kernel kernel, int64_t bytes) {
-  if (bytes <= 48 * 1024) return 0;
-  return static_cast<int>(cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 }  // namespace
@@ -352,7 +340,7 @@ int LaunchAttentionForward(int dtype, const AttentionLaunchDims& dims, Attention
   const int64_t smem = AttentionForwardSharedBytes(dims.head_dim);
   return DispatchFloat(dtype, [&]<typename T>() {
     return DispatchLanes(dims.head_dim, [&]<int L>() {
-      if (int err = AllowSharedBytes(ForwardKernel<T, L>, smem); err != 0) return err;
+      if (int err = AllowDynamicSharedBytes(ForwardKernel<T, L>, smem); err != 0) return err;
       Launch(ForwardKernel<T, L>, grid, kThreads, smem, AsStream(stream), dims, q, k, v, out, lse);
       return Launched();
     });
@@ -379,8 +367,8 @@ int LaunchAttentionBackward(int dtype, const AttentionLaunchDims& dims, Attentio
            delta);
     if (int err = Launched(); err != 0) return err;
     return DispatchLanes(dims.head_dim, [&]<int L>() {
-      if (int err = AllowSharedBytes(DqKernel<T, L>, smem); err != 0) return err;
-      if (int err = AllowSharedBytes(DkvKernel<T, L>, smem); err != 0) return err;
+      if (int err = AllowDynamicSharedBytes(DqKernel<T, L>, smem); err != 0) return err;
+      if (int err = AllowDynamicSharedBytes(DkvKernel<T, L>, smem); err != 0) return err;
       Launch(DqKernel<T, L>, grid, kThreads, smem, s, dims, dout, q, k, v, lse, dq, delta);
       if (int err = Launched(); err != 0) return err;
       Launch(DkvKernel<T, L>, kv_grid, kThreads, smem, s, dims, dout, q, k, v, lse, dk, dv, delta);

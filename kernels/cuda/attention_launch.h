@@ -57,6 +57,21 @@ inline constexpr int64_t AttentionKvHeads(const AttentionLaunchDims& d) {
   return d.kv_heads > 0 ? d.kv_heads : d.heads;
 }
 
+// The grid of an attention launch over `heads` heads per batch element (H for
+// the query-row kernels, Hkv for dK/dV) in blocks of `rows` rows: *blocks x
+// *row_blocks, or false for dims no kernel takes (negative sizes, Hkv not
+// dividing H, more than INT_MAX x 65535 blocks). Each kernel family checks its
+// own head dims.
+inline constexpr bool AttentionGridSize(const AttentionLaunchDims& dims, int64_t heads, int64_t rows,
+                                        int64_t* blocks, int64_t* row_blocks) {
+  if (dims.batch < 0 || dims.heads < 0 || dims.kv_heads < 0 || dims.seq < 0 || heads < 0) return false;
+  const int64_t kv_heads = AttentionKvHeads(dims);
+  if (kv_heads == 0 ? dims.heads != 0 : dims.heads % kv_heads != 0) return false;
+  *blocks = dims.batch * heads;
+  *row_blocks = (dims.seq + rows - 1) / rows;
+  return *blocks <= 2147483647 && *row_blocks <= 65535;
+}
+
 // One [B, H, T, D] (or [B, H, T]) tensor: base pointer and element strides.
 struct AttentionOperand {
   const void* data = nullptr;

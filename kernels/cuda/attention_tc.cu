@@ -50,7 +50,6 @@
 #include <cuda_fp16.h>
 #include <mma.h>
 
-#include <climits>
 #include <cstdint>
 
 #include "zeroshard/kernels/cuda/attention_launch.h"
@@ -111,6 +110,11 @@ struct Carve {
     U* r = reinterpret_cast<U*>(p);
     p += count * static_cast<int64_t>(sizeof(U));
     return r;
+  }
+  // kWarps regions of `per_warp` elements; returns warp `warp`'s.
+  template <typename U>
+  __device__ __forceinline__ U* TakePerWarp(int64_t per_warp, int warp) {
+    return Take<U>(kWarps * per_warp) + warp * per_warp;
   }
 };
 
@@ -250,9 +254,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* ks = carve.Take<T>(kTile * (D + 8));
   T* vs = carve.Take<T>(kTile * (D + 8));
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float* scores = carve.Take<float>(kWarps * 16 * kSLd) + warp * 16 * kSLd;
-  T* probs = carve.Take<T>(kWarps * 16 * kPLd) + warp * 16 * kPLd;
-  float* factor = carve.Take<float>(kWarps * 32) + warp * 32;
+  float* scores = carve.TakePerWarp<float>(16 * kSLd, warp);
+  T* probs = carve.TakePerWarp<T>(16 * kPLd, warp);
+  float* factor = carve.TakePerWarp<float>(32, warp);
   float* row_index = carve.Take<float>(256);
 
   const int64_t seq = dims.seq;
@@ -350,9 +354,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* ks = carve.Take<T>(kTile * (D + 8));
   T* vs = carve.Take<T>(kTile * (D + 8));
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float* scores = carve.Take<float>(kWarps * 16 * kSLd) + warp * 16 * kSLd;
-  float* dps = carve.Take<float>(kWarps * 16 * kSLd) + warp * 16 * kSLd;
-  T* dss = carve.Take<T>(kWarps * 16 * kPLd) + warp * 16 * kPLd;
+  float* scores = carve.TakePerWarp<float>(16 * kSLd, warp);
+  float* dps = carve.TakePerWarp<float>(16 * kSLd, warp);
+  T* dss = carve.TakePerWarp<T>(16 * kPLd, warp);
 
   const int64_t seq = dims.seq;
   const int64_t b = blockIdx.x / dims.heads, h = blockIdx.x % dims.heads;
@@ -431,10 +435,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* qt = carve.Take<T>(kTile * (D + 8));
   T* gt = carve.Take<T>(kTile * (D + 8));
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float* scores = carve.Take<float>(kWarps * 16 * kSLd) + warp * 16 * kSLd;
-  float* dps = carve.Take<float>(kWarps * 16 * kSLd) + warp * 16 * kSLd;
-  T* ps = carve.Take<T>(kWarps * 16 * kPLd) + warp * 16 * kPLd;
-  T* dss = carve.Take<T>(kWarps * 16 * kPLd) + warp * 16 * kPLd;
+  float* scores = carve.TakePerWarp<float>(16 * kSLd, warp);
+  float* dps = carve.TakePerWarp<float>(16 * kSLd, warp);
+  T* ps = carve.TakePerWarp<T>(16 * kPLd, warp);
+  T* dss = carve.TakePerWarp<T>(16 * kPLd, warp);
   float* lse_t = carve.Take<float>(kTile);
   float* delta_t = carve.Take<float>(kTile);
 
@@ -537,22 +541,11 @@ bool TcOperand(const AttentionOperand& o, int64_t head_dim) {
 // The grid over `heads` heads per batch element, or false for a call the
 // kernels do not take.
 bool TcGrid(const AttentionLaunchDims& dims, int64_t heads, dim3* grid) {
-  if (dims.batch < 0 || dims.heads < 0 || dims.kv_heads < 0 || dims.seq < 0) return false;
   if (!AttentionTcHeadDim(dims.head_dim)) return false;
-  const int64_t kv_heads = AttentionKvHeads(dims);
-  if (kv_heads == 0 ? dims.heads != 0 : dims.heads % kv_heads != 0) return false;
-  const int64_t blocks = dims.batch * heads;
-  const int64_t row_blocks = (dims.seq + kRows - 1) / kRows;
-  if (blocks > INT_MAX || row_blocks > 65535) return false;
+  int64_t blocks = 0, row_blocks = 0;
+  if (!AttentionGridSize(dims, heads, kRows, &blocks, &row_blocks)) return false;
   *grid = dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(row_blocks));
   return true;
-}
-
-template <typename Kernel>
-int AllowSharedBytesTc(Kernel kernel, int64_t bytes) {
-  if (bytes <= 48 * 1024) return 0;
-  return static_cast<int>(cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 }  // namespace
@@ -568,7 +561,7 @@ int LaunchAttentionForwardTc(int dtype, const AttentionLaunchDims& dims, Attenti
   }
   const int64_t smem = AttentionTcForwardSharedBytes(dims.head_dim);
   return DispatchTc(dtype, dims.head_dim, [&]<typename T, int D>() {
-    if (int err = AllowSharedBytesTc(ForwardTc<T, D>, smem); err != 0) return err;
+    if (int err = AllowDynamicSharedBytes(ForwardTc<T, D>, smem); err != 0) return err;
     Launch(ForwardTc<T, D>, grid, kThreads, smem, AsStream(stream), dims, q, k, v, out, lse);
     return Launched();
   });
@@ -591,8 +584,8 @@ int LaunchAttentionBackwardTc(int dtype, const AttentionLaunchDims& dims, Attent
   const int64_t dkv_smem = AttentionTcDkvSharedBytes(dims.head_dim);
   const cudaStream_t s = AsStream(stream);
   return DispatchTc(dtype, dims.head_dim, [&]<typename T, int D>() {
-    if (int err = AllowSharedBytesTc(DqTc<T, D>, dq_smem); err != 0) return err;
-    if (int err = AllowSharedBytesTc(DkvTc<T, D>, dkv_smem); err != 0) return err;
+    if (int err = AllowDynamicSharedBytes(DqTc<T, D>, dq_smem); err != 0) return err;
+    if (int err = AllowDynamicSharedBytes(DkvTc<T, D>, dkv_smem); err != 0) return err;
     Launch(DqTc<T, D>, grid, kThreads, dq_smem, s, dims, dout, q, k, v, out, lse, dq, delta);
     if (int err = Launched(); err != 0) return err;
     Launch(DkvTc<T, D>, kv_grid, kThreads, dkv_smem, s, dims, dout, q, k, v, lse, dk, dv, delta);

@@ -356,6 +356,15 @@ inline int RowThreads(int64_t cols, int max_threads, int per_thread) {
 
 inline cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
+// Opts a kernel into more than the default 48 KiB of dynamic shared memory
+// when a launch needs it; the cudaError_t as int.
+template <typename Kernel>
+int AllowDynamicSharedBytes(Kernel kernel, int64_t bytes) {
+  if (bytes <= 48 * 1024) return 0;
+  return static_cast<int>(cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
 // Calls fn.template operator()<T>() with T the storage type of a float dtype code.
 template <typename Fn>
 int DispatchFloat(int code, Fn&& fn) {

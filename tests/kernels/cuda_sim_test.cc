@@ -511,6 +511,40 @@ sim::AttentionOperand Operand(const Tensor& t) {
   return o;
 }
 
+// Heads [first, first + n) of a fused [B, T, W, D] buffer as [B, n, T, D].
+Tensor HeadsOf(const Tensor& fused, int64_t first, int64_t n) {
+  return fused.Narrow(2, first, n).value().Permute({0, 2, 1, 3}).value();
+}
+
+// A case's operands: q, k, v as views of one fused [B, T, H + 2 Hkv, D]
+// buffer (H query heads, then Hkv key and Hkv value heads), as the GPT's qkv
+// projection lays them out ([B, T, 3, H, D] when Hkv = H) and Llama's with
+// GQA; dout [B, H, T, D]; the launch dims.
+struct AttentionViews {
+  Tensor qkv, q, k, v, dout;
+  sim::AttentionLaunchDims dims;
+  int64_t W = 0;
+};
+
+AttentionViews MakeAttentionViews(const AttentionCase& c, DType dtype, uint64_t* seed) {
+  AttentionViews a;
+  const int64_t H = c.heads, Hkv = c.KvHeads();
+  a.W = H + 2 * Hkv;
+  a.qkv = RandomTensor({c.batch, c.seq, a.W, c.dim}, dtype, -1, 1, ++*seed);
+  a.q = HeadsOf(a.qkv, 0, H);
+  a.k = HeadsOf(a.qkv, H, Hkv);
+  a.v = HeadsOf(a.qkv, H + Hkv, Hkv);
+  a.dout = RandomTensor({c.batch, c.heads, c.seq, c.dim}, dtype, -1, 1, ++*seed);
+  a.dims.batch = c.batch;
+  a.dims.heads = c.heads;
+  a.dims.kv_heads = Hkv;
+  a.dims.seq = c.seq;
+  a.dims.head_dim = c.dim;
+  a.dims.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  a.dims.causal = c.causal;
+  return a;
+}
+
 TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
   const std::vector<AttentionCase> cases{{1, 1, 1, 16, true},   {2, 3, 17, 32, true},
                                          {1, 2, 40, 64, false}, {1, 1, 33, 80, true},
@@ -525,28 +559,13 @@ TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
                                std::to_string(c.batch) + " H" + std::to_string(c.heads) + " T" +
                                std::to_string(c.seq) + " D" + std::to_string(c.dim) +
                                " Hkv" + std::to_string(c.KvHeads()) + (c.causal ? " causal" : "");
-      // q, k, v as views of one fused [B, T, H + 2 Hkv, D] buffer (H query
-      // heads, then Hkv key and Hkv value heads), as the GPT's qkv projection
-      // lays them out ([B, T, 3, H, D] when Hkv = H) and Llama's with GQA.
-      const int64_t H = c.heads, Hkv = c.KvHeads(), W = H + 2 * Hkv;
-      const Tensor qkv = RandomTensor({c.batch, c.seq, W, c.dim}, dtype, -1, 1, ++seed);
-      auto part = [&](const Tensor& fused, int64_t first, int64_t n) {
-        return fused.Narrow(2, first, n).value().Permute({0, 2, 1, 3}).value();
-      };
-      const Tensor q = part(qkv, 0, H), k = part(qkv, H, Hkv), v = part(qkv, H + Hkv, Hkv);
-      const Tensor dout = RandomTensor({c.batch, c.heads, c.seq, c.dim}, dtype, -1, 1, ++seed);
+      const AttentionViews a = MakeAttentionViews(c, dtype, &seed);
+      const Tensor &q = a.q, &k = a.k, &v = a.v, &dout = a.dout;
+      const sim::AttentionLaunchDims& dims = a.dims;
+      const int64_t H = c.heads, Hkv = c.KvHeads(), W = a.W;
       AttentionOptions options;
       options.causal = c.causal;
       ZS_ASSERT_OK_AND_ASSIGN(AttentionOutputs want, AttentionForward(q, k, v, options));
-
-      sim::AttentionLaunchDims dims;
-      dims.batch = c.batch;
-      dims.heads = c.heads;
-      dims.kv_heads = Hkv;
-      dims.seq = c.seq;
-      dims.head_dim = c.dim;
-      dims.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
-      dims.causal = c.causal;
       Tensor out = Empty({c.batch, c.heads, c.seq, c.dim}, dtype);
       Tensor lse = Empty({c.batch, c.heads, c.seq}, DType::kF32);
       RunBothOrders(what, {&out, &lse}, [&] {
@@ -560,7 +579,7 @@ TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
                               AttentionBackward(dout, q, k, v, want.out, want.lse, options));
       // Gradients into one fused dqkv buffer, as the GPT's backward writes them.
       Tensor dqkv = Empty({c.batch, c.seq, W, c.dim}, dtype);
-      const Tensor dq = part(dqkv, 0, H), dk = part(dqkv, H, Hkv), dv = part(dqkv, H + Hkv, Hkv);
+      const Tensor dq = HeadsOf(dqkv, 0, H), dk = HeadsOf(dqkv, H, Hkv), dv = HeadsOf(dqkv, H + Hkv, Hkv);
       Tensor delta = Empty({c.batch * c.heads * c.seq}, DType::kF32);
       RunBothOrders(what + " backward", {&dqkv, &delta}, [&] {
         return sim::LaunchAttentionBackward(
@@ -596,21 +615,10 @@ TEST(CudaSim, TensorCoreAttentionWithinTheDerivedBound) {
                                std::to_string(c.seq) + " D" + std::to_string(c.dim) + " Hkv" +
                                std::to_string(c.KvHeads()) + (c.causal ? " causal" : "");
       SCOPED_TRACE(what);
-      const int64_t H = c.heads, Hkv = c.KvHeads(), W = H + 2 * Hkv;
-      const Tensor qkv = RandomTensor({c.batch, c.seq, W, c.dim}, dtype, -1, 1, ++seed);
-      auto part = [&](const Tensor& fused, int64_t first, int64_t n) {
-        return fused.Narrow(2, first, n).value().Permute({0, 2, 1, 3}).value();
-      };
-      const Tensor q = part(qkv, 0, H), k = part(qkv, H, Hkv), v = part(qkv, H + Hkv, Hkv);
-      const Tensor dout = RandomTensor({c.batch, c.heads, c.seq, c.dim}, dtype, -1, 1, ++seed);
-      sim::AttentionLaunchDims dims;
-      dims.batch = c.batch;
-      dims.heads = c.heads;
-      dims.kv_heads = Hkv;
-      dims.seq = c.seq;
-      dims.head_dim = c.dim;
-      dims.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
-      dims.causal = c.causal;
+      const AttentionViews a = MakeAttentionViews(c, dtype, &seed);
+      const Tensor &q = a.q, &k = a.k, &v = a.v, &dout = a.dout;
+      const sim::AttentionLaunchDims& dims = a.dims;
+      const int64_t H = c.heads, Hkv = c.KvHeads(), W = a.W;
       Tensor out = Empty({c.batch, c.heads, c.seq, c.dim}, dtype);
       Tensor lse = Empty({c.batch, c.heads, c.seq}, DType::kF32);
       RunBothOrders(what, {&out, &lse}, [&] {
@@ -618,7 +626,7 @@ TEST(CudaSim, TensorCoreAttentionWithinTheDerivedBound) {
                                              Operand(out), Operand(lse), nullptr);
       });
       Tensor dqkv = Empty({c.batch, c.seq, W, c.dim}, dtype);
-      const Tensor dq = part(dqkv, 0, H), dk = part(dqkv, H, Hkv), dv = part(dqkv, H + Hkv, Hkv);
+      const Tensor dq = HeadsOf(dqkv, 0, H), dk = HeadsOf(dqkv, H, Hkv), dv = HeadsOf(dqkv, H + Hkv, Hkv);
       Tensor delta = Empty({c.batch * c.heads * c.seq}, DType::kF32);
       RunBothOrders(what + " backward", {&dqkv, &delta}, [&] {
         return sim::LaunchAttentionBackwardTc(Code(dtype), dims, Operand(dout), Operand(q), Operand(k),
