@@ -89,7 +89,8 @@ enum class AttentionImpl {
                 // tensor-core kernel when it takes it, else our scalar kernel
   kOwn,         // our scalar kernel (kernels/cuda/attention_launch.h), the reference
   kCudnn,       // cuDNN's fused attention, or an error saying why not
-  kTensorCore,  // our tensor-core flash kernel (Note [Tensor-core attention] in
+  kTensorCore,  // our tensor-core flash kernel (bf16/f16, D a multiple of 16 up to 128;
+                // Note [Tensor-core attention] in
                 // kernels/cuda/attention_tc.cu), or an error saying why not
 };
 

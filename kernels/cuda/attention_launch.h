@@ -112,7 +112,7 @@ int LaunchAttentionBackward(int dtype, const AttentionLaunchDims& dims, Attentio
 
 // ---------------------------------------------------------------- tensor cores
 // Our flash-style kernels on the tensor cores (kernels/cuda/attention_tc.cu,
-// Note [Tensor-core attention] there): bf16 or f16, head dim 64 or 128, unit
+// Note [Tensor-core attention] there): bf16 or f16, head dim a multiple of 16 up to 128, unit
 // stride along D, every pointer and row stride 16-byte aligned (the caller
 // checks: kernels/cuda/attention_select.h's TensorCoreAttentionRefusal). The
 // same shapes, layouts and math as the kernels above, except that the score
@@ -125,7 +125,11 @@ inline constexpr int kAttentionTcWarps = 4;
 inline constexpr int kAttentionTcRows = 16 * kAttentionTcWarps;  // rows per block
 inline constexpr int kAttentionTcTile = 64;                      // rows per streamed tile
 
-inline constexpr bool AttentionTcHeadDim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+// Head dims a multiple of the 16-wide matrix tiles, up to 128 (the
+// accumulators of dK and dV at 128 take 128 of a thread's 255 registers).
+inline constexpr bool AttentionTcHeadDim(int64_t head_dim) {
+  return head_dim >= 16 && head_dim <= 128 && head_dim % 16 == 0;
+}
 
 // Dynamic shared memory (bytes) of each kernel, 128 bytes of alignment slack
 // included: 64-row tiles of 16-bit elements padded to D + 8, per-warp score

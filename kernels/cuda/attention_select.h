@@ -13,7 +13,7 @@
 // 16-byte aligned pointers and strides; k and v may have fewer heads than q
 // (Hkv dividing H, grouped-query attention), as in our kernel. Everything
 // else, and any call whose plan cuDNN refuses when it is built, runs our
-// tensor-core kernel where it takes the call (bf16/f16, D 64 or 128, the same
+// tensor-core kernel where it takes the call (bf16/f16, D a multiple of 16 up to 128, the same
 // layout rules), else our scalar kernel, which takes every float dtype, any
 // strides and D <= kAttentionMaxHeadDim.
 #ifndef ZEROSHARD_KERNELS_CUDA_ATTENTION_SELECT_H_
@@ -74,14 +74,14 @@ inline std::string CudnnAttentionRefusal(const AttentionCall& c, const CudnnAtte
 }
 
 // Empty when our tensor-core kernel (kernels/cuda/attention_tc.cu) takes the
-// call: bf16 or f16, head dim 64 or 128, unit stride along D and 16-byte
+// call: bf16 or f16, head dim a multiple of 16 up to 128, unit stride along D and 16-byte
 // aligned pointers and strides (its 16-byte tile loads), Hkv dividing H.
 inline std::string TensorCoreAttentionRefusal(const AttentionCall& c) {
   if (c.dtype != DType::kBF16 && c.dtype != DType::kF16) {
     return std::string("dtype ") + std::string(DTypeName(c.dtype)) + ", our tensor-core kernel takes bf16 or f16";
   }
   if (!AttentionTcHeadDim(c.head_dim)) {
-    return "head dim " + std::to_string(c.head_dim) + ", our tensor-core kernel takes 64 or 128";
+    return "head dim " + std::to_string(c.head_dim) + ", our tensor-core kernel takes multiples of 16 up to 128";
   }
   if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
     return "k and v have " + std::to_string(c.kv_heads) + " heads, which does not divide q's " +

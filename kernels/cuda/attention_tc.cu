@@ -1,6 +1,6 @@
 // Our flash-style attention on the tensor cores, forward and backward (see
 // attention_launch.h): the fallback of cuDNN's fused attention for bf16 and
-// f16 at head dims 64 and 128, where attention.cu's scalar kernels (one dot
+// f16 at head dims that are multiples of 16 up to 128, where attention.cu's scalar kernels (one dot
 // product per lane in fp32, about 3 TFLOP/s on an H100) are the reference.
 //
 // Note [Tensor-core attention]
@@ -509,12 +509,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---------------------------------------------------------------- launch helpers
 
-// Calls fn.template operator()<T, D>() for a 16-bit dtype code and D in {64, 128}.
+// Calls fn.template operator()<T, D>() for a 16-bit dtype code and D a
+// multiple of 16 up to 128 (AttentionTcHeadDim).
 template <typename Fn>
 int DispatchTc(int dtype, int64_t head_dim, Fn&& fn) {
   auto by_dim = [&]<typename T>() {
     switch (head_dim) {
+      case 16: return fn.template operator()<T, 16>();
+      case 32: return fn.template operator()<T, 32>();
+      case 48: return fn.template operator()<T, 48>();
       case 64: return fn.template operator()<T, 64>();
+      case 80: return fn.template operator()<T, 80>();
+      case 96: return fn.template operator()<T, 96>();
+      case 112: return fn.template operator()<T, 112>();
       case 128: return fn.template operator()<T, 128>();
       default: return InvalidValue();
     }

@@ -198,9 +198,10 @@ TEST(AttentionSelect, EverythingElseRunsOurs) {
   EXPECT_THAT(cuda::OwnAttentionRefusal(c), ::testing::HasSubstr("at most 256"));
 }
 
-// Our tensor-core kernel (kernels/cuda/attention_tc.cu): bf16/f16, D 64 or
-// 128, the 16-byte layout; and its shared memory within an A100's opt-in
-// 163 KiB (166912 B) at both head dims, so the same binary runs on sm_80.
+// Our tensor-core kernel (kernels/cuda/attention_tc.cu): bf16/f16, D a
+// multiple of 16 up to 128, the 16-byte layout; and its shared memory within
+// an A100's opt-in 163 KiB (166912 B) at every head dim, so the same binary
+// runs on sm_80.
 TEST(AttentionSelect, TensorCoreKernelTakesHalfTypesAtHeadDims64And128) {
   const cuda::AttentionCall good{.dtype = DType::kBF16, .head_dim = 64, .seq = 1024, .heads = 12, .kv_heads = 12};
   EXPECT_EQ(cuda::TensorCoreAttentionRefusal(good), "");
@@ -212,10 +213,15 @@ TEST(AttentionSelect, TensorCoreKernelTakesHalfTypesAtHeadDims64And128) {
   c = good;
   c.dtype = DType::kF32;
   EXPECT_THAT(cuda::TensorCoreAttentionRefusal(c), ::testing::HasSubstr("dtype f32, our tensor-core kernel takes bf16 or f16"));
-  for (int64_t d : {8, 32, 48, 96, 256}) {
+  for (int64_t d : {16, 32, 48, 80, 96, 112}) {
     c = good;
     c.head_dim = d;
-    EXPECT_THAT(cuda::TensorCoreAttentionRefusal(c), ::testing::HasSubstr("takes 64 or 128")) << d;
+    EXPECT_EQ(cuda::TensorCoreAttentionRefusal(c), "") << d;
+  }
+  for (int64_t d : {1, 8, 24, 72, 144, 256}) {
+    c = good;
+    c.head_dim = d;
+    EXPECT_THAT(cuda::TensorCoreAttentionRefusal(c), ::testing::HasSubstr("takes multiples of 16 up to 128")) << d;
   }
   c = good;
   c.unit_stride_d = false;
@@ -226,7 +232,7 @@ TEST(AttentionSelect, TensorCoreKernelTakesHalfTypesAtHeadDims64And128) {
   c = good;
   c.kv_heads = 5;
   EXPECT_THAT(cuda::TensorCoreAttentionRefusal(c), ::testing::HasSubstr("does not divide"));
-  for (int64_t d : {64, 128}) {
+  for (int64_t d = 16; d <= 128; d += 16) {
     for (int64_t bytes : {cuda::AttentionTcForwardSharedBytes(d), cuda::AttentionTcDqSharedBytes(d),
                           cuda::AttentionTcDkvSharedBytes(d)}) {
       EXPECT_LE(bytes, 166912) << d;

@@ -329,9 +329,9 @@ TEST(CudaAttention, TensorCoreWithinTheDerivedBound) {
   CudaAllocator gpu(0);
   const std::vector<Shape4> shapes =
       testing::ShrinkGpuTests()
-          ? std::vector<Shape4>{{1, 2, 70, 64}, {1, 2, 17, 128, 1}}
+          ? std::vector<Shape4>{{1, 2, 70, 64}, {1, 2, 17, 128, 1}, {1, 1, 33, 80}}
           : std::vector<Shape4>{{1, 2, 130, 64}, {2, 4, 129, 64, 2}, {1, 2, 257, 128}, {1, 4, 64, 128, 1},
-                                {1, 1, 1, 64}};
+                                {1, 1, 1, 64},   {1, 2, 65, 16},     {1, 2, 100, 80}, {1, 2, 70, 96, 1}};
   uint64_t seed = 2100;
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     for (const Shape4& s : shapes) {
@@ -376,8 +376,8 @@ TEST(CudaAttention, TensorCoreRefusesWhatItDoesNotTake) {
     const char* why;
   };
   for (const Refused& r : {Refused{{1, 1, 16, 64}, DType::kF32, "takes bf16 or f16"},
-                           Refused{{1, 1, 16, 80}, DType::kBF16, "takes 64 or 128"},
-                           Refused{{1, 1, 16, 256}, DType::kF16, "takes 64 or 128"}}) {
+                           Refused{{1, 1, 16, 72}, DType::kBF16, "takes multiples of 16 up to 128"},
+                           Refused{{1, 1, 16, 256}, DType::kF16, "takes multiples of 16 up to 128"}}) {
     const Problem p = MakeProblem(r.shape, r.dtype, true, 2500);
     absl::StatusOr<AttentionOutputs> f =
         AttentionForward(OnGpu(p.q, &gpu), OnGpu(p.k, &gpu), OnGpu(p.v, &gpu), tc);

@@ -600,13 +600,15 @@ TEST(CudaSim, AttentionForwardAndBackwardMatchCpu) {
 // Our tensor-core kernels (kernels/cuda/attention_tc.cu) against attention in
 // double, within the bound derived in tests/kernels/attention_bound.h (their
 // products on the emulated warp matrix API, tools/cuda/sim/include/mma.h):
-// bf16 and f16, head dims 64 and 128, T across tile edges (1, 17, 64, 70,
+// bf16 and f16, head dims 16 to 128, T across tile edges (1, 17, 64, 70,
 // 130), causal and not, grouped- and multi-query, q/k/v as views of a fused
 // qkv buffer and the gradients written into a fused dqkv buffer.
 TEST(CudaSim, TensorCoreAttentionWithinTheDerivedBound) {
-  const std::vector<AttentionCase> cases{{1, 2, 130, 64, true},     {1, 1, 64, 128, false},
-                                         {1, 1, 1, 64, true},       {2, 4, 70, 64, true, 2},
-                                         {1, 2, 17, 128, true, 1},  {1, 2, 70, 64, false}};
+  const std::vector<AttentionCase> cases{{1, 2, 130, 64, true},    {1, 1, 64, 128, false},
+                                         {1, 1, 1, 64, true},      {2, 4, 70, 64, true, 2},
+                                         {1, 2, 17, 128, true, 1}, {1, 2, 70, 64, false},
+                                         {1, 1, 33, 16, true},     {1, 2, 40, 80, false, 1},
+                                         {1, 1, 65, 112, true}};
   uint64_t seed = 900;
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     for (const AttentionCase& c : cases) {
@@ -642,7 +644,7 @@ TEST(CudaSim, TensorCoreAttentionWithinTheDerivedBound) {
       testing::ExpectWithinBound(dv, ref.dv, ref.dv_bound, what + " dv");
     }
   }
-  // What the kernels do not take is refused, not run: f32, head dim 80, a
+  // What the kernels do not take is refused, not run: f32, head dim 72, a
   // row stride that is not a whole number of 16-byte vectors.
   sim::AttentionLaunchDims dims;
   dims.batch = 1;
@@ -655,9 +657,9 @@ TEST(CudaSim, TensorCoreAttentionWithinTheDerivedBound) {
   EXPECT_EQ(sim::LaunchAttentionForwardTc(Code(DType::kF32), dims, Operand(x), Operand(x), Operand(x),
                                           Operand(o), Operand(l), nullptr),
             1);
-  sim::AttentionLaunchDims d80 = dims;
-  d80.head_dim = 80;
-  EXPECT_EQ(sim::LaunchAttentionForwardTc(Code(DType::kBF16), d80, Operand(x), Operand(x), Operand(x),
+  sim::AttentionLaunchDims d72 = dims;
+  d72.head_dim = 72;
+  EXPECT_EQ(sim::LaunchAttentionForwardTc(Code(DType::kBF16), d72, Operand(x), Operand(x), Operand(x),
                                           Operand(o), Operand(l), nullptr),
             1);
   sim::AttentionOperand odd = Operand(x);

@@ -373,13 +373,14 @@ json Problems(const json& record) {
         f.value("gelu_epilogue_fallbacks", 0.0) > 0) {
       add(f.value("bench", "") + ": cuBLASLt refused a GELU epilogue (" + name + ")");
     }
-    // Note [Tensor-core attention]: on a GPU, at head dim 64 or 128 (GPT-2's
-    // and Llama's) cuDNN or our tensor-core kernel takes every attention call;
+    // Note [Tensor-core attention]: on a GPU, at a head dim that is a multiple
+    // of 16 up to 128 (GPT-2's 64, Llama's 128) cuDNN or our tensor-core kernel
+    // takes every attention call;
     // the scalar kernel running there is a silent slowdown of 10x or more.
     // The simulator's record runs small head dims, where the scalar kernel is
     // the one that takes them.
     const double head_dim = f.value("head_dim", 0.0);
-    const bool tc_head_dim = head_dim == 64 || head_dim == 128;
+    const bool tc_head_dim = head_dim >= 16 && head_dim <= 128 && std::fmod(head_dim, 16.0) == 0;
     if (record.value("mode", "") == "gpu" && tc_head_dim &&
         ((StartsWith(name, "step attention scalar runs") && v > 0) || f.value("attention_scalar", 0.0) > 0)) {
       add(f.value("bench", "") + ": attention ran our scalar kernel at head dim " +
