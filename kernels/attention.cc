@@ -345,8 +345,8 @@ std::atomic<int>& DefaultImplSlot() {
 
 absl::StatusOr<AttentionImpl> DefaultAttentionImpl() {
   int v = DefaultImplSlot().load(std::memory_order_relaxed);
-  const char* env = std::getenv("ZEROSHARD_ATTENTION");
   if (v == -1) {
+    const char* env = std::getenv("ZEROSHARD_ATTENTION");
     int read = static_cast<int>(AttentionImpl::kAuto);
     if (env != nullptr) {
       const std::optional<AttentionImpl> parsed = ParseAttentionImpl(env);
@@ -356,6 +356,7 @@ absl::StatusOr<AttentionImpl> DefaultAttentionImpl() {
     v = DefaultImplSlot().load(std::memory_order_relaxed);
   }
   if (v == -2) {
+    const char* env = std::getenv("ZEROSHARD_ATTENTION");
     return absl::InvalidArgumentError(absl::StrCat("ZEROSHARD_ATTENTION is \"", env == nullptr ? "" : env,
                                                    "\", expected auto, own, cudnn or tensor_core"));
   }

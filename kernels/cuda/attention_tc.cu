@@ -533,14 +533,17 @@ int DispatchTc(int dtype, int64_t head_dim, Fn&& fn) {
   }
 }
 
-// The operand's layout the kernels assume: unit stride along D, base and row
-// strides 16-byte aligned (2-byte elements).
-bool TcOperand(const AttentionOperand& o, int64_t head_dim) {
+// The operand's layout the kernels assume: unit stride along D, base and
+// strides 16-byte aligned (2-byte elements), the strides of size-1 dims
+// excepted (never multiplied by anything but 0), as DescribeCall in
+// kernels/attention.cc judges them. `heads`: the operand's (H or Hkv).
+bool TcOperand(const AttentionOperand& o, const AttentionLaunchDims& dims, int64_t heads) {
   if (o.data == nullptr) return false;
-  if (head_dim > 1 && o.stride[3] != 1) return false;
+  if (dims.head_dim > 1 && o.stride[3] != 1) return false;
   if (reinterpret_cast<uintptr_t>(o.data) % 16 != 0) return false;
+  const int64_t sizes[3] = {dims.batch, heads, dims.seq};
   for (int d = 0; d < 3; ++d) {
-    if ((o.stride[d] * 2) % 16 != 0) return false;
+    if (sizes[d] > 1 && (o.stride[d] * 2) % 16 != 0) return false;
   }
   return true;
 }
@@ -563,8 +566,12 @@ int LaunchAttentionForwardTc(int dtype, const AttentionLaunchDims& dims, Attenti
   dim3 grid;
   if (!TcGrid(dims, dims.heads, &grid)) return InvalidValue();
   if (grid.x == 0 || grid.y == 0) return 0;
-  for (const AttentionOperand* o : {&q, &k, &v, &out}) {
-    if (!TcOperand(*o, dims.head_dim)) return InvalidValue();
+  const int64_t kv_heads = AttentionKvHeads(dims);
+  for (const AttentionOperand* o : {&q, &out}) {
+    if (!TcOperand(*o, dims, dims.heads)) return InvalidValue();
+  }
+  for (const AttentionOperand* o : {&k, &v}) {
+    if (!TcOperand(*o, dims, kv_heads)) return InvalidValue();
   }
   const int64_t smem = AttentionTcForwardSharedBytes(dims.head_dim);
   return DispatchTc(dtype, dims.head_dim, [&]<typename T, int D>() {
@@ -584,8 +591,12 @@ int LaunchAttentionBackwardTc(int dtype, const AttentionLaunchDims& dims, Attent
   if (!TcGrid(dims, AttentionKvHeads(dims), &kv_grid)) return InvalidValue();
   if (grid.x == 0 || grid.y == 0) return 0;
   if (delta == nullptr) return InvalidValue();
-  for (const AttentionOperand* o : {&dout, &q, &k, &v, &out, &dq, &dk, &dv}) {
-    if (!TcOperand(*o, dims.head_dim)) return InvalidValue();
+  const int64_t kv_heads = AttentionKvHeads(dims);
+  for (const AttentionOperand* o : {&dout, &q, &out, &dq}) {
+    if (!TcOperand(*o, dims, dims.heads)) return InvalidValue();
+  }
+  for (const AttentionOperand* o : {&k, &v, &dk, &dv}) {
+    if (!TcOperand(*o, dims, kv_heads)) return InvalidValue();
   }
   const int64_t dq_smem = AttentionTcDqSharedBytes(dims.head_dim);
   const int64_t dkv_smem = AttentionTcDkvSharedBytes(dims.head_dim);

@@ -667,6 +667,15 @@ TEST(CudaSim, TensorCoreAttentionWithinTheDerivedBound) {
   EXPECT_EQ(sim::LaunchAttentionForwardTc(Code(DType::kBF16), dims, odd, Operand(x), Operand(x),
                                           Operand(o), Operand(l), nullptr),
             1);
+  // The stride of a size-1 dim is never used (B = H = 1 here): any value runs,
+  // as kernels/attention.cc's DescribeCall lets such a call through.
+  sim::AttentionOperand unused = Operand(x);
+  unused.stride[0] = 13;
+  unused.stride[1] = 7;
+  EXPECT_EQ(sim::LaunchAttentionForwardTc(Code(DType::kBF16), dims, unused, Operand(x), Operand(x),
+                                          Operand(o), Operand(l), nullptr),
+            0)
+      << zs_cuda_sim::LastError();
 }
 
 // ------------------------------------------------------------ elementwise
