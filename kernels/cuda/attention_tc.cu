@@ -8,7 +8,10 @@
 // x 16 tiles, bf16/f16 inputs, fp32 accumulation), which the CUDA simulator
 // emulates (tools/cuda/sim/include/mma.h), so `make sim-test` runs these very
 // kernels. The softmax and the score gradient are attention_math.h's, shared
-// with the CPU and the scalar kernels.
+// with the CPU and the scalar kernels, with the hardware's exponential
+// (ExpFast there: a tenth of the correctly rounded ExpF's instructions; with
+// ExpF the exponentials, 1024 per warp and tile, would take several times the
+// tile's tensor-core time).
 //
 // Registers: the loops over columns and over 16-wide blocks stay rolled
 // (`#pragma unroll 1`), so that the D-wide accumulator fragments (128
@@ -307,12 +310,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     tile_max = MaxF(tile_max, __shfl_xor_sync(kFull, tile_max, 1));
     const float m_new = AttentionRunningMax(m, tile_max);
-    const float rescale = AttentionRescale(m, m_new);
+    const float rescale = AttentionRescale(m, m_new, ExpFast{});
     float sum = 0.0f;
 #pragma unroll 1
     for (int c = 0; c < 32; ++c) {
       const float s = j0 + c < visible ? AttentionScore(srow[c], dims.scale) : -kInfF;
-      const float p = AttentionWeight(s, m_new);
+      const float p = AttentionWeight(s, m_new, ExpFast{});
       prow[c] = FromFloat<T>(p);
       sum += p;
     }
@@ -405,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll 1
     for (int c = 0; c < 32; ++c) {
       const int at = r * kSLd + half * 32 + c;
-      const float p = j0 + c < visible ? AttentionProb(AttentionScore(scores[at], dims.scale), lse_i) : 0.0f;
+      const float p = j0 + c < visible ? AttentionProb(AttentionScore(scores[at], dims.scale), lse_i, ExpFast{}) : 0.0f;
       dss[r * kPLd + half * 32 + c] = FromFloat<T>(AttentionScoreGrad(p, dps[at], delta_i));
     }
     __syncwarp();
@@ -488,7 +491,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int64_t iq = q0 + col;
       const int at = r * kSLd + col;
       const bool seen = j < seq && iq < seq && AttentionVisible(iq, j, dims.causal);
-      const float p = seen ? AttentionProb(AttentionScore(scores[at], dims.scale), lse_t[col]) : 0.0f;
+      const float p = seen ? AttentionProb(AttentionScore(scores[at], dims.scale), lse_t[col], ExpFast{}) : 0.0f;
       ps[r * kPLd + col] = FromFloat<T>(p);
       dss[r * kPLd + col] = FromFloat<T>(AttentionScoreGrad(p, dps[at], delta_t[col]));
     }

@@ -33,11 +33,30 @@ ZS_HOST_DEVICE inline int64_t AttentionVisibleCount(int64_t i, int64_t cols, boo
   return causal ? (i + 1 < cols ? i + 1 : cols) : cols;
 }
 
+// The exponential the per-element pieces below use: ExpF (correctly rounded
+// to the CPU twin's bits, about 30 instructions without FMA) by default, or
+// ExpFast, exp2f(x log2 e): one hardware base-2 exponential on the device
+// (CUDA's exp2f, at most 2 ulp; the host's libm under the simulator), for a
+// kernel judged by a derived bound rather than by the twin's bits, where the
+// exponentials and not the tensor cores would bound its speed (the
+// tensor-core attention, Note [Tensor-core attention]). ExpFast's relative
+// error is at most 2^-22 (exp2f) + |x| 2^-23 (the product's rounding, times
+// ln 2 < 1): tests/kernels/attention_bound.h counts |x| 2^-22.
+struct ExpExact {
+  ZS_HOST_DEVICE float operator()(float x) const { return ExpF(x); }
+};
+struct ExpFast {
+  ZS_HOST_DEVICE float operator()(float x) const { return exp2f(x * 1.44269504088896341f); }
+};
+
 // The row's log-sum-exp from its maximum m and sum l = sum_j exp(s_j - m).
 ZS_HOST_DEVICE inline float AttentionLse(float m, float l) { return m + LogF(l); }
 
 // Softmax probability of a visible score, recomputed from the row's log-sum-exp.
-ZS_HOST_DEVICE inline float AttentionProb(float s, float lse) { return ExpF(s - lse); }
+template <typename Exp = ExpExact>
+ZS_HOST_DEVICE inline float AttentionProb(float s, float lse, Exp exp = {}) {
+  return exp(s - lse);
+}
 
 // ---------------------------------------------------------------- online softmax
 // The CUDA kernel (kernels/cuda/attention.cu) walks the keys of a row in tiles
@@ -59,13 +78,15 @@ ZS_HOST_DEVICE inline float AttentionRunningMax(float m, float tile_max) {
 
 // exp(m_old - m_new), the factor that rescales what was summed against m_old;
 // 0 before the first visible score (m_old = -inf), never NaN.
-ZS_HOST_DEVICE inline float AttentionRescale(float m_old, float m_new) {
-  return m_old == -kInfF ? 0.0f : ExpF(m_old - m_new);
+template <typename Exp = ExpExact>
+ZS_HOST_DEVICE inline float AttentionRescale(float m_old, float m_new, Exp exp = {}) {
+  return m_old == -kInfF ? 0.0f : exp(m_old - m_new);
 }
 
 // exp(s - m) of one score against the running maximum; 0 for a masked score.
-ZS_HOST_DEVICE inline float AttentionWeight(float s, float m) {
-  return s == -kInfF ? 0.0f : ExpF(s - m);
+template <typename Exp = ExpExact>
+ZS_HOST_DEVICE inline float AttentionWeight(float s, float m, Exp exp = {}) {
+  return s == -kInfF ? 0.0f : exp(s - m);
 }
 
 // dL/ds_ij = p_ij (dp_ij - delta_i), delta_i = sum_d dO_id O_id. Zero where p is zero

@@ -17,15 +17,19 @@
 // twice round-to-nearest's so that a truncating accumulator is covered, in
 // any order: gamma_n = n a / (1 - n a)):
 //   scores   |ds_ij| <= e_ij = gamma_D scale sum_d |q_id k_jd|
+//   exp      the kernel's exponential is the hardware's (ExpFast in
+//            kernels/math/attention_math.h): relative error 2^-22 + |x| 2^-22
+//            for an argument x.
 //   forward  out_i = sum_j w_j v_j / sum_j p_j with w_j = p_j (1 + eps_j) the
 //            rounded weights and the sum over unrounded ones, each p_j off by
-//            exp(e) - 1 from the scores and 2^-22 per rounding of exp, of each
-//            64-key tile's rescale, of 1 / l and of its product:
-//            |eps_j| <= eps = u16 + (exp(E_i) - 1) + (T / 64 + 4) 2^-22, E_i the
-//            row's largest e_ij, so with err = (2 eps / (1 - eps) + gamma_T) sum_j p_j |v_jd|
+//            exp(e) - 1 from the scores, exp's error for its own argument and
+//            for each 64-key tile's rescale (arguments adding up to at most
+//            X_i = max_j s_ij - min_j s_ij), and 2^-22 for 1 / l and its product:
+//            |eps_j| <= eps = u16 + (exp(E_i) - 1) + (T / 64 + 4) 2^-22 + 2 (X_i + E_i) 2^-22,
+//            E_i the row's largest e_ij, so with err = (2 eps / (1 - eps) + gamma_T) sum_j p_j |v_jd|
 //            |d out_id| <= err + u16 (|out_id| + err) (the last term: the output's own rounding).
-//   lse      |d lse_i| <= E_i + gamma_{T+2} + 2^-22 |lse_i|
-//   backward P_ij = exp(s_ij - lse_i) off by eP = exp(e_ij) - 1 + 2^-22 relative,
+//   lse      |d lse_i| <= E_i + gamma_{T+2} + 2^-22 |lse_i| + (T / 64 + 4 + 2 (X_i + E_i)) 2^-22
+//   backward P_ij = exp(s_ij - lse_i) off by eP = exp(e_ij) - 1 + (1 + |s_ij - lse_i| + e_ij) 2^-22 relative,
 //            then rounded (u16) for dV; dP_ij = dO_i . V_j off by
 //            gamma_D sum_d |dO_id V_jd|; delta_i = dO_i . O_i off by
 //            gamma_D sum_d |dO_id O_id|; dS_ij = P_ij (dP_ij - delta_i) off by
@@ -105,7 +109,7 @@ inline AttentionBound ReferenceAttention(const Tensor& q_t, const Tensor& k_t, c
       const int64_t kh = h / G;
       for (int64_t i = 0; i < T; ++i) {
         // Forward.
-        double m = -INFINITY, big_e = 0;
+        double m = -INFINITY, big_e = 0, s_min = INFINITY;
         for (int64_t j = 0; j < T; ++j) {
           if (!visible(i, j)) continue;
           double dot = 0, mag = 0;
@@ -116,6 +120,7 @@ inline AttentionBound ReferenceAttention(const Tensor& q_t, const Tensor& k_t, c
           s[j] = scale * dot;
           e[j] = gamma(static_cast<double>(D)) * std::fabs(scale) * mag;
           m = std::max(m, s[j]);
+          s_min = std::min(s_min, s[j]);
           big_e = std::max(big_e, e[j]);
         }
         double l = 0;
@@ -123,11 +128,18 @@ inline AttentionBound ReferenceAttention(const Tensor& q_t, const Tensor& k_t, c
           p[j] = visible(i, j) ? std::exp(s[j] - m) : 0.0;
           l += p[j];
         }
-        // exp's rounding, the running rescales (one per 64-key tile), 1 / l and its product.
-        const double eps = u16 + std::expm1(big_e) + (static_cast<double>(T) / 64 + 4) * fp;
+        // exp's own error (2^-22 and |x| 2^-22 for an argument x, the
+        // hardware's exp2f of x log2 e: kernels/math/attention_math.h's
+        // ExpFast) for the weights and for the running rescales (one per
+        // 64-key tile, whose arguments add up to at most X = m - min s), 1 / l
+        // and its product.
+        const double big_x = s_min <= m ? m - s_min : 0.0;
+        const double eps =
+            u16 + std::expm1(big_e) + (static_cast<double>(T) / 64 + 4) * fp + 2 * big_x * fp + 2 * big_e * fp;
         const int64_t row = (b * H + h) * T + i;
         r.lse[row] = m + std::log(l);
-        r.lse_bound[row] = big_e + gamma(static_cast<double>(T + 2)) + fp * std::fabs(r.lse[row]);
+        r.lse_bound[row] = big_e + gamma(static_cast<double>(T + 2)) + fp * std::fabs(r.lse[row]) +
+                           (static_cast<double>(T) / 64 + 4) * fp + 2 * (big_x + big_e) * fp;
         for (int64_t d = 0; d < D; ++d) {
           double o = 0, mag = 0, vsum = 0;
           for (int64_t j = 0; j < T; ++j) {
@@ -164,7 +176,8 @@ inline AttentionBound ReferenceAttention(const Tensor& q_t, const Tensor& k_t, c
             mag += std::fabs(dout[qi(b, h, i, d)] * v[ki(b, kh, j, d)]);
           }
           dp[j] = dot;
-          const double e_p = std::expm1(e[j]) + fp;
+          // exp(s - lse) off by the score's error and by exp's own, 2^-22 + |x| 2^-22.
+          const double e_p = std::expm1(e[j]) + fp + std::fabs(s[j] - lse_i) * fp + e[j] * fp;
           ds[j] = p[j] * (dp[j] - delta);
           const double err = (e_p + fp) * p[j] * std::fabs(dp[j] - delta) +
                              (1 + e_p) * p[j] * (gamma(static_cast<double>(D)) * mag + delta_err);
