@@ -389,6 +389,29 @@ json Problems(const json& record) {
     if (f.value("bench", "") == "cuda_bench" && StartsWith(name, "step tokens/s")) step_figure = true;
   }
   if (record.value("mode", "") == "gpu" && !step_figure) add("cuda_bench: no GPT step figure in the record");
+  // Note [Tensor-core attention]: on a GPU our tensor-core kernel must beat
+  // the scalar one it replaces at every shape cuda_bench times (else the
+  // automatic choice made attention slower).
+  if (record.value("mode", "") == "gpu") {
+    std::map<std::string, double> scalar, tensor_core;
+    for (const json& f : record.value("figures", json::array())) {
+      if (f.value("bench", "") != "cuda_bench") continue;
+      const std::string name = f.value("name", "");
+      for (const char* pass : {"fwd", "bwd"}) {
+        const std::string ours = std::string("attention ") + pass + " ours ";
+        const std::string tc = std::string("attention ") + pass + " tensor-core ";
+        if (StartsWith(name, ours)) scalar[std::string(pass) + " " + name.substr(ours.size())] = f.value("value", 0.0);
+        if (StartsWith(name, tc)) tensor_core[std::string(pass) + " " + name.substr(tc.size())] = f.value("value", 0.0);
+      }
+    }
+    for (const auto& [shape, rate] : tensor_core) {
+      const auto it = scalar.find(shape);
+      if (it != scalar.end() && !(rate > it->second)) {
+        add("cuda_bench: our tensor-core attention " + shape + " ran at " + std::to_string(rate) +
+            " TFLOP/s, not above the scalar kernel's " + std::to_string(it->second));
+      }
+    }
+  }
   return problems;
 }
 
