@@ -73,6 +73,18 @@ struct VirtualCommunicatorOptions {
   // (expected J H(n-1), about J ln n: stragglers cost more as the world
   // grows), drawn directly as -J ln(1 - u^(1/(n-1))) from a seeded generator.
   double jitter_seconds = 0;
+  // Note [Waking on shared cores]: with more rank threads than cores (CPU
+  // ranks on an oversubscribed machine), a rank that waits on a collective
+  // gets a core back this long after it ends, and a collective issued while
+  // the rank computes does not progress until the rank waits: each wait after
+  // compute costs at least this. 0 (GPUs, enough cores): waits end with the
+  // collective. It is measured for groups of `wake_group_size` ranks; a group
+  // of g ranks wakes in wake_seconds (g - 1) / (wake_group_size - 1): a rank
+  // woken with g - 1 peers' threads queues behind some of them for a core,
+  // on average a number proportional to g - 1 (0: every group takes
+  // wake_seconds).
+  double wake_seconds = 0;
+  int wake_group_size = 0;
   uint64_t seed = 1;
   std::vector<VirtualSplit> splits;
 };
@@ -115,6 +127,9 @@ class VirtualCommunicator final : public Communicator {
   std::deque<VirtualSplit> pending_splits_;
   uint64_t draws_ = 0;  // jitter draws so far
   VirtualCommTotals totals_;
+  // When the rank's last wake ended (Note [Waking on shared cores]); shared
+  // with the groups split from this communicator: one rank, one thread.
+  std::shared_ptr<double> last_wake_end_;
 };
 
 }  // namespace zeroshard

@@ -280,35 +280,53 @@ struct Calibration {
   HardwareProfile profile;
   double jitter_s = 0;       // peers' random lateness (SimulateOptions::jitter_seconds)
   double barrier_wait_s = 0; // what it was derived from: a rank's mean wait at a barrier
+  double wake_s = 0;         // of it, after the last rank arrived (SimulateOptions::wake_seconds)
 };
 
-// How long a rank waits for its peers at a barrier after `chunk_s` of compute,
-// W ranks at once: the skew time-sharing the cores leaves between them.
-absl::StatusOr<double> BarrierWait(int world, double chunk_s, double peak_flops) {
-  std::mutex mu;
-  double total = 0;
-  int count = 0;
+// A rank's mean wait at a barrier after `chunk_s` of compute, W ranks at
+// once, split at the last rank's arrival: before it, the peers' lateness
+// (the skew time-sharing the cores leaves between them); after it, the time
+// the woken threads take to get a core (Note [Waking on shared cores]).
+struct BarrierSplit {
+  double wait_s = 0;   // the whole wait
+  double peers_s = 0;  // until the last arrival
+  double wake_s = 0;   // from the last arrival on
+};
+
+absl::StatusOr<BarrierSplit> BarrierWait(int world, double chunk_s, double peak_flops) {
+  constexpr int kRounds = 30, kWarm = 2;
+  // Each rank's arrival and exit per round, on one clock (Seconds()).
+  std::vector<std::vector<double>> arrive(kRounds + kWarm, std::vector<double>(world)),
+      leave(kRounds + kWarm, std::vector<double>(world));
   const int64_t n = 128;
   const double gemm_s = 2.0 * n * n * n / peak_flops;
   const int reps = std::max(1, static_cast<int>(chunk_s / gemm_s));
   std::vector<absl::Status> st = RunRanks(world, [&](Communicator& comm) -> absl::Status {
     ZS_ASSIGN_OR_RETURN(Tensor a, Tensor::Full({n, n}, 0.5, DType::kF32));
     ZS_ASSIGN_OR_RETURN(Tensor c, Tensor::Zeros({n, n}, DType::kF32));
-    double waited = 0;
-    constexpr int kRounds = 30;
-    for (int round = 0; round < kRounds + 2; ++round) {
+    for (int round = 0; round < kRounds + kWarm; ++round) {
       for (int i = 0; i < reps; ++i) ZS_RETURN_IF_ERROR(MatMul(a, a, c));
-      const double t0 = Seconds();
+      arrive[round][comm.rank()] = Seconds();
       ZS_RETURN_IF_ERROR(comm.Barrier());
-      if (round >= 2) waited += Seconds() - t0;
+      leave[round][comm.rank()] = Seconds();
     }
-    std::lock_guard<std::mutex> lock(mu);
-    total += waited / kRounds;
-    ++count;
     return absl::OkStatus();
   });
   for (const absl::Status& s : st) ZS_RETURN_IF_ERROR(s);
-  return count > 0 ? total / count : 0.0;
+  BarrierSplit split;
+  for (int round = kWarm; round < kRounds + kWarm; ++round) {
+    const double last = *std::max_element(arrive[round].begin(), arrive[round].end());
+    for (int r = 0; r < world; ++r) {
+      split.wait_s += leave[round][r] - arrive[round][r];
+      split.peers_s += last - arrive[round][r];
+      split.wake_s += std::max(0.0, leave[round][r] - last);
+    }
+  }
+  const double samples = static_cast<double>(kRounds) * world;
+  split.wait_s /= samples;
+  split.peers_s /= samples;
+  split.wake_s /= samples;
+  return split;
 }
 
 // The profile of this machine as W ranks see it (Note [CPU calibration]).
@@ -396,10 +414,15 @@ absl::StatusOr<Calibration> Calibrate(const TrainOptions& job, int world, const 
     ZS_ASSIGN_OR_RETURN(std::shared_ptr<nn::CausalLm> model, MakeJobModel(job, 0));
     const double units = static_cast<double>(job.model.n_layer) + 1;
     const double solo = d.gemm_flops * x[0] + d.bytes * x[1] + d.ops * x[2];
-    ZS_ASSIGN_OR_RETURN(cal.barrier_wait_s, BarrierWait(world, solo / (2 * units + 1), peak));
+    ZS_ASSIGN_OR_RETURN(const BarrierSplit split, BarrierWait(world, solo / (2 * units + 1), peak));
+    cal.barrier_wait_s = split.wait_s;
     double harmonic = 0;
     for (int i = 1; i < world; ++i) harmonic += 1.0 / i;
-    cal.jitter_s = cal.barrier_wait_s / harmonic;
+    // Note [Waking on shared cores]: the part after the last arrival is the
+    // wake, paid by every wait after compute; the peers' part alone is the
+    // jitter. (With a core per thread the wake measures near 0.)
+    cal.wake_s = split.wake_s;
+    cal.jitter_s = split.peers_s / harmonic;
   }
   return cal;
 }
@@ -458,7 +481,8 @@ int Main() {
       }
       out.description = absl::StrCat("This machine as ", world, " in-process ranks see it, ", how,
                                      "; barrier skew ", 1e3 * cal->barrier_wait_s, " ms (zs_simulate --jitter_ms=",
-                                     1e3 * cal->jitter_s, ")");
+                                     1e3 * cal->jitter_s, " --wake_ms=", 1e3 * cal->wake_s, " --wake_group_size=", world,
+                                     ")");
       const std::string path = absl::StrCat(dir, "/cpu_world", world, ".json");
       std::ofstream f(path);
       f << ProfileToJson(out);
@@ -503,7 +527,8 @@ int Main() {
                                             .waits = Median(waits),
                                             .peer_wait = Median(peer_wait),
                                             .peak_bytes = runs[i][0].peak_bytes};
-      SimulateOptions o{.job = job, .profile = *profile, .world = world, .jitter_seconds = cal->jitter_s};
+      SimulateOptions o{.job = job, .profile = *profile, .world = world, .jitter_seconds = cal->jitter_s,
+                        .wake_seconds = cal->wake_s, .wake_group_size = world};
       o.record_spans = false;
       absl::StatusOr<SimResult> r = Simulate(o);
       if (!m.ok() || !r.ok()) {
@@ -529,10 +554,10 @@ int Main() {
       std::fflush(stdout);
     }
     std::printf("|  calibrated | %d | peak %.1f GFLOP/s, GEMM latency %.1f us, memory %.1f GB/s, collective base %.1f "
-                "us, bus %.2f GB/s, per-op overhead %.2f us, barrier wait %.2f ms (jitter %.2f ms) |||||||||||\n",
+                "us, bus %.2f GB/s, per-op overhead %.2f us, barrier wait %.2f ms (jitter %.2f ms, wake %.2f ms) |||||||||||\n",
                 world, profile->peak_flops_fp32 / 1e9, 1e6 * profile->gemm_latency_s, profile->hbm_bytes_per_s / 1e9,
                 1e6 * profile->collective_base_s, profile->intra_node_bytes_per_s / 1e9,
-                1e6 * profile->launch_overhead_s, 1e3 * cal->barrier_wait_s, 1e3 * cal->jitter_s);
+                1e6 * profile->launch_overhead_s, 1e3 * cal->barrier_wait_s, 1e3 * cal->jitter_s, 1e3 * cal->wake_s);
   }
   // Speed: a 64-layer model (Llama 3 70B's layers, 64 of them) at world 1024, one step.
   {

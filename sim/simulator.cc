@@ -303,7 +303,9 @@ absl::StatusOr<SimResult> Simulate(const SimulateOptions& o) {
   VirtualCommunicator::Options comm_options{.network = &cost,
                                             .gpus_per_node = gpus_per_node,
                                             .straggler_seconds = o.straggler_seconds,
-                                            .jitter_seconds = o.jitter_seconds};
+                                            .jitter_seconds = o.jitter_seconds,
+                                            .wake_seconds = o.wake_seconds,
+                                            .wake_group_size = o.wake_group_size};
   comm_options.common.timeout = absl::InfiniteDuration();
   comm_options.splits = {{.size = s, .stride = 1}, {.size = o.world / s, .stride = s}};
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<VirtualCommunicator> world,

@@ -122,6 +122,8 @@ struct SimulateOptions {
   int gpus_per_node = 0;         // 0: the profile's
   double straggler_seconds = 0;  // a slow peer: every collective starts this much later
   double jitter_seconds = 0;     // peers arrive up to this much late at random (seeded)
+  double wake_seconds = 0;       // a wait's wake on shared cores (Note [Waking on shared cores])
+  int wake_group_size = 0;       // the group size wake_seconds was measured at (0: every group)
   bool record_spans = true;      // return the timeline in SimResult::spans (traces)
 };
 

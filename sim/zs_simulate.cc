@@ -33,6 +33,12 @@ ABSL_FLAG(int64_t, micro_batch, 0, "sequences per rank per micro-step (0: the co
 ABSL_FLAG(int64_t, seq_len, 0, "tokens per sequence (0: the config's model.block_size; a preset's: GPT-2 1024, Llama 2048)");
 ABSL_FLAG(double, straggler_ms, 0, "a slow peer: every collective starts this many milliseconds later");
 ABSL_FLAG(double, jitter_ms, 0, "each peer arrives late by a random delay of this mean in milliseconds (exponential, seeded)");
+ABSL_FLAG(double, wake_ms, 0,
+          "ranks sharing cores: a wait after compute ends this many milliseconds after its collective "
+          "(Note [Waking on shared cores]; sim_validate prints the calibrated value)");
+ABSL_FLAG(int32_t, wake_group_size, 0,
+          "the group size --wake_ms was measured at: a group of g ranks wakes in wake_ms (g - 1) / (this - 1); "
+          "0: every group takes wake_ms");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of the report");
 
 namespace {
@@ -61,6 +67,8 @@ int main(int argc, char** argv) {
   o.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node);
   o.straggler_seconds = 1e-3 * absl::GetFlag(FLAGS_straggler_ms);
   o.jitter_seconds = 1e-3 * absl::GetFlag(FLAGS_jitter_ms);
+  o.wake_seconds = 1e-3 * absl::GetFlag(FLAGS_wake_ms);
+  o.wake_group_size = absl::GetFlag(FLAGS_wake_group_size);
   // The job's --trace (trace.path): here the predicted timeline of the measured step.
   const std::string trace_path = o.job.trace;
   o.record_spans = !trace_path.empty();

@@ -222,6 +222,94 @@ TEST(VirtualCommunicator, AllToAllTakesTheProfilesAllToAllTime) {
   EXPECT_EQ(t.count[k], 1);
 }
 
+// Note [Waking on shared cores]: with wake_seconds W, a wait after compute
+// ends W after the later of the collective's end and the wait, even when the
+// collective ended long before (it did not progress while the rank computed);
+// a wait right after another (no compute between) on a collective that has
+// ended costs nothing; a blocking one pays W again. The wake is a "wake" span
+// on the communicator's stream. Without W the waits end with the collective.
+// Tolerance: sums of a few clock values below 1 s, each rounded to an ulp
+// (~1e-16 s): 1e-12 s is far above that and far below W.
+TEST(VirtualCommunicator, WaitsAfterComputeWakeOnSharedCores) {
+  absl::StatusOr<HardwareProfile> profile = LoadProfile("h100_dgx");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  ProfileCost cost(*profile);
+  constexpr double kW = 1e-3, kCompute = 5e-3, kTol = 1e-12;
+  for (double wake : {0.0, kW}) {
+    SCOPED_TRACE(wake > 0 ? "wake 1 ms" : "no wake");
+    auto device = VirtualDevice::Create(wake > 0 ? 903 : 902, {.cost = &cost});
+    ASSERT_TRUE(device.ok()) << device.status();
+    VirtualDevice& d = **device;
+    auto comm = VirtualCommunicator::Create(0, 4, d.device(),
+                                            {.network = &cost, .gpus_per_node = 8, .wake_seconds = wake});
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    auto shard = Tensor::Empty({1024}, DType::kBF16, d.allocator());
+    auto full = Tensor::Empty({4096}, DType::kBF16, d.allocator());
+    ASSERT_TRUE(shard.ok() && full.ok());
+    const double t_gather = CollectiveSeconds(*profile, CollectiveKind::kAllGather, 8192, {4, 4});
+    ASSERT_LT(t_gather, kCompute);
+    // Issued, then 5 ms of compute, then waited: it ended long before.
+    auto w1 = (*comm)->AllGatherAsync(*shard, *full);
+    ASSERT_TRUE(w1.ok()) << w1.status();
+    d.HostAdvance(kCompute);
+    ASSERT_TRUE((*w1)->Wait().ok());
+    EXPECT_NEAR(d.host_time(), kCompute + wake, kTol);
+    // Two issued together, waited back to back after compute: the first wait
+    // wakes, the second finds its collective ended and costs nothing more.
+    auto w2 = (*comm)->AllGatherAsync(*shard, *full);
+    auto w3 = (*comm)->AllGatherAsync(*shard, *full);
+    ASSERT_TRUE(w2.ok() && w3.ok());
+    d.HostAdvance(kCompute);
+    const double before = d.host_time();
+    ASSERT_TRUE((*w2)->Wait().ok());
+    EXPECT_NEAR(d.host_time(), before + wake, kTol);
+    const double after_first = d.host_time();
+    ASSERT_TRUE((*w3)->Wait().ok());
+    EXPECT_NEAR(d.host_time(), after_first, kTol);
+    // Issued and waited at once: it blocks for its transfer, then wakes.
+    auto w4 = (*comm)->AllGatherAsync(*shard, *full);
+    ASSERT_TRUE(w4.ok());
+    const double issue = d.host_time();
+    ASSERT_TRUE((*w4)->Wait().ok());
+    EXPECT_GE(d.host_time(), issue + t_gather + wake - kTol);
+    int wakes = 0;
+    for (const VirtualSpan& sp : d.spans()) {
+      if (sp.name == "wake") {
+        ++wakes;
+        EXPECT_EQ(sp.category, "comm");
+      }
+    }
+    EXPECT_EQ(wakes, wake > 0 ? 3 : 0);
+  }
+}
+
+// A group of g ranks wakes in W (g - 1) / (wake_group_size - 1): measured at
+// 4 ranks, a split group of 2 takes W / 3 (HYBRID_SHARD's shard groups).
+TEST(VirtualCommunicator, SmallerGroupsWakeFaster) {
+  absl::StatusOr<HardwareProfile> profile = LoadProfile("h100_dgx");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  ProfileCost cost(*profile);
+  constexpr double kW = 3e-3, kCompute = 5e-3, kTol = 1e-12;  // as above
+  auto device = VirtualDevice::Create(904, {.cost = &cost});
+  ASSERT_TRUE(device.ok()) << device.status();
+  VirtualDevice& d = **device;
+  VirtualCommunicator::Options o{.network = &cost, .gpus_per_node = 8, .wake_seconds = kW, .wake_group_size = 4};
+  o.splits = {{.size = 2, .stride = 1}};
+  auto world = VirtualCommunicator::Create(0, 4, d.device(), o);
+  ASSERT_TRUE(world.ok()) << world.status();
+  auto pair = (*world)->Split(/*color=*/0, /*key=*/0);
+  ASSERT_TRUE(pair.ok() && *pair != nullptr) << pair.status();
+  auto shard = Tensor::Empty({1024}, DType::kBF16, d.allocator());
+  auto full = Tensor::Empty({2048}, DType::kBF16, d.allocator());
+  ASSERT_TRUE(shard.ok() && full.ok());
+  auto w = (*pair)->AllGatherAsync(*shard, *full);
+  ASSERT_TRUE(w.ok()) << w.status();
+  d.HostAdvance(kCompute);
+  const double before = d.host_time();
+  ASSERT_TRUE((*w)->Wait().ok());
+  EXPECT_NEAR(d.host_time(), before + kW / 3, kTol);
+}
+
 // The virtual device's attention and row ops take their own efficiencies
 // (Note [Attention efficiency], Note [Per-op memory efficiency]): each span
 // lasts exactly what the cost model gives its op's name, FLOPs and bytes at
