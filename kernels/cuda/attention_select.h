@@ -47,6 +47,19 @@ struct CudnnAttentionInfo {
   int sm = 0;
 };
 
+// What cuDNN's fused attention and our tensor-core kernel both need: Hkv
+// dividing H, unit stride along D, 16-byte aligned pointers and strides
+// (their 16-byte loads). Empty when the call has it; else why not.
+inline std::string HeadsAndLayoutRefusal(const AttentionCall& c) {
+  if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
+    return "k and v have " + std::to_string(c.kv_heads) + " heads, which does not divide q's " +
+           std::to_string(c.heads);
+  }
+  if (!c.unit_stride_d) return "an operand is strided along the head dim";
+  if (!c.aligned) return "an operand's pointer or strides are not 16-byte aligned";
+  return "";
+}
+
 // Empty when cuDNN's fused attention may take the call; else the reason it
 // does not (for error messages and logs).
 inline std::string CudnnAttentionRefusal(const AttentionCall& c, const CudnnAttentionInfo& info) {
@@ -64,13 +77,7 @@ inline std::string CudnnAttentionRefusal(const AttentionCall& c, const CudnnAtte
   if (c.seq < 1) return "empty sequence";
   // cuDNN's SDPA takes h_k = h_v dividing h_q (GQA, MQA); the op entry checks
   // it, so this only guards a caller that did not.
-  if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
-    return "k and v have " + std::to_string(c.kv_heads) + " heads, which does not divide q's " +
-           std::to_string(c.heads);
-  }
-  if (!c.unit_stride_d) return "an operand is strided along the head dim";
-  if (!c.aligned) return "an operand's pointer or strides are not 16-byte aligned";
-  return "";
+  return HeadsAndLayoutRefusal(c);
 }
 
 // Empty when our tensor-core kernel (kernels/cuda/attention_tc.cu) takes the
@@ -83,13 +90,7 @@ inline std::string TensorCoreAttentionRefusal(const AttentionCall& c) {
   if (!AttentionTcHeadDim(c.head_dim)) {
     return "head dim " + std::to_string(c.head_dim) + ", our tensor-core kernel takes multiples of 16 up to 128";
   }
-  if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
-    return "k and v have " + std::to_string(c.kv_heads) + " heads, which does not divide q's " +
-           std::to_string(c.heads);
-  }
-  if (!c.unit_stride_d) return "an operand is strided along the head dim";
-  if (!c.aligned) return "an operand's pointer or strides are not 16-byte aligned";
-  return "";
+  return HeadsAndLayoutRefusal(c);
 }
 
 // Empty when our scalar kernel takes the call.
